@@ -1,0 +1,1 @@
+"""Everything that produces traces: monitor, fine-grained collector, launcher, importers."""

@@ -1,0 +1,1 @@
+"""Importers of other profilers' output into the Hermes trace format."""

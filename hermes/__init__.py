@@ -1,0 +1,39 @@
+"""Hermes: profiling and bottleneck analysis for ML training on accelerators.
+
+Public API (stable): ``hermes.load`` reads a trace; the collectors add ``hermes.profile``,
+``hermes.step`` and ``hermes.region``; the analyzers add ``hermes.analyze``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+try:
+    __version__ = version("hermes-profiler")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0+source"
+
+from hermes.errors import HermesError
+from hermes.trace import Trace, TraceMeta, load
+
+# Names provided by other parts of the package, imported on first use so that
+# `import hermes` stays light (the CLI starts fast, collectors import nothing heavy).
+_LAZY = {
+    "profile": "hermes.collectors.api",
+    "step": "hermes.collectors.api",
+    "region": "hermes.collectors.api",
+    "analyze": "hermes.analyzers.api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hermes' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["HermesError", "Trace", "TraceMeta", "__version__", "load", *_LAZY]

@@ -1,0 +1,101 @@
+"""The ``hermes`` command line: a thin layer over the library.
+
+Each command lives in its own module under ``hermes/commands/`` and registers itself with
+``register(app)``; this file only assembles them and turns errors into one line on stderr
+with exit code 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+try:  # recent typer vendors its own copy of click
+    from typer._click import exceptions as click  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - older typer uses the click package
+    from click import exceptions as click  # type: ignore[no-redef]
+
+from hermes import __version__
+from hermes.errors import HermesError
+
+app = typer.Typer(
+    name="hermes",
+    help="Hermes: find out why ML training is slow. Collect host/device timelines, store them "
+         "as Parquet, analyze bottlenecks, and get ranked optimizations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hermes {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Hermes: profiling and bottleneck analysis for ML training on NPUs and GPUs."""
+
+
+def _register_commands() -> None:
+    import hermes.commands as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"hermes.commands.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(app)
+
+
+_register_commands()
+
+
+def fail(message: str, code: int = 2) -> int:
+    print(f"hermes: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point. Returns (and exits with) the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        rv = app(args=args, prog_name="hermes", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except HermesError as exc:
+        code = fail(exc.one_line(), exc.exit_code)
+    except click.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else "", err=False)
+        code = 2
+    except click.UsageError as exc:
+        hint = ""
+        if exc.ctx is not None:
+            hint = f" (see `{exc.ctx.command_path} --help`)"
+        code = fail(f"{exc.format_message()}{hint}", 2)
+    except click.Exit as exc:
+        code = exc.exit_code
+    except click.Abort:
+        code = fail("interrupted", 130)
+    except KeyboardInterrupt:
+        code = fail("interrupted", 130)
+    except BrokenPipeError:
+        code = 0
+    except click.ClickException as exc:
+        code = fail(exc.format_message(), exc.exit_code or 2)
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    main()

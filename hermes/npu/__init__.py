@@ -1,0 +1,1 @@
+"""The emulated Ascend-like NPU runtime (device cost model + host software stack)."""

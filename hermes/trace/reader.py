@@ -1,0 +1,175 @@
+"""Read Hermes traces: one Parquet file, or a directory of per-rank files.
+
+``load(path, columns=..., ranks=...)`` returns a :class:`Trace`: a pandas DataFrame of events
+(dictionary columns as categoricals, nullable integers as pandas' ``Int64``/``Int32``) plus the
+trace metadata. Older schema versions load with missing columns filled with nulls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hermes.errors import TraceFormatError
+from hermes.trace.meta import TraceMeta
+from hermes.trace.schema import COLUMN_NAMES, COLUMNS, SCHEMA_VERSION, arrow_schema
+
+_PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}
+_NON_NULL_INT = {c.name for c in COLUMNS if not c.nullable and pa.types.is_integer(c.type)}
+
+
+@dataclass
+class Trace:
+    """Events of one trace (all or some ranks) and its metadata."""
+
+    events: pd.DataFrame
+    meta: TraceMeta
+    path: Path | None = None
+
+    @property
+    def ranks(self) -> list[int]:
+        if "rank" not in self.events.columns or self.events.empty:
+            return list(self.meta.ranks)
+        return sorted(int(r) for r in self.events["rank"].unique())
+
+    def rank(self, rank: int) -> pd.DataFrame:
+        return self.events[self.events["rank"] == rank]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def trace_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The Parquet files that make up a trace (one file, or ``*.parquet`` in a directory)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.glob("*.parquet") if not f.name.startswith("."))
+        if not files:
+            raise TraceFormatError("directory holds no *.parquet trace files", path=p,
+                                   hint="point at a trace written by hermes import/emulate/profile")
+        return files
+    if not p.exists():
+        raise TraceFormatError("no such file or directory", path=p)
+    return [p]
+
+
+def _open(f: Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(f)
+    except (pa.ArrowInvalid, OSError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TraceFormatError(f"not a readable Parquet file ({msg})", path=f,
+                               hint="the file may be truncated; re-create it") from None
+
+
+def read_meta(f: Path, pf: pq.ParquetFile | None = None) -> TraceMeta:
+    pf = pf or _open(f)
+    # The writer adds the final metadata at close, so the file-level key-value metadata
+    # wins over the (earlier) copy embedded in the serialized Arrow schema.
+    raw = dict(pf.schema_arrow.metadata or {})
+    raw.update(pf.metadata.metadata or {})
+    kv = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()
+          if k != b"ARROW:schema"}
+    if "hermes.schema_version" not in kv:
+        raise TraceFormatError("Parquet file without Hermes metadata (no hermes.schema_version)",
+                               path=f, hint="import the source with `hermes import` first")
+    meta = TraceMeta.from_kv(kv)
+    if meta.schema_version > SCHEMA_VERSION:
+        raise TraceFormatError(
+            f"trace format version {meta.schema_version} is newer than this Hermes reads "
+            f"({SCHEMA_VERSION})", path=f, hint="upgrade hermes-profiler")
+    if meta.schema_version < 1:
+        raise TraceFormatError(f"invalid hermes.schema_version {meta.schema_version}", path=f)
+    return meta
+
+
+def _check_columns(f: Path, schema: pa.Schema) -> None:
+    names = set(schema.names)
+    missing = [c.name for c in COLUMNS if not c.nullable and c.name not in names]
+    if missing:
+        raise TraceFormatError(f"missing required column(s) {', '.join(missing)}", path=f)
+
+
+def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
+                ranks: Iterable[int] | None = None) -> Iterator[tuple[pa.Table, TraceMeta, Path]]:
+    """Yield (table, meta, file) per file, projected and rank-filtered, in v1 schema order."""
+    want = list(columns) if columns is not None else list(COLUMN_NAMES)
+    unknown = [c for c in want if c not in COLUMN_NAMES]
+    if unknown:
+        raise TraceFormatError(f"unknown column(s) {', '.join(unknown)}",
+                               hint=f"valid columns: {', '.join(COLUMN_NAMES)}")
+    rank_set = None if ranks is None else {int(r) for r in ranks}
+    full = arrow_schema()
+    for f in trace_files(path):
+        pf = _open(f)
+        meta = read_meta(f, pf)
+        _check_columns(f, pf.schema_arrow)
+        if rank_set is not None and meta.ranks and not rank_set.intersection(meta.ranks):
+            continue
+        present = [c for c in want if c in pf.schema_arrow.names]
+        read_cols = list(dict.fromkeys(present + (["rank"] if rank_set is not None else [])))
+        try:
+            table = pf.read(columns=read_cols)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})", path=f,
+                                   hint="the file may be truncated; re-create it") from None
+        if rank_set is not None:
+            mask = pc.is_in(table.column("rank"), value_set=pa.array(sorted(rank_set),
+                                                                           pa.int32()))
+            table = table.filter(mask)
+        arrays = []
+        for name in want:
+            typ = full.field(name).type
+            if name in table.column_names:
+                col = table.column(name)
+                if col.type != typ:
+                    try:
+                        col = col.cast(typ)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        raise TraceFormatError(
+                            f"column {name!r} has type {col.type}, expected {typ}",
+                            path=f) from None
+                arrays.append(col)
+            else:  # written by an older version: fill with nulls
+                arrays.append(pa.nulls(table.num_rows, type=typ))
+        yield pa.Table.from_arrays(arrays, names=want), meta, f
+
+
+def load_table(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
+               ranks: Iterable[int] | None = None) -> tuple[pa.Table, TraceMeta]:
+    tables, metas = [], []
+    for table, meta, _ in iter_tables(path, columns, ranks):
+        tables.append(table)
+        metas.append(meta)
+    if not metas:  # rank filter excluded everything
+        want = list(columns) if columns is not None else list(COLUMN_NAMES)
+        schema = arrow_schema()
+        empty = pa.Table.from_arrays([pa.array([], schema.field(c).type) for c in want],
+                                     names=want)
+        return empty, read_meta(trace_files(path)[0])
+    return pa.concat_tables(tables), TraceMeta.merge(metas)
+
+
+def table_to_pandas(table: pa.Table) -> pd.DataFrame:
+    df = table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+    for name in _NON_NULL_INT & set(df.columns):  # required ints: plain numpy int64/int32
+        df[name] = df[name].astype(str(table.schema.field(name).type))
+    return df
+
+
+def load(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
+         ranks: Iterable[int] | None = None) -> Trace:
+    """Load a Hermes trace (file or per-rank directory) as a :class:`Trace`.
+
+    ``columns`` projects (only those columns are read); ``ranks`` keeps only those ranks
+    (per-rank files of other ranks are not opened beyond their footer).
+    """
+    table, meta = load_table(path, columns, ranks)
+    return Trace(events=table_to_pandas(table), meta=meta, path=Path(path))

@@ -1,0 +1,278 @@
+"""Streaming trace writer with bounded memory.
+
+Rows are buffered up to ``row_group_rows`` and flushed as one Parquet row group (zstd). The
+output is written under a temporary name in the target directory and renamed into place on
+:meth:`TraceWriter.close`, so a reader never sees a partial file and a failed write leaves the
+previous file (if any) untouched.
+
+Usage::
+
+    with TraceWriter("run.parquet", TraceMeta(source="emulator")) as w:
+        w.write({"rank": [0], "lane": ["thread 1"], ...})
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hermes.errors import OutputError, TraceFormatError
+from hermes.trace.meta import TraceMeta
+from hermes.trace.schema import COLUMNS, arrow_schema
+
+DEFAULT_ROW_GROUP_ROWS = 256 * 1024
+
+
+def to_table(columns: Mapping[str, Any] | pa.Table | Any) -> pa.Table:
+    """Coerce a batch of events into a table of exactly the v1 schema.
+
+    Accepts a mapping of column name -> sequence/array, a pyarrow Table or a pandas DataFrame.
+    Missing nullable columns become nulls; a missing required column is an error.
+    """
+    if isinstance(columns, pa.Table):
+        table = columns
+        get = table.column
+        names = set(table.column_names)
+        n = table.num_rows
+    else:
+        if hasattr(columns, "to_dict") and hasattr(columns, "columns"):  # pandas DataFrame
+            table = pa.Table.from_pandas(columns, preserve_index=False)
+            get = table.column
+            names = set(table.column_names)
+            n = table.num_rows
+        else:
+            mapping = dict(columns)
+            names = set(mapping)
+            lengths = {len(v) for v in mapping.values()}
+            if len(lengths) > 1:
+                raise TraceFormatError(f"columns have different lengths {sorted(lengths)}")
+            n = lengths.pop() if lengths else 0
+
+            def get(name: str) -> Any:
+                return mapping[name]
+
+    arrays = []
+    for col in COLUMNS:
+        if col.name not in names:
+            if not col.nullable:
+                raise TraceFormatError(f"required column {col.name!r} is missing")
+            arrays.append(pa.nulls(n, type=col.type))
+            continue
+        arrays.append(_as_array(get(col.name), col.type, col.name))
+    return pa.Table.from_arrays(arrays, schema=arrow_schema())
+
+
+def _as_array(values: Any, typ: pa.DataType, name: str) -> pa.Array | pa.ChunkedArray:
+    try:
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if isinstance(values, pa.Array):
+            if values.type == typ:
+                return values
+            if pa.types.is_dictionary(typ):
+                if pa.types.is_dictionary(values.type):
+                    values = values.cast(pa.string())
+                return values.cast(pa.string()).dictionary_encode().cast(typ)
+            return values.cast(typ)
+        if pa.types.is_dictionary(typ):
+            arr = pa.array(values if not isinstance(values, np.ndarray) else values.tolist(),
+                           type=pa.string(), from_pandas=True)
+            return arr.dictionary_encode().cast(typ)
+        if isinstance(values, np.ndarray) and values.dtype.kind == "f" and pa.types.is_integer(typ):
+            mask = np.isnan(values)
+            return pa.array(np.where(mask, 0, values).astype(np.int64), mask=mask).cast(typ)
+        return pa.array(values, type=typ, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+        raise TraceFormatError(f"column {name!r} cannot be stored as {typ}: {exc}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Give the temp file normal permissions (mkstemp makes it 0600) and rename it into place."""
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, final)
+
+
+class TraceWriter:
+    """Write one Parquet trace file, streamed in row groups, atomically published on close."""
+
+    def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None,
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+        self.path = Path(path)
+        self.meta = meta or TraceMeta()
+        self.row_group_rows = int(row_group_rows)
+        parent = self.path.parent
+        if not parent.is_dir():
+            raise OutputError("output directory does not exist", path=parent,
+                              hint="create it first or choose another --out")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=parent)
+        except OSError as exc:
+            raise OutputError(f"cannot write here: {exc.strerror}", path=parent) from None
+        os.close(fd)
+        self._tmp = Path(tmp)
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
+            self._tmp, arrow_schema(self.meta.to_kv()), compression="zstd")
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+        self.rows_written = 0
+        self._ranks: set[int] = set()
+        self._closed = False
+
+    def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
+        table = to_table(batch)
+        if table.num_rows == 0:
+            return
+        self._ranks.update(int(r) for r in pc.unique(table.column("rank")).to_pylist())
+        self._buffer.append(table)
+        self._buffered += table.num_rows
+        if self._buffered >= self.row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer or self._writer is None:
+            return
+        table = pa.concat_tables(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        self._writer.write_table(table, row_group_size=max(self.row_group_rows, 1))
+        self.rows_written += table.num_rows
+
+    def close(self, meta: TraceMeta | None = None) -> Path:
+        """Flush, write the final metadata and rename the file into place."""
+        if self._closed:
+            return self.path
+        if meta is not None:
+            self.meta = meta
+        self._flush()
+        final = self.meta
+        if not final.ranks:
+            final = final.with_(ranks=tuple(sorted(self._ranks)))
+        assert self._writer is not None
+        self._writer.add_key_value_metadata(final.to_kv())
+        self._writer.close()
+        self._writer = None
+        _publish(self._tmp, self.path)
+        self._closed = True
+        return self.path
+
+    def abort(self) -> None:
+        """Drop everything written so far; the target path is left as it was."""
+        if self._closed:
+            return
+        self._buffer.clear()
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # noqa: BLE001 - the temp file is removed either way
+                pass
+            self._writer = None
+        self._tmp.unlink(missing_ok=True)
+        self._closed = True
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class RankedTraceWriter:
+    """Write a trace as a directory of per-rank files (``rank-00000.parquet``, ...).
+
+    Each rank's file is its own :class:`TraceWriter`, so each appears atomically. Meant for
+    large multi-rank jobs; ``hermes.load`` reads the directory as one trace.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], meta: TraceMeta | None = None,
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+        self.directory = Path(directory)
+        self.meta = meta or TraceMeta()
+        self.row_group_rows = row_group_rows
+        if self.directory.exists() and not self.directory.is_dir():
+            raise OutputError("exists and is not a directory", path=self.directory)
+        if not self.directory.parent.is_dir():
+            raise OutputError("output directory does not exist", path=self.directory.parent,
+                              hint="create it first or choose another --out")
+        self._created = not self.directory.exists()
+        self.directory.mkdir(exist_ok=True)
+        self._writers: dict[int, TraceWriter] = {}
+
+    def rank_path(self, rank: int) -> Path:
+        return self.directory / f"rank-{int(rank):05d}.parquet"
+
+    def writer(self, rank: int) -> TraceWriter:
+        w = self._writers.get(rank)
+        if w is None:
+            w = TraceWriter(self.rank_path(rank), self.meta.with_(ranks=(int(rank),)),
+                            self.row_group_rows)
+            self._writers[rank] = w
+        return w
+
+    def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
+        table = to_table(batch)
+        ranks = table.column("rank").to_numpy()
+        for r in np.unique(ranks):
+            part = table.filter(pa.array(ranks == r)) if len(np.unique(ranks)) > 1 else table
+            self.writer(int(r)).write(part)
+
+    def close(self, meta: TraceMeta | None = None) -> Path:
+        if meta is not None:
+            self.meta = meta
+        for rank, w in sorted(self._writers.items()):
+            w.close(self.meta.with_(ranks=(rank,)))
+        return self.directory
+
+    def abort(self) -> None:
+        for w in self._writers.values():
+            w.abort()
+        if self._created:
+            try:
+                self.directory.rmdir()
+            except OSError:
+                pass
+
+    def __enter__(self) -> RankedTraceWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def open_writer(path: str | os.PathLike[str], meta: TraceMeta | None = None,
+                row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> TraceWriter | RankedTraceWriter:
+    """A single-file writer for ``*.parquet`` paths, a per-rank directory writer otherwise."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        return TraceWriter(p, meta, row_group_rows)
+    return RankedTraceWriter(p, meta, row_group_rows)
+
+
+def write_trace(path: str | os.PathLike[str], events: Any, meta: TraceMeta | None = None) -> Path:
+    """Write a whole table of events at once (tests, importers of small files)."""
+    w = open_writer(path, meta)
+    try:
+        w.write(events)
+    except BaseException:
+        w.abort()
+        raise
+    return w.close()

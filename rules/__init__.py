@@ -1,0 +1,1 @@
+"""The rule table (cause -> optimization) as TOML data, its loader and schema check."""

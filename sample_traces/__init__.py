@@ -1,0 +1,1 @@
+"""Small traces shipped with Hermes for the demo and the docs."""

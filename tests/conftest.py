@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("HERMES_SHARED", REPO.parent / "shared"))
+SHARED_TRACES = SHARED / "traces"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture
+def shared_traces() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"shared traces not found at {SHARED_TRACES}")
+    return SHARED_TRACES
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """Run the hermes CLI in-process; returns (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from hermes.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from hermes import __version__
+from tests.conftest import run_cli
+
+
+def test_version():
+    code, out, _ = run_cli("--version")
+    assert code == 0 and out.strip() == f"hermes {__version__}"
+
+
+def test_every_command_help_has_an_example():
+    from hermes.cli import app
+    import typer.main
+
+    group = typer.main.get_command(app)
+    assert group.commands, "no commands registered"
+    for name, cmd in group.commands.items():
+        code, out, err = run_cli(name, "--help")
+        assert code == 0, (name, err)
+        assert "Example" in out, f"`hermes {name} --help` has no example"
+
+
+def test_unknown_command_is_one_line_exit_2():
+    code, out, err = run_cli("frobnicate")
+    assert code == 2
+    assert err.count("\n") == 1 and "frobnicate" in err
+
+
+def test_console_script_exit_code_for_missing_file(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "hermes.cli", "validate",
+                          str(tmp_path / "missing.parquet")], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert res.stderr.startswith("hermes: error: ") and "missing.parquet" in res.stderr
