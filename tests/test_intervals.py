@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hermes.analyzers import intervals as iv
+
+
+def brute(intervals, lo=0, hi=200):
+    cover = np.zeros(hi - lo, bool)
+    for s, e in intervals:
+        cover[max(s, lo) - lo:max(min(e, hi), lo) - lo] = True
+    return cover
+
+
+def as_cover(u, lo=0, hi=200):
+    return brute(list(zip(u[0].tolist(), u[1].tolist())), lo, hi)
+
+
+ivs = st.lists(st.tuples(st.integers(0, 190), st.integers(0, 10)).map(lambda t: (t[0], t[0] + t[1])),
+               max_size=30)
+
+
+def test_union_by_hand():
+    s, e = iv.union(np.array([5, 0, 12, 3]), np.array([9, 4, 15, 6]))
+    assert s.tolist() == [0, 12] and e.tolist() == [9, 15]
+    assert iv.total((s, e)) == 12
+
+
+@settings(max_examples=200, deadline=None)
+@given(ivs, ivs)
+def test_set_operations_match_brute_force(a, b):
+    ua = iv.union(np.array([x[0] for x in a], dtype=np.int64), np.array([x[1] for x in a], dtype=np.int64))
+    ub = iv.union(np.array([x[0] for x in b], dtype=np.int64), np.array([x[1] for x in b], dtype=np.int64))
+    ca, cb = brute(a), brute(b)
+    assert (as_cover(ua) == ca).all()
+    assert (as_cover(iv.intersect(ua, ub)) == (ca & cb)).all()
+    assert (as_cover(iv.subtract(ua, ub)) == (ca & ~cb)).all()
+    assert iv.total(ua) == ca.sum()
+    # disjoint, sorted, non-touching
+    assert (ua[0][1:] > ua[1][:-1]).all()
+    if a:
+        s = np.array([x[0] for x in a]); e = np.array([x[1] for x in a])
+        got = iv.overlap_per_interval(s, e, ub)
+        want = [int((cb[x0:x1]).sum()) for x0, x1 in a]
+        assert got.tolist() == want
