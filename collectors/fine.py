@@ -1,0 +1,113 @@
+"""The fine-grained collector: records every event a producer emits into a Hermes trace.
+
+It implements the :class:`hermes.hooks.Collector` protocol. Events arrive as columnar batches
+in trace-schema column names and are streamed to ``hermes.trace.open_writer(path)`` (``*.parquet``
+-> one file, any other path -> a directory of per-rank files). Trace metadata is the ``meta``
+given at construction, updated by ``close(meta_updates)``: keys naming a ``TraceMeta`` field
+replace it (``extra`` and ``collector`` are merged key by key); other keys land in ``extra``.
+
+Which steps get detail is chosen by ``ranks`` / ``steps`` (None = all); the collector records
+which (rank, step) pairs it asked detail for and stores them as ``collector.detailed_steps``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from hermes.hooks import EventBatch, StepInfo
+from hermes.trace.meta import TraceMeta
+from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, RankedTraceWriter, TraceWriter, open_writer
+
+_META_FIELDS = frozenset(f.name for f in fields(TraceMeta))
+_MERGED = ("extra", "collector", "device", "import_summary")
+
+
+class FineCollector:
+    """Write all events of the selected ranks and steps to a trace at ``path``."""
+
+    mode = "fine"
+
+    def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None, *,
+                 ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+        self.path = Path(path)
+        self.meta = meta or TraceMeta(source="emulator")
+        self.ranks = None if ranks is None else frozenset(int(r) for r in ranks)
+        self.steps = None if steps is None else frozenset(int(s) for s in steps)
+        self._writer: TraceWriter | RankedTraceWriter = open_writer(
+            self.path, self.meta, row_group_rows)
+        self._detailed: set[tuple[int, int]] = set()
+        self.steps_seen = 0
+        self.events_written = 0
+        self.closed = False
+
+    # -- Collector protocol -------------------------------------------------------------
+    def wants_detail(self, rank: int, step: int) -> bool:
+        ok = (self.ranks is None or rank in self.ranks) and \
+             (self.steps is None or step in self.steps)
+        if ok:
+            self._detailed.add((int(rank), int(step)))
+        return ok
+
+    def on_events(self, batch: EventBatch) -> None:
+        n = len(next(iter(batch.values()))) if batch else 0
+        if n == 0:
+            return
+        self._writer.write(batch)
+        self.events_written += n
+
+    def on_step(self, info: StepInfo) -> None:
+        self.steps_seen += 1
+
+    def close(self, meta_updates: dict[str, Any] | None = None) -> Path:
+        """Flush and publish the trace (atomically); returns its path. Idempotent."""
+        if self.closed:
+            return self.path
+        self.meta = self._merged_meta(meta_updates or {})
+        self.closed = True
+        return self._writer.close(self.meta)
+
+    def abort(self) -> None:
+        """Drop what was written; the output path is left as it was."""
+        if not self.closed:
+            self._writer.abort()
+            self.closed = True
+
+    # -- helpers ------------------------------------------------------------------------
+    def detailed_steps(self) -> list[int]:
+        return sorted({s for _, s in self._detailed})
+
+    def _merged_meta(self, updates: dict[str, Any]) -> TraceMeta:
+        changes: dict[str, Any] = {}
+        extra = dict(self.meta.extra)
+        for key, value in updates.items():
+            if key in _MERGED and isinstance(value, dict):
+                merged = dict(getattr(self.meta, key))
+                merged.update(value)
+                if key == "extra":
+                    extra.update(value)
+                else:
+                    changes[key] = merged
+            elif key in _META_FIELDS and key != "extra":
+                changes[key] = tuple(value) if key == "ranks" else value
+            else:
+                extra[key] = value
+        collector = dict(changes.get("collector", self.meta.collector))
+        collector.setdefault("mode", self.mode)
+        collector.setdefault("detailed_steps", self.detailed_steps())
+        changes["collector"] = collector
+        changes["extra"] = extra
+        return self.meta.with_(**changes)
+
+    def __enter__(self) -> FineCollector:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
