@@ -1,0 +1,98 @@
+"""Step windows: the time span of each training step of one rank, and the step of each event.
+
+``step_windows(events) -> DataFrame[step, start_ns, end_ns, dur_ns]`` (one row per step, sorted
+by ``start_ns``; times in ns on the rank's clock). Where the windows come from, first match wins:
+
+1. host-lane ``step`` events (``ProfilerStep#N`` on the training thread, ``hermes.step()``);
+2. device-lane ``step`` events (e.g. Kineto's ``ProfilerStep#N`` GPU annotations);
+3. one window spanning the whole trace (first event start to last event end), step ``-1``.
+
+Several step events with the same step number (e.g. on two host threads) merge into one window
+from the earliest start to the latest end. The step number is the event's ``step`` column when
+set, else the trailing integer of its name (``ProfilerStep#12`` -> 12), else its ordinal.
+
+``in_step(events, windows)`` gives the step of each event by its *start* time (vectorized with
+``searchsorted``); events starting outside every window get ``<NA>``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+WINDOW_COLUMNS = ("step", "start_ns", "end_ns", "dur_ns")
+
+
+def empty_windows() -> pd.DataFrame:
+    return pd.DataFrame({c: np.empty(0, np.int64) for c in WINDOW_COLUMNS})
+
+
+def _step_numbers(rows: pd.DataFrame) -> np.ndarray:
+    """Step number per step event: the ``step`` column, else the name's trailing integer,
+    else the event's ordinal among the step events (sorted by start)."""
+    n = len(rows)
+    nums = pd.Series(np.full(n, np.nan), index=rows.index)
+    if "step" in rows.columns:
+        nums = pd.to_numeric(rows["step"], errors="coerce").astype("float64")
+    if nums.isna().any() and "name" in rows.columns:
+        from_name = pd.to_numeric(
+            rows["name"].astype(str).str.extract(r"(\d+)\s*$", expand=False), errors="coerce")
+        nums = nums.fillna(from_name)
+    if nums.isna().any():
+        order = np.argsort(rows["ts_ns"].to_numpy(np.int64), kind="stable")
+        ordinal = np.empty(n, np.float64)
+        ordinal[order] = np.arange(n)
+        nums = nums.fillna(pd.Series(ordinal, index=rows.index))
+    return nums.to_numpy(np.int64)
+
+
+def _windows_of(rows: pd.DataFrame) -> pd.DataFrame:
+    start = rows["ts_ns"].to_numpy(np.int64)
+    end = start + rows["dur_ns"].to_numpy(np.int64)
+    df = pd.DataFrame({"step": _step_numbers(rows), "start_ns": start, "end_ns": end})
+    df = df.groupby("step", as_index=False, sort=False).agg(start_ns=("start_ns", "min"),
+                                                             end_ns=("end_ns", "max"))
+    df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    df = df.sort_values(["start_ns", "step"], kind="stable").reset_index(drop=True)
+    return df.astype({c: np.int64 for c in WINDOW_COLUMNS})[list(WINDOW_COLUMNS)]
+
+
+def step_windows(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per step: ``step``, ``start_ns``, ``end_ns``, ``dur_ns`` (int64 ns)."""
+    if events is None or len(events) == 0:
+        return empty_windows()
+    kind = events["kind"].astype(str).to_numpy()
+    lane_kind = events["lane_kind"].astype(str).to_numpy()
+    is_step = (kind == "step") & (events["dur_ns"].to_numpy(np.int64) > 0)
+    host = is_step & (lane_kind == "host")
+    if host.any():
+        return _windows_of(events[host])
+    if is_step.any():
+        return _windows_of(events[is_step])
+    ts = events["ts_ns"].to_numpy(np.int64)
+    end = ts + events["dur_ns"].to_numpy(np.int64)
+    start, stop = int(ts.min()), int(end.max())
+    return pd.DataFrame({"step": [-1], "start_ns": [start], "end_ns": [stop],
+                         "dur_ns": [stop - start]}).astype(np.int64)
+
+
+def in_step(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
+    """Step of each event by its start time (``Int64``, ``<NA>`` outside every window).
+
+    Windows are assumed not to overlap; if they do, an event goes to the latest window that
+    started at or before it and still contains it.
+    """
+    if len(events) == 0 or len(windows) == 0:
+        return pd.Series(pd.array([pd.NA] * len(events), dtype="Int64"), index=events.index)
+    w = windows.sort_values("start_ns", kind="stable")
+    ws = w["start_ns"].to_numpy(np.int64)
+    we = w["end_ns"].to_numpy(np.int64)
+    steps = w["step"].to_numpy(np.int64)
+    ts = events["ts_ns"].to_numpy(np.int64)
+    k = np.searchsorted(ws, ts, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (ts < we[kk])
+    out = pd.array(np.where(inside, steps[kk], 0), dtype="Int64")
+    out[~inside] = pd.NA
+    return pd.Series(out, index=events.index)
+
