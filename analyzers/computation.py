@@ -1,0 +1,510 @@
+"""Rank analyzer ``computation``: roofline per device task and the causes of underutilization.
+
+``computation(ctx: RankContext) -> AnalyzerResult`` over one rank's ``kernel`` events. Formulas,
+thresholds and their sources are in ``docs/analysis/computation.md``; in short:
+
+* AI = flops / bytes (FLOP/B); ridge = peak FLOP/s of the task's unit / HBM bandwidth;
+  U_c = achieved FLOP/s / peak, U_b = achieved B/s / HBM bandwidth (achieved = value / dur).
+* memory-bound: AI <= ridge and U_b >= U_THRESHOLD; compute-bound: AI > ridge and
+  U_c >= U_THRESHOLD; otherwise underutilized. Missing bytes or flops: classified by what is known
+  (U_c >= U -> compute-bound, U_b >= U -> memory-bound), else by Ascend pipe ratios
+  (``aic_mac_ratio``/``aiv_vec_ratio`` -> compute, ``aic_mte2_ratio``/``aiv_mte2_ratio`` -> memory),
+  else ``no_data``.
+* A finding's ``time_share`` = |union of its operators' device intervals, clipped to the step
+  windows| / sum of step window durations.
+
+Tables: ``kernels`` (one row per task, the roofline columns), ``classes`` (device time per class),
+``top_ops`` (by class and name), ``causes`` (underutilization causes and their operators).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes import devices
+from hermes.analyzers import intervals as iv
+from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.steps import step_windows
+
+#: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
+#: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
+#: (h100_calibration.json) and a well-streamed elementwise kernel ~0.9 of HBM; half of peak
+#: separates tasks near a roof from tasks far below both roofs. Also applied to Ascend pipe
+#: ratios (the fraction of a task's time its cube/vector/MTE2 pipe was busy).
+U_THRESHOLD = 0.5
+#: msprof-analyze's AI CPU checker: AI CPU tasks longer than 20 us are worth replacing.
+AI_CPU_MIN_NS = 20_000
+#: Frequency drop reported when the clock is >= 5 % below nominal (msprof-analyze, Hermes).
+DOWNCLOCK_MIN = 0.05
+#: Inner-axis alignment (elements) for matrix units and FlashAttention head dims, per device kind:
+#: Ascend cube affinity 256 / FA head dim 128 (CANN guidance); NVIDIA Tensor Cores need multiples
+#: of 8 fp16/bf16 elements (cuBLAS / FlashAttention requirements).
+ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
+#: A finding needs at least this share of step time unless its evidence is named operators.
+MIN_SHARE = 0.01
+TOP_N = 10
+
+CLASSES = ("compute_bound", "memory_bound", "underutilized", "no_data")
+_GEMM = re.compile(r"gemm|matmul|cutlass|xmma|nvjet|cublas|wgmma|BatchMatMul|\bmm\b|addmm|bmm",
+                   re.I)
+_FA = re.compile(r"flash|fmha|FlashAttention|scaled_dot_product|sdpa", re.I)
+
+
+# ---------------------------------------------------------------- shared helpers (also used by
+# communication.py and cluster.py)
+
+def profile_of(ctx: RankContext) -> devices.DeviceProfile | None:
+    """The device profile of a rank: by the trace's device name, else None."""
+    dev = ctx.device
+    for key in ("name", "display_name"):
+        p = devices.match(str(dev.get(key) or ""))
+        if p is not None:
+            return p
+    return None
+
+
+def arg_pattern(*keys: str) -> str:
+    """Regex capturing the value of any of ``keys`` in a JSON args string (quotes stripped)."""
+    alt = "|".join(re.escape(k) for k in keys)
+    return rf'"(?:{alt})"\s*:\s*"?\s*([^",}}]*)'
+
+
+def arg_values(args: pd.Series, *keys: str) -> pd.Series:
+    """Vectorized extraction of one args value (string, NaN where absent)."""
+    if len(args) == 0:
+        return pd.Series([], dtype=object, index=args.index)
+    s = args.astype("string").fillna("")
+    return s.str.extract(arg_pattern(*keys), flags=re.I, expand=False)
+
+
+def arg_numbers(args: pd.Series, *keys: str) -> pd.Series:
+    return pd.to_numeric(arg_values(args, *keys), errors="coerce").astype("float64")
+
+
+def clip_to_windows(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Clip intervals to the step window containing their start; intervals outside every window
+    become empty (start == end)."""
+    if len(windows) == 0 or start.size == 0:
+        return start, start.copy()
+    ws = windows["start_ns"].to_numpy(np.int64)
+    we = windows["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(ws, start, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (start < we[kk])
+    s = np.where(inside, start, 0)
+    e = np.where(inside, np.minimum(end, we[kk]), 0)
+    return s, np.maximum(e, s)
+
+
+def union_time(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame) -> int:
+    """Length (ns) of the union of intervals, clipped to the step windows."""
+    s, e = clip_to_windows(np.asarray(start, np.int64), np.asarray(end, np.int64), windows)
+    return iv.total(iv.union(s, e))
+
+
+def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns."""
+    sub = events.loc[mask]
+    out = pd.DataFrame({"name": sub["name"].astype(str).to_numpy(),
+                        "ts_ns": sub["ts_ns"].to_numpy(np.int64),
+                        "dur_ns": sub["dur_ns"].to_numpy(np.int64)})
+    out["end_ns"] = out["ts_ns"] + out["dur_ns"]
+    for col, dtype in (("flops", "float64"), ("bytes", "float64"), ("value", "float64"),
+                       ("coll_bytes", "float64"), ("coll_seq", "float64")):
+        out[col] = (pd.to_numeric(sub[col], errors="coerce").astype(dtype).to_numpy()
+                    if col in sub.columns else np.nan)
+    for col in ("unit", "args", "coll_group", "lane"):
+        out[col] = sub[col].astype(object).to_numpy() if col in sub.columns else None
+    for col in ("external_id", "corr_id", "stream"):
+        out[col] = (pd.to_numeric(sub[col], errors="coerce").astype("float64").to_numpy()
+                    if col in sub.columns else np.nan)
+    return out
+
+
+def top_ops(df: pd.DataFrame, n: int = TOP_N) -> list[dict[str, Any]]:
+    """The operators of ``df`` with most device time: [{name, time_ns, count}]."""
+    if len(df) == 0:
+        return []
+    g = df.groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])
+    g = g.sort_values("sum", ascending=False).head(n)
+    return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
+            for k, v in g.iterrows()]
+
+
+# ---------------------------------------------------------------- shapes
+
+@lru_cache(maxsize=4096)
+def _shapes(raw: str) -> tuple[tuple[int, ...], ...]:
+    """Input shapes from Kineto ``Input Dims`` (JSON list) or Ascend ``Input Shapes``
+    (``"81920,4096;8192,512"``)."""
+    raw = raw.strip().strip('"').strip()
+    if raw.startswith("["):
+        try:
+            val = json.loads(raw)
+        except ValueError:
+            return ()
+        return tuple(tuple(int(x) for x in s) if isinstance(s, list) and
+                     all(isinstance(x, int) for x in s) else () for s in val)
+    out = []
+    for part in raw.split(";"):
+        dims = [d for d in part.replace('"', "").split(",") if d.strip()]
+        try:
+            out.append(tuple(int(float(d)) for d in dims))
+        except ValueError:
+            out.append(())
+    return tuple(out)
+
+
+def _input_shapes(args: pd.Series) -> pd.Series:
+    """Raw shape strings from args: Ascend "Input Shapes" or Kineto "Input Dims" (a list)."""
+    s = args.astype("string").fillna("")
+    dims = s.str.extract(r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I, expand=False)
+    asc = s.str.extract(r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I,
+                        expand=False)
+    return dims.fillna(asc.str.replace('\\"', "", regex=False))
+
+
+def _misaligned(raw: Any, n_inputs: int, align: int) -> bool:
+    if not isinstance(raw, str) or not raw:
+        return False
+    shapes = [s for s in _shapes(raw)[:n_inputs] if s]
+    return any(s[-1] % align != 0 for s in shapes)
+
+
+def _dtype_bytes(args: pd.Series) -> pd.Series:
+    """Element size guessed from the dtype named in args (2 unless fp32/fp64/int8 is named)."""
+    s = args.astype("string").fillna("").str.lower()
+    size = pd.Series(2.0, index=args.index)
+    size[s.str.contains(r"float64|double", regex=True)] = 8.0
+    size[s.str.contains(r'"(?:dt_)?float(?:32)?"|\bfloat\b|fp32|c10::float\b', regex=True)
+         & ~s.str.contains(r"float16|bfloat16|half|bf16|fp16", regex=True)] = 4.0
+    return size
+
+
+def _gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
+    """HBM bytes of a matmul estimated from its input shapes: both inputs read once and the
+    output written once, element size from the dtype. Computed once per distinct shape string."""
+    def elems(raw: Any) -> float:
+        sh = [s for s in _shapes(raw)[:2] if s] if isinstance(raw, str) else []
+        if len(sh) != 2:
+            return float("nan")
+        a, b = sh
+        m = int(np.prod(a[:-1])) if len(a) > 1 else 1
+        k = a[-1]
+        # B is (K, N) or, transposed, (N, K)
+        n = b[-1] if len(b) > 1 and b[-2] == k else (b[-2] if len(b) > 1 else 1)
+        return float(np.prod(a) + np.prod(b) + m * n)
+
+    uniq = {raw: elems(raw) for raw in pd.unique(shape_raw.dropna())}
+    return shape_raw.map(uniq).astype("float64") * elem
+
+
+# ---------------------------------------------------------------- the roofline table
+
+def _peaks(ctx: RankContext) -> dict[str, Any]:
+    """Peak FLOP/s per unit and per dtype, HBM bandwidth and device kind: the trace's device dict
+    first, gaps filled from the matched device profile."""
+    dev, prof = ctx.device, profile_of(ctx)
+    base = prof.to_meta() if prof is not None else {}
+    return {"peak_flops": dict(dev.get("peak_flops") or base.get("peak_flops") or {}),
+            "dtype_flops": dict(dev.get("dtype_flops") or base.get("dtype_flops") or {}),
+            "hbm_bw_Bps": float(dev.get("hbm_bw_Bps") or base.get("hbm_bw_Bps") or 0.0),
+            "kind": str(dev.get("kind") or base.get("kind") or "gpu"),
+            "clock_mhz": float(dev.get("clock_mhz") or base.get("clock_mhz") or 0.0)}
+
+
+def _from_host_ops(ev: pd.DataFrame, k: pd.DataFrame, gemm: np.ndarray) -> None:
+    """Give kernels without flops/shapes those of the host operator that launched them (same
+    ``external_id``, e.g. Kineto's cpu_op with ``with_flops``), split evenly over the op's GEMM
+    kernels (or all its kernels when none is a GEMM)."""
+    if "external_id" not in ev.columns or k["external_id"].isna().all():
+        return
+    hm = (ev["kind"].astype(str) == "host_op").to_numpy() & ev["external_id"].notna().to_numpy()
+    if not hm.any():
+        return
+    h = base_frame(ev, hm)
+    h["shape"] = _input_shapes(h["args"].astype(object))
+    h["dtype_raw"] = h["args"]
+    h = h.sort_values("flops", na_position="first").drop_duplicates("external_id", keep="last")
+    h = h.set_index("external_id")
+    ext = k["external_id"]
+    has = ext.notna() & ext.isin(h.index)
+    if not has.any():
+        return
+    grp = ext.where(has)
+    any_gemm = pd.Series(gemm, index=k.index).groupby(grp).transform("any").fillna(False)
+    target = has & (pd.Series(gemm, index=k.index) | ~any_gemm.astype(bool))
+    n = target.groupby(grp).transform("sum").replace(0, np.nan)
+    hf = grp.map(h["flops"])
+    fill = k["flops"].isna() & target
+    k.loc[fill, "flops"] = (hf / n)[fill]
+    k.loc[k["shape"].isna() & has, "shape"] = grp.map(h["shape"])[k["shape"].isna() & has]
+    k.loc[has, "host_args"] = grp.map(h["dtype_raw"])[has]
+
+
+def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per device task with the roofline columns (see the module docstring)."""
+    ev = ctx.events
+    pk = _peaks(ctx)
+    k = base_frame(ev, (ev["kind"].astype(str) == "kernel").to_numpy()) if len(ev) else \
+        base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
+    if len(k) == 0:
+        return pd.DataFrame(columns=["name", "ts_ns", "dur_ns", "unit", "flops", "bytes",
+                                     "ai_flop_per_B", "ridge_flop_per_B", "achieved_flops",
+                                     "achieved_Bps", "u_compute", "u_bandwidth", "class"])
+    args = k["args"].astype(object)
+    gemm = (k["name"].str.contains(_GEMM) | arg_values(args, "Type", "op_type")
+            .fillna("").str.contains(_GEMM)).to_numpy()
+    k["gemm"] = gemm
+    k["shape"] = _input_shapes(args)
+    k["host_args"] = None
+    _from_host_ops(ev, k, gemm)
+    core = arg_values(args, "Accelerator Core", "Task Type", "task_type").fillna("").str.upper()
+    unit = k["unit"].astype(object).where(k["unit"].notna(), None)
+    unit = unit.where(unit.notna(), np.where(core.str.contains("AI_CPU"), "ai_cpu", None))
+    default = "sm" if pk["kind"] == "gpu" else "vector"
+    unit = unit.where(unit.notna(), np.where(gemm, "cube" if pk["kind"] != "gpu" else "sm",
+                                             default)).astype(str)
+    k["unit"] = unit
+    peak_unit = unit.replace({"mix": "cube"}).map(pk["peak_flops"]).astype("float64")
+    # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
+    dsrc = k["host_args"].where(k["host_args"].notna(), args)
+    elem = _dtype_bytes(dsrc)
+    if pk["dtype_flops"]:
+        fp32 = pk["dtype_flops"].get("fp32")
+        if fp32:
+            peak_unit = peak_unit.where(~(pd.Series(gemm, index=k.index) & (elem == 4.0)),
+                                        min(fp32, peak_unit.max()))
+    est = _gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index)), elem)
+    k["bytes"] = k["bytes"].where(k["bytes"].notna() & (k["bytes"] > 0), est)
+    hbm = pk["hbm_bw_Bps"] or np.nan
+    dur_s = k["dur_ns"].to_numpy(np.float64) * 1e-9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        flops = k["flops"].where(k["flops"] > 0)
+        byts = k["bytes"].where(k["bytes"] > 0)
+        k["ai_flop_per_B"] = flops / byts
+        k["ridge_flop_per_B"] = peak_unit / hbm
+        k["achieved_flops"] = np.where(dur_s > 0, flops / dur_s, np.nan)
+        k["achieved_Bps"] = np.where(dur_s > 0, byts / dur_s, np.nan)
+        k["u_compute"] = k["achieved_flops"] / peak_unit
+        k["u_bandwidth"] = k["achieved_Bps"] / hbm
+    k["class"] = _classify(k, args)
+    k["step"] = _step_of(k["ts_ns"].to_numpy(np.int64), windows)
+    return k
+
+
+def _classify(k: pd.DataFrame, args: pd.Series) -> np.ndarray:
+    ai, ridge = k["ai_flop_per_B"], k["ridge_flop_per_B"]
+    uc, ub = k["u_compute"], k["u_bandwidth"]
+    both = ai.notna() & ridge.notna() & uc.notna() & ub.notna()
+    cls = np.full(len(k), "no_data", dtype=object)
+    roof = np.select([both & (ai <= ridge) & (ub >= U_THRESHOLD),
+                      both & (ai > ridge) & (uc >= U_THRESHOLD)],
+                     ["memory_bound", "compute_bound"], "underutilized")
+    cls = np.where(both, roof, cls)
+    # only one of flops / bytes known: a task at >= U of that roof is bound by it; below it we
+    # cannot tell which roof applies, so it stays no_data
+    one = ~both
+    cls = np.where(one & (uc >= U_THRESHOLD), "compute_bound", cls)
+    cls = np.where(one & (cls == "no_data") & (ub >= U_THRESHOLD), "memory_bound", cls)
+    # Ascend kernel_details pipe ratios: fraction of the task's time each pipe was busy
+    mac = pd.concat([arg_numbers(args, "aic_mac_ratio", "aic_mac_fp16_ratio"),
+                     arg_numbers(args, "aiv_vec_ratio", "aiv_vec_fp16_ratio")], axis=1).max(axis=1)
+    mte = pd.concat([arg_numbers(args, "aic_mte2_ratio"), arg_numbers(args, "aiv_mte2_ratio")],
+                    axis=1).max(axis=1)
+    pipes = (cls == "no_data") & (mac.notna() | mte.notna()).to_numpy()
+    pipe_cls = np.select([(mac >= U_THRESHOLD).to_numpy(), (mte >= U_THRESHOLD).to_numpy()],
+                         ["compute_bound", "memory_bound"], "underutilized")
+    return np.where(pipes, pipe_cls, cls)
+
+
+def _step_of(ts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
+    if len(windows) == 0 or ts.size == 0:
+        return np.full(ts.size, -1, np.int64)
+    ws = windows["start_ns"].to_numpy(np.int64)
+    we = windows["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(ws, ts, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (ts < we[kk])
+    return np.where(inside, windows["step"].to_numpy(np.int64)[kk], -1)
+
+
+# ---------------------------------------------------------------- underutilization causes
+
+def _causes(ctx: RankContext, k: pd.DataFrame, kind: str) -> dict[str, pd.DataFrame]:
+    """Operators behind each underutilization cause (rows of ``k``)."""
+    if len(k) == 0:
+        return {}
+    args = k["args"].astype(object)
+    typ = arg_values(args, "Type", "op_type").fillna("")
+    label = k["name"] + " " + typ
+    mm_align, fa_align = ALIGNMENT.get(kind, ALIGNMENT["gpu"])
+    fa = label.str.contains(_FA).to_numpy()
+    gemm = k["gemm"].to_numpy() & ~fa
+    shape = k["shape"]
+    mis_mm = np.array([_misaligned(r, 2, mm_align) if g else False
+                       for r, g in zip(shape, gemm)], dtype=bool) if gemm.any() else gemm
+    mis_fa = np.array([_misaligned(r, 3, fa_align) if f else False
+                       for r, f in zip(shape, fa)], dtype=bool) if fa.any() else fa
+    state = arg_values(args, "OP State", "op_state", "op state").fillna("").str.lower()
+    return {
+        "ai_cpu": k[(k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy()],
+        "shape_affinity": k[mis_mm | mis_fa],
+        "private_format": k[label.str.contains(r"TransData", case=False).to_numpy()],
+        "dynamic_shape": k[(state == "dynamic").to_numpy()],
+    }
+
+
+_CAUSE_TEXT = {
+    "ai_cpu": "AI CPU operators longer than 20 us (slow fallback for unsupported ops/dtypes)",
+    "shape_affinity": "matmul / FlashAttention shapes missing the matrix unit's alignment",
+    "private_format": "private-format conversions (TransData)",
+    "dynamic_shape": "dynamic-shape operators (compiled and tiled at run time)",
+}
+
+
+def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[str, float]:
+    """Mean clock drop from frequency counter samples in the steps (0 when none)."""
+    if len(ev) == 0:
+        return {}
+    m = (ev["kind"].astype(str) == "counter").to_numpy() & \
+        ev["name"].astype(str).str.contains(r"freq", case=False).to_numpy()
+    if not m.any():
+        return {}
+    c = base_frame(ev, m)
+    c = c[_step_of(c["ts_ns"].to_numpy(np.int64), windows) >= -1]
+    vals = c["value"].dropna()
+    if len(vals) == 0:
+        return {}
+    ref = nominal if nominal > 0 else float(vals.max())
+    drop = float(np.clip(1.0 - vals.mean() / ref, 0.0, 1.0))
+    return {"nominal_mhz": ref, "mean_mhz": float(vals.mean()), "drop": drop}
+
+
+# ---------------------------------------------------------------- the analyzer
+
+def _device_busy(ev: pd.DataFrame, windows: pd.DataFrame) -> int:
+    if len(ev) == 0:
+        return 0
+    lk = ev["lane_kind"].astype(str)
+    m = lk.isin(["device", "copy", "link"]).to_numpy() & \
+        ~ev["kind"].astype(str).isin(["step", "marker", "counter"]).to_numpy()
+    ts = ev["ts_ns"].to_numpy(np.int64)[m]
+    return union_time(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m], windows)
+
+
+@register("computation", scope="rank")
+def computation(ctx: RankContext) -> AnalyzerResult:
+    """Roofline per device task; compute/memory-bound and underutilized shares and causes."""
+    ev = ctx.events
+    windows = step_windows(ev)
+    step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
+    pk = _peaks(ctx)
+    k = kernel_table(ctx, windows)
+    res = AnalyzerResult("computation")
+    per_step = _per_step(k, windows)
+    total_dev = float(k["dur_ns"].sum()) if len(k) else 0.0
+    rows = []
+    for c in CLASSES:
+        sub = k[k["class"] == c] if len(k) else k
+        t = float(sub["dur_ns"].sum()) if len(sub) else 0.0
+        u = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),
+                       windows) if len(sub) else 0
+        rows.append({"class": c, "kernels": int(len(sub)), "device_time_ns": int(t),
+                     "share_pct": 100.0 * t / total_dev if total_dev else 0.0,
+                     "step_share": u / step_total if step_total else 0.0})
+    classes = pd.DataFrame(rows)
+    busy = _device_busy(ev, windows)
+    res.metrics.update({
+        "u_threshold": U_THRESHOLD,
+        "steps": int(len(windows)),
+        "step_total_ns": step_total,
+        "step_median_ms": float(windows["dur_ns"].median() / 1e6) if len(windows) else 0.0,
+        "compute_ns": int(per_step["compute_ns"].sum()) if len(per_step) else 0,
+        "compute_median_ms": float(per_step["compute_ns"].median() / 1e6) if len(per_step)
+        else 0.0,
+        "device_busy_pct": 100.0 * busy / step_total if step_total else 0.0,
+        "device_idle_pct": 100.0 * (1 - busy / step_total) if step_total else 0.0,
+        "no_data_pct": float(classes.loc[classes["class"] == "no_data", "share_pct"].iloc[0]),
+        **{f"{r['class']}_pct": r["share_pct"] for r in rows},
+    })
+    res.tables.update({"kernels": k.drop(columns=["args", "host_args", "shape", "lane",
+                                                  "coll_group", "coll_bytes", "coll_seq",
+                                                  "value"], errors="ignore"),
+                       "classes": classes, "per_step": per_step})
+    top = []
+    for c in ("compute_bound", "memory_bound", "underutilized"):
+        sub = k[k["class"] == c] if len(k) else k
+        for op in top_ops(sub):
+            top.append({"class": c, **op})
+    res.tables["top_ops"] = pd.DataFrame(top, columns=["class", "name", "time_ns", "count"])
+    steps = tuple(int(s) for s in windows["step"]) if len(windows) else ()
+    ranks = (int(ctx.rank),)
+    for c, cause in (("compute_bound", "compute_bound"), ("memory_bound", "memory_bound"),
+                     ("underutilized", "underutilization")):
+        r = classes[classes["class"] == c].iloc[0]
+        if r["step_share"] < MIN_SHARE:
+            continue
+        sub = k[k["class"] == c]
+        res.findings.append(Finding(
+            "computation", cause, min(1.0, float(r["step_share"])),
+            f"{r['share_pct']:.1f}% of device task time is {c.replace('_', '-')} "
+            f"({100 * r['step_share']:.1f}% of step time)",
+            evidence={"share_of_device_time_pct": round(float(r["share_pct"]), 3),
+                      "no_data_pct": round(res.metrics["no_data_pct"], 3),
+                      "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
+                      "top_ops": top_ops(sub)},
+            ranks=ranks, steps=steps))
+    cause_rows = []
+    for reason, sub in _causes(ctx, k, pk["kind"]).items():
+        if len(sub) == 0:
+            continue
+        share = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),
+                           windows) / step_total if step_total else 0.0
+        ops = top_ops(sub, n=50)
+        for op in ops:
+            cause_rows.append({"cause": reason, **op})
+        # named operators are strong evidence: emitted whatever their share (msprof-analyze
+        # reports these operator lists without a time threshold)
+        res.findings.append(Finding(
+            "computation", "underutilization", min(1.0, share),
+            f"{_CAUSE_TEXT[reason]}: {len(sub)} tasks, {len(ops)} operators",
+            evidence={"reason": reason, "operators": [o["name"] for o in ops],
+                      "tasks": int(len(sub)), "time_ns": int(sub["dur_ns"].sum()),
+                      "top_ops": ops[:TOP_N]},
+            ranks=ranks, steps=steps))
+    res.tables["causes"] = pd.DataFrame(cause_rows, columns=["cause", "name", "time_ns", "count"])
+    freq = _frequency(ev, windows, pk["clock_mhz"])
+    res.metrics["frequency"] = freq
+    if freq and freq["drop"] >= DOWNCLOCK_MIN and step_total:
+        share = busy / step_total * freq["drop"]
+        res.findings.append(Finding(
+            "computation", "underutilization", min(1.0, share),
+            f"device clock {100 * freq['drop']:.1f}% below nominal "
+            f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
+            evidence={"reason": "frequency_drop", **{k2: round(v, 3) for k2, v in freq.items()}},
+            ranks=ranks, steps=steps))
+    return res
+
+
+def _per_step(k: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """Per step: step, dur_ns, compute_ns (union of kernel time in the step)."""
+    cols = ["step", "dur_ns", "compute_ns"]
+    if len(windows) == 0:
+        return pd.DataFrame(columns=cols)
+    comp = np.zeros(len(windows), np.int64)
+    if len(k):
+        s, e = clip_to_windows(k["ts_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64),
+                               windows)
+        u = iv.union(s, e)
+        comp = iv.overlap_per_interval(windows["start_ns"].to_numpy(np.int64),
+                                       windows["end_ns"].to_numpy(np.int64), u)
+    return pd.DataFrame({"step": windows["step"].to_numpy(np.int64),
+                         "dur_ns": windows["dur_ns"].to_numpy(np.int64), "compute_ns": comp})
