@@ -1,0 +1,344 @@
+"""The Python API: ``hermes.profile``, ``hermes.step``, ``hermes.region``.
+
+::
+
+    with hermes.profile(out="trace_dir", mode="auto"):
+        for batch in loader:
+            with hermes.region("forward"):
+                ...
+            hermes.step(samples=len(batch))
+
+A :class:`Session` is one process's recording: the monitor (always), the coarse-to-fine trigger
+(``auto``: slow steps, ``SIGUSR1``, a trigger file; ``fine``: every step) and the fine-grained
+collector, which owns the output file. The session is itself a ``hermes.hooks.Collector``, so
+the emulated runtime and the PyTorch hooks report into it like any producer.
+
+Step boundaries come from one source per session, the first that reports: ``hermes.step()``
+(user), a producer's ``on_step`` (the emulated runtime), or PyTorch optimizer steps.
+Output: ``out`` ending in ``.parquet`` -> one file; any other path -> a directory with one
+``rank-NNNNN.parquet`` per rank (torchrun-style ``RANK``/``WORLD_SIZE`` are read from the
+environment). The file is published (temp then rename) on exit, on an exception, on SIGINT
+and on SIGTERM, with every step completed so far.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from time import perf_counter_ns
+from types import FrameType
+from typing import Any
+
+from hermes.collectors import pyhooks
+from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
+from hermes.collectors.fine import FineCollector
+from hermes.collectors.monitor import Monitor
+
+from hermes.errors import HermesError, OutputError, UsageError
+from hermes.hooks import EventBatch, StepInfo
+from hermes.trace.meta import TraceMeta
+
+MODES = {
+    "monitor": "per-step figures only (always-on cost)",
+    "fine": "every event of every step",
+    "auto": "monitor always; fine-grained capture for K steps after a slow step or on demand",
+}
+region = pyhooks.region
+_HOST_COLS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "args")
+_MAX_BUFFER = 65536  # host events held before a mid-step flush (bounded memory)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        return int(raw) if raw.strip() else default
+    except ValueError:
+        raise UsageError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+class Session:
+    """One process's profiling session (a ``Collector``); use through :func:`profile`."""
+
+    def __init__(self, out: str | os.PathLike[str] | None = None, mode: str = "auto", *,
+                 window: int = DEFAULT_WINDOW, rank: int | None = None,
+                 world_size: int | None = None, device: str | None = None,
+                 peak_flops: float | None = None, trigger_file: str | os.PathLike[str] | None
+                 = None, trigger_signal: int | None = signal.SIGUSR1,
+                 handle_signals: bool = True, z_threshold: float = 3.5,
+                 min_ratio: float = 1.25, flush_steps: int = 64,
+                 extra: dict[str, Any] | None = None) -> None:
+        if mode not in MODES:
+            raise UsageError(f"unknown mode {mode!r}", hint=f"valid: {', '.join(MODES)}")
+        if window < 1:
+            raise UsageError(f"window must be >= 1, got {window}")
+        self.mode = mode
+        self.rank = _env_int("RANK", 0) if rank is None else int(rank)
+        self.world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
+        self.out = Path(out if out is not None else "hermes-trace")
+        if self.out.suffix == ".parquet" and self.world_size > 1:
+            raise UsageError("a multi-rank job needs a directory, not one .parquet file",
+                             where=str(self.out), hint="pass --out DIR")
+        meta = TraceMeta(source="profile", extra={"world_size": self.world_size,
+                                                  "pid": os.getpid(), **(extra or {})})
+        if device:
+            from hermes import devices
+
+            prof = devices.get(device)
+            meta = meta.with_(device=prof.to_meta())
+            if peak_flops is None:
+                peak_flops = max(prof.peak_flops.values(), default=None)
+        self._make_out_dir()
+        self.fine = FineCollector(self.out, meta)
+        self.monitor = Monitor(self._sink, peak_flops=peak_flops, z_threshold=z_threshold,
+                               min_ratio=min_ratio, flush_steps=flush_steps)
+        self.trigger: AutoTrigger | None = None
+        if mode != "monitor":
+            on_main = threading.current_thread() is threading.main_thread()
+            self.trigger = AutoTrigger(
+                window, always=(mode == "fine"), trigger_file=trigger_file,
+                signum=trigger_signal if (mode == "auto" and on_main) else None)
+            self.monitor.on_slow.append(self.trigger.on_slow)
+        # Recorder state read by the Python hooks (pyhooks.Recorder).
+        self.detail = False
+        self.gc_ns = 0
+        self.data_wait_ns = 0
+        self.lane = f"thread {threading.get_native_id()}"
+        self.step_no = 0
+        self.step_source: str | None = None
+        self.closed = False
+        self.path: Path | None = None
+        self._host: dict[str, list[Any]] = {c: [] for c in _HOST_COLS}
+        self._busy_ns = 0
+        self._in_hook = False
+        self._pending_signal: int | None = None
+        self._old_handlers: dict[int, Any] = {}
+        self._t_start = perf_counter_ns()
+        self._step_start = self._t_start
+        self.record("marker", "hermes.session_start", self._t_start, 0,
+                    json.dumps({"argv": sys.argv, "mode": mode, "world_size": self.world_size}))
+        self.detail = self.wants_detail(self.rank, self.step_no)
+        if handle_signals:
+            self._install_signals()
+        pyhooks.activate(self)
+        atexit.register(self.close)
+
+    def _make_out_dir(self) -> None:
+        target = self.out.parent if self.out.suffix == ".parquet" else self.out
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create output directory: {exc.strerror}",
+                              path=target) from None
+        if not os.access(target, os.W_OK):
+            raise OutputError("output directory is not writable", path=target,
+                              hint="choose another --out")
+
+    # -- Collector protocol (the emulated runtime and other producers call these) -------
+    def wants_detail(self, rank: int, step: int) -> bool:
+        if self.trigger is None or self.closed:
+            return False
+        return self.trigger.wants_detail(rank, step) and self.fine.wants_detail(rank, step)
+
+    def on_events(self, batch: EventBatch) -> None:
+        if self.mode == "monitor" or self.closed:
+            return
+        t0 = perf_counter_ns()
+        self._in_hook = True
+        try:
+            self.fine.on_events(batch)
+        finally:
+            self._leave_hook(t0)
+
+    def on_step(self, info: StepInfo, source: str = "runtime") -> None:
+        if self.closed:
+            return
+        if self.step_source is None:
+            self.step_source = source
+        elif source != self.step_source:
+            return  # another source owns the step boundaries
+        t0 = perf_counter_ns()
+        self._in_hook = True
+        try:
+            extra = dict(info.extra)
+            if info.rank == self.rank:
+                extra.setdefault("gc_ns", self.gc_ns)
+                extra.setdefault("data_wait_ns", self.data_wait_ns)
+                self.gc_ns = self.data_wait_ns = 0
+            self.monitor.on_step(StepInfo(**{**info.__dict__, "extra": extra}))
+            self._flush_host()
+            if self.trigger is not None:
+                self.trigger.step_ended(info.step)
+            if info.rank == self.rank:
+                self.step_no = info.step + 1
+                self._step_start = info.end_ns
+                self.detail = self.wants_detail(self.rank, self.step_no)
+        finally:
+            self._leave_hook(t0)
+
+    def close(self, meta_updates: dict[str, Any] | None = None) -> Path | None:
+        """Flush everything and publish the trace. Idempotent; returns the trace path."""
+        if self.closed:
+            return self.path
+        t0 = perf_counter_ns()
+        self.closed = True
+        pyhooks.activate(None)
+        self._restore_signals()
+        if self.trigger is not None:
+            self.trigger.close()
+        self.monitor.close()
+        self._flush_host()
+        wall = max(1, perf_counter_ns() - self._t_start)
+        busy = self._busy_ns + (perf_counter_ns() - t0)
+        collector = {"mode": self.mode, "overhead_pct": round(100.0 * busy / wall, 4),
+                     "collector_ns": busy, "wall_ns": wall, "steps": self.monitor.steps_seen,
+                     "window": self.trigger.window if self.trigger else None,
+                     "requests": self.trigger.requests if self.trigger else [],
+                     **self.monitor.summary()}
+        updates = dict(meta_updates or {})
+        collector.update(updates.pop("collector", {}) or {})
+        updates["collector"] = collector
+        self.path = self.fine.close(updates)
+        atexit.unregister(self.close)
+        return self.path
+
+    # -- the Python step marker and host events ---------------------------------------
+    def step(self, *, samples: int | None = None, tokens: int | None = None,
+             flops: float | None = None, source: str = "user", **extra: Any) -> int:
+        """End the current step now and start the next; returns the number of the next step."""
+        now = perf_counter_ns()
+        info = StepInfo(self.rank, self.step_no, self._step_start, now, samples=samples,
+                        tokens=tokens, flops=flops, extra=extra)
+        self.on_step(info, source=source)
+        return self.step_no
+
+    def record(self, kind: str, name: str, ts_ns: int, dur_ns: int,
+               args: str | None = None) -> None:
+        h = self._host
+        h["rank"].append(self.rank)
+        h["lane"].append(self.lane if threading.current_thread() is threading.main_thread()
+                         else f"thread {threading.get_native_id()}")
+        h["lane_kind"].append("host")
+        h["kind"].append(kind)
+        h["name"].append(name)
+        h["ts_ns"].append(ts_ns)
+        h["dur_ns"].append(dur_ns)
+        h["step"].append(self.step_no)
+        h["args"].append(args)
+        if len(h["rank"]) >= _MAX_BUFFER:
+            self._flush_host()
+
+    def _flush_host(self) -> None:
+        h = self._host
+        if not h["rank"]:
+            return
+        self._host = {c: [] for c in _HOST_COLS}
+        n = min(len(v) for v in h.values())
+        self.fine.on_events({k: v[:n] for k, v in h.items()})
+
+    def _sink(self, batch: EventBatch) -> None:
+        self.fine.on_events(batch)
+
+    # -- signals: publish on SIGTERM, never in the middle of a hook ---------------------
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            current = signal.getsignal(signum)
+            if signum == signal.SIGINT and current is not signal.default_int_handler:
+                continue  # the script handles Ctrl-C itself: leave it alone
+            if signum == signal.SIGTERM and current not in (signal.SIG_DFL, None):
+                continue
+            self._old_handlers[signum] = current
+            signal.signal(signum, self._on_signal)
+
+    def _restore_signals(self) -> None:
+        for signum, handler in self._old_handlers.items():
+            try:
+                if signal.getsignal(signum) == self._on_signal:
+                    signal.signal(signum, handler)
+            except (ValueError, TypeError):
+                pass
+        self._old_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._in_hook:
+            self._pending_signal = signum  # finish the hook first, then act
+            return
+        self._act_on_signal(signum)
+
+    def _act_on_signal(self, signum: int) -> None:
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt  # as Python would; the with-block / launcher publishes
+        self.close({"extra": {"ended_by": signal.Signals(signum).name}})
+        # Die of the same signal so the exit status tells the parent what happened.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def _leave_hook(self, t0: int) -> None:
+        self._in_hook = False
+        self._busy_ns += perf_counter_ns() - t0
+        if self._pending_signal is not None:
+            signum, self._pending_signal = self._pending_signal, None
+            self._act_on_signal(signum)
+
+    # -- context manager ------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        extra = {}
+        if exc_type is not None and exc_type is not SystemExit:
+            extra = {"extra": {"ended_by": getattr(exc_type, "__name__", str(exc_type))}}
+        self.close(extra)
+        global _current
+        if _current is self:
+            _current = None
+
+
+_current: Session | None = None
+
+
+def profile(out: str | os.PathLike[str] | None = None, mode: str = "auto",
+            **options: Any) -> Session:
+    """Start profiling this process; use as ``with hermes.profile(out=..., mode=...):``.
+
+    ``mode``: ``monitor`` | ``fine`` | ``auto`` (see :data:`MODES`); ``window`` (K): steps
+    captured after a trigger; ``device``: a device profile name for MFU; other options as
+    :class:`Session`. Only one session per process may be active.
+    """
+    global _current
+    if _current is not None and not _current.closed:
+        raise UsageError("a hermes.profile session is already active in this process")
+    try:
+        _current = Session(out, mode, **options)
+    except HermesError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot start profiling: {exc}") from None
+    return _current
+
+
+def current() -> Session | None:
+    """The active session, or None."""
+    return _current if _current is not None and not _current.closed else None
+
+
+def step(samples: int | None = None, tokens: int | None = None, flops: float | None = None,
+         **extra: Any) -> int:
+    """Mark the end of a training step (and the start of the next). No-op without a session.
+
+    ``samples``/``tokens``/``flops`` of the step give throughput, TFLOP/s and MFU.
+    Returns the number of the step that starts now (-1 without a session).
+    """
+    s = current()
+    if s is None:
+        return -1
+    return s.step(samples=samples, tokens=tokens, flops=flops, **extra)
+
+
+__all__ = ["MODES", "Session", "current", "profile", "region", "step"]

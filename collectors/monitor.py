@@ -1,0 +1,276 @@
+"""The lightweight monitor: a few rows per step, cheap enough to leave on for a whole job.
+
+Input: :class:`hermes.hooks.StepInfo` at every step end (the Collector protocol's ``on_step``).
+Output, in trace-schema columns, handed to ``sink(batch)`` every ``flush_steps`` steps and at
+``close``:
+
+* one ``step`` event per (rank, step): ``ts_ns``/``dur_ns`` = the step's wall time, ``flops``
+  and ``bytes`` (communication bytes) when the producer knows them;
+* ``counter`` samples on lane ``monitor`` at the step's end, one per known figure (names and
+  units in :data:`COUNTERS`): device busy %, samples/s, tokens/s, TFLOP/s, MFU, communication
+  bandwidth, host CPU %, host RSS, GC pause time, and one ``queue.<name>`` per data queue;
+* a ``marker`` named ``hermes.slow_step`` for every step the detector flags.
+
+Slow-step detection is Hermes's two stages: (1) against the job's own history, a robust z-score
+``0.6745 * (t - median) / MAD`` of the step time over the last ``window`` steps of the same rank
+(MAD: median absolute deviation; the 0.6745 makes it comparable to a normal z-score), gated by a
+minimum relative slowdown so that a job with near-constant step times does not flag noise;
+(2) within a communication domain, the slowest rank of a step (:func:`slowest_ranks`, also run
+on a finished trace when ranks were separate processes).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.hooks import EventBatch, StepInfo
+
+#: Counter name -> unit (stored in ``args.unit``).
+COUNTERS: dict[str, str] = {
+    "device_busy_pct": "%",
+    "samples_per_s": "1/s",
+    "tokens_per_s": "1/s",
+    "tflops": "TFLOP/s",
+    "mfu_pct": "%",
+    "comm_bw_GBps": "GB/s",
+    "host_cpu_pct": "%",
+    "host_rss_bytes": "B",
+    "gc_ms": "ms",
+    "data_wait_ms": "ms",
+}
+_ARGS = {name: json.dumps({"unit": unit, "source": "monitor"}) for name, unit in COUNTERS.items()}
+_QUEUE_ARGS = json.dumps({"unit": "items", "source": "monitor"})
+_STEP_LANE = "steps"
+_COUNTER_LANE = "monitor"
+
+
+@dataclass(frozen=True)
+class SlowStep:
+    """A step flagged by the detector. ``z`` is the robust z-score; ``ratio`` = t / median."""
+
+    rank: int
+    step: int
+    dur_ns: int
+    z: float
+    ratio: float
+    reason: str = "history"
+
+
+class _HostSampler:
+    """Host CPU % (this process, 100 = one core) and RSS via psutil; None where unavailable."""
+
+    def __init__(self) -> None:
+        try:
+            import psutil
+
+            self._proc: Any = psutil.Process()
+            self._proc.cpu_percent(None)  # the first call only starts the interval
+        except Exception:  # noqa: BLE001 - psutil missing or no /proc: the monitor goes on
+            self._proc = None
+
+    def sample(self) -> tuple[float | None, float | None]:
+        if self._proc is None:
+            return None, None
+        try:
+            return float(self._proc.cpu_percent(None)), float(self._proc.memory_info().rss)
+        except Exception:  # noqa: BLE001 - the process table can vanish at shutdown
+            return None, None
+
+
+class Monitor:
+    """Always-on per-step monitor and stage-1 slow-step detector (a ``Collector``).
+
+    ``peak_flops`` (FLOP/s of the whole device) turns known step FLOPs into MFU;
+    ``on_slow`` callbacks receive each :class:`SlowStep` (the coarse-to-fine trigger listens).
+    ``StepInfo.extra`` may carry ``gc_ns`` and ``data_wait_ns`` (per-step totals from the
+    Python hooks); they become the ``gc_ms`` and ``data_wait_ms`` counters.
+    """
+
+    mode = "monitor"
+
+    def __init__(self, sink: Callable[[EventBatch], None], *, peak_flops: float | None = None,
+                 window: int = 100, min_history: int = 8, z_threshold: float = 3.5,
+                 min_ratio: float = 1.25, flush_steps: int = 64, host_stats: bool = True) -> None:
+        self.sink = sink
+        self.peak_flops = peak_flops
+        self.window = window
+        self.min_history = min_history
+        self.z_threshold = z_threshold
+        self.min_ratio = min_ratio
+        self.flush_steps = max(1, flush_steps)
+        self.on_slow: list[Callable[[SlowStep], None]] = []
+        self.slow_steps: list[SlowStep] = []
+        self.steps_seen = 0
+        self._host = _HostSampler() if host_stats else None
+        self._history: dict[int, deque[int]] = {}
+        self._rows: dict[str, list[Any]] = _empty()
+        self._pending_steps = 0
+        self._closed = False
+
+    # -- Collector protocol ---------------------------------------------------------------
+    def wants_detail(self, rank: int, step: int) -> bool:
+        return False
+
+    def on_events(self, batch: EventBatch) -> None:
+        """The monitor records no fine-grained events."""
+
+    def on_step(self, info: StepInfo) -> None:
+        dur = max(0, int(info.end_ns) - int(info.start_ns))
+        self._add(info.rank, _STEP_LANE, "host", "step", "step", info.start_ns, dur, info.step,
+                  flops=info.flops, nbytes=info.comm_bytes, value=None, args=None)
+        self._counters(info, dur)
+        slow = self._detect(info.rank, info.step, dur)
+        self.steps_seen += 1
+        self._pending_steps += 1
+        if slow is not None:
+            self.slow_steps.append(slow)
+            self._add(info.rank, _STEP_LANE, "host", "marker", "hermes.slow_step", info.start_ns,
+                      dur, info.step, value=slow.z,
+                      args=json.dumps({"z": round(slow.z, 3), "ratio": round(slow.ratio, 3),
+                                       "reason": slow.reason}))
+            for cb in self.on_slow:
+                cb(slow)
+        if self._pending_steps >= self.flush_steps:
+            self.flush()
+
+    def close(self, meta_updates: dict[str, Any] | None = None) -> None:
+        if not self._closed:
+            self.flush()
+            self._closed = True
+
+    # -- helpers ------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Hand the buffered rows to the sink (bounded memory; called every ``flush_steps``)."""
+        if not self._rows["rank"]:
+            return
+        rows, self._rows = self._rows, _empty()
+        # A signal can land between two appends of one row: cut to the shortest column.
+        n = min(len(v) for v in rows.values())
+        if any(len(v) != n for v in rows.values()):
+            rows = {k: v[:n] for k, v in rows.items()}
+        self._pending_steps = 0
+        self.sink(rows)
+
+    def summary(self) -> dict[str, Any]:
+        """What goes into ``TraceMeta.collector``: the flagged steps."""
+        return {"slow_steps": [{"rank": s.rank, "step": s.step, "z": round(s.z, 3),
+                                "ratio": round(s.ratio, 3)} for s in self.slow_steps]}
+
+    def _counters(self, info: StepInfo, dur: int) -> None:
+        secs = dur / 1e9 if dur > 0 else None
+        figures: dict[str, float | None] = {}
+        if info.device_busy_ns is not None and secs:
+            figures["device_busy_pct"] = 100.0 * info.device_busy_ns / dur
+        if info.samples is not None and secs:
+            figures["samples_per_s"] = info.samples / secs
+        if info.tokens is not None and secs:
+            figures["tokens_per_s"] = info.tokens / secs
+        if info.flops is not None and secs:
+            figures["tflops"] = info.flops / secs / 1e12
+            if self.peak_flops:
+                figures["mfu_pct"] = 100.0 * info.flops / secs / self.peak_flops
+        if info.comm_bytes is not None and info.comm_ns:
+            figures["comm_bw_GBps"] = info.comm_bytes / info.comm_ns  # B/ns == GB/s
+        if self._host is not None:
+            figures["host_cpu_pct"], figures["host_rss_bytes"] = self._host.sample()
+        for key, name in (("gc_ns", "gc_ms"), ("data_wait_ns", "data_wait_ms")):
+            if info.extra.get(key):
+                figures[name] = info.extra[key] / 1e6
+        end = int(info.end_ns)
+        for name, value in figures.items():
+            if value is not None:
+                self._add(info.rank, _COUNTER_LANE, "counter", "counter", name, end, 0, info.step,
+                          value=float(value), args=_ARGS[name])
+        for qname, depth in info.queue_depths.items():
+            self._add(info.rank, _COUNTER_LANE, "counter", "counter", f"queue.{qname}", end, 0,
+                      info.step, value=float(depth), args=_QUEUE_ARGS)
+
+    def _detect(self, rank: int, step: int, dur: int) -> SlowStep | None:
+        hist = self._history.get(rank)
+        if hist is None:
+            hist = self._history[rank] = deque(maxlen=self.window)
+        slow = None
+        if len(hist) >= self.min_history:
+            z, ratio = robust_z(np.fromiter(hist, dtype=np.float64, count=len(hist)), dur)
+            if z > self.z_threshold and ratio >= self.min_ratio:
+                slow = SlowStep(rank, step, dur, z, ratio)
+        if slow is None:
+            # A flagged step stays out of the history so one outlier cannot mask the next.
+            hist.append(dur)
+        return slow
+
+    def _add(self, rank: int, lane: str, lane_kind: str, kind: str, name: str, ts: int,
+             dur: int, step: int, *, flops: float | None = None, nbytes: int | None = None,
+             value: float | None = None, args: str | None = None) -> None:
+        r = self._rows
+        r["rank"].append(rank)
+        r["lane"].append(lane)
+        r["lane_kind"].append(lane_kind)
+        r["kind"].append(kind)
+        r["name"].append(name)
+        r["ts_ns"].append(int(ts))
+        r["dur_ns"].append(int(dur))
+        r["step"].append(step)
+        r["flops"].append(flops)
+        r["bytes"].append(nbytes)
+        r["value"].append(value)
+        r["args"].append(args)
+
+
+def _empty() -> dict[str, list[Any]]:
+    return {k: [] for k in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns",
+                            "step", "flops", "bytes", "value", "args")}
+
+
+def robust_z(history: np.ndarray, value: float) -> tuple[float, float]:
+    """Robust z-score of ``value`` against ``history`` and its ratio to the history's median.
+
+    A zero MAD (identical history) is replaced by 1 % of the median, so a constant history
+    flags any step more than ~5 % slower instead of dividing by zero.
+    """
+    med = float(np.median(history))
+    mad = float(np.median(np.abs(history - med)))
+    scale = max(mad, 0.01 * abs(med), 1.0)
+    return 0.6745 * (value - med) / scale, (value / med if med > 0 else float("inf"))
+
+
+def slowest_ranks(steps: pd.DataFrame, domains: Mapping[int, str] | None = None,
+                  min_ratio: float = 1.1) -> pd.DataFrame:
+    """Stage 2: per (communication domain, step), the slowest rank and how much slower it was.
+
+    ``steps``: rows with ``rank``, ``step``, ``dur_ns`` (the ``step`` events of a trace).
+    ``domains``: rank -> domain name (default: all ranks in one domain ``"world"``).
+    Returns columns ``domain, step, rank, dur_ns, median_ns, ratio, suspect`` (one row per
+    domain and step; ``suspect`` when ``ratio >= min_ratio`` and the domain has > 1 rank).
+    """
+    cols = ["domain", "step", "rank", "dur_ns", "median_ns", "ratio", "suspect"]
+    if steps.empty:
+        return pd.DataFrame({c: [] for c in cols})
+    df = steps[["rank", "step", "dur_ns"]].copy()
+    df["rank"] = df["rank"].astype("int64")
+    df["step"] = df["step"].astype("int64")
+    df["dur_ns"] = df["dur_ns"].astype("int64")
+    df["domain"] = df["rank"].map(dict(domains)) if domains else "world"
+    df["domain"] = df["domain"].fillna("world")
+    g = df.groupby(["domain", "step"], sort=True)
+    med = g["dur_ns"].transform("median")
+    n = g["dur_ns"].transform("size")
+    idx = g["dur_ns"].idxmax()
+    out = df.loc[idx, ["domain", "step", "rank", "dur_ns"]].copy()
+    out["median_ns"] = med.loc[idx].to_numpy()
+    out["ratio"] = out["dur_ns"] / out["median_ns"].where(out["median_ns"] > 0)
+    out["suspect"] = (out["ratio"] >= min_ratio) & (n.loc[idx].to_numpy() > 1)
+    return out[cols].reset_index(drop=True)
+
+
+def now_ns() -> int:
+    """The clock steps are measured on (CLOCK_MONOTONIC via ``perf_counter_ns``), in ns."""
+    return time.perf_counter_ns()

@@ -1,0 +1,158 @@
+"""Monitor figures, slow-step detection and the coarse-to-fine trigger, on hand-made steps."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+
+import numpy as np
+import pandas as pd
+import pytest
+from hermes.collectors.auto import AutoTrigger
+from hermes.collectors.monitor import Monitor, robust_z, slowest_ranks
+
+import hermes
+from hermes.hooks import StepInfo
+from hermes.trace.validate import check_events
+from hermes.trace.writer import to_table
+
+MS = 1_000_000
+
+
+def _rows_of(monitor_batches: list[dict]) -> pd.DataFrame:
+    return pd.concat([pd.DataFrame(b) for b in monitor_batches], ignore_index=True)
+
+
+def test_monitor_figures_by_hand() -> None:
+    got: list[dict] = []
+    m = Monitor(got.append, peak_flops=1e15, host_stats=False, flush_steps=1)
+    # 200 ms step, 150 ms device busy, 64 samples, 4096 tokens, 5e13 FLOP, 1 GB in 50 ms.
+    m.on_step(StepInfo(0, 7, 1_000 * MS, 1_200 * MS, device_busy_ns=150 * MS, samples=64,
+                       tokens=4096, flops=5e13, comm_bytes=10**9, comm_ns=50 * MS,
+                       queue_depths={"device": 2}, extra={"gc_ns": 3 * MS}))
+    df = _rows_of(got)
+    step = df[df.kind == "step"].iloc[0]
+    assert (step.ts_ns, step.dur_ns, step.step, step.flops) == (1_000 * MS, 200 * MS, 7, 5e13)
+    c = df[df.kind == "counter"].set_index("name")["value"]
+    assert c["device_busy_pct"] == pytest.approx(75.0)
+    assert c["samples_per_s"] == pytest.approx(320.0)
+    assert c["tokens_per_s"] == pytest.approx(20480.0)
+    assert c["tflops"] == pytest.approx(250.0)  # 5e13 FLOP / 0.2 s
+    assert c["mfu_pct"] == pytest.approx(25.0)  # 2.5e14 / 1e15
+    assert c["comm_bw_GBps"] == pytest.approx(20.0)  # 1e9 B / 0.05 s
+    assert c["gc_ms"] == pytest.approx(3.0)
+    assert c["queue.device"] == 2.0
+    assert (df[df.kind == "counter"].ts_ns == 1_200 * MS).all()
+    assert check_events(to_table(df).to_pandas()) == []
+
+
+def test_robust_z_by_hand() -> None:
+    hist = np.array([10.0, 11.0, 9.0, 10.0, 12.0, 8.0, 10.0])
+    # median 10, |dev| = 0,1,1,0,2,2,0 -> MAD 1; z(20) = 0.6745 * 10 / 1
+    z, ratio = robust_z(hist, 20.0)
+    assert z == pytest.approx(6.745)
+    assert ratio == pytest.approx(2.0)
+
+
+def test_history_stage_flags_only_the_outlier() -> None:
+    got: list[dict] = []
+    m = Monitor(got.append, host_stats=False)
+    durs = [100 + (i % 3) for i in range(20)]
+    durs[14] = 300
+    t = 0
+    for i, d in enumerate(durs):
+        m.on_step(StepInfo(0, i, t * MS, (t + d) * MS))
+        t += d
+    m.close()
+    assert [(s.step, round(s.ratio, 2)) for s in m.slow_steps] == [(14, 2.97)]
+    df = _rows_of(got)
+    assert df[df.name == "hermes.slow_step"].step.tolist() == [14]
+
+
+def test_domain_stage_names_the_slowest_rank() -> None:
+    steps = pd.DataFrame({"rank": [0, 1, 2, 3, 0, 1, 2, 3],
+                          "step": [0, 0, 0, 0, 1, 1, 1, 1],
+                          "dur_ns": [100, 100, 150, 100, 100, 101, 100, 100]})
+    out = slowest_ranks(steps, {0: "a", 1: "a", 2: "b", 3: "b"})
+    rows = out[["domain", "step", "rank", "ratio", "suspect"]].values.tolist()
+    # domain b step 0: rank 2 at 150 vs median 125 -> 1.2; domain a step 1: 101/100.5
+    assert rows[0][:3] == ["a", 0, 0] and not rows[0][4]
+    assert rows[2][:3] == ["b", 0, 2] and rows[2][3] == pytest.approx(1.2) and rows[2][4]
+    assert rows[1][:3] == ["a", 1, 1] and not rows[1][4]
+
+
+def _drive(session: hermes.collectors.api.Session, durs: list[int]) -> None:
+    """A producer: asks wants_detail per step, emits a kernel only when told to."""
+    t = 0
+    for i, d in enumerate(durs):
+        if session.wants_detail(0, i):
+            session.on_events({"rank": [0], "lane": ["stream 1"], "lane_kind": ["device"],
+                               "kind": ["kernel"], "name": ["matmul"], "ts_ns": [t * MS],
+                               "dur_ns": [d * MS], "step": [i]})
+        session.on_step(StepInfo(0, i, t * MS, (t + d) * MS, device_busy_ns=d * MS))
+        t += d
+
+
+def test_auto_captures_exactly_the_window_after_a_slow_step(tmp_path) -> None:
+    durs = [50] * 30
+    durs[10] = 400
+    with hermes.profile(out=tmp_path / "run.parquet", mode="auto", window=4,
+                        handle_signals=False, trigger_signal=None) as s:
+        _drive(s, durs)
+    trace = hermes.load(tmp_path / "run.parquet")
+    ev = trace.events
+    assert sorted(ev[ev.kind == "kernel"].step.unique().tolist()) == [11, 12, 13, 14]
+    assert trace.meta.collector["detailed_steps"] == [11, 12, 13, 14]
+    assert trace.meta.collector["mode"] == "auto"
+    assert [x["step"] for x in trace.meta.collector["slow_steps"]] == [10]
+    assert ev[ev.kind == "step"].step.tolist() == list(range(30))
+
+
+def test_monitor_mode_records_no_detail(tmp_path) -> None:
+    durs = [50] * 20
+    durs[10] = 400
+    with hermes.profile(out=tmp_path / "m.parquet", mode="monitor", handle_signals=False) as s:
+        _drive(s, durs)
+    trace = hermes.load(tmp_path / "m.parquet")
+    assert (trace.events.kind == "kernel").sum() == 0
+    assert trace.meta.collector["detailed_steps"] == []
+    assert (trace.events.kind == "step").sum() == 20
+
+
+def test_trigger_file_and_signal_request_the_next_steps(tmp_path) -> None:
+    flag = tmp_path / "capture"
+    trig = AutoTrigger(2, trigger_file=flag, signum=signal.SIGUSR1, poll_s=0.0)
+    try:
+        on = [s for s in range(0, 3) if trig.wants_detail(0, s)]
+        flag.write_text("3")  # K=3 for this request
+        on += [s for s in range(3, 9) if trig.wants_detail(0, s)]
+        assert not flag.exists()
+        os.kill(os.getpid(), signal.SIGUSR1)  # during step 8
+        trig.step_ended(8)
+        on += [s for s in range(9, 14) if trig.wants_detail(0, s)]
+    finally:
+        trig.close()
+    assert on == [3, 4, 5, 9, 10]
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
+
+
+def test_regions_gc_and_fine_mode(tmp_path) -> None:
+    @hermes.region("work")
+    def work() -> None:
+        gc.collect()
+
+    with hermes.profile(out=tmp_path / "f.parquet", mode="fine", handle_signals=False):
+        for _ in range(3):
+            with hermes.region("outer"):
+                work()
+            hermes.step(samples=4)
+    ev = hermes.load(tmp_path / "f.parquet").events
+    markers = ev[ev.kind == "marker"]
+    assert markers[markers.name == "work"].step.tolist() == [0, 1, 2]
+    outer = markers[markers.name == "outer"].reset_index(drop=True)
+    inner = markers[markers.name == "work"].reset_index(drop=True)
+    assert ((inner.ts_ns >= outer.ts_ns) &
+            (inner.ts_ns + inner.dur_ns <= outer.ts_ns + outer.dur_ns)).all()
+    assert (ev.kind == "gc").sum() >= 3
+    assert hermes.step() == -1  # no session: a no-op
