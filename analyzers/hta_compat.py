@@ -1,0 +1,151 @@
+"""HTA-compatible figures: Holistic Trace Analysis 0.5's temporal breakdown and comm/comp overlap.
+
+These reproduce HTA's definitions exactly, quirks included, so a Hermes figure can be compared
+with an HTA figure on the same Kineto trace (``benchmarks/hta_parity.py``). Formulas, with all
+times in ns (HTA works in us; percentages are unit-free):
+
+* **GPU events** (HTA: ``stream != -1``): device-side kernels, copies, memsets, collectives and
+  stream-level syncs (``Stream Sync``, which HTA counts as busy time) with a stream id >= 0.
+  Annotations (``step``/``marker``) and event/context syncs (stream -1) are not GPU events.
+* **Last-step filter** (HTA ``_filter_irrelevant_gpu_kernels``): when the trace holds two or more
+  distinct ``ProfilerStep*`` names, let ``T`` be the latest start of any ``ProfilerStep`` event
+  (host *or* device lane). Keep only GPU events whose ``corr_id`` matches a host event starting
+  before ``T`` (their launch). This drops the last step, and GPU events with no launch.
+* **Kernel type** by name, HTA's regexes, plus our kind for traces that are not from Kineto:
+  communication if ``^nccl.*Kernel`` or kind ``collective``; else memory if
+  ``^(Memcpy|Memset|dma)`` or a memcpy/memset kind; else computation if kind ``kernel`` and the
+  name does not match HTA's non-compute regex ``(^nccl.*Kernel)|(.*Memcpy|Memset)|(.*Sync)``;
+  else other.
+* ``kernel_time`` = end of the last GPU event - start of the first;
+  ``idle`` = kernel_time - |union of all GPU events|; ``compute`` = |union of computation|;
+  ``non_compute`` = kernel_time - compute - idle; each as % of kernel_time (HTA rounds to 2
+  decimals; we do not round).
+* ``comm_comp_overlap`` = |union(computation) ∩ union(communication)| / |union(communication)|,
+  in % (HTA returns NaN without communication; we return NaN too and callers decide).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers import intervals as iv
+
+DEVICE_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective", "sync")
+MEMORY_KINDS = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
+HOST_LANES = ("host", "loader", "counter")
+
+# HTA 0.5 hta/utils/utils.py, verbatim
+NCCL_KERNEL_RE = r"^nccl.*Kernel"
+MEMORY_KERNEL_RE = r"(^Memcpy)|(^Memset)|(^dma)"
+NON_COMPUTE_RE = r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)"
+PROFILER_STEP = "ProfilerStep"
+
+
+@dataclass(frozen=True)
+class HtaFigures:
+    """HTA's per-rank figures. Times in ns; ``*_pct`` in percent of ``kernel_time_ns``."""
+
+    kernel_time_ns: int
+    idle_ns: int
+    compute_ns: int
+    non_compute_ns: int
+    comm_ns: int
+    overlap_ns: int
+
+    def _pct(self, x: int) -> float:
+        return 100.0 * x / self.kernel_time_ns if self.kernel_time_ns > 0 else float("nan")
+
+    @property
+    def idle_pct(self) -> float:
+        return self._pct(self.idle_ns)
+
+    @property
+    def compute_pct(self) -> float:
+        return self._pct(self.compute_ns)
+
+    @property
+    def non_compute_pct(self) -> float:
+        return self._pct(self.non_compute_ns)
+
+    @property
+    def comm_comp_overlap_pct(self) -> float:
+        return 100.0 * self.overlap_ns / self.comm_ns if self.comm_ns > 0 else float("nan")
+
+
+def _match(names: pd.Series, pattern: str) -> np.ndarray:
+    """Anchored regex match per name (like ``re.match``), evaluated once per distinct name."""
+    cat = names.astype("category")
+    rx = re.compile(pattern)
+    hits = np.array([rx.match(str(c)) is not None for c in cat.cat.categories], dtype=bool)
+    codes = cat.cat.codes.to_numpy()
+    return np.where(codes >= 0, hits[np.maximum(codes, 0)], False)
+
+
+def gpu_events(events: pd.DataFrame) -> pd.DataFrame:
+    """HTA's GPU events (``stream >= 0`` device-side tasks), before the last-step filter."""
+    if len(events) == 0:
+        return events
+    kind = events["kind"].astype(str)
+    lane_kind = events["lane_kind"].astype(str)
+    stream = pd.to_numeric(events["stream"], errors="coerce") if "stream" in events.columns \
+        else pd.Series(np.nan, index=events.index)
+    on_device = ~lane_kind.isin(HOST_LANES) & kind.isin(DEVICE_KINDS)
+    # a sync without a stream id is an event/context sync (HTA stream -1): not a GPU event
+    has_stream = stream.ge(0).fillna(False) | (stream.isna() & kind.ne("sync"))
+    return events[(on_device & has_stream).to_numpy(bool)]
+
+
+def last_step_filter(events: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    """HTA's quirk: with >= 2 ProfilerStep names, drop GPU events not launched before the start
+    of the last ProfilerStep (on any lane)."""
+    if len(gpu) == 0:
+        return gpu
+    names = events["name"].astype(str)
+    is_ps = names.str.contains(PROFILER_STEP, regex=False)
+    if names[is_ps].nunique() < 2:
+        return gpu
+    last_start = int(events.loc[is_ps, "ts_ns"].max())
+    host = events["lane_kind"].astype(str).isin(HOST_LANES).to_numpy() & \
+        events["corr_id"].notna().to_numpy()
+    launches = events[host & (events["ts_ns"].to_numpy(np.int64) < last_start)]
+    keep = gpu["corr_id"].isin(launches["corr_id"].dropna().unique())
+    return gpu[keep.fillna(False).to_numpy(bool)]
+
+
+def kernel_types(gpu: pd.DataFrame) -> np.ndarray:
+    """Per GPU event: 'communication', 'memory', 'computation' or 'other' (HTA's KernelType)."""
+    kind = gpu["kind"].astype(str).to_numpy()
+    names = gpu["name"]
+    comm = _match(names, NCCL_KERNEL_RE) | (kind == "collective")
+    mem = ~comm & (_match(names, MEMORY_KERNEL_RE) | np.isin(kind, MEMORY_KINDS))
+    comp = ~comm & ~mem & (kind == "kernel") & ~_match(names, NON_COMPUTE_RE)
+    return np.select([comm, mem, comp], ["communication", "memory", "computation"], "other")
+
+
+def figures_of(start: np.ndarray, end: np.ndarray, types: np.ndarray) -> HtaFigures:
+    """HTA's figures from GPU event intervals [start, end) (ns) and their kernel types."""
+    if start.size == 0:
+        return HtaFigures(0, 0, 0, 0, 0, 0)
+    span = int(end.max() - start.min())
+    busy = iv.total(iv.union(start, end))
+    comp_u = iv.union(start[types == "computation"], end[types == "computation"])
+    comm_u = iv.union(start[types == "communication"], end[types == "communication"])
+    idle = span - busy
+    compute = iv.total(comp_u)
+    return HtaFigures(kernel_time_ns=span, idle_ns=idle, compute_ns=compute,
+                      non_compute_ns=span - compute - idle, comm_ns=iv.total(comm_u),
+                      overlap_ns=iv.total(iv.intersect(comp_u, comm_u)))
+
+
+def hta_figures(events: pd.DataFrame) -> HtaFigures:
+    """HTA's temporal breakdown and comm/comp overlap for one rank's events."""
+    gpu = last_step_filter(events, gpu_events(events))
+    if len(gpu) == 0:
+        return HtaFigures(0, 0, 0, 0, 0, 0)
+    start = gpu["ts_ns"].to_numpy(np.int64)
+    end = start + gpu["dur_ns"].to_numpy(np.int64)
+    return figures_of(start, end, kernel_types(gpu))

@@ -1,0 +1,87 @@
+"""HTA-compatible figures: HTA 0.5's definitions on tiny traces, computed by hand."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from hermes.analyzers.hta_compat import gpu_events, hta_figures, kernel_types
+from tests.tracegen import ev, events
+
+
+def frame(*rows):
+    df = pd.DataFrame(events(*rows))
+    for c in ("corr_id", "stream"):
+        if c not in df.columns:
+            df[c] = pd.array([None] * len(df), dtype="Int64")
+    return df
+
+
+def test_kernel_types_follow_hta_regexes():
+    df = frame(ev("kernel", "void gemm<float>", 0, 1, stream=7),
+               ev("kernel", "ncclDevKernel_AllReduce_Sum", 0, 1, stream=7),
+               ev("memcpy_h2d", "Memcpy HtoD (Pageable -> Device)", 0, 1, stream=7),
+               ev("memset", "Memset (Device)", 0, 1, stream=7),
+               ev("kernel", "fooMemcpyKernel", 0, 1, stream=7),   # HTA: .*Memcpy -> other
+               ev("kernel", "cudaStreamSyncKernel", 0, 1, stream=7),  # .*Sync -> other
+               ev("collective", "allreduce", 0, 1, stream=7))     # our kind -> communication
+    assert kernel_types(df).tolist() == ["computation", "communication", "memory", "memory",
+                                         "other", "other", "communication"]
+
+
+# time     0   10   20   30   40   50   60        100
+# gemm     [===)
+# memcpy        [===)
+# Stream Sync             [===)          (stream 7: HTA counts it as busy, type other)
+# Event Sync                   [=====================)  (no stream: not a GPU event)
+# fooMemcpyKernel                   [===)  (other)
+# ProfilerStep#1 annotation on the device lane: not a GPU event
+TRACE = (
+    ev("kernel", "gemm", 0, 10, stream=7),
+    ev("memcpy_h2d", "Memcpy HtoD", 10, 10, stream=7),
+    ev("sync", "Stream Sync", 30, 10, stream=7, lane_kind="device"),
+    ev("sync", "Event Sync", 40, 60, lane_kind="device"),
+    ev("kernel", "fooMemcpyKernel", 50, 10, stream=7),
+    ev("step", "ProfilerStep#1", 0, 100, lane_kind="device"),
+    ev("step", "ProfilerStep#1", 0, 100),
+)
+
+
+def test_temporal_breakdown_by_hand():
+    assert len(gpu_events(frame(*TRACE))) == 4
+    f = hta_figures(frame(*TRACE))
+    # span [0, 60) = 60; busy 40 -> idle 20; compute (gemm) 10; non-compute 60-10-20 = 30
+    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns, f.non_compute_ns) == (60, 20, 10, 30)
+    assert (f.idle_pct, f.compute_pct, f.non_compute_pct) == pytest.approx((100 / 3, 50 / 3, 50))
+    assert f.comm_comp_overlap_pct != f.comm_comp_overlap_pct  # NaN: no communication
+
+
+def test_last_profiler_step_dropped_with_two_or_more_steps():
+    rows = (ev("step", "ProfilerStep#1", 0, 100), ev("step", "ProfilerStep#2", 100, 100),
+            # the device-side annotation of step 2 starts later: HTA takes the latest start
+            ev("step", "ProfilerStep#2", 130, 60, lane_kind="device"),
+            ev("launch", "cudaLaunchKernel", 10, 5, corr_id=1),
+            ev("launch", "cudaLaunchKernel", 125, 2, corr_id=2),
+            ev("launch", "cudaLaunchKernel", 140, 2, corr_id=3),
+            ev("kernel", "a", 20, 40, corr_id=1, stream=7),
+            ev("kernel", "b", 130, 10, corr_id=2, stream=7),   # launched 125 < 130: kept
+            ev("kernel", "c", 150, 10, corr_id=3, stream=7),   # launched 140 >= 130: dropped
+            ev("kernel", "orphan", 70, 10, corr_id=99, stream=7))  # no launch: dropped
+    f = hta_figures(frame(*rows))
+    # kept a [20,60) and b [130,140): span 120, busy 50, idle 70
+    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns) == (120, 70, 50)
+    one = hta_figures(frame(*rows[:1], *rows[3:]))   # one step name: nothing dropped
+    assert (one.kernel_time_ns, one.compute_ns) == (140, 70)
+
+
+def test_comm_comp_overlap_is_share_of_communication_time():
+    f = hta_figures(frame(ev("kernel", "gemm", 0, 100, stream=7),
+                          ev("kernel", "ncclKernel_x", 50, 100, stream=8),
+                          ev("kernel", "ncclKernel_y", 200, 50, stream=8)))
+    # comm union 150, overlapped with compute [50,100) = 50
+    assert f.comm_comp_overlap_pct == pytest.approx(100 / 3)
+
+
+def test_empty_trace():
+    f = hta_figures(frame(ev("host_op", "x", 0, 5)))
+    assert f.kernel_time_ns == 0 and f.idle_pct != f.idle_pct
