@@ -1,0 +1,383 @@
+"""Communication analyzers: ``communication`` (rank) and ``communication_cluster`` (cluster).
+
+A collective costs synchronization (waiting for the last rank to arrive) plus transmission.
+``communication(ctx) -> AnalyzerResult`` builds the per-collective table of one rank and judges
+transmission: small packets, byte misalignment, retransmission (tail outliers), bandwidth
+contention (low bandwidth while computation overlaps) and network configuration (low bandwidth
+with nothing overlapping). ``communication_cluster(ctx)`` matches the same collective across ranks
+by ``(coll_group, coll_seq)`` and measures synchronization: T_wait = sum_i(A_max - A_i) over the
+ranks' arrival times A_i, R_wait = 1 - T_avg/T_max with T_i = A_i - (the moment the previous
+collective of the group released every rank), the late rank and the communication matrix.
+Formulas and thresholds: ``docs/analysis/communication.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers import intervals as iv
+from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, RankContext, register
+from hermes.analyzers.computation import (MIN_SHARE, _peaks, arg_numbers, arg_values, base_frame,
+                                          clip_to_windows, profile_of, top_ops, union_time)
+from hermes.analyzers.steps import step_windows
+
+#: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's
+#: SDMA rule: below 0.8 x 18 GB/s is contention).
+LOW_BW_RATIO = 0.8
+#: A collective whose computation overlap covers at least this share of its transmission runs
+#: "while computation runs" (contention) rather than alone (network configuration).
+OVERLAP_MIN = 0.5
+#: RDMA retransmission: transmission >= 4 s (Hermes, msprof-analyze), and a tail outlier: at
+#: least 3x the typical transmission of the same collective.
+RETRANS_MIN_NS = 4_000_000_000
+RETRANS_TAIL = 3.0
+#: Small packets must carry more than 20 % of the communication time to matter (msprof-analyze).
+SMALL_TRAFFIC_MIN = 0.2
+ALIGN_B = 512  # HCCS byte alignment (Hermes, msprof-analyze)
+#: Saturation sizes when the device profile has none (GPUs): NCCL's bus bandwidth over NVLink
+#: plateaus only for messages in the tens of MB, like Ascend SDMA (16 MB); over InfiniBand/RoCE
+#: from about 1 MB, like Ascend RDMA. Hermes's choice, by analogy with msprof-analyze's figures.
+GPU_SMALL_PACKET_B = {"intra": 16 * 2 ** 20, "inter": 2 ** 20}
+INTER_LINKS = ("rdma", "roce", "ib", "infiniband", "net", "socket", "ethernet")
+#: Bus-bandwidth factor of a collective with n ranks: bytes each rank moves on its link per byte
+#: of message (nccl-tests' busbw conventions).
+BUS_FACTOR: dict[str, Any] = {
+    "allreduce": lambda n: 2.0 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+}
+_P2P = re.compile(r"send|recv|p2p", re.I)
+COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns", "wait_ns",
+           "transit_ns", "link", "bw_GBps", "busbw_GBps", "expected_GBps", "prev_end_ns",
+           "overlap_compute_ns", "small", "misaligned"]
+
+
+def _link_class(link: pd.Series) -> pd.Series:
+    low = link.astype(str).str.lower()
+    return pd.Series(np.where(low.str.contains("|".join(INTER_LINKS)), "inter", "intra"),
+                     index=link.index)
+
+
+def _bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
+    key = op.str.lower().str.replace(r"[^a-z]", "", regex=True)
+    out = np.ones(len(op))
+    nn = n.fillna(1e9).clip(lower=2).to_numpy(np.float64)  # unknown size: the large-n limit
+    for name, f in BUS_FACTOR.items():
+        m = key.str.contains(name).to_numpy()
+        out[m] = f(nn[m])
+    return out
+
+
+def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per collective of the rank (columns ``COLUMNS``; times on rank 0's clock)."""
+    ev = ctx.events
+    if len(ev) == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    c = base_frame(ev, (ev["kind"].astype(str) == "collective").to_numpy())
+    if len(c) == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    offset = int((getattr(ctx.meta, "clock_offsets_ns", {}) or {}).get(int(ctx.rank), 0))
+    args = c["args"].astype(object)
+    pk, prof = _peaks(ctx), profile_of(ctx)
+    dev = {**(prof.fields if prof is not None else {}), **ctx.device}
+    t = pd.DataFrame({"rank": int(ctx.rank)}, index=c.index)
+    t["group"] = c["coll_group"].astype(object).where(c["coll_group"].notna(), "default")
+    t["seq"] = c["coll_seq"]
+    t["op"] = c["name"]
+    t["bytes"] = c["coll_bytes"].where(c["coll_bytes"].notna(), c["bytes"])
+    t["arrive_ns"] = c["ts_ns"] + offset
+    t["end_ns"] = c["end_ns"] + offset
+    t["dur_ns"] = c["dur_ns"]
+    wait = arg_numbers(args, "wait_ns")
+    t["wait_ns"] = wait.clip(lower=0).fillna(0).clip(upper=t["dur_ns"])
+    transit = arg_numbers(args, "transit_ns")
+    t["transit_ns"] = transit.where(transit.notna(), t["dur_ns"] - t["wait_ns"])
+    link = arg_values(args, "link", "link_type", "transport")
+    default_link = str(dev.get("intra_node_link") or "intra")
+    t["link"] = link.where(link.notna() & (link != ""), default_link).str.lower()
+    cls = _link_class(t["link"])
+    n = arg_numbers(args, "Group size", "group_size")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bw = t["bytes"] / (t["transit_ns"].where(t["transit_ns"] > 0) * 1e-9) / 1e9
+    t["bw_GBps"] = bw
+    t["busbw_GBps"] = bw * _bus_factor(t["op"], n)
+    exp = np.where(cls == "inter", float(dev.get("inter_node_bw_Bps") or np.nan),
+                   float(dev.get("intra_node_bw_Bps") or np.nan)) / 1e9
+    t["expected_GBps"] = exp
+    small_b = np.where(cls == "inter",
+                       float(dev.get("rdma_small_packet_B") or GPU_SMALL_PACKET_B["inter"]),
+                       float(dev.get("sdma_small_packet_B") or GPU_SMALL_PACKET_B["intra"]))
+    t["small"] = (t["bytes"] > 0) & (t["bytes"] < small_b)
+    align = int(dev.get("hccs_alignment_B") or ALIGN_B)
+    t["misaligned"] = (t["bytes"] > 0) & (t["bytes"].fillna(0) % align != 0)
+    # previous sync point: end of the previous collective of the same group on this rank, else
+    # the start of the step (both on rank 0's clock)
+    t = t.sort_values("arrive_ns", kind="stable")
+    prev = t.groupby("group", sort=False)["end_ns"].shift(1)
+    ws = windows["start_ns"].to_numpy(np.int64) + offset if len(windows) else np.zeros(1, np.int64)
+    k = np.clip(np.searchsorted(ws, t["arrive_ns"].to_numpy(np.int64), side="right") - 1, 0, None)
+    t["prev_end_ns"] = prev.fillna(pd.Series(ws[k], index=t.index)).astype("int64")
+    t["overlap_compute_ns"] = _compute_overlap(ev, t, offset)
+    del pk
+    return t[COLUMNS].reset_index(drop=True)
+
+
+def _compute_union(ev: pd.DataFrame) -> iv.Union:
+    m = (ev["kind"].astype(str) == "kernel").to_numpy()
+    ts = ev["ts_ns"].to_numpy(np.int64)[m]
+    return iv.union(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m])
+
+
+def _compute_overlap(ev: pd.DataFrame, t: pd.DataFrame, offset: int) -> np.ndarray:
+    """Computation time overlapping each collective's transmission (its last transit_ns)."""
+    end = t["end_ns"].to_numpy(np.int64) - offset
+    start = end - t["transit_ns"].fillna(t["dur_ns"]).to_numpy(np.float64).astype(np.int64)
+    return iv.overlap_per_interval(start, end, _compute_union(ev))
+
+
+def _span_share(sub: pd.DataFrame, windows: pd.DataFrame, offset: int, step_total: int) -> float:
+    if len(sub) == 0 or not step_total:
+        return 0.0
+    return union_time(sub["arrive_ns"].to_numpy(np.int64) - offset,
+                      sub["end_ns"].to_numpy(np.int64) - offset, windows) / step_total
+
+
+def _ops(sub: pd.DataFrame) -> list[dict[str, Any]]:
+    return top_ops(sub.rename(columns={"op": "name"}))
+
+
+def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per collective, the time (ns) each transmission cause costs (0 where it does not apply).
+
+    ``t`` needs transit_ns, bytes, busbw_GBps, expected_GBps, overlap_compute_ns, small, group,
+    op. Low bandwidth = bus bandwidth < LOW_BW_RATIO x expected on a large message; it costs
+    transit x (1 - busbw / expected)."""
+    z = pd.Series(0.0, index=t.index)
+    if len(t) == 0:
+        return {k: z for k in ("rdma_retransmission", "bandwidth_contention",
+                               "network_configuration")}
+    tr = t["transit_ns"].astype("float64").fillna(0.0)
+    # retransmission: a tail outlier >= 4 s; reference = median transit of the same collective
+    # below 4 s, else the time the message needs at the expected bandwidth
+    normal = tr.where(tr < RETRANS_MIN_NS)
+    ref = normal.groupby([t["group"], t["op"]]).transform("median")
+    ideal = (t["bytes"].astype("float64") / (t["expected_GBps"] * 1e9) * 1e9)
+    ref = ref.fillna(ideal).fillna(0.0)
+    retrans = (tr >= RETRANS_MIN_NS) & (tr >= RETRANS_TAIL * ref)
+    busbw, exp = t["busbw_GBps"].astype("float64"), t["expected_GBps"].astype("float64")
+    low = ~retrans & ~t["small"].astype(bool) & (busbw < LOW_BW_RATIO * exp) & (tr > 0)
+    cost_low = (tr * (1.0 - busbw / exp)).where(low, 0.0).fillna(0.0)
+    overlapped = t["overlap_compute_ns"].astype("float64") >= OVERLAP_MIN * tr
+    return {"rdma_retransmission": (tr - ref).where(retrans, 0.0).clip(lower=0),
+            "bandwidth_contention": cost_low.where(overlapped, 0.0),
+            "network_configuration": cost_low.where(~overlapped, 0.0)}
+
+
+_TEXT = {
+    "small_packet": "small messages below the link's saturation size",
+    "byte_alignment": "message sizes not a multiple of 512 B",
+    "rdma_retransmission": "transmissions of 4 s or more (tail outliers): RDMA retransmission",
+    "bandwidth_contention": "bandwidth below 0.8x the link's while computation overlaps",
+    "network_configuration": "bandwidth below 0.8x the link's with nothing overlapping",
+    "synchronization_wait": "waiting for other ranks to reach the collective",
+}
+
+
+def _finding(cause: str, share: float, sub: pd.DataFrame, ranks: tuple[int, ...],
+             **evidence: Any) -> Finding:
+    return Finding("communication", cause, float(min(1.0, max(0.0, share))),
+                   f"{_TEXT[cause]}: {len(sub)} collectives, {100 * share:.1f}% of step time",
+                   evidence={"collectives": int(len(sub)), "top_ops": _ops(sub), **evidence},
+                   ranks=ranks)
+
+
+@register("communication", scope="rank")
+def communication(ctx: RankContext) -> AnalyzerResult:
+    """Per-collective table; transmission causes; overlap figures for the cluster analyzers."""
+    ev = ctx.events
+    windows = step_windows(ev)
+    step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
+    offset = int((getattr(ctx.meta, "clock_offsets_ns", {}) or {}).get(int(ctx.rank), 0))
+    t = collective_table(ctx, windows)
+    res = AnalyzerResult("communication", tables={"collectives": t})
+    ranks = (int(ctx.rank),)
+    # overlap figures (ns, within the steps): communication, computation, pipeline bubbles
+    comp = _compute_union(ev) if len(ev) else iv.EMPTY
+    if len(t):
+        cs, ce = clip_to_windows(t["arrive_ns"].to_numpy(np.int64) - offset,
+                                 t["end_ns"].to_numpy(np.int64) - offset, windows)
+        comm = iv.union(cs, ce)
+        p2p = t["op"].str.contains(_P2P).to_numpy()
+        bubble = iv.total(iv.subtract(iv.union(cs[p2p], ce[p2p]), comp))
+    else:
+        comm, bubble = iv.EMPTY, 0
+    if len(windows):
+        comp = iv.union(*clip_to_windows(comp[0], comp[1], windows))
+    comm_only = iv.total(iv.subtract(comm, comp))
+    comp_only = iv.total(iv.subtract(comp, comm))
+    tr = t["transit_ns"].astype("float64") if len(t) else pd.Series(dtype="float64")
+    explicit = (t["wait_ns"] > 0).any() if len(t) else False
+    res.metrics.update({
+        "collectives": int(len(t)), "step_total_ns": step_total,
+        "comm_ns": iv.total(comm), "comm_only_ns": comm_only, "comp_only_ns": comp_only,
+        "overlapped_ns": iv.total(comm) - comm_only, "bubble_ns": int(bubble),
+        "bubble_pct": 100.0 * bubble / step_total if step_total else 0.0,
+        "wait_ns": int(t["wait_ns"].sum()) if len(t) else 0,
+        "explicit_wait": bool(explicit),
+        "bytes": int(t["bytes"].fillna(0).sum()) if len(t) else 0,
+    })
+    res.tables["matrix"] = (t.groupby(["rank", "group", "op"], as_index=False)
+                            .agg(count=("bytes", "size"), bytes=("bytes", "sum"))
+                            if len(t) else pd.DataFrame(columns=["rank", "group", "op", "count",
+                                                                 "bytes"]))
+    if len(t) == 0 or not step_total:
+        return res
+    if explicit:  # the importer split wait from transit (Ascend communication.json)
+        share = float(t["wait_ns"].sum()) / step_total
+        if share >= MIN_SHARE:
+            res.findings.append(_finding("synchronization_wait", share, t[t["wait_ns"] > 0],
+                                         ranks, wait_ns=int(t["wait_ns"].sum()),
+                                         source="importer wait figures"))
+    total_tr = float(tr.sum())
+    small = t["small"].astype(bool)
+    small_traffic = float(tr[small].sum()) / total_tr if total_tr else 0.0
+    res.metrics["small_packet_traffic_share"] = small_traffic
+    if small_traffic > SMALL_TRAFFIC_MIN:
+        share = float(tr[small].sum()) / step_total
+        if share >= MIN_SHARE:
+            res.findings.append(_finding(
+                "small_packet", share, t[small], ranks,
+                traffic_share=round(small_traffic, 4),
+                mean_bytes=float(t.loc[small, "bytes"].mean())))
+    mis = t["misaligned"].astype(bool)
+    share = float(tr[mis].sum()) / step_total
+    if share >= MIN_SHARE:
+        res.findings.append(_finding("byte_alignment", share, t[mis], ranks, alignment_B=ALIGN_B,
+                                     sizes_B=sorted({int(b) for b in t.loc[mis, "bytes"]})[:10]))
+    # bandwidth and retransmission need transmission apart from waiting: only where the trace
+    # says so here; otherwise communication_cluster derives it from the other ranks' arrivals
+    if explicit:
+        for cause, cost in transmission_costs(t).items():
+            share = float(cost.sum()) / step_total
+            if share >= MIN_SHARE:
+                res.findings.append(_finding(cause, share, t[cost > 0], ranks,
+                                             cost_ns=int(cost.sum())))
+    return res
+
+
+# ---------------------------------------------------------------- cluster: synchronization
+
+def _per_rank(ctx: ClusterContext, name: str) -> dict[int, AnalyzerResult]:
+    return {int(r): res[name] for r, res in ctx.per_rank.items() if name in res}
+
+
+def sync_table(t: pd.DataFrame) -> pd.DataFrame:
+    """Per collective matched on >= 2 ranks by (group, seq): T_wait, R_wait, late rank."""
+    cols = ["group", "seq", "op", "ranks", "T_wait_ns", "R_wait", "late_rank", "skew_ns",
+            "transit_ns"]
+    t = t[t["seq"].notna()]
+    if len(t) == 0:
+        return pd.DataFrame(columns=cols)
+    g = t.groupby(["group", "seq"], sort=False)
+    n = g["rank"].transform("size")
+    t = t[n >= 2].copy()
+    if len(t) == 0:
+        return pd.DataFrame(columns=cols)
+    g = t.groupby(["group", "seq"], sort=False)
+    a_max = g["arrive_ns"].transform("max")
+    ref = g["prev_end_ns"].transform("max")
+    t["wait_i"] = a_max - t["arrive_ns"]
+    t["T_i"] = (t["arrive_ns"] - ref).clip(lower=0)
+    t["tr_i"] = (t["end_ns"] - a_max).clip(lower=0)
+    idx_late = g["arrive_ns"].idxmax()
+    out = g.agg(op=("op", "first"), ranks=("rank", "size"), T_wait_ns=("wait_i", "sum"),
+                T_avg=("T_i", "mean"), T_max=("T_i", "max"), skew_ns=("wait_i", "max"),
+                transit_ns=("tr_i", "min")).reset_index()
+    out["R_wait"] = np.where(out["T_max"] > 0, 1.0 - out["T_avg"] / out["T_max"].where(
+        out["T_max"] > 0, 1), 0.0)
+    out["late_rank"] = t.loc[idx_late.to_numpy(), "rank"].to_numpy()
+    return out[cols].sort_values(["group", "seq"], kind="stable").reset_index(drop=True)
+
+
+@register("communication_cluster", scope="cluster")
+def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
+    """Synchronization wait vs transmission across ranks; the communication matrix."""
+    per = _per_rank(ctx, "communication")
+    res = AnalyzerResult("communication_cluster")
+    tabs = [r.tables["collectives"] for r in per.values() if len(r.tables.get("collectives", ()))]
+    t = pd.concat(tabs, ignore_index=True) if tabs else pd.DataFrame(columns=COLUMNS)
+    sync = sync_table(t)
+    res.tables["sync"] = sync
+    mats = [r.tables["matrix"] for r in per.values() if len(r.tables.get("matrix", ()))]
+    res.tables["matrix"] = (pd.concat(mats, ignore_index=True) if mats
+                            else pd.DataFrame(columns=["rank", "group", "op", "count", "bytes"]))
+    step_total = {r: int(v.metrics.get("step_total_ns", 0)) for r, v in per.items()}
+    if len(sync) == 0:
+        res.metrics.update({"matched": 0, "R_wait_mean": 0.0, "R_wait_max": 0.0})
+        res.tables["per_rank"] = pd.DataFrame(columns=["rank", "wait_ns", "wait_share",
+                                                       "times_late"])
+        return res
+    m = t[t["seq"].notna()].merge(sync[["group", "seq", "transit_ns"]], on=["group", "seq"],
+                                  suffixes=("", "_matched"))
+    m["wait_i"] = m.groupby(["group", "seq"])["arrive_ns"].transform("max") - m["arrive_ns"]
+    wait = m.groupby("rank")["wait_i"].sum()
+    late = sync["late_rank"].value_counts()
+    pr = pd.DataFrame({"rank": sorted(per)})
+    pr["wait_ns"] = pr["rank"].map(wait).fillna(0).astype("int64")
+    pr["wait_share"] = [w / step_total[r] if step_total.get(r) else 0.0
+                        for r, w in zip(pr["rank"], pr["wait_ns"])]
+    pr["times_late"] = pr["rank"].map(late).fillna(0).astype("int64")
+    res.tables["per_rank"] = pr
+    res.metrics.update({"matched": int(len(sync)), "R_wait_mean": float(sync["R_wait"].mean()),
+                        "R_wait_max": float(sync["R_wait"].max()),
+                        "T_wait_ns": int(sync["T_wait_ns"].sum()),
+                        "wait_ns_per_rank": {int(r): int(w) for r, w in
+                                             zip(pr["rank"], pr["wait_ns"])}})
+    explicit = any(v.metrics.get("explicit_wait") for v in per.values())
+    share = float(pr["wait_share"].mean())
+    if not explicit and share >= MIN_SHARE:
+        late_ranks = tuple(int(r) for r in late.index[late == late.max()])
+        res.findings.append(Finding(
+            "communication", "synchronization_wait", min(1.0, share),
+            f"ranks wait {100 * share:.1f}% of step time for late ranks at collectives "
+            f"(R_wait mean {sync['R_wait'].mean():.2f}); late: rank(s) "
+            f"{', '.join(map(str, late_ranks))}",
+            evidence={"R_wait_mean": round(float(sync["R_wait"].mean()), 4),
+                      "R_wait_max": round(float(sync["R_wait"].max()), 4),
+                      "T_wait_ns": int(sync["T_wait_ns"].sum()),
+                      "late_ranks": list(late_ranks),
+                      "max_wait_share": round(float(pr["wait_share"].max()), 4),
+                      "top_ops": top_ops(sync.rename(columns={"op": "name", "T_wait_ns":
+                                                              "dur_ns"}))},
+            ranks=late_ranks))
+    if not explicit:  # transmission apart from waiting, from the matched arrivals
+        _cluster_transmission(res, m, step_total)
+    return res
+
+
+def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict[int, int]
+                          ) -> None:
+    """Bandwidth/retransmission causes with transit_i = end_i - max arrival (the wait removed);
+    time_share = mean over ranks of the rank's cost / its step time."""
+    m = m.copy()
+    m["transit_ns"] = (m["end_ns"] - m.groupby(["group", "seq"])["arrive_ns"].transform("max")
+                       ).clip(lower=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = m["dur_ns"].astype("float64") / m["transit_ns"].where(m["transit_ns"] > 0)
+    m["busbw_GBps"] = m["busbw_GBps"].astype("float64") * scale
+    m["overlap_compute_ns"] = np.minimum(m["overlap_compute_ns"].astype("float64"),
+                                         m["transit_ns"])
+    ranks = sorted(step_total)
+    for cause, cost in transmission_costs(m).items():
+        by_rank = cost.groupby(m["rank"]).sum()
+        shares = [by_rank.get(r, 0.0) / step_total[r] if step_total[r] else 0.0 for r in ranks]
+        share = float(np.mean(shares)) if shares else 0.0
+        if share >= MIN_SHARE:
+            hit = tuple(int(r) for r, s in zip(ranks, shares) if s > 0)
+            res.findings.append(_finding(cause, share, m[cost > 0], hit,
+                                         cost_ns=int(cost.sum())))

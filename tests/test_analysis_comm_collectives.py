@@ -1,0 +1,157 @@
+"""Diff tests of ``communication`` (rank) and ``communication_cluster`` (cluster)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from hermes import devices
+from hermes.analyzers.base import ClusterContext, RankContext
+from hermes.analyzers.communication import communication, communication_cluster
+from hermes.trace.meta import TraceMeta
+from hermes.trace.reader import table_to_pandas
+from hermes.trace.schema import arrow_schema
+from hermes.trace.writer import to_table
+from tests.tracegen import ev, events
+
+H100 = TraceMeta(device=devices.get("h100").to_meta())
+A910 = TraceMeta(device=devices.get("ascend910b").to_meta())
+MB = 2 ** 20
+
+
+def frame(*rows: dict) -> pd.DataFrame:
+    if not rows:
+        return table_to_pandas(arrow_schema().empty_table())
+    return table_to_pandas(to_table(events(*rows)))
+
+
+def coll(name: str, ts: int, dur: int, seq: int, nbytes: int, rank: int = 0, group: str = "dp",
+         **args) -> dict:
+    return ev("collective", name, ts, dur, rank=rank, lane="comm", lane_kind="link",
+              coll_group=group, coll_seq=seq, coll_bytes=nbytes,
+              args=json.dumps(args) if args else None)
+
+
+def step(rank: int = 0, dur: int = 1_000_000) -> dict:
+    return ev("step", "ProfilerStep#1", 0, dur, rank=rank, step=1)
+
+
+def check(result) -> None:
+    try:
+        from hermes.analyzers.invariants import check_result
+    except ImportError:
+        for f in result.findings:
+            assert 0.0 <= f.time_share <= 1.0
+        return
+    check_result(result)
+
+
+def cluster(frames: dict[int, pd.DataFrame], meta: TraceMeta = H100):
+    per = {r: {"communication": communication(RankContext(r, df, meta))}
+           for r, df in frames.items()}
+    for v in per.values():
+        check(v["communication"])
+    return communication_cluster(ClusterContext(per, meta))
+
+
+def test_sync_wait_by_hand() -> None:
+    # rank 0 arrives at 100 us, rank 1 at 400 us; both finish at 500 us (64 MiB all-reduce)
+    r0 = frame(step(0), coll("allreduce", 100_000, 400_000, 1, 64 * MB, rank=0))
+    r1 = frame(step(1), coll("allreduce", 400_000, 100_000, 1, 64 * MB, rank=1))
+    res = cluster({0: r0, 1: r1})
+    check(res)
+    sync = res.tables["sync"]
+    want = pd.DataFrame({"group": ["dp"], "seq": [1.0], "op": ["allreduce"], "ranks": [2],
+                         "T_wait_ns": [300_000], "R_wait": [1 - 250 / 400], "late_rank": [1],
+                         "skew_ns": [300_000], "transit_ns": [100_000]})
+    pd.testing.assert_frame_equal(sync, want, check_dtype=False)
+    pr = res.tables["per_rank"].set_index("rank")
+    assert pr.loc[0, "wait_ns"] == 300_000 and pr.loc[1, "wait_ns"] == 0
+    assert pr.loc[1, "times_late"] == 1
+    (f,) = [f for f in res.findings if f.cause == "synchronization_wait"]
+    assert f.time_share == pytest.approx((0.3 + 0.0) / 2)
+    assert f.ranks == (1,)
+    assert f.evidence["R_wait_max"] == pytest.approx(0.375)
+
+
+def test_r_wait_uses_previous_collective_as_sync_point() -> None:
+    # second collective: previous one ended at 500 us on both ranks; arrivals 600 / 900 us
+    rows0 = [step(0), coll("ar", 0, 500_000, 1, 64 * MB, rank=0),
+             coll("ar", 600_000, 300_000, 2, 64 * MB, rank=0)]
+    rows1 = [step(1), coll("ar", 0, 500_000, 1, 64 * MB, rank=1),
+             coll("ar", 900_000, 50_000, 2, 64 * MB, rank=1)]
+    res = cluster({0: frame(*rows0), 1: frame(*rows1)})
+    sync = res.tables["sync"].set_index("seq")
+    # T = (100, 400) us from the sync point 500 us: R_wait = 1 - 250/400
+    assert sync.loc[2, "R_wait"] == pytest.approx(0.375)
+    assert sync.loc[1, "R_wait"] == 0.0 and sync.loc[1, "T_wait_ns"] == 0
+
+
+def test_clock_offsets_align_ranks() -> None:
+    meta = TraceMeta(device=H100.device, clock_offsets_ns={1: -1_000_000})
+    # rank 1's clock runs 1 ms ahead: its 1.1 ms arrival is 0.1 ms on rank 0's clock
+    r0 = frame(step(0), coll("ar", 100_000, 100_000, 1, 64 * MB, rank=0))
+    r1 = frame(ev("step", "s", 1_000_000, 1_000_000, rank=1, step=1),
+               coll("ar", 1_100_000, 100_000, 1, 64 * MB, rank=1))
+    res = cluster({0: r0, 1: r1}, meta)
+    assert res.tables["sync"]["T_wait_ns"].tolist() == [0]
+    assert not res.findings
+
+
+def test_small_packets_and_alignment() -> None:
+    # Ascend 910B: 16 MiB SDMA saturation; 10 x 1000 B all-reduces of 50 us in a 1 ms step
+    rows = [step()] + [coll("hcom_allReduce", 100_000 * i, 50_000, i, 1000) for i in range(10)]
+    r = communication(RankContext(0, frame(*rows), A910))
+    check(r)
+    ids = {f.cause: f for f in r.findings}
+    assert ids["small_packet"].time_share == pytest.approx(0.5)
+    assert ids["small_packet"].evidence["traffic_share"] == 1.0
+    assert ids["byte_alignment"].time_share == pytest.approx(0.5)   # 1000 % 512 != 0
+    assert ids["byte_alignment"].evidence["sizes_B"] == [1000]
+    t = r.tables["collectives"]
+    assert t["small"].all() and t["misaligned"].all()
+    assert r.tables["matrix"].to_dict("records") == [
+        {"rank": 0, "group": "dp", "op": "hcom_allReduce", "count": 10, "bytes": 10000.0}]
+
+
+def test_explicit_wait_contention_and_retransmission() -> None:
+    # importer figures (Ascend communication.json) on an 8 s step: 1 GiB broadcasts over HCCS
+    # (56 GB/s expected). seq 1: wait 200 ms + transit 400 ms (2.68 GB/s) while a kernel runs ->
+    # contention, cost 400 ms x (1 - 2.68/56); seq 3: the same alone -> network configuration
+    gib = 2 ** 30
+    rows = [ev("step", "s", 0, 8_000_000_000, step=1),
+            ev("kernel", "mm", 0, 700_000_000),
+            coll("hcom_broadcast", 0, 600_000_000, 1, gib, wait_ns=200_000_000,
+                 transit_ns=400_000_000, link="HCCS"),
+            # a 5 s transit of the broadcast that typically takes 400 ms -> tail outlier
+            coll("hcom_broadcast", 1_000_000_000, 5_000_000_000, 2, gib, wait_ns=0,
+                 transit_ns=5_000_000_000, link="HCCS"),
+            coll("hcom_broadcast", 7_000_000_000, 400_000_000, 3, gib, wait_ns=0,
+                 transit_ns=400_000_000, link="HCCS")]
+    r = communication(RankContext(0, frame(*rows), A910))
+    check(r)
+    f = {x.cause: x for x in r.findings}
+    step_ns = 8e9
+    assert f["synchronization_wait"].time_share == pytest.approx(200e6 / step_ns)
+    bw = gib / 0.4 / 1e9
+    cost = 400e6 * (1 - bw / 56)
+    assert f["bandwidth_contention"].time_share == pytest.approx(cost / step_ns)
+    assert f["network_configuration"].time_share == pytest.approx(cost / step_ns)
+    # seq 2: 5 s vs the typical 400 ms of the same broadcast -> retransmission, cost 4.6 s
+    assert f["rdma_retransmission"].time_share == pytest.approx(4.6e9 / step_ns)
+    assert r.tables["collectives"]["link"].tolist() == ["hccs"] * 3
+
+
+@pytest.mark.parametrize("rows", [(), (coll("ar", 0, 10, 1, 4096),), (ev("kernel", "k", 0, 5),)])
+def test_empty_and_one_event(rows) -> None:
+    df = frame(*rows)
+    r = communication(RankContext(0, df, H100))
+    check(r)
+    # a lone 4 KiB collective is all small packets (and the whole trace); nothing else fires
+    assert {f.cause for f in r.findings} <= {"small_packet"}
+    res = communication_cluster(ClusterContext({0: {"communication": r}}, H100))
+    check(res)
+    assert res.findings == []
+    assert len(res.tables["sync"]) == 0
