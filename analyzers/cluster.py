@@ -1,0 +1,141 @@
+"""Cluster analyzer ``cluster``: slow ranks, load imbalance, pipeline bubbles, poor parallelism.
+
+``cluster(ctx: ClusterContext) -> AnalyzerResult`` over the per-rank results of ``computation``,
+``communication`` and (when present) ``overlap``, plus ``communication_cluster``'s waits.
+Formulas (``docs/analysis/cluster.md``):
+
+* imbalance of a per-rank figure x (median step time, median compute time per step):
+  (max x - min x) / mean x; above SLOW_RANK_RATIO (5 %, msprof-analyze's slow-rank rule) the
+  ranks with (x_i - min x) / mean x > 5 % are slow.
+* ``computation.slow_node``: compute imbalance > 5 %; time_share = (max compute - median compute
+  of the other ranks) / median step time: the step time the job gains once the slow node computes
+  like the others (every rank waits for the slowest at the next collective).
+* ``parallel.poor_parallelism``: per rank, hideable = pipeline bubbles + min(communication not
+  overlapped - bubbles - synchronization wait, computation not overlapped) -- communication that could run
+  under computation that runs alone; time_share = mean over ranks of hideable / step time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, register
+from hermes.analyzers.computation import MIN_SHARE
+
+SLOW_RANK_RATIO = 0.05
+RANK_COLUMNS = ["rank", "steps", "step_median_ms", "compute_median_ms", "step_total_ns",
+                "comm_only_ns", "comp_only_ns", "overlapped_ns", "bubble_ns", "wait_ns",
+                "overlap_ratio", "hideable_ns", "hideable_share"]
+
+
+def imbalance(x: pd.Series) -> float:
+    """(max - min) / mean; 0 for fewer than two values or a zero mean."""
+    x = x.dropna()
+    if len(x) < 2 or x.mean() <= 0:
+        return 0.0
+    return float((x.max() - x.min()) / x.mean())
+
+
+def slow_ranks(x: pd.Series) -> list[int]:
+    """Ranks (index of ``x``) whose value exceeds the minimum by > 5 % of the mean."""
+    x = x.dropna()
+    if imbalance(x) <= SLOW_RANK_RATIO:
+        return []
+    return [int(r) for r in x.index[(x - x.min()) / x.mean() > SLOW_RANK_RATIO]]
+
+
+def _metric(res: dict[str, Any], name: str, key: str, default: float = 0.0) -> float:
+    r = res.get(name)
+    return float(r.metrics.get(key, default)) if r is not None else default
+
+
+def rank_table(ctx: ClusterContext) -> pd.DataFrame:
+    """One row per rank with the figures the cluster rules use (times in ns / ms)."""
+    sync = ctx.results.get("communication_cluster")
+    waits = sync.metrics.get("wait_ns_per_rank", {}) if sync is not None else {}
+    rows = []
+    for rank, res in sorted(ctx.per_rank.items()):
+        total = _metric(res, "computation", "step_total_ns") or \
+            _metric(res, "communication", "step_total_ns")
+        ov = res.get("overlap")
+        if ov is not None and total:
+            # engineer A's partition (percent of step wall time) when the overlap analyzer ran
+            comm_only = ov.metrics.get("communication_only_pct", 0.0) / 100 * total
+            comp_only = ov.metrics.get("computation_only_pct", 0.0) / 100 * total
+            overlapped = ov.metrics.get("overlapped_pct", 0.0) / 100 * total
+        else:
+            comm_only = _metric(res, "communication", "comm_only_ns")
+            comp_only = _metric(res, "communication", "comp_only_ns")
+            overlapped = _metric(res, "communication", "overlapped_ns")
+        wait = float(waits.get(rank, waits.get(str(rank), 0)) or
+                     _metric(res, "communication", "wait_ns"))
+        bubble = _metric(res, "communication", "bubble_ns")
+        # bubbles are non-overlapped communication too: counted once
+        hide = bubble + max(0.0, min(comm_only - bubble - wait, comp_only))
+        comm = comm_only + overlapped
+        rows.append({"rank": int(rank), "steps": int(_metric(res, "computation", "steps")),
+                     "step_median_ms": _metric(res, "computation", "step_median_ms"),
+                     "compute_median_ms": _metric(res, "computation", "compute_median_ms"),
+                     "step_total_ns": int(total), "comm_only_ns": int(comm_only),
+                     "comp_only_ns": int(comp_only), "overlapped_ns": int(overlapped),
+                     "bubble_ns": int(bubble), "wait_ns": int(wait),
+                     "overlap_ratio": overlapped / comm if comm else np.nan,
+                     "hideable_ns": int(hide),
+                     "hideable_share": min(1.0, hide / total) if total else 0.0})
+    return pd.DataFrame(rows, columns=RANK_COLUMNS)
+
+
+@register("cluster", scope="cluster", needs=("communication_cluster",))
+def cluster(ctx: ClusterContext) -> AnalyzerResult:
+    """Slow ranks, load imbalance, pipeline bubbles and poor parallelism across ranks."""
+    t = rank_table(ctx)
+    res = AnalyzerResult("cluster", tables={"ranks": t})
+    if len(t) == 0:
+        res.metrics.update({"ranks": 0, "step_imbalance": 0.0, "compute_imbalance": 0.0,
+                            "slow_ranks": [], "load_imbalance": 0.0})
+        return res
+    ti = t.set_index("rank")
+    step_imb, comp_imb = imbalance(ti["step_median_ms"]), imbalance(ti["compute_median_ms"])
+    slow_c = slow_ranks(ti["compute_median_ms"])
+    comp = ti["compute_median_ms"]
+    res.metrics.update({
+        "ranks": int(len(t)), "step_imbalance": step_imb, "compute_imbalance": comp_imb,
+        "slow_ranks": slow_ranks(ti["step_median_ms"]), "slow_compute_ranks": slow_c,
+        "load_imbalance": float(comp.max() / comp.mean()) if comp.mean() > 0 else 0.0,
+        "bubble_pct_mean": float((ti["bubble_ns"] / ti["step_total_ns"].where(
+            ti["step_total_ns"] > 0)).fillna(0).mean() * 100),
+    })
+    step_med = float(ti["step_median_ms"].median())
+    if slow_c and step_med > 0:
+        others = comp.drop(index=slow_c)
+        typical = float(others.median()) if len(others) else float(comp.min())
+        share = (float(comp.max()) - typical) / step_med
+        if share >= MIN_SHARE:
+            res.findings.append(Finding(
+                "computation", "slow_node", min(1.0, share),
+                f"rank(s) {', '.join(map(str, slow_c))} compute {100 * comp_imb:.1f}% longer "
+                f"than the fastest ((max - min) / mean > 5%)",
+                evidence={"compute_imbalance": round(comp_imb, 4),
+                          "step_imbalance": round(step_imb, 4),
+                          "compute_median_ms": {int(r): round(float(v), 4)
+                                                for r, v in comp.items()},
+                          "top_ops": []},
+                ranks=tuple(slow_c)))
+    share = float(ti["hideable_share"].mean())
+    if share >= MIN_SHARE:
+        worst = ti["hideable_share"].idxmax()
+        res.findings.append(Finding(
+            "parallel", "poor_parallelism", min(1.0, share),
+            f"{100 * share:.1f}% of step time is communication or pipeline bubbles that could "
+            f"overlap computation (overlap ratio {float(ti['overlap_ratio'].mean()):.2f})",
+            evidence={"hideable_share_per_rank": {int(r): round(float(v), 4) for r, v in
+                                                  ti["hideable_share"].items()},
+                      "bubble_pct_mean": round(res.metrics["bubble_pct_mean"], 3),
+                      "overlap_ratio_mean": round(float(ti["overlap_ratio"].mean()), 4)
+                      if ti["overlap_ratio"].notna().any() else None,
+                      "worst_rank": int(worst), "top_ops": []},
+            ranks=tuple(int(r) for r in ti.index[ti["hideable_share"] >= MIN_SHARE])))
+    return res
