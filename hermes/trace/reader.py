@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from hermes.errors import TraceFormatError
 from hermes.trace.meta import TraceMeta
-from hermes.trace.schema import COLUMN_NAMES, COLUMNS, SCHEMA_VERSION, arrow_schema
+from hermes.trace.schema import COLUMN_NAMES, COLUMNS, REQUIRED, SCHEMA_VERSION, arrow_schema
 
 _PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}
 _NON_NULL_INT = {c.name for c in COLUMNS if not c.nullable and pa.types.is_integer(c.type)}
@@ -80,7 +80,11 @@ def read_meta(f: Path, pf: pq.ParquetFile | None = None) -> TraceMeta:
     if "hermes.schema_version" not in kv:
         raise TraceFormatError("Parquet file without Hermes metadata (no hermes.schema_version)",
                                path=f, hint="import the source with `hermes import` first")
-    meta = TraceMeta.from_kv(kv)
+    try:
+        meta = TraceMeta.from_kv(kv)
+    except (ValueError, TypeError, AttributeError) as exc:  # e.g. version "abc", ranks "x"
+        raise TraceFormatError(f"invalid Hermes metadata ({exc})", path=f,
+                               hint="re-create the trace with hermes") from None
     if meta.schema_version > SCHEMA_VERSION:
         raise TraceFormatError(
             f"trace format version {meta.schema_version} is newer than this Hermes reads "
@@ -106,7 +110,6 @@ def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = No
         raise TraceFormatError(f"unknown column(s) {', '.join(unknown)}",
                                hint=f"valid columns: {', '.join(COLUMN_NAMES)}")
     rank_set = None if ranks is None else {int(r) for r in ranks}
-    full = arrow_schema()
     for f in trace_files(path):
         pf = _open(f)
         meta = read_meta(f, pf)
@@ -124,22 +127,34 @@ def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = No
             mask = pc.is_in(table.column("rank"), value_set=pa.array(sorted(rank_set),
                                                                            pa.int32()))
             table = table.filter(mask)
-        arrays = []
-        for name in want:
-            typ = full.field(name).type
-            if name in table.column_names:
-                col = table.column(name)
-                if col.type != typ:
-                    try:
-                        col = col.cast(typ)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                        raise TraceFormatError(
-                            f"column {name!r} has type {col.type}, expected {typ}",
-                            path=f) from None
-                arrays.append(col)
-            else:  # written by an older version: fill with nulls
-                arrays.append(pa.nulls(table.num_rows, type=typ))
-        yield pa.Table.from_arrays(arrays, names=want), meta, f
+        yield conform(table, want, f), meta, f
+
+
+def conform(table: pa.Table, want: Sequence[str], f: Path) -> pa.Table:
+    """``table`` projected to ``want`` in v1 types: columns an older version did not write
+    become nulls; a column of another type is cast or rejected; a required column with nulls
+    is rejected (the file was not written by a Hermes writer)."""
+    full = arrow_schema()
+    arrays = []
+    for name in want:
+        typ = full.field(name).type
+        if name in table.column_names:
+            col = table.column(name)
+            if col.type != typ:
+                try:
+                    col = col.cast(typ)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    raise TraceFormatError(
+                        f"column {name!r} has type {col.type}, expected {typ}",
+                        path=f) from None
+            if col.null_count and name in REQUIRED:
+                raise TraceFormatError(f"required column {name!r} has {col.null_count} null "
+                                       "value(s)", path=f,
+                                       hint="re-create the trace with hermes") from None
+            arrays.append(col)
+        else:  # written by an older version: fill with nulls
+            arrays.append(pa.nulls(table.num_rows, type=typ))
+    return pa.Table.from_arrays(arrays, names=list(want))
 
 
 def load_table(path: str | os.PathLike[str], columns: Sequence[str] | None = None,

@@ -1,0 +1,477 @@
+"""Export a Hermes trace as Chrome trace-event JSON (chrome://tracing, Perfetto UI legacy JSON).
+
+``export_chrome(path, out)`` streams a trace (one Parquet file or a per-rank directory) into one
+JSON object ``{"displayTimeUnit", "otherData", "traceEvents": [...]}``:
+
+* one process per rank (``pid`` = rank) with ``process_name`` "rank N" and
+  ``process_sort_index``; one track per lane (``tid`` = 1, 2, ... per rank, ordered host threads,
+  device streams, copy engines, links, loader workers, counters, then by lane name with numbers
+  compared as numbers), named by ``thread_name`` and ordered by ``thread_sort_index``;
+* complete events ``ph: "X"`` (``cat`` = kind; ``args`` = the non-null typed columns followed by
+  the keys of the ``args`` JSON column); zero-duration markers as thread-scoped instants
+  ``ph: "i"``; counter samples as ``ph: "C"`` with ``args: {"value": v}`` (samples without a
+  value are left out: a counter needs a number);
+* flow arrows ``cat: "ac2g"`` (as Kineto writes them): for each (rank, corr_id) with a host event
+  and device-side event(s) in the same file, one ``s`` on the host event (the launch when
+  there are several) and one ``f`` (``bp: "e"``) on each device-side event; flow ids are
+  unique per (rank, corr_id).
+
+Times: ``ts``/``dur`` are microseconds written as exact decimal text from integer nanoseconds
+(``1234567`` ns -> ``1234.567``), never through a float. When the metadata has
+``clock_offsets_ns`` they are added, so every rank is on rank 0's clock. When the trace was
+imported from Kineto and the importer recorded the time origin it subtracted
+(``hermes.extra["kineto"]["time_origin_ns"]``, per rank or one value), it is added back, so a
+Kineto -> Hermes -> Chrome round trip gives the source's timestamps; otherwise times are the
+trace's own ``ts_ns``.
+
+Memory: events are formatted one record batch (at most ``BATCH_ROWS`` rows) at a time with
+vectorized Arrow string kernels, and the bytes of the formatted batch are written directly; only
+the lanes (pass 1) and the correlated events of the current file (for flows: a few integers
+per event) are held across batches. Output goes to a temp file renamed into place at the end, so
+a failed export leaves no partial file and does not touch an existing one. A name ending in
+``.gz`` is gzip-compressed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hermes.errors import OutputError, TraceFormatError
+from hermes.trace.meta import TraceMeta
+from hermes.trace.reader import _check_columns, _open, conform, read_meta, trace_files
+from hermes.trace.schema import COLUMN_NAMES
+
+BATCH_ROWS = 65_536
+"""Rows formatted at once; bounds the size of one formatted chunk (~300 B per event)."""
+
+#: Track order within a process: host threads first, counters last.
+LANE_ORDER: dict[str, int] = {"host": 0, "device": 1, "copy": 2, "link": 3, "loader": 4,
+                              "counter": 5}
+DEVICE_LANES = ("device", "copy", "link")
+
+#: Typed columns copied into ``args`` when non-null, in this order.
+ARG_COLUMNS: tuple[str, ...] = ("step", "corr_id", "external_id", "stream", "unit", "flops",
+                                "bytes", "value", "coll_group", "coll_seq", "coll_bytes")
+
+FLOW_CAT = "ac2g"
+_COMPACT = (",", ":")
+GZIP_LEVEL = 5  # level 9 costs ~3x the time for a few percent smaller files
+
+
+@dataclass(frozen=True)
+class ExportStats:
+    """What an export wrote. ``events``: X/i/C events; ``flows``: s+f pairs (one per device
+    event); ``bytes``: size of the output file."""
+
+    path: Path
+    ranks: tuple[int, ...]
+    tracks: int
+    events: int
+    flows: int
+    bytes: int
+
+
+# --------------------------------------------------------------------------- reading
+
+def _row_groups(path: str | os.PathLike[str], columns: list[str],
+                ) -> Iterator[tuple[Path, TraceMeta, pa.RecordBatch | None]]:
+    """Yield (file, meta, batch) per record batch of every row group, in v1 types; a file
+    is announced by (file, meta, None) before its batches."""
+    for f in trace_files(path):
+        pf = _open(f)
+        meta = read_meta(f, pf)
+        _check_columns(f, pf.schema_arrow)
+        yield f, meta, None
+        present = [c for c in columns if c in pf.schema_arrow.names]
+        for i in range(pf.num_row_groups):
+            table = conform(_read_group(pf, f, i, present), columns, f)
+            yield from ((f, meta, b) for b in table.to_batches(max_chunksize=BATCH_ROWS))
+
+
+def _read_group(pf: pq.ParquetFile, f: Path, i: int, columns: list[str]) -> pa.Table:
+    try:
+        return pf.read_row_group(i, columns=columns)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceFormatError(f"cannot read row group {i} ({str(exc).splitlines()[0]})",
+                               path=f, hint="the file may be truncated; re-create it") from None
+
+
+def _codes(arr: pa.Array) -> tuple[np.ndarray, list[Any]]:
+    """Integer codes and their values for a (dictionary) column."""
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    idx = arr.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return idx, arr.dictionary.to_pylist()
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def collect_tracks(path: str | os.PathLike[str]) -> dict[tuple[int, str], tuple[int, str]]:
+    """Pass 1: {(rank, lane): (tid, lane_kind)} with tids 1.. per rank in display order."""
+    seen: dict[tuple[int, str], str] = {}
+    for _, _, batch in _row_groups(path, ["rank", "lane", "lane_kind"]):
+        if batch is None or batch.num_rows == 0:
+            continue
+        lane_i, lanes = _codes(batch.column(1))
+        kind_i, kinds = _codes(batch.column(2))
+        ranks = batch.column(0).fill_null(0).to_numpy(zero_copy_only=False)
+        trip = pd.DataFrame({"r": ranks, "l": lane_i, "k": kind_i}).drop_duplicates()
+        for r, li, ki in trip.itertuples(index=False):  # one row per distinct lane
+            key = (int(r), str(lanes[li]))
+            kind = str(kinds[ki])
+            old = seen.get(key)
+            if old is None or LANE_ORDER.get(kind, 9) < LANE_ORDER.get(old, 9):
+                seen[key] = kind
+    order = sorted(seen, key=lambda k: (k[0], LANE_ORDER.get(seen[k], 9), _natural(k[1])))
+    tracks: dict[tuple[int, str], tuple[int, str]] = {}
+    next_tid: dict[int, int] = {}
+    for key in order:
+        tid = next_tid.get(key[0], 1)
+        next_tid[key[0]] = tid + 1
+        tracks[key] = (tid, seen[key])
+    return tracks
+
+
+def _metadata_events(tracks: dict[tuple[int, str], tuple[int, str]]) -> list[str]:
+    out: list[str] = []
+    for r in sorted({r for r, _ in tracks}):
+        out.append(json.dumps({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
+                               "args": {"name": f"rank {r}"}}, separators=_COMPACT))
+        out.append(json.dumps({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0,
+                               "args": {"sort_index": r}}, separators=_COMPACT))
+    for (r, lane), (tid, _) in tracks.items():
+        out.append(json.dumps({"ph": "M", "name": "thread_name", "pid": r, "tid": tid,
+                               "args": {"name": lane}}, ensure_ascii=False,
+                              separators=_COMPACT))
+        out.append(json.dumps({"ph": "M", "name": "thread_sort_index", "pid": r, "tid": tid,
+                               "args": {"sort_index": tid}}, separators=_COMPACT))
+    return out
+
+
+def time_shift(meta: TraceMeta) -> tuple[dict[int, int], int]:
+    """Nanoseconds to add per rank (and for ranks not listed) so times are on rank 0's clock
+    and, for Kineto imports that recorded their time origin, equal to the source's."""
+    shift = {int(r): int(o) for r, o in meta.clock_offsets_ns.items()}
+    default = 0
+    kineto = meta.extra.get("kineto") if isinstance(meta.extra, dict) else None
+    origin = kineto.get("time_origin_ns") if isinstance(kineto, dict) else None
+    if isinstance(origin, dict):
+        for r, o in origin.items():
+            shift[int(r)] = shift.get(int(r), 0) + int(o)
+    elif isinstance(origin, int):
+        shift = {r: o + origin for r, o in shift.items()}
+        default = origin
+    return shift, default
+
+
+def _mask_of(arr: pa.Array, value: str) -> np.ndarray:
+    """Rows of a dictionary/string column equal to ``value`` (compares distinct values only)."""
+    idx, values = _codes(arr)
+    hits = [i for i, v in enumerate(values) if v == value]
+    return np.isin(idx, hits) & pc.is_valid(arr).to_numpy(zero_copy_only=False)
+
+
+# --------------------------------------------------------------------------- formatting
+
+def us_text(ns: np.ndarray) -> pa.Array:
+    """Integer nanoseconds -> exact microsecond decimal text with 3 decimals."""
+    ns = np.asarray(ns, dtype=np.int64)
+    neg = ns < 0
+    a = np.abs(ns)
+    whole = pc.cast(pa.array(a // 1000), pa.string())
+    frac = pc.utf8_lpad(pc.cast(pa.array(a % 1000), pa.string()), width=3, padding="0")
+    text = pc.binary_join_element_wise(whole, frac, ".")
+    if neg.any():
+        text = pc.if_else(pa.array(neg), pc.binary_join_element_wise("-", text, ""), text)
+    return text
+
+
+def _json_strings(arr: pa.Array) -> pa.Array:
+    """JSON string literals of a dictionary/string column (escaping each distinct value once)."""
+    idx_arr = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()
+    lits = pa.array([None if v is None else json.dumps(v, ensure_ascii=False)
+                     for v in idx_arr.dictionary.to_pylist()], pa.string())
+    return pc.take(lits, idx_arr.indices)
+
+
+def _number_text(arr: pa.Array) -> pa.Array:
+    """JSON number text; null where null or not finite (JSON has no NaN/inf)."""
+    text = pc.cast(arr, pa.string())
+    if pa.types.is_floating(arr.type):
+        text = pc.if_else(pc.is_finite(arr), text, pa.scalar(None, pa.string()))
+    return text
+
+
+def _keyed(key: str, text: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(f'"{key}":', text, "")  # null stays null
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _args_inner(args: pa.Array) -> pa.Array:
+    """The members of each ``args`` JSON object without braces (null when empty or null).
+    A value that is not a JSON object is kept as ``"args_text": "<the text>"``."""
+    text = pc.utf8_trim_whitespace(args)
+    is_obj = pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))
+    inner = pc.utf8_trim_whitespace(pc.utf8_slice_codeunits(text, 1, -1))
+    inner = pc.if_else(pc.equal(inner, ""), pa.scalar(None, pa.string()), inner)
+    ok = pc.fill_null(is_obj, True)
+    valid = pc.filter(text, pc.fill_null(is_obj, False))
+    if len(valid):  # one C-level parse of the whole batch checks that the objects are JSON
+        joined = pc.binary_join(pa.array([valid], pa.list_(pa.string())), ",")[0].as_py()
+        try:
+            _RAW_LIST.decode(f"[{joined}]")
+        except msgspec.DecodeError:
+            ok = pc.and_(ok, pa.array([_is_json(t) for t in text.to_pylist()]))
+    if pc.all(ok).as_py() is True:
+        return inner
+    kept = pc.binary_join_element_wise('"args_text":', _json_strings(args), "")
+    return pc.if_else(ok, inner, kept)
+
+
+def _is_json(text: str | None) -> bool:
+    if text is None:
+        return True
+    if not (text.startswith("{") and text.endswith("}")):
+        return False
+    try:
+        msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
+def format_batch(batch: pa.RecordBatch, tids: np.ndarray, ts_ns: np.ndarray) -> pa.Array:
+    """One text per event, each starting with ``",\\n"`` (the array separator)."""
+    col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+    dur_ns = col["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)
+    counter_np = _mask_of(col["kind"], "counter")
+    is_counter = pa.array(counter_np)
+    is_instant = pa.array(_mask_of(col["kind"], "marker") & (dur_ns == 0))
+    head = pc.if_else(is_counter, '{"ph":"C"',
+                      pc.if_else(is_instant, '{"ph":"i","s":"t"', '{"ph":"X"'))
+    dur = pc.if_else(pc.or_(is_counter, is_instant), "",
+                     pc.binary_join_element_wise(',"dur":', us_text(dur_ns), ""))
+    pieces = [_keyed(c, _json_strings(col[c]) if pa.types.is_dictionary(col[c].type)
+                     else _number_text(col[c])) for c in ARG_COLUMNS]
+    # Each present member ends with ","; the last one's comma is trimmed (JSON members never
+    # end with a comma). (binary_join's null_handling="skip" drops all-null rows in Arrow 26.)
+    members = [pc.binary_join_element_wise(p, ",", "") for p in
+               (*pieces, _args_inner(col["args"]))]
+    general = pc.utf8_rtrim(pc.binary_join_element_wise(*members, "", null_handling="replace"),
+                            characters=",")
+    value = _keyed("value", _number_text(col["value"]))
+    args = pc.if_else(is_counter, value, general)
+    line = pc.binary_join_element_wise(
+        ",\n", head, ',"cat":', _json_strings(col["kind"]),
+        ',"name":', _json_strings(col["name"]), ',"pid":', pc.cast(col["rank"], pa.string()),
+        ',"tid":', pc.cast(pa.array(tids), pa.string()),
+        ',"ts":', us_text(ts_ns), dur, ',"args":{', args, "}}", "",
+        null_handling="replace")
+    # Counters without a value cannot be plotted: leave them out.
+    drop = counter_np & pc.is_null(col["value"]).to_numpy(zero_copy_only=False)
+    return pc.filter(line, pa.array(~drop)) if drop.any() else line
+
+
+def format_flows(df: pd.DataFrame, first_id: int) -> tuple[pa.Array, int]:
+    """Flow events for the correlated events of one file, each text starting with ``",\\n"``.
+
+    ``df`` columns: rank, corr_id, host (bool), launch (bool), ts_ns (output clock), tid.
+    Returns (texts: the ``s`` events then the ``f`` events, next free flow id)."""
+    empty = pa.array([], pa.string())
+    if df.empty:
+        return empty, first_id
+    host = df[df["host"]].sort_values(["rank", "corr_id", "launch", "ts_ns"],
+                                      ascending=[True, True, False, True], kind="stable")
+    host = host.drop_duplicates(["rank", "corr_id"], keep="first")
+    pairs = df[~df["host"]].merge(host, on=["rank", "corr_id"], suffixes=("_d", "_h"))
+    if pairs.empty:
+        return empty, first_id
+    pairs = pairs.sort_values(["rank", "corr_id", "ts_ns_d"], kind="stable")
+    ids = pairs.groupby(["rank", "corr_id"], sort=False).ngroup().to_numpy() + first_id
+    starts = np.r_[True, ids[1:] != ids[:-1]]
+
+    def text(ph: str, sel: np.ndarray, side: str) -> pa.Array:
+        return pc.binary_join_element_wise(
+            f',\n{{"ph":"{ph}",' + ('"bp":"e",' if ph == "f" else "")
+            + f'"cat":"{FLOW_CAT}","name":"{FLOW_CAT}","id":',
+            pc.cast(pa.array(ids[sel]), pa.string()),
+            ',"pid":', pc.cast(pa.array(pairs["rank"].to_numpy()[sel]), pa.string()),
+            ',"tid":', pc.cast(pa.array(pairs[f"tid_{side}"].to_numpy()[sel]), pa.string()),
+            ',"ts":', us_text(pairs[f"ts_ns_{side}"].to_numpy()[sel]), "}", "")
+
+    every = np.ones(len(ids), bool)
+    return pa.concat_arrays([text("s", starts, "h"), text("f", every, "d")]), int(ids.max()) + 1
+
+
+# --------------------------------------------------------------------------- writing
+
+class _JsonArrayWriter:
+    """Writes pre-formatted elements (each starting with ",\\n"), dropping the first comma."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.first = True
+
+    def write(self, data: bytes | memoryview) -> None:
+        if not len(data):
+            return
+        if self.first:
+            data = data[1:]
+            self.first = False
+        self.fh.write(data)
+
+    def write_array(self, text: pa.Array) -> None:
+        if len(text) == 0:
+            return
+        _, offsets, values = text.buffers()
+        off = np.frombuffer(offsets, dtype=np.int32 if text.type == pa.string() else np.int64)
+        start, end = int(off[text.offset]), int(off[text.offset + len(text)])
+        self.write(memoryview(values)[start:end])
+
+
+def _open_out(out: Path) -> tuple[Path, IO[bytes], IO[bytes]]:
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError("output directory does not exist", path=parent,
+                          hint="create it first or choose another --out")
+    if out.is_dir():
+        raise OutputError("output path is a directory", path=out)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise OutputError(f"cannot write here: {exc.strerror}", path=parent) from None
+    raw = os.fdopen(fd, "wb", buffering=1 << 20)
+    if out.name.endswith(".gz"):
+        gz = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0)
+        return Path(tmp), raw, cast(IO[bytes], gz)
+    return Path(tmp), raw, raw
+
+
+def export_chrome(path: str | os.PathLike[str], out: str | os.PathLike[str],
+                  on_rows: Callable[[int], None] | None = None) -> ExportStats:
+    """Write the trace at ``path`` as Chrome trace-event JSON to ``out`` (see module doc).
+
+    ``on_rows(n)`` is called after each batch of ``n`` events (progress reporting)."""
+    out = Path(out)
+    tracks = collect_tracks(path)
+    tmp, raw, fh = _open_out(out)
+    try:
+        stats = _write(path, tracks, fh, on_rows)
+        if fh is not raw:
+            fh.close()
+        raw.close()
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, out)
+    except BaseException:
+        raw.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    return ExportStats(out, tuple(sorted({r for r, _ in tracks})), len(tracks), stats[0],
+                       stats[1], out.stat().st_size)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write(path: str | os.PathLike[str], tracks: dict[tuple[int, str], tuple[int, str]],
+           fh: IO[bytes], on_rows: Callable[[int], None] | None) -> tuple[int, int]:
+    out = _JsonArrayWriter(fh)
+    n_events = n_flows = 0
+    next_id = 1
+    corr: list[pd.DataFrame] = []
+    shift: tuple[dict[int, int], int] = ({}, 0)
+
+    def flush_flows() -> None:  # flows never cross files: per-rank files hold whole ranks
+        nonlocal next_id, n_flows
+        texts, last = format_flows(_concat(corr), next_id)
+        n_flows += last - next_id
+        next_id = last
+        out.write_array(texts)
+        corr.clear()
+
+    started = False
+    for _, meta, batch in _row_groups(path, list(COLUMN_NAMES)):
+        if batch is None:  # a new file
+            flush_flows()
+            if not started:
+                fh.write(_header(meta, path))
+                out.write(",\n".join([""] + _metadata_events(tracks)).encode())
+                started = True
+            shift = time_shift(meta)
+            continue
+        ranks = batch.column(0).fill_null(0).to_numpy(zero_copy_only=False)
+        lane_i, lanes = _codes(batch.column(1))
+        tids = np.zeros(len(ranks), np.int64)
+        ts = batch.column(5).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        for r in np.unique(ranks):  # a handful of ranks per batch; lanes via a lookup table
+            mask = ranks == r
+            lut = np.array([tracks.get((int(r), str(n)), (0, ""))[0] for n in lanes], np.int64)
+            tids[mask] = lut[lane_i[mask]]
+            ts[mask] += shift[0].get(int(r), shift[1])
+        text = format_batch(batch, tids, ts)
+        out.write_array(text)
+        n_events += len(text)
+        corr.append(_correlated(batch, ranks, tids, ts))
+        if on_rows is not None:
+            on_rows(batch.num_rows)
+    flush_flows()
+    fh.write(b"\n]}\n")
+    return n_events, n_flows
+
+
+def _header(meta: TraceMeta, path: str | os.PathLike[str]) -> bytes:
+    other = {"hermes_source": meta.source, "hermes_trace": str(path),
+             "schema_version": meta.schema_version, "device": meta.device.get("name"),
+             "clock_offsets_ns": {str(k): v for k, v in meta.clock_offsets_ns.items()}}
+    return ('{"displayTimeUnit":"ns","otherData":'
+            + json.dumps(other, ensure_ascii=False, separators=_COMPACT)
+            + ',"traceEvents":[').encode()
+
+
+def _correlated(batch: pa.RecordBatch, ranks: np.ndarray, tids: np.ndarray,
+                ts: np.ndarray) -> pd.DataFrame:
+    """The events of a batch that can carry a flow end: (rank, corr_id, side, ts, tid)."""
+    names = batch.schema.names
+    corr = batch.column(names.index("corr_id"))
+    has = pc.is_valid(corr).to_numpy(zero_copy_only=False)
+    if not has.any():
+        return pd.DataFrame()
+    lane_kind, kind = batch.column(names.index("lane_kind")), batch.column(names.index("kind"))
+    host = _mask_of(lane_kind, "host")
+    device = np.zeros_like(host)
+    for lk in DEVICE_LANES:
+        device |= _mask_of(lane_kind, lk)
+    keep = has & (host | device) & ~_mask_of(kind, "counter")
+    return pd.DataFrame({
+        "rank": ranks[keep], "corr_id": corr.fill_null(0).to_numpy(zero_copy_only=False)[keep],
+        "host": host[keep], "launch": _mask_of(kind, "launch")[keep], "ts_ns": ts[keep],
+        "tid": tids[keep]})
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
