@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter_ns
 from types import FrameType
@@ -117,6 +118,10 @@ class Session:
         self._in_hook = False
         self._pending_signal: int | None = None
         self._old_handlers: dict[int, Any] = {}
+        #: Called after each of this rank's step boundaries / first thing in close (the
+        #: PyTorch profiler driver starts, stops and merges its capture there).
+        self.step_listeners: list[Callable[[], None]] = []
+        self.close_listeners: list[Callable[[], None]] = []
         self._t_start = perf_counter_ns()
         self._step_start = self._t_start
         self.record("marker", "hermes.session_start", self._t_start, 0,
@@ -177,6 +182,8 @@ class Session:
                 self.step_no = info.step + 1
                 self._step_start = info.end_ns
                 self.detail = self.wants_detail(self.rank, self.step_no)
+                for listener in self.step_listeners:
+                    listener()
         finally:
             self._leave_hook(t0)
 
@@ -185,6 +192,8 @@ class Session:
         if self.closed:
             return self.path
         t0 = perf_counter_ns()
+        for listener in self.close_listeners:
+            listener()
         self.closed = True
         pyhooks.activate(None)
         self._restore_signals()

@@ -1,0 +1,59 @@
+"""``hermes profile``: run a Python training script unchanged and record a Hermes trace."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from hermes.errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "profile",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )
+    def profile(
+        ctx: typer.Context,
+        mode: str = typer.Option("auto", "--mode", help="monitor | fine | auto (coarse-to-fine)."),
+        out: Path = typer.Option(Path("hermes-trace"), "--out",
+                                 help="Trace directory (one rank-N.parquet per rank), or a "
+                                      "FILE.parquet for a single process."),
+        window: int = typer.Option(3, "--window", "-k",
+                                   help="Steps captured in detail after a trigger (auto)."),
+        trigger_file: Path | None = typer.Option(
+            None, "--trigger-file",
+            help="auto: when this file appears, capture the next K steps (file may hold K)."),
+        device: str | None = typer.Option(None, "--device",
+                                          help="Device profile for MFU (h100, ascend910b...)."),
+    ) -> int:
+        """Run `python SCRIPT ARGS...` with Hermes profiling; the script runs unchanged.
+
+        Argv, stdin/stdout/stderr, signals and the exit code are the script's own. Steps come
+        from hermes.step(), the emulated NPU runtime or PyTorch optimizer steps. In auto mode
+        send SIGUSR1 (or create the --trigger-file) to capture the next K steps in detail.
+
+        Example: hermes profile --mode auto --out trace_dir -- python train.py --epochs 1
+        """
+        from hermes.collectors import api, launcher
+
+        if mode not in api.MODES:
+            raise UsageError(f"unknown --mode {mode!r}", hint=f"valid: {', '.join(api.MODES)}")
+        if window < 1:
+            raise UsageError(f"--window must be >= 1, got {window}")
+        options = {"out": str(out), "mode": mode, "window": window}
+        if trigger_file is not None:
+            options["trigger_file"] = str(trigger_file.resolve())
+        if device is not None:
+            from hermes import devices
+
+            devices.get(device)  # an unknown name fails here, before the script starts
+            options["device"] = device
+        argv, env = launcher.prepare(list(ctx.args), options)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execvpe(argv[0], argv, env)
+        return 0  # not reached: exec replaced this process
