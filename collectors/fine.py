@@ -8,11 +8,16 @@ replace it (``extra`` and ``collector`` are merged key by key); other keys land 
 
 Which steps get detail is chosen by ``ranks`` / ``steps`` (None = all); the collector records
 which (rank, step) pairs it asked detail for and stores them as ``collector.detailed_steps``.
+Its own cost is measured: the time spent inside ``on_events`` (buffering and writing row
+groups) over the wall time since construction is written as ``collector.overhead_pct`` and
+``collector.events`` counts what was written, when ``measure_overhead=True`` (a caller that
+measures a wider scope, such as a ``hermes.profile`` session, passes its own figure).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
@@ -33,8 +38,10 @@ class FineCollector:
 
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None, *,
                  ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+                 measure_overhead: bool = False) -> None:
         self.path = Path(path)
+        self.measure_overhead = measure_overhead
         self.meta = meta or TraceMeta(source="emulator")
         self.ranks = None if ranks is None else frozenset(int(r) for r in ranks)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
@@ -44,6 +51,8 @@ class FineCollector:
         self.steps_seen = 0
         self.events_written = 0
         self.closed = False
+        self.busy_ns = 0  # time spent in this collector's hooks (its measured overhead)
+        self._t_start = time.perf_counter_ns()
 
     # -- Collector protocol -------------------------------------------------------------
     def wants_detail(self, rank: int, step: int) -> bool:
@@ -57,8 +66,10 @@ class FineCollector:
         n = len(next(iter(batch.values()))) if batch else 0
         if n == 0:
             return
+        t0 = time.perf_counter_ns()
         self._writer.write(batch)
         self.events_written += n
+        self.busy_ns += time.perf_counter_ns() - t0
 
     def on_step(self, info: StepInfo) -> None:
         self.steps_seen += 1
@@ -67,7 +78,15 @@ class FineCollector:
         """Flush and publish the trace (atomically); returns its path. Idempotent."""
         if self.closed:
             return self.path
+        t0 = time.perf_counter_ns()
         self.meta = self._merged_meta(meta_updates or {})
+        self.busy_ns += time.perf_counter_ns() - t0
+        if self.measure_overhead:
+            wall = max(1, time.perf_counter_ns() - self._t_start)
+            collector = dict(self.meta.collector)
+            collector.setdefault("overhead_pct", round(100.0 * self.busy_ns / wall, 4))
+            collector.setdefault("events", self.events_written)
+            self.meta = self.meta.with_(collector=collector)
         self.closed = True
         return self._writer.close(self.meta)
 

@@ -156,3 +156,17 @@ def test_regions_gc_and_fine_mode(tmp_path) -> None:
             (inner.ts_ns + inner.dur_ns <= outer.ts_ns + outer.dur_ns)).all()
     assert (ev.kind == "gc").sum() >= 3
     assert hermes.step() == -1  # no session: a no-op
+
+
+def test_fine_collector_measures_its_overhead(tmp_path) -> None:
+    from hermes.collectors.fine import FineCollector
+
+    fc = FineCollector(tmp_path / "o.parquet", measure_overhead=True)
+    fc.on_events({"rank": [0, 0], "lane": ["t", "t"], "lane_kind": ["host", "host"],
+                  "kind": ["marker", "marker"], "name": ["a", "b"], "ts_ns": [0, 5],
+                  "dur_ns": [1, 1]})
+    fc.close()
+    col = hermes.load(tmp_path / "o.parquet").meta.collector
+    assert col["events"] == 2 and col["mode"] == "fine"
+    assert 0.0 < col["overhead_pct"] <= 100.0
+    assert 0 < fc.busy_ns
