@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hermes.trace import TraceMeta, open_writer, write_trace
-from hermes.trace import chrome
+from hermes.trace import TraceMeta, chrome, open_writer, write_trace
 from tests.conftest import run_cli
 from tests.tracegen import ev, events
 
@@ -216,13 +215,13 @@ def test_streamed_export_matches_reference(tmp_path: Path, monkeypatch: pytest.M
                        r'(?:,"dur":([\d.]+))?', raw)
     names = [e["name"] for e in evs if e["ph"] in "XiC"]
     got = sorted(((ph, int(p), tracks[(int(p), int(t))], nm, Decimal(ts),
-                   Decimal(d) if d else None) for (ph, p, t, ts, d), nm in zip(times, names)),
-                 key=repr)
+                   Decimal(d) if d else None)
+                  for (ph, p, t, ts, d), nm in zip(times, names, strict=True)), key=repr)
     assert len(got) > 1000 and got == reference(cols, offsets)
     assert stats.events == len(got)
     # flows: one start per (rank, corr_id) that has both a host launch and a device task
     pairs = {}
-    for r, k, c in zip(cols["rank"], cols["kind"], cols["corr_id"]):
+    for r, k, c in zip(cols["rank"], cols["kind"], cols["corr_id"], strict=True):
         if c is not None:
             pairs.setdefault((r, c), set()).add(k == "launch")
     assert stats.flows == sum(1 for v in pairs.values() if v == {True, False}) > 10
