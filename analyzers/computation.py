@@ -282,7 +282,10 @@ def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
         if fp32:
             peak_unit = peak_unit.where(~(pd.Series(gemm, index=k.index) & (elem == 4.0)),
                                         min(fp32, peak_unit.max()))
-    est = _gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index)), elem)
+    # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
+    # judge the task by a guessed bandwidth
+    est = _gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index) & k["flops"].notna()),
+                      elem)
     k["bytes"] = k["bytes"].where(k["bytes"].notna() & (k["bytes"] > 0), est)
     hbm = pk["hbm_bw_Bps"] or np.nan
     dur_s = k["dur_ns"].to_numpy(np.float64) * 1e-9
@@ -309,12 +312,7 @@ def _classify(k: pd.DataFrame, args: pd.Series) -> np.ndarray:
                       both & (ai > ridge) & (uc >= U_THRESHOLD)],
                      ["memory_bound", "compute_bound"], "underutilized")
     cls = np.where(both, roof, cls)
-    # only one of flops / bytes known: a task at >= U of that roof is bound by it; below it we
-    # cannot tell which roof applies, so it stays no_data
-    one = ~both
-    cls = np.where(one & (uc >= U_THRESHOLD), "compute_bound", cls)
-    cls = np.where(one & (cls == "no_data") & (ub >= U_THRESHOLD), "memory_bound", cls)
-    # Ascend kernel_details pipe ratios: fraction of the task's time each pipe was busy
+    # Ascend kernel_details pipe ratios (measured): fraction of the task's time each pipe was busy
     mac = pd.concat([arg_numbers(args, "aic_mac_ratio", "aic_mac_fp16_ratio"),
                      arg_numbers(args, "aiv_vec_ratio", "aiv_vec_fp16_ratio")], axis=1).max(axis=1)
     mte = pd.concat([arg_numbers(args, "aic_mte2_ratio"), arg_numbers(args, "aiv_mte2_ratio")],
@@ -322,7 +320,13 @@ def _classify(k: pd.DataFrame, args: pd.Series) -> np.ndarray:
     pipes = (cls == "no_data") & (mac.notna() | mte.notna()).to_numpy()
     pipe_cls = np.select([(mac >= U_THRESHOLD).to_numpy(), (mte >= U_THRESHOLD).to_numpy()],
                          ["compute_bound", "memory_bound"], "underutilized")
-    return np.where(pipes, pipe_cls, cls)
+    cls = np.where(pipes, pipe_cls, cls)
+    # only one of flops / bytes known: a task at >= U of that roof is bound by it; below it we
+    # cannot tell which roof applies, so it stays no_data
+    one = cls == "no_data"
+    cls = np.where(one & (uc >= U_THRESHOLD), "compute_bound", cls)
+    cls = np.where(one & (cls == "no_data") & (ub >= U_THRESHOLD), "memory_bound", cls)
+    return cls
 
 
 def _step_of(ts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
