@@ -51,7 +51,7 @@ MODES = {
 }
 region = pyhooks.region
 _HOST_COLS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "args")
-_MAX_BUFFER = 65536  # host events held before a mid-step flush (bounded memory)
+_MAX_BUFFER = 16384  # host events held before an early flush (bounded memory)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -114,6 +114,8 @@ class Session:
         self.closed = False
         self.path: Path | None = None
         self._host: dict[str, list[Any]] = {c: [] for c in _HOST_COLS}
+        self._host_steps = 0
+        self.flush_steps = max(1, flush_steps)
         self._busy_ns = 0
         self._in_hook = False
         self._pending_signal: int | None = None
@@ -175,7 +177,9 @@ class Session:
                 extra.setdefault("data_wait_ns", self.data_wait_ns)
                 self.gc_ns = self.data_wait_ns = 0
             self.monitor.on_step(StepInfo(**{**info.__dict__, "extra": extra}))
-            self._flush_host()
+            self._host_steps += 1
+            if self._host_steps >= self.flush_steps:  # batched: one table per many steps
+                self._flush_host()
             if self.trigger is not None:
                 self.trigger.step_ended(info.step)
             if info.rank == self.rank:
@@ -243,6 +247,7 @@ class Session:
 
     def _flush_host(self) -> None:
         h = self._host
+        self._host_steps = 0
         if not h["rank"]:
             return
         self._host = {c: [] for c in _HOST_COLS}

@@ -65,9 +65,15 @@ class SlowStep:
 
 
 class _HostSampler:
-    """Host CPU % (this process, 100 = one core) and RSS via psutil; None where unavailable."""
+    """Host CPU % (this process, 100 = one core) and RSS via psutil; None where unavailable.
 
-    def __init__(self) -> None:
+    Read at most every ``interval_s`` (two /proc reads cost ~30 us; a step can be shorter):
+    between reads :meth:`sample` returns (None, None) and no counter row is written.
+    """
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.interval_ns = int(interval_s * 1e9)
+        self._next = 0
         try:
             import psutil
 
@@ -76,9 +82,10 @@ class _HostSampler:
         except Exception:  # noqa: BLE001 - psutil missing or no /proc: the monitor goes on
             self._proc = None
 
-    def sample(self) -> tuple[float | None, float | None]:
-        if self._proc is None:
+    def sample(self, now_ns: int) -> tuple[float | None, float | None]:
+        if self._proc is None or now_ns < self._next:
             return None, None
+        self._next = now_ns + self.interval_ns
         try:
             return float(self._proc.cpu_percent(None)), float(self._proc.memory_info().rss)
         except Exception:  # noqa: BLE001 - the process table can vanish at shutdown
@@ -111,6 +118,10 @@ class Monitor:
         self.steps_seen = 0
         self._host = _HostSampler() if host_stats else None
         self._history: dict[int, deque[int]] = {}
+        # (median, scale) per rank, refreshed every ``refresh`` steps: the history moves
+        # slowly, and two medians per step would cost more than the rest of the monitor.
+        self._stats: dict[int, tuple[float, float, int]] = {}
+        self.refresh = 8
         self._rows: dict[str, list[Any]] = _empty()
         self._pending_steps = 0
         self._closed = False
@@ -180,7 +191,8 @@ class Monitor:
         if info.comm_bytes is not None and info.comm_ns:
             figures["comm_bw_GBps"] = info.comm_bytes / info.comm_ns  # B/ns == GB/s
         if self._host is not None:
-            figures["host_cpu_pct"], figures["host_rss_bytes"] = self._host.sample()
+            figures["host_cpu_pct"], figures["host_rss_bytes"] = self._host.sample(
+                time.perf_counter_ns())
         for key, name in (("gc_ns", "gc_ms"), ("data_wait_ns", "data_wait_ms")):
             if info.extra.get(key):
                 figures[name] = info.extra[key] / 1e6
@@ -199,7 +211,13 @@ class Monitor:
             hist = self._history[rank] = deque(maxlen=self.window)
         slow = None
         if len(hist) >= self.min_history:
-            z, ratio = robust_z(np.fromiter(hist, dtype=np.float64, count=len(hist)), dur)
+            med, scale, age = self._stats.get(rank, (0.0, 0.0, self.refresh))
+            if age >= self.refresh:
+                med, scale = _median_scale(np.fromiter(hist, dtype=np.float64, count=len(hist)))
+                age = 0
+            self._stats[rank] = (med, scale, age + 1)
+            z = 0.6745 * (dur - med) / scale
+            ratio = dur / med if med > 0 else float("inf")
             if z > self.z_threshold and ratio >= self.min_ratio:
                 slow = SlowStep(rank, step, dur, z, ratio)
         if slow is None:
@@ -236,10 +254,15 @@ def robust_z(history: np.ndarray, value: float) -> tuple[float, float]:
     A zero MAD (identical history) is replaced by 1 % of the median, so a constant history
     flags any step more than ~5 % slower instead of dividing by zero.
     """
+    med, scale = _median_scale(history)
+    return 0.6745 * (value - med) / scale, (value / med if med > 0 else float("inf"))
+
+
+def _median_scale(history: np.ndarray) -> tuple[float, float]:
+    """Median and MAD (floored at 1 % of the median and at 1) of a history."""
     med = float(np.median(history))
     mad = float(np.median(np.abs(history - med)))
-    scale = max(mad, 0.01 * abs(med), 1.0)
-    return 0.6745 * (value - med) / scale, (value / med if med > 0 else float("inf"))
+    return med, max(mad, 0.01 * abs(med), 1.0)
 
 
 def slowest_ranks(steps: pd.DataFrame, domains: Mapping[int, str] | None = None,
