@@ -1,0 +1,223 @@
+"""Rank analyzer ``cpu``: apportion the device's host-bound idle time to its host cause.
+
+``cpu(ctx: RankContext) -> AnalyzerResult`` (needs ``overlap``'s ``device_idle`` gaps). Definitions
+(formulas and thresholds in ``docs/analysis/cpu.md``):
+
+* ``HB`` = device-idle time (``I``) during which a host lane works (``H``: host-lane events other than
+  step/marker/counter): ``HB = I ∩ H`` — overlap's ``host_bound`` part.
+* ``HB`` is claimed by the first matching class, in this order (a host op that *contains* a sync or a
+  compile loses that time to the more specific cause): data waits (left to the ``io`` analyzer),
+  ``garbage_collection`` (``gc`` events), ``operator_compilation`` (``compile`` events, compile
+  functions), ``host_device_sync`` (``sync`` events on host lanes, blocking D2H copies issued on the
+  host, ``*Synchronize``, ``aten::item`` / ``_local_scalar_dense``), ``environment_configuration``
+  (logging calls), then ``operator_dispatch`` (every other host activity: framework ops, InferShape,
+  tiling, allocation, launches, runtime calls).
+* ``resource_contention`` is carved out of the dispatch time: the fraction of leaf host calls'
+  time that is *inflation* — an event lasting over ``INFLATION`` x the median of its name (names
+  seen >= ``MIN_CALLS`` times) contributes ``dur - median`` — times the dispatch time. It is
+  reported when that fraction reaches ``CONTENTION_MIN_FRACTION``, or ``CONTENTION_MIN_FRACTION_CPU``
+  when CPU-% counter samples of other processes exceed ``OTHER_CPU_MIN_PCT``.
+* ``garbage_collection`` also gets msprof-analyze's *conjectured GC*: device-and-host-idle gaps of
+  at least ``GC_GAP_NS`` when the trace records no GC events.
+* ``time_share`` = claimed time / sum of step durations; a finding needs ``MIN_SHARE``, except
+  compilation and sync findings with at least ``STRONG_COUNT`` events (strong evidence).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers import intervals as iv
+from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.io import (col, data_wait_mask, device_idle, name_matches, per_step_ns,
+                                 spans, top_names, windows_union)
+from hermes.analyzers.steps import step_windows
+
+MIN_SHARE = 0.01
+#: Compile / sync events worth reporting whatever their share (msprof-analyze: >= 20
+#: aclopCompileAndExecute calls; SyncBatchNorm > 20).
+STRONG_COUNT = 20
+#: msprof-analyze's GC conjecture: a free gap > 200 ms with almost no host events.
+GC_GAP_NS = 200_000_000
+INFLATION = 2.0
+MIN_CALLS = 5
+CONTENTION_MIN_FRACTION = 0.2
+CONTENTION_MIN_FRACTION_CPU = 0.05
+OTHER_CPU_MIN_PCT = 50.0
+#: Kernels shorter than this are "small" (launch overhead of the order of their run time).
+SMALL_KERNEL_NS = 10_000
+
+GC_NAME = r"(?i)(^|[^a-z])gc([^a-z]|$)|garbage.?collect"
+COMPILE_NAME = r"(?i)aclopCompile|jit.?compil|compile_fx|torch_compile|dynamo.*compile"
+SYNC_NAME = r"(?i)synchroniz|^aten::item$|_local_scalar_dense|aclrtSynchronize"
+LOG_NAME = r"(?i)^(?!aten::)(.*(logging|dlog|slog|log_write|write_log|printf?\b)|log)\b"
+OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)|" \
+                 r"(other|steal|foreign|background).*cpu"
+LEAF_KINDS = ("launch", "runtime", "infer_shape", "tiling", "alloc")
+HOST_WORK_EXCLUDED = ("step", "marker", "counter")
+CAUSE_TEXT = {
+    "garbage_collection": "Python garbage collection pauses the host",
+    "operator_compilation": "operators are compiled at run time",
+    "host_device_sync": "the host blocks on the device (synchronize, .item(), blocking copies)",
+    "environment_configuration": "host time goes to logging / environment overheads",
+    "operator_dispatch": "the host dispatches operators slower than the device runs them",
+    "resource_contention": "host calls run slower than their usual cost (CPU contention)",
+}
+
+
+def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
+    kind = col(ev, "kind")
+    host = col(ev, "lane_kind") == "host"
+    work = host & ~np.isin(kind, HOST_WORK_EXCLUDED)
+    names = ev["name"]
+    io = data_wait_mask(ev) | (host & np.isin(kind, ("data_read", "data_process", "data_fetch")))
+    return {
+        "io": io,
+        "garbage_collection": work & ((kind == "gc") | name_matches(names, GC_NAME)),
+        "operator_compilation": work & ((kind == "compile") | name_matches(names, COMPILE_NAME)),
+        "host_device_sync": work & ((kind == "sync") | (kind == "memcpy_d2h")
+                                    | name_matches(names, SYNC_NAME)),
+        "environment_configuration": work & name_matches(names, LOG_NAME),
+        "operator_dispatch": work,
+    }
+
+
+def _other_cpu(ev: pd.DataFrame) -> dict[str, float] | None:
+    m = (col(ev, "kind") == "counter") & name_matches(ev["name"], OTHER_CPU_NAME)
+    if not m.any():
+        return None
+    v = pd.to_numeric(ev.loc[m, "value"], errors="coerce").dropna()
+    return {"mean_pct": float(v.mean()), "max_pct": float(v.max()), "samples": int(v.size)} \
+        if v.size else None
+
+
+def _inflation(ev: pd.DataFrame, dispatch: np.ndarray) -> dict[str, Any]:
+    """Fraction of leaf host-call time that exceeds each name's median (see module docstring)."""
+    leaf = dispatch & np.isin(col(ev, "kind"), LEAF_KINDS)
+    if not leaf.any():
+        leaf = dispatch
+    sub = ev.loc[leaf, ["name", "dur_ns"]]
+    if len(sub) == 0:
+        return {"fraction": 0.0, "events": 0, "names": []}
+    names = sub["name"].astype(str)
+    g = sub.groupby(names, observed=True)["dur_ns"]
+    med = g.transform("median").to_numpy(np.float64)
+    cnt = g.transform("count").to_numpy(np.int64)
+    dur = sub["dur_ns"].to_numpy(np.float64)
+    inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med)
+    excess = np.where(inflated, dur - med, 0.0)
+    total = float(dur[cnt >= MIN_CALLS].sum())
+    top = pd.Series(excess, index=names.to_numpy()).groupby(level=0).sum()
+    top = top[top > 0].sort_values(ascending=False).head(10)
+    return {"fraction": float(excess.sum() / total) if total else 0.0,
+            "events": int(inflated.sum()),
+            "names": [{"name": str(k), "excess_ns": int(v)} for k, v in top.items()]}
+
+
+def _dispatch_evidence(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
+    kind = col(ev, "kind")
+    dev = np.isin(col(ev, "lane_kind"), ("device", "copy")) & (kind == "kernel")
+    launches = int(((kind == "launch") & (col(ev, "lane_kind") == "host")).sum())
+    host_ops = (kind == "host_op") & (col(ev, "lane_kind") == "host")
+    k = ev.loc[dev, "dur_ns"].to_numpy(np.int64)
+    n_steps = max(len(windows), 1)
+    return {"launches_per_step": round(launches / n_steps, 1),
+            "kernels_per_step": round(int(dev.sum()) / n_steps, 1),
+            "small_kernels_pct": round(100.0 * float((k < SMALL_KERNEL_NS).mean()), 2)
+            if k.size else 0.0,
+            "kernel_median_us": round(float(np.median(k)) / 1e3, 3) if k.size else 0.0,
+            "host_op_median_us": round(float(ev.loc[host_ops, "dur_ns"].median()) / 1e3, 3)
+            if host_ops.any() else 0.0}
+
+
+@register("cpu", scope="rank", needs=("overlap",))
+def cpu(ctx: RankContext) -> AnalyzerResult:
+    """Host-bound device idle time apportioned to compilation, dispatch, sync, GC, contention."""
+    ev = ctx.events
+    res = AnalyzerResult("cpu")
+    windows = step_windows(ev)
+    step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
+    causes = list(CAUSE_TEXT)
+    res.metrics.update({"step_total_ns": step_total, "host_bound_ns": 0,
+                        **{f"{c}_share": 0.0 for c in causes}})
+    empty = {"step": np.empty(0, np.int64), "dur_ns": np.empty(0, np.int64),
+             **{f"{c}_ns": np.empty(0, np.int64) for c in ["host_bound", *causes]}}
+    res.tables["per_step"] = pd.DataFrame(empty)
+    if step_total == 0:
+        return res
+    idle = device_idle(ctx, windows)
+    cls = _classes(ev)
+    remaining = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
+    hb_total = iv.total(remaining)
+    claimed: dict[str, iv.Union] = {}
+    for name in ("io", "garbage_collection", "operator_compilation", "host_device_sync",
+                 "environment_configuration", "operator_dispatch"):
+        u = spans(ev, cls[name])
+        claimed[name] = iv.intersect(remaining, u)
+        remaining = iv.subtract(remaining, u)
+    # conjectured GC: long device-and-host-idle gaps, only when GC is not instrumented
+    gc_instrumented = bool((col(ev, "kind") == "gc").any())
+    host_any = spans(ev, (col(ev, "lane_kind") == "host")
+                     & ~np.isin(col(ev, "kind"), HOST_WORK_EXCLUDED))
+    free = iv.subtract(iv.intersect(idle, windows_union(windows)), host_any)
+    long_free = (free[0][(free[1] - free[0]) >= GC_GAP_NS], free[1][(free[1] - free[0]) >= GC_GAP_NS])
+    conjectured = iv.EMPTY if gc_instrumented else long_free
+    claimed["garbage_collection"] = iv.union(
+        np.concatenate([claimed["garbage_collection"][0], conjectured[0]]),
+        np.concatenate([claimed["garbage_collection"][1], conjectured[1]]))
+    times = {c: float(iv.total(claimed[c])) for c in causes if c in claimed}
+    infl = _inflation(ev, cls["operator_dispatch"] & ~cls["io"])
+    other = _other_cpu(ev)
+    threshold = CONTENTION_MIN_FRACTION_CPU if other and other["mean_pct"] >= OTHER_CPU_MIN_PCT \
+        else CONTENTION_MIN_FRACTION
+    contention = times["operator_dispatch"] * infl["fraction"] \
+        if infl["fraction"] >= threshold else 0.0
+    times["resource_contention"] = contention
+    times["operator_dispatch"] -= contention
+    res.metrics["host_bound_ns"] = int(hb_total)
+    res.metrics["io_wait_ns"] = int(iv.total(claimed["io"]))
+    res.metrics["inflation_fraction"] = infl["fraction"]
+    table: dict[str, Any] = {"step": windows["step"].to_numpy(np.int64),
+                             "dur_ns": windows["dur_ns"].to_numpy(np.int64),
+                             "host_bound_ns": per_step_ns(iv.intersect(
+                                 idle, spans(ev, cls["operator_dispatch"] | cls["io"])), windows)}
+    for c in causes:
+        if c == "resource_contention":
+            table[f"{c}_ns"] = np.round(table["operator_dispatch_ns"] * infl["fraction"]
+                                        if contention else 0 * table["dur_ns"]).astype(np.int64)
+            table["operator_dispatch_ns"] = table["operator_dispatch_ns"] - table[f"{c}_ns"]
+        else:
+            table[f"{c}_ns"] = per_step_ns(claimed[c], windows)
+    res.tables["per_step"] = pd.DataFrame(table)
+    dispatch_ev = _dispatch_evidence(ev, windows)
+    for c in causes:
+        share = min(1.0, times[c] / step_total)
+        res.metrics[f"{c}_share"] = share
+        mask = cls.get(c, cls["operator_dispatch"])
+        if c == "operator_dispatch":
+            mask = cls["operator_dispatch"] & ~np.isin(col(ev, "kind"), ("python",))
+        n = int(mask.sum()) if c != "resource_contention" else infl["events"]
+        strong = c in ("operator_compilation", "host_device_sync") and n >= STRONG_COUNT
+        if share < MIN_SHARE and not (strong and share > 0):
+            continue
+        evidence: dict[str, Any] = {"time_ms": round(times[c] / 1e6, 3), "events": n,
+                                    "host_bound_ms": round(hb_total / 1e6, 3),
+                                    "steps_total_ms": round(step_total / 1e6, 3),
+                                    "top_ops": top_names(ev, mask)}
+        if c == "operator_dispatch":
+            evidence.update(dispatch_ev)
+        if c == "resource_contention":
+            evidence.update({"inflation_fraction": round(infl["fraction"], 4),
+                             "inflated_ops": infl["names"], "other_process_cpu": other})
+            evidence["top_ops"] = [{"name": d["name"], "time_ns": d["excess_ns"]}
+                                   for d in infl["names"]]
+        if c == "garbage_collection":
+            evidence["conjectured_gaps"] = int(conjectured[0].size)
+        steps = tuple(int(s) for s, v in zip(table["step"], table[f"{c}_ns"], strict=True) if v > 0)
+        res.findings.append(Finding("cpu", c, share,
+                                    f"{CAUSE_TEXT[c]}: {100 * share:.1f}% of step time",
+                                    evidence=evidence, ranks=(int(ctx.rank),), steps=steps))
+    return res

@@ -1,0 +1,140 @@
+"""Rank analyzer ``fluctuation``: step-time variability, spikes, and what co-occurs with them.
+
+``fluctuation(ctx: RankContext) -> AnalyzerResult``. Definitions (``docs/analysis/fluctuation.md``):
+
+* step times ``x`` from ``steps.step_windows``; ``cv = std(x) / mean(x)``;
+  robust z-score ``z = 0.6745 (x - median) / MAD`` (MAD = median absolute deviation).
+* a **spike** is a step with ``z > Z_SPIKE`` and ``x > (1 + MIN_EXCESS) * median`` (the Hermes paper
+  counts steps fluctuating by more than 10 %); with ``MAD = 0`` only the second test applies.
+  Needs at least ``MIN_STEPS`` steps (fewer give no reliable median).
+* For every spike, each *component* — GC pauses, data waits, checkpoint/storage writes, compilation,
+  host syncs, device communication — is measured in the spike and in the median of the normal steps;
+  the spike's excess time ``x - median`` is attributed to the component whose own excess is largest,
+  when that excess covers at least ``MIN_EXPLAINED`` of the spike's excess.
+* A finding per component is emitted under the co-occurring cause's id (``COMPONENTS``) with
+  ``time_share`` = attributed spike excess / sum of step durations (>= ``MIN_SHARE``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.io import col, data_wait_mask, name_matches, per_step_ns, spans
+from hermes.analyzers.steps import step_windows
+
+MIN_STEPS = 5
+Z_SPIKE = 3.5
+MIN_EXCESS = 0.10
+MIN_EXPLAINED = 0.5
+MIN_SHARE = 0.01
+CHECKPOINT_NAME = r"(?i)checkpoint|ckpt|torch\.save|save_state|state_dict_save"
+
+#: component -> (category, cause) of the finding it leads to. Data waits are filed under the io
+#: analyzer's leading cause when it has one.
+COMPONENTS: dict[str, tuple[str, str]] = {
+    "gc": ("cpu", "garbage_collection"),
+    "data_wait": ("io", "slow_data_processing"),
+    "checkpoint": ("io", "slow_data_reading"),
+    "compile": ("cpu", "operator_compilation"),
+    "sync": ("cpu", "host_device_sync"),
+    "communication": ("communication", "synchronization_wait"),
+}
+
+
+def _component_masks(ev: pd.DataFrame) -> dict[str, np.ndarray]:
+    kind = col(ev, "kind")
+    lane_kind = col(ev, "lane_kind")
+    host = lane_kind == "host"
+    return {
+        "gc": kind == "gc",
+        "data_wait": data_wait_mask(ev),
+        "checkpoint": (host | (lane_kind == "loader")) & name_matches(ev["name"], CHECKPOINT_NAME),
+        "compile": kind == "compile",
+        "sync": host & (kind == "sync"),
+        "communication": (kind == "collective") | (lane_kind == "link"),
+    }
+
+
+def robust_z(x: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """(z-scores, median, MAD) of ``x``; z is +inf/0 where MAD is 0 (above/at the median)."""
+    med = float(np.median(x))
+    mad = float(np.median(np.abs(x - med)))
+    if mad == 0:
+        return np.where(x > med, np.inf, 0.0), med, mad
+    return 0.6745 * (x - med) / mad, med, mad
+
+
+def _io_cause(ctx: RankContext) -> str:
+    io = ctx.results.get("io")
+    if io is None or not io.findings:
+        return COMPONENTS["data_wait"][1]
+    return max(io.findings, key=lambda f: f.time_share).cause
+
+
+@register("fluctuation", scope="rank", needs=("io",))
+def fluctuation(ctx: RankContext) -> AnalyzerResult:
+    """Step-time variability (CV, robust z-score spikes) and the causes co-occurring with spikes."""
+    ev = ctx.events
+    res = AnalyzerResult("fluctuation")
+    windows = step_windows(ev)
+    x = windows["dur_ns"].to_numpy(np.float64)
+    res.metrics.update({"steps": int(x.size), "cv": 0.0, "spikes": 0, "spike_excess_ns": 0})
+    cols = ["step", "dur_ns", "z", "spike", "attributed_to", *[f"{c}_ns" for c in COMPONENTS]]
+    res.tables["per_step"] = pd.DataFrame({c: [] for c in cols})
+    if x.size == 0 or x.sum() <= 0:
+        return res
+    res.metrics["cv"] = float(x.std() / x.mean()) if x.mean() else 0.0
+    res.metrics["fluctuating_steps"] = int((np.abs(x - np.median(x)) > MIN_EXCESS
+                                            * np.median(x)).sum())
+    comp = {name: per_step_ns(spans(ev, m), windows) if m.any() else np.zeros(x.size, np.int64)
+            for name, m in _component_masks(ev).items()}
+    z, med, mad = robust_z(x)
+    spike = (z > Z_SPIKE) & (x > (1 + MIN_EXCESS) * med) if x.size >= MIN_STEPS \
+        else np.zeros(x.size, bool)
+    normal = ~spike
+    attributed = np.array([""] * x.size, dtype=object)
+    attributed_ns: dict[str, float] = {c: 0.0 for c in COMPONENTS}
+    spikes_of: dict[str, list[int]] = {c: [] for c in COMPONENTS}
+    for i in np.flatnonzero(spike):  # spikes are few by definition
+        excess = x[i] - med
+        best, best_ex = "", 0.0
+        for name, v in comp.items():
+            ex = float(v[i] - np.median(v[normal])) if normal.any() else float(v[i])
+            if ex > best_ex:
+                best, best_ex = name, ex
+        if best and best_ex >= MIN_EXPLAINED * excess:
+            attributed[i] = best
+            attributed_ns[best] += min(best_ex, excess)
+            spikes_of[best].append(int(windows["step"].iloc[i]))
+    table = {"step": windows["step"].to_numpy(np.int64), "dur_ns": x.astype(np.int64),
+             "z": np.where(np.isinf(z), np.nan, z), "spike": spike, "attributed_to": attributed}
+    table.update({f"{c}_ns": comp[c] for c in COMPONENTS})
+    res.tables["per_step"] = pd.DataFrame(table)
+    res.metrics.update({"spikes": int(spike.sum()), "median_ms": med / 1e6, "mad_ms": mad / 1e6,
+                        "spike_excess_ns": int(np.clip(x[spike] - med, 0, None).sum())})
+    total = float(x.sum())
+    for name, t in attributed_ns.items():
+        share = t / total
+        if share < MIN_SHARE:
+            continue
+        category, cause = COMPONENTS[name]
+        if name == "data_wait":
+            cause = _io_cause(ctx)
+        evidence: dict[str, Any] = {
+            "component": name, "spike_steps": spikes_of[name], "spikes": int(spike.sum()),
+            "cv": round(res.metrics["cv"], 4), "median_step_ms": round(med / 1e6, 3),
+            "attributed_ms": round(t / 1e6, 3),
+            "spike_step_ms": [round(float(x[windows["step"].to_numpy() == s][0]) / 1e6, 3)
+                              for s in spikes_of[name]],
+        }
+        res.findings.append(Finding(
+            category, cause, min(1.0, share),
+            f"{len(spikes_of[name])} step-time spike(s) coincide with {name.replace('_', ' ')} "
+            f"({100 * share:.1f}% of step time)", evidence=evidence, ranks=(int(ctx.rank),),
+            steps=tuple(spikes_of[name])))
+    return res
+

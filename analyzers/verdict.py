@@ -1,0 +1,79 @@
+"""The run's verdict ``bound``: what holds it back — ``host``, ``device``, ``io`` or ``communication``.
+
+``verdict(breakdown, findings) -> Verdict`` from the overlap breakdown of every rank (the five parts of
+step wall time, in %) and the merged findings. The rule (documented in ``docs/analysis/index.md``):
+
+1. Average the five parts over ranks and group them into three shares of step time:
+   ``device`` = computation_only + overlapped (the device computes; communication, if any, is hidden),
+   ``communication`` = communication_only (the device only communicates),
+   ``idle`` = host_bound + free (the device does nothing).
+2. If ``communication`` is the largest of the three, the run is ``communication``-bound; if ``device``
+   is the largest (ties go to the device), it is ``device``-bound.
+3. Otherwise the device mostly waits for the host. It waits for *data* — ``io``-bound — when the
+   ``io.*`` findings explain at least ``IO_MIN_SHARE`` of step time and at least as much as the ``cpu.*``
+   findings (both summed over causes); else the run is ``host``-bound.
+
+Without an overlap breakdown (no device events) the verdict falls back to the findings: ``io`` when the
+io findings lead the cpu findings, else ``host``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hermes.analyzers.base import Finding
+
+#: Smallest share of step time the io findings must explain for an ``io`` verdict (XProf calls a
+#: step "input-bound" from 5 % of step time spent waiting for input).
+IO_MIN_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Verdict:
+    bound: str
+    #: the three shares of step time (fractions) the rule compared, and the io/cpu finding totals
+    device: float
+    communication: float
+    idle: float
+    io: float
+    cpu: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bound": self.bound, "device": round(self.device, 6),
+                "communication": round(self.communication, 6), "idle": round(self.idle, 6),
+                "io": round(self.io, 6), "cpu": round(self.cpu, 6), "reason": self.reason}
+
+
+def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+    vals = [float(r.get(key) or 0.0) for r in rows]
+    return sum(vals) / len(vals) / 100.0 if vals else 0.0
+
+
+def _category_total(findings: Iterable[Finding], category: str) -> float:
+    return min(1.0, sum(f.time_share for f in findings if f.category == category))
+
+
+def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding]) -> Verdict:
+    """Apply the rule of the module docstring. ``breakdown``: one dict of ``*_pct`` per rank."""
+    io = _category_total(findings, "io")
+    cpu = _category_total(findings, "cpu")
+    has_parts = any("computation_only_pct" in r for r in breakdown)
+    device = _mean(breakdown, "computation_only_pct") + _mean(breakdown, "overlapped_pct")
+    comm = _mean(breakdown, "communication_only_pct")
+    idle = _mean(breakdown, "host_bound_pct") + _mean(breakdown, "free_pct")
+    if has_parts and comm > max(device, idle):
+        return Verdict("communication", device, comm, idle, io, cpu,
+                       f"non-overlapped communication is {100 * comm:.1f}% of step time")
+    if has_parts and device >= max(comm, idle):
+        return Verdict("device", device, comm, idle, io, cpu,
+                       f"the device computes {100 * device:.1f}% of step time")
+    if io >= IO_MIN_SHARE and io >= cpu:
+        return Verdict("io", device, comm, idle, io, cpu,
+                       f"the device is idle {100 * idle:.1f}% of step time; waiting for data "
+                       f"explains {100 * io:.1f}%")
+    return Verdict("host", device, comm, idle, io, cpu,
+                   f"the device is idle {100 * idle:.1f}% of step time; host causes explain "
+                   f"{100 * cpu:.1f}%, data waits {100 * io:.1f}%")
