@@ -1,0 +1,149 @@
+"""Critical path: tiny traces with the longest path worked out by hand beside them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.analyzers import cpgraph
+from hermes.analyzers.base import RankContext
+from hermes.analyzers.critical_path import analyze
+from hermes.trace.meta import TraceMeta
+from tests.tracegen import ev, events
+
+
+def run(*rows):
+    df = pd.DataFrame(events(*rows)) if rows else pd.DataFrame(
+        {c: [] for c in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns")})
+    for c in ("corr_id", "stream"):
+        df[c] = pd.array(df[c] if c in df.columns else [None] * len(df), dtype="Int64")
+    return analyze(RankContext(rank=0, events=df, meta=TraceMeta()))
+
+
+def top(res):
+    t = res.tables["top_ops"]
+    return dict(zip(t["name"], t["time_ns"], strict=True)), dict(
+        zip(t["name"], t["slack_ns"], strict=True))
+
+
+# time     0    10   20   30   40   50   60   70   80   90  100
+# aten::mm [=============)                                         host
+# launch        [==)  c1
+# sync                          [=======================)          host waits for gemm
+# opt                                                  [====)
+# gemm               [==============================)              stream 7
+# path: mm [0,10) 10 -> launch delay 10..20 (10) -> gemm 60 -> sync end 85 (0) -> opt 10 = 90
+SYNC = (ev("step", "ProfilerStep#1", 0, 100), ev("host_op", "aten::mm", 0, 30),
+        ev("launch", "cudaLaunchKernel", 10, 5, corr_id=1),
+        ev("sync", "cudaStreamSynchronize", 40, 45), ev("host_op", "opt", 85, 10),
+        ev("kernel", "gemm", 20, 60, corr_id=1, stream=7))
+
+
+def test_sync_waits_for_the_device_by_hand():
+    res = run(*SYNC)
+    times, slack = top(res)
+    assert times == {"gemm": 60, "aten::mm": 10, "cudaLaunchKernel": 10, "opt": 10}
+    assert set(slack.values()) == {0.0}
+    c = res.metrics["components_pct"]
+    assert c == pytest.approx({"computation": 600 / 9, "host": 300 / 9, "communication": 0,
+                               "io": 0, "other": 0})
+    assert res.metrics["length_pct"] == pytest.approx(90.0)
+    ops = res.tables["ops"].set_index("name")
+    # the sync is a zero-weight wait: on the path, no time
+    assert ops.loc["cudaStreamSynchronize", "cp_time_ns"] == 0
+
+
+# device-bound: launches c1..c3 at 0, 2, 4; k1 [10,30) k2 [30,50) queued; k3 [55,70) queued
+# (launched at 4 < 50) so the 5 ns gap is a kernel-kernel delay ("other").
+# path: launch delay c1 0->10 (host 10), k1 20, k2 20, gap 5, k3 15 = 70
+DEVICE = (ev("step", "ProfilerStep#1", 0, 70),
+          ev("launch", "l1", 0, 2, corr_id=1), ev("launch", "l2", 2, 2, corr_id=2),
+          ev("launch", "l3", 4, 2, corr_id=3),
+          ev("kernel", "k1", 10, 20, corr_id=1), ev("kernel", "k2", 30, 20, corr_id=2),
+          ev("kernel", "k3", 55, 15, corr_id=3))
+
+
+def test_device_bound_stream_order_by_hand():
+    res = run(*DEVICE)
+    times, slack = top(res)
+    assert times == {"k1": 20, "k2": 20, "k3": 15, "l1": 10}
+    c = res.metrics["components_pct"]
+    assert [c["computation"], c["host"], c["other"]] == pytest.approx(
+        [100 * 55 / 70, 100 * 10 / 70, 100 * 5 / 70])
+    ops = res.tables["ops"].set_index("name")
+    # l2's start node (t=2): fwd = l1 2; bwd = launch edge to k2 (weight 0, queued) + k2 20
+    # + gap 5 + k3 15 = 40 -> through 42 -> slack 70 - 42 = 28
+    assert ops.loc["l2", "min_slack_ns"] == 28
+
+
+# host-bound: A [0,20) holds launch c1 [15,20); k1 [22,25); B [25,45) holds launch c2 [40,45);
+# k2 [47,50). Path: A 15 + c1 5 + (gap 20..25 weighs 0) + B 15 + c2 start -> k2 start 7 + k2 3
+HOST = (ev("step", "ProfilerStep#1", 0, 50),
+        ev("host_op", "A", 0, 20), ev("launch", "c1", 15, 5, corr_id=1),
+        ev("host_op", "B", 25, 20), ev("launch", "c2", 40, 5, corr_id=2),
+        ev("kernel", "k1", 22, 3, corr_id=1), ev("kernel", "k2", 47, 3, corr_id=2))
+
+
+def test_host_bound_by_hand():
+    res = run(*HOST)
+    times, _ = top(res)
+    assert times == {"A": 15, "B": 15, "c2": 7, "c1": 5, "k2": 3}
+    assert res.metrics["length_pct"] == pytest.approx(90.0)
+    assert res.metrics["components_pct"]["host"] == pytest.approx(100 * 42 / 45)
+    assert res.tables["ops"].set_index("name").loc["k1", "min_slack_ns"] > 0
+
+
+def test_two_steps_and_io_component():
+    res = run(ev("step", "ProfilerStep#1", 0, 10), ev("step", "ProfilerStep#2", 10, 10),
+              ev("data_wait", "next(loader)", 0, 8), ev("host_op", "x", 10, 10))
+    assert res.metrics["steps"] == 2
+    assert res.tables["per_step"]["length_ns"].tolist() == [8, 10]
+    assert res.metrics["components_pct"]["io"] == pytest.approx(100 * 8 / 18)
+
+
+@pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 5, 10),), (ev("host_op", "h", 0, 0),)])
+def test_empty_and_one_event(rows):
+    res = run(*rows)
+    assert res.metrics["length_pct"] <= 100.0
+    assert (res.tables["top_ops"]["time_ns"] >= 0).all()
+
+
+def test_longest_path_matches_a_plain_dp_on_random_graphs():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        lanes = rng.integers(1, 4)
+        sizes = rng.integers(1, 6, size=lanes)
+        n = int(sizes.sum())
+        lane = np.repeat(np.arange(lanes), sizes)
+        t = np.concatenate([np.sort(rng.integers(0, 50, size=k)) for k in sizes])
+        first = np.ones(n, bool)
+        first[1:] = lane[1:] != lane[:-1]
+        w = np.where(first, 0, np.diff(t, prepend=0) * rng.integers(0, 2, size=n))
+        # cross edges forward in time only (a DAG)
+        cu, cv = [], []
+        for _ in range(int(rng.integers(0, 6))):
+            a, b = rng.integers(0, n, size=2)
+            if t[a] < t[b] and lane[a] != lane[b]:
+                cu.append(a)
+                cv.append(b)
+        cu, cv = np.array(cu, np.int64), np.array(cv, np.int64)
+        # an edge weighs at most its time span (a wait or a delay, never more)
+        cw = np.minimum(rng.integers(0, 5, size=cu.size), t[cv] - t[cu]) if cu.size else cu
+        g = cpgraph.Graph(t, lane, w, np.full(n, -1), cu, cv, cw, np.full(cu.size, -1),
+                          np.arange(n), np.arange(n))
+        dist, _ = cpgraph.longest(g)
+        # plain DP over nodes sorted by time (chains and cross edges go forward in time)
+        ref = np.zeros(n, np.int64)
+        edges = [(k - 1, k, w[k]) for k in range(n) if not first[k]] + list(zip(cu, cv, cw,
+                                                                              strict=True))
+        for _ in range(n + 1):
+            for u, v, ww in edges:
+                ref[v] = max(ref[v], ref[u] + ww)
+        assert dist.tolist() == ref.tolist()
+        # backward pass: longest path from each node, by the same plain DP on reversed edges
+        back = np.zeros(n, np.int64)
+        for _ in range(n + 1):
+            for u, v, ww in edges:
+                back[u] = max(back[u], back[v] + ww)
+        assert cpgraph.longest_from(g).tolist() == back.tolist()
