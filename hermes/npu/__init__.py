@@ -1,1 +1,13 @@
-"""The emulated Ascend-like NPU runtime (device cost model + host software stack)."""
+"""The emulated Ascend-like NPU runtime (device cost model + host software stack).
+
+``Runtime(device, ranks=, settings=, collector=, seed=).run(workload, steps)`` emulates a
+workload of the zoo (``hermes.npu.workloads``) on the virtual clock; ``hermes.npu.real`` runs
+a step-by-step loop whose host side is real Python timed on the wall clock.
+"""
+
+from __future__ import annotations
+
+from hermes.npu.runtime import RunResult, Runtime
+from hermes.npu.settings import Settings
+
+__all__ = ["RunResult", "Runtime", "Settings"]

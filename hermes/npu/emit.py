@@ -1,0 +1,230 @@
+"""Turn one stage's step record into a columnar event batch for one rank (trace-schema names).
+
+Events are assembled kind by kind with boolean masks over the operators and concatenated;
+string columns are built as Arrow dictionary arrays from small vocabularies (no per-event
+Python strings). The runtime calls this only for (rank, step) pairs a collector wants in
+detail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from hermes.npu.graph import BWD, UNIT_NAMES
+from hermes.npu.stage import Stage, StepRecord
+
+LANES = ["thread 0", "thread 1", "thread 2", "stream 0", "stream 1", "copy 0", "link tp",
+         "link dp", "link pp", "link ep", "counters", "thread pin"] + \
+    [f"loader {i}" for i in range(64)]
+MAX_LOADER_LANES = 64
+LANE_KIND = {"thread": "host", "stream": "device", "copy": "copy", "link": "link",
+             "counters": "counter", "loader": "loader"}
+KINDS = ["compile", "gc", "infer_shape", "tiling", "alloc", "launch", "host_op", "kernel",
+         "collective", "sync", "step", "data_read", "data_process", "data_fetch", "data_wait",
+         "memcpy_h2d", "counter", "python", "runtime"]
+UNITS = list(UNIT_NAMES[:3]) + ["link", "host", "copy"]
+EXTRA_NAMES = ["TransData", "StreamSynchronize", "wait grad_allreduce", "gc.collect(gen0)",
+               "gc.collect(full)", "next(batch)", "read batch", "process batch", "pin batch",
+               "H2D batch", "data_queue", "host_queue", "device_queue", "host_cpu_pct",
+               "other_processes_cpu_pct", "ModelExecute", "ModelLoad", "model_execute_header",
+               "grad_allreduce", "straggler_stall", "item_sync", "ProfilerStep"]
+ARGS = [None, '{"cache_hit":true}', '{"cache_hit":false}', '{"unit":"items"}',
+        '{"unit":"percent"}']
+# Dictionaries must not repeat a value (the Parquet writer's output would then depend on
+# how it unifies them): lane kinds get their own dictionary and a lane -> kind index map.
+_LANE_DICT = pa.array(LANES)
+_LANE_KIND_NAMES = sorted(set(LANE_KIND.values()))
+_LANE_KIND_DICT = pa.array(_LANE_KIND_NAMES)
+_LANE_KIND_IDX = np.array([_LANE_KIND_NAMES.index(LANE_KIND[x.split(" ")[0]]) for x in LANES],
+                          np.int32)
+LINK_LANE = {"tp": "link tp", "dp": "link dp", "ep": "link ep", "pp_prev": "link pp",
+             "pp_next": "link pp"}
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Per-stage name dictionary: display names of ops (backward ops suffixed) + extras."""
+
+    names: pa.Array
+    op_name: np.ndarray       # (expanded ops,) index into names
+    extra: dict[str, int]
+
+    @classmethod
+    def of(cls, st: Stage) -> Vocab:
+        g, o = st.g, st.order
+        disp = np.array([g.name[i] + (".grad" if g.phase[i] == BWD else "") for i in
+                         range(len(g))] + EXTRA_NAMES, dtype=object)
+        uniq, inv = np.unique(disp, return_inverse=True)
+        return cls(pa.array(uniq.tolist(), pa.string()), inv[o].astype(np.int32),
+                   {n: int(inv[len(g) + k]) for k, n in enumerate(EXTRA_NAMES)})
+
+
+class Parts:
+    """Accumulates event groups; ``batch()`` concatenates them into schema columns."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "lane", "kind", "name", "ts_ns", "dur_ns", "corr_id", "stream", "unit", "flops",
+            "bytes", "value", "coll_group", "coll_seq", "coll_bytes", "args")}
+
+    def add(self, n: int, *, lane: str | np.ndarray, kind: str, name: int | np.ndarray,
+            ts: Any, dur: Any, **kw: Any) -> None:
+        if n == 0:
+            return
+        full = np.full
+        c = self.cols
+        c["lane"].append(full(n, LANES.index(lane), np.int32) if isinstance(lane, str)
+                         else lane.astype(np.int32))
+        c["kind"].append(full(n, KINDS.index(kind), np.int32))
+        c["name"].append(np.broadcast_to(np.asarray(name, np.int32), (n,)))
+        c["ts_ns"].append(np.broadcast_to(np.asarray(ts, np.float64), (n,)))
+        c["dur_ns"].append(np.broadcast_to(np.asarray(dur, np.float64), (n,)))
+        for k, nul in (("corr_id", np.nan), ("stream", np.nan), ("flops", np.nan),
+                       ("bytes", np.nan), ("value", np.nan), ("coll_seq", np.nan),
+                       ("coll_bytes", np.nan)):
+            c[k].append(np.broadcast_to(np.asarray(kw.get(k, nul), np.float64), (n,)))
+        for k in ("unit", "coll_group", "args"):
+            c[k].append(np.broadcast_to(np.asarray(kw.get(k, -1), np.int32), (n,)))
+
+    def batch(self, rank: int, step: int, vocab: Vocab, groups: list[str]) -> dict[str, Any]:
+        cat = {k: np.concatenate(v) if v else np.empty(0) for k, v in self.cols.items()}
+        n = len(cat["ts_ns"])
+        lane_idx = pa.array(cat["lane"])
+        out: dict[str, Any] = {
+            "rank": np.full(n, rank, np.int32),
+            "lane": pa.DictionaryArray.from_arrays(lane_idx, _LANE_DICT),
+            "lane_kind": pa.DictionaryArray.from_arrays(pa.array(_LANE_KIND_IDX[cat["lane"]]),
+                                                        _LANE_KIND_DICT),
+            "kind": pa.DictionaryArray.from_arrays(pa.array(cat["kind"]), pa.array(KINDS)),
+            "name": pa.DictionaryArray.from_arrays(pa.array(cat["name"]), vocab.names),
+            "ts_ns": np.round(cat["ts_ns"]).astype(np.int64),
+            "dur_ns": np.maximum(np.round(cat["dur_ns"]), 0).astype(np.int64),
+            "step": np.full(n, step, np.int32),
+        }
+        for k in ("corr_id", "stream", "flops", "bytes", "value", "coll_seq", "coll_bytes"):
+            out[k] = cat[k] if k in ("flops", "value") else np.round(cat[k])
+        for k, vocab_list in (("unit", UNITS), ("coll_group", groups), ("args", ARGS)):
+            idx = cat[k]
+            mask = idx < 0
+            if k == "args":
+                out[k] = pa.array(np.array(ARGS, dtype=object)[np.where(mask, 0, idx)],
+                                  pa.string())
+                continue
+            out[k] = pa.DictionaryArray.from_arrays(
+                pa.array(np.where(mask, 0, idx), pa.int32(), mask=mask),
+                pa.array(vocab_list or [""], pa.string()))
+        return out
+
+
+def rank_events(st: Stage, rec: StepRecord, vocab: Vocab, li: int, rank: int,
+                data: dict[str, float], loader_lane: str, sink_load_ns: float) -> dict[str, Any]:
+    """All events of local rank ``li`` (global ``rank``) for the step in ``rec``."""
+    g, o, c, p, x = st.g, st.order, rec.costs, Parts(), vocab.extra
+    step = rec.step
+    pipe = st.s.pipeline and not st.s.sink
+    t1, t2, t3 = ("thread 0", "thread 1", "thread 2") if pipe else ("thread 0",) * 3
+    s1, s2, s3 = rec.s1[li], rec.s2[li], rec.s3[li]
+    corr = step * 1_000_000 + np.arange(st.n, dtype=np.float64)
+    link, on_host = st.is_link, c.on_host
+    names = vocab.op_name
+    # -- host stages ----------------------------------------------------------------------
+    if st.s.sink:
+        p.add(1, lane=t3, kind="launch", name=x["ModelExecute"], ts=s3[0], dur=c.launch[0],
+              corr_id=corr[0])
+        if step == 0:
+            p.add(1, lane=t1, kind="runtime", name=x["ModelLoad"], ts=s1[0] - sink_load_ns,
+                  dur=sink_load_ns)
+    else:
+        m = c.gc > 0
+        if m.any():
+            p.add(int(m.sum()), lane=t1, kind="gc", ts=s1[m], dur=c.gc[m],
+                  name=np.where(c.gc_full[m], x["gc.collect(full)"], x["gc.collect(gen0)"]))
+        t = s1 + c.gc
+        m = c.compile > 0
+        p.add(int(m.sum()), lane=t1, kind="compile", name=names[m], ts=t[m], dur=c.compile[m])
+        t = t + c.compile
+        d = ~on_host
+        p.add(int(d.sum()), lane=t1, kind="infer_shape", name=names[d], ts=t[d], dur=c.infer[d])
+        t = t + c.infer
+        p.add(int(d.sum()), lane=t1, kind="tiling", name=names[d], ts=t[d], dur=c.tiling[d],
+              args=np.where(c.tiling_hit[d], 1, 2))
+        p.add(int(d.sum()), lane=t2, kind="alloc", name=names[d], ts=s2[d], dur=c.alloc[d])
+        p.add(int(d.sum()), lane=t3, kind="launch", name=names[d], ts=s3[d], dur=c.launch[d],
+              corr_id=corr[d])
+        p.add(int(on_host.sum()), lane=t3, kind="host_op", name=names[on_host], ts=s3[on_host],
+              dur=c.launch[on_host], unit=UNITS.index("host"))
+    # -- device tasks ---------------------------------------------------------------------
+    dts, ddur = rec.dev_ts[li], rec.dev_dur[li]
+    kcorr = np.full(st.n, corr[0]) if st.s.sink else corr
+    if st.s.sink:
+        p.add(1, lane="stream 0", kind="kernel", name=x["model_execute_header"],
+              ts=dts[0] - st.sink_header, dur=st.sink_header, corr_id=kcorr[0], stream=0)
+    k = ~link & ~on_host
+    td = rec.transdata
+    m = k & (td > 0)
+    p.add(int(m.sum()), lane="stream 0", kind="kernel", name=x["TransData"], ts=dts[m],
+          dur=td[m], corr_id=kcorr[m], stream=0, unit=UNITS.index("vector"),
+          bytes=g.bytes[o[m]] * rec.scale / 3)
+    unit = st.unit[o[k]]
+    p.add(int(k.sum()), lane="stream 0", kind="kernel", name=names[k], ts=dts[k] + td[k],
+          dur=ddur[k] - td[k], corr_id=kcorr[k], stream=0, unit=unit,
+          flops=st.flops[o[k]] * rec.scale, bytes=st.nbytes[o[k]] * rec.scale)
+    if link.any():
+        grp = np.array([st.group_code[g.comm_group[i]] for i in o[link]])
+        lane = np.array([LANES.index(LINK_LANE[g.comm_group[i]]) for i in o[link]])
+        p.add(int(link.sum()), lane=lane, kind="collective", name=names[link], ts=dts[link],
+              dur=ddur[link], corr_id=kcorr[link], stream=1, unit=UNITS.index("link"),
+              bytes=rec.comm_bytes[link], coll_bytes=rec.comm_bytes[link], coll_group=grp,
+              coll_seq=step * st.link_count[link] + st.link_occ[link])
+    nb = rec.grad_ts.shape[1] if rec.grad_ts.ndim == 2 else 0
+    if nb:
+        p.add(nb, lane="link dp", kind="collective", name=x["grad_allreduce"],
+              ts=rec.grad_ts[li], dur=rec.grad_dur[li], stream=1, unit=UNITS.index("link"),
+              bytes=rec.grad_bytes, coll_bytes=rec.grad_bytes, coll_group=st.group_code["dp"],
+              coll_seq=step * nb + np.arange(nb))
+        if rec.opt_wait_dur[li] > 0:
+            p.add(1, lane="stream 0", kind="sync", name=x["wait grad_allreduce"],
+                  ts=rec.opt_wait_ts[li], dur=rec.opt_wait_dur[li], stream=0)
+    # -- syncs, step, data, counters ------------------------------------------------------
+    m = rec.sync_dur[li] > 0
+    p.add(int(m.sum()), lane=t3, kind="sync", name=x["item_sync"], ts=rec.sync_ts[li][m],
+          dur=rec.sync_dur[li][m])
+    end = rec.end[li]
+    p.add(1, lane=t3, kind="sync", name=x["StreamSynchronize"], ts=rec.end_sync_ts[li],
+          dur=end - rec.end_sync_ts[li])
+    start = rec.start[li]
+    p.add(1, lane="thread 0", kind="step", name=x["ProfilerStep"], ts=start, dur=end - start)
+    if rec.data_wait[li] > 0:
+        p.add(1, lane="thread 0", kind="data_wait", name=x["next(batch)"], ts=start,
+              dur=rec.data_wait[li])
+    if rec.stall[li] > 0:
+        p.add(1, lane="thread 0", kind="python", name=x["straggler_stall"],
+              ts=start + rec.data_wait[li], dur=rec.stall[li])
+    if data:
+        lane_l = np.array([LANES.index(loader_lane)])
+        p.add(1, lane=lane_l, kind="data_read", name=x["read batch"],
+              ts=data["read_end"] - data["read_dur"], dur=data["read_dur"])
+        p.add(1, lane=lane_l, kind="data_process", name=x["process batch"],
+              ts=data["proc_end"] - data["proc_dur"], dur=data["proc_dur"])
+        pin = data["fetch_dur"] - data["copy_dur"]
+        p.add(1, lane="thread pin", kind="data_fetch", name=x["pin batch"],
+              ts=data["fetch_end"] - data["fetch_dur"], dur=pin)
+        p.add(1, lane="copy 0", kind="memcpy_h2d", name=x["H2D batch"],
+              ts=data["fetch_end"] - data["copy_dur"], dur=data["copy_dur"], stream=2,
+              unit=UNITS.index("copy"), bytes=data["batch_bytes"])
+        for q in ("data_queue", "host_queue", "device_queue"):
+            p.add(1, lane="counters", kind="counter", name=x[q], ts=start, dur=0,
+                  value=data[q], args=3)
+    span = max(end - start, 1.0)
+    busy = float(c.total.sum())
+    p.add(1, lane="counters", kind="counter", name=x["host_cpu_pct"], ts=end, dur=0,
+          value=min(100.0, 100.0 * busy / span), args=4)
+    if st.s.other_cpu_pct > 0:
+        p.add(1, lane="counters", kind="counter", name=x["other_processes_cpu_pct"], ts=end,
+              dur=0, value=st.s.other_cpu_pct, args=4)
+    return p.batch(rank, step, vocab, st.group_names[li])
+
