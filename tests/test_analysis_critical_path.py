@@ -8,6 +8,7 @@ import pytest
 
 from hermes.analyzers import cpgraph
 from hermes.analyzers.base import RankContext
+from hermes.analyzers.invariants import check_result
 from hermes.analyzers.critical_path import analyze
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events
@@ -18,7 +19,7 @@ def run(*rows):
         {c: [] for c in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns")})
     for c in ("corr_id", "stream"):
         df[c] = pd.array(df[c] if c in df.columns else [None] * len(df), dtype="Int64")
-    return analyze(RankContext(rank=0, events=df, meta=TraceMeta()))
+    return check_result(analyze(RankContext(rank=0, events=df, meta=TraceMeta())))
 
 
 def top(res):

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from hermes.analyzers.base import RankContext
+from hermes.analyzers.invariants import check_result
 from hermes.analyzers.overlap import PARTS, analyze
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events
@@ -19,7 +20,7 @@ def run(*rows):
     for c in ("corr_id", "stream"):
         if c not in df.columns:
             df[c] = pd.array([None] * len(df), dtype="Int64")
-    return analyze(RankContext(rank=0, events=df, meta=TraceMeta()))
+    return check_result(analyze(RankContext(rank=0, events=df, meta=TraceMeta())))
 
 
 # time:         0    10   20   30   40   50   60   70   80   90   100 ... 150 ... 250 ... 300
