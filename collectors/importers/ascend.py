@@ -1,0 +1,281 @@
+"""Importer of Ascend PyTorch profiler (torch_npu) and msprof-analyze output.
+
+Sources: a ``*_ascend_pt`` directory, its ``ASCEND_PROFILER_OUTPUT/``, a directory holding
+several of those or loose files, or single files: ``trace_view.json``, ``kernel_details.csv``,
+``communication.json`` / ``cluster_communication.json``, ``step_trace_time.csv`` /
+``cluster_step_trace_time.csv``. Each file has its own parser (mapping in its module docstring):
+
+* ``ascend_trace_view``: the timeline (host ops, CANN API calls, device tasks, HCCL, overlap
+  analysis; flows -> ``corr_id`` / ``external_id``);
+* ``ascend_csv``: ``kernel_details`` (units, shapes, pipe ratios) and ``step_trace_time`` (one
+  ``step`` event per rank and step with the time breakdown in args);
+* ``ascend_comm``: per-collective time, wait, sync and bandwidth.
+
+Merging, per rank: a kernel_details row enriches the trace_view device event with the same
+name starting within 1 µs (its unit, stream, step and args win), a communication record the
+trace_view collective with the same name within 1 µs, a step_trace_time row the trace_view
+step with the same number; what matches nothing is added as its own event. Rank: from
+``profiler_info_<rank>.json`` of a ``*_ascend_pt`` directory, the cluster files' own rank
+keys, else ``options["rank"]`` (default 0). Device: ``options["device"]``, else the first
+Ascend chip name found in the profiler's small JSON info files, matched with
+``hermes.devices.match``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.collectors.importers import ImportResult, Importer, register
+from hermes.collectors.importers import ascend_comm, ascend_csv, ascend_trace_view
+from hermes.collectors.importers.ascend_common import FRAME_COLUMNS, concat, encode_args
+from hermes import devices
+from hermes.errors import ImportFormatError, UsageError
+from hermes.trace.meta import TraceMeta
+from hermes.trace.writer import write_trace
+
+MATCH_TOLERANCE_NS = 1000
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    kind: str  # a key of FILE_KINDS
+    rank: int
+
+
+#: File kind -> file-name pattern (matched against the lower-cased name).
+FILE_KINDS: dict[str, str] = {
+    "trace_view": r"trace_view.*\.json",
+    "kernel_details": r"kernel_details.*\.csv",
+    "communication": r"(cluster_)?communication(?!_matrix).*\.json",
+    "step_trace": r"(cluster_)?step_trace_time.*\.csv",
+}
+
+
+def file_kind(path: Path) -> str | None:
+    name = path.name.lower()
+    for kind, pattern in FILE_KINDS.items():
+        if re.fullmatch(pattern, name):
+            return kind
+    return None
+
+
+def _is_profile_dir(path: Path) -> bool:
+    return path.name.endswith("_ascend_pt") or path.name == OUTPUT_DIR
+
+
+def detect(path: Path) -> bool:
+    """A ``*_ascend_pt`` / ``ASCEND_PROFILER_OUTPUT`` directory, a directory holding them or
+    Ascend files, or one of the Ascend files by name."""
+    path = Path(path)
+    if path.is_file():
+        return file_kind(path) is not None
+    if not path.is_dir():
+        return False
+    if _is_profile_dir(path):
+        return True
+    try:
+        return any(_is_profile_dir(p) or (p.is_file() and file_kind(p) is not None)
+                   for p in path.iterdir())
+    except OSError:
+        return False
+
+
+def _rank_of(profile_dir: Path, default: int) -> int:
+    """``profiler_info_<rank>.json`` names the rank of a distributed run."""
+    root = profile_dir.parent if profile_dir.name == OUTPUT_DIR else profile_dir
+    for p in sorted(root.glob("profiler_info_*.json")):
+        m = re.fullmatch(r"profiler_info_(\d+)\.json", p.name)
+        if m:
+            return int(m.group(1))
+    return default
+
+
+def discover(sources: list[Path], rank: int) -> list[SourceFile]:
+    """The Ascend files under ``sources`` with the rank each belongs to."""
+    found: list[SourceFile] = []
+    for src in sources:
+        src = Path(src)
+        if not src.exists():
+            raise UsageError("source does not exist", path=src,
+                             hint="give an *_ascend_pt directory or an Ascend profiler file")
+        if src.is_file():
+            kind = file_kind(src)
+            if kind is None:
+                raise UsageError("not an Ascend profiler file", path=src,
+                                 hint=f"expected one of {', '.join(FILE_KINDS.values())}")
+            found.append(SourceFile(src, kind, rank))
+            continue
+        found.extend(_walk(src, rank))
+    if not found:
+        raise UsageError("no Ascend profiler files found", path=", ".join(map(str, sources)),
+                         hint="expected trace_view.json, kernel_details.csv, ... or an "
+                              "*_ascend_pt directory")
+    return found
+
+
+def _walk(directory: Path, rank: int) -> list[SourceFile]:
+    if directory.name.endswith("_ascend_pt"):
+        rank = _rank_of(directory, rank)
+        out = directory / OUTPUT_DIR
+        return _walk(out, rank) if out.is_dir() else []
+    if directory.name == OUTPUT_DIR:
+        rank = _rank_of(directory, rank)
+    found = []
+    for p in sorted(directory.iterdir()):
+        if p.is_file() and file_kind(p) is not None:
+            found.append(SourceFile(p, file_kind(p) or "", rank))
+        elif p.is_dir() and (_is_profile_dir(p) or p.name == "cluster_analysis_output"):
+            found.extend(_walk(p, rank))
+    return found
+
+
+def _device(sources: list[Path], options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    name = options.get("device")
+    if name:
+        return devices.get(str(name)).to_meta(), None
+    pattern = re.compile(r"Ascend\s?\d{3}[A-Z]?\d?", re.IGNORECASE)
+    for src in sources:
+        root = Path(src) if Path(src).is_dir() else Path(src).parent
+        infos = [p for glob in ("profiler_info*.json", "profiler_metadata.json",
+                                "*_ascend_pt/profiler_info*.json", "**/info.json*")
+                 for p in root.glob(glob)]
+        for p in infos[:64]:
+            try:
+                if p.stat().st_size > 1 << 20:
+                    continue
+                m = pattern.search(p.read_text(errors="replace"))
+            except OSError:
+                continue
+            prof = devices.match(m.group(0)) if m else None
+            if prof is not None:
+                return prof.to_meta(), None
+    return {}, "the files do not name the device; pass options['device'] (e.g. ascend910b)"
+
+
+#: File kind -> parser(path, rank) -> (event frame, extra summary).
+PARSERS: dict[str, Callable[[Path, int], tuple[pd.DataFrame, Any]]] = {
+    "trace_view": ascend_trace_view.parse,
+    "kernel_details": lambda p, r: (ascend_csv.parse_kernel_details(p, r), None),
+    "communication": ascend_comm.parse,
+    "step_trace": ascend_csv.parse_step_trace,
+}
+
+
+def _enrich(base: pd.DataFrame, extra: pd.DataFrame, mask: np.ndarray,
+            by_step: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Merge ``extra`` rows into the ``base`` rows selected by ``mask`` that have the same rank
+    and name and start within 1 µs (or, ``by_step``, the same rank and step). Returns
+    (base updated, extra rows left unmatched)."""
+    if len(extra) == 0 or not mask.any():
+        return base, extra
+    left = extra.assign(_x=np.arange(len(extra)))
+    right = base[mask].assign(_b=np.flatnonzero(mask))
+    if by_step:
+        left = left[left["step"].notna()]
+        right = right[right["step"].notna()]
+        pairs = left[["rank", "step", "_x"]].merge(right[["rank", "step", "_b"]],
+                                                    on=["rank", "step"])
+    else:
+        left = left.sort_values("ts_ns")
+        right = right.sort_values("ts_ns")
+        pairs = pd.merge_asof(left[["ts_ns", "rank", "name", "_x"]].astype({"name": str}),
+                              right[["ts_ns", "rank", "name", "_b"]].astype({"name": str}),
+                              on="ts_ns", by=["rank", "name"], direction="nearest",
+                              tolerance=MATCH_TOLERANCE_NS).dropna(subset=["_b"])
+    pairs = pairs.drop_duplicates("_b").drop_duplicates("_x")
+    xi = pairs["_x"].to_numpy(np.int64)
+    bi = pairs["_b"].to_numpy(np.int64)
+    base = base.copy()
+    for col in ("unit", "stream", "step", "coll_group", "coll_seq", "coll_bytes"):
+        vals = extra[col].to_numpy(dtype=object)[xi]
+        has = ~pd.isna(vals)
+        if has.any():
+            cur = base[col].to_numpy(dtype=object)
+            cur[bi[has]] = vals[has]
+            base[col] = pd.array(cur, dtype=base[col].dtype) if col != "unit" else cur
+    bargs = list(base["args"])
+    xargs = list(extra["args"])
+    for x, b in zip(xi, bi):  # one dict merge per matched pair
+        bargs[b] = {**bargs[b], **xargs[x]}
+    base["args"] = bargs
+    keep = np.ones(len(extra), dtype=bool)
+    keep[xi] = False
+    return base, extra[keep]
+
+
+def _merge(frames: dict[str, list[pd.DataFrame]]) -> pd.DataFrame:
+    timeline = concat(frames.get("trace_view", []))
+    kinds = timeline["kind"].to_numpy(dtype=object)
+    device = timeline["lane_kind"].to_numpy(dtype=object) != "host"
+    timeline, kd = _enrich(timeline, concat(frames.get("kernel_details", [])),
+                           device & (kinds != "marker"))
+    timeline, comm = _enrich(timeline, concat(frames.get("communication", [])),
+                             kinds == "collective")
+    timeline, steps = _enrich(timeline, concat(frames.get("step_trace", [])),
+                              kinds == "step", by_step=True)
+    if len(steps) and len(timeline):
+        # A rank whose timeline is here gets its leftover steps placed at that rank's start.
+        starts = timeline.groupby("rank")["ts_ns"].min()
+        offs = steps["rank"].map(starts).fillna(0).astype(np.int64).to_numpy()
+        steps = steps.assign(ts_ns=steps["ts_ns"].to_numpy(np.int64) + offs)
+    return concat([timeline, kd, comm, steps])
+
+
+def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
+    """Import Ascend profiler output at ``sources`` into the Hermes trace ``out``."""
+    rank = int(options.get("rank", 0) or 0)
+    files = discover([Path(s) for s in sources], rank)
+    frames: dict[str, list[pd.DataFrame]] = {}
+    flows: dict[str, Any] = {}
+    stages: list[Any] = []
+    skipped: dict[str, int] = {}
+    for f in files:
+        df, extra = PARSERS[f.kind](f.path, f.rank)
+        frames.setdefault(f.kind, []).append(df)
+        if f.kind == "trace_view" and extra:
+            for k, v in extra.items():
+                if isinstance(v, dict):
+                    for kk, vv in v.items():
+                        flows.setdefault(k, {}).setdefault(kk, 0)
+                        flows[k][kk] += vv
+                else:
+                    flows[k] = flows.get(k, 0) + v
+        elif f.kind == "step_trace" and extra:
+            stages.extend(extra)
+        elif f.kind == "communication" and extra:
+            for k, v in extra.items():
+                skipped[k] = skipped.get(k, 0) + v
+    events = _merge(frames).sort_values(["rank", "ts_ns"], kind="stable", ignore_index=True)
+    if len(events) == 0:
+        raise ImportFormatError("no events in the sources", path=files[0].path,
+                                hint="the profile is empty; profile at least one step")
+    by_src = {str(k): int(v) for k, v in events["src"].value_counts().items()}
+    other = events["kind"] == "other"
+    unknown = {str(k): int(v) for k, v in events.loc[other, "src"].value_counts().items()}
+    device, warn = _device([Path(s) for s in sources], options)
+    summary = {"importer": "ascend", "source_files": [str(f.path) for f in files],
+               "events_by_source_category": by_src, "unknown_kept_as_other": unknown,
+               "flows": flows, "skipped": skipped, "cluster_stage_rows": stages}
+    ranks = tuple(int(r) for r in sorted(events["rank"].unique()))
+    meta = TraceMeta(source="ascend", device=device, ranks=ranks,
+                     collector={"mode": "import"}, import_summary=summary)
+    table = {c: events[c] for c in FRAME_COLUMNS if c not in ("args", "src")}
+    table["args"] = encode_args(events["args"])
+    path = write_trace(out, table, meta)
+    by_kind = {str(k): int(v) for k, v in events["kind"].value_counts().items()}
+    return ImportResult(out=path, events=len(events), ranks=ranks, by_kind=by_kind,
+                        by_source_category=by_src, unknown_kept=unknown,
+                        warnings=tuple(w for w in (warn,) if w))
+
+
+register(Importer("ascend", "Ascend PyTorch profiler (torch_npu *_ascend_pt, trace_view.json, "
+                  "kernel_details.csv) and msprof-analyze cluster output", detect, run))

@@ -1,0 +1,243 @@
+"""Shared helpers of the Ascend importer: exact µs -> ns conversion, CSV loading with positioned
+errors, JSON loading with byte offsets, and the intermediate event frame.
+
+Every parser of the Ascend importer returns an *event frame*: a pandas DataFrame with the trace
+schema's columns (``rank``, ``lane``, ``lane_kind``, ``kind``, ``name``, ``ts_ns``, ``dur_ns``,
+``step``, ``corr_id``, ``external_id``, ``stream``, ``unit``, ``coll_group``, ``coll_seq``,
+``coll_bytes``, ``bytes``), plus ``args`` (a Python dict per row, encoded to JSON only when the
+trace is written, so that enrichment can merge dicts) and ``src`` (the source category counted
+in the import summary, e.g. ``"trace_view/CANN"``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from hermes.errors import ImportFormatError
+
+#: Columns of an event frame, in order (``args`` holds dicts, ``src`` the source category).
+FRAME_COLUMNS: tuple[str, ...] = (
+    "rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "corr_id",
+    "external_id", "stream", "unit", "coll_group", "coll_seq", "coll_bytes", "bytes", "value", "args", "src",
+)
+_INT_COLUMNS = ("step", "corr_id", "external_id", "stream", "coll_seq", "coll_bytes", "bytes")
+
+#: Cell values the Ascend tools write for "no value".
+NA_TOKENS = frozenset({"", "N/A", "NA", "n/a", "-", "None", "nan", "NaN"})
+
+_PLAIN_DECIMAL = r"[+-]?\d+(?:\.\d*)?"
+
+
+def frame(n: int, **cols: Any) -> pd.DataFrame:
+    """An event frame of ``n`` rows; columns not given are null (``args`` empty dicts)."""
+    data: dict[str, Any] = {}
+    for c in FRAME_COLUMNS:
+        if c in cols:
+            v = cols[c]
+            data[c] = v if not np.isscalar(v) and v is not None else [v] * n
+        elif c == "args":
+            data[c] = [{} for _ in range(n)]
+        elif c == "value":
+            data[c] = np.full(n, np.nan)
+        elif c in _INT_COLUMNS:
+            data[c] = pd.array([pd.NA] * n, dtype="Int64")
+        else:
+            data[c] = [None] * n
+    df = pd.DataFrame(data, columns=list(FRAME_COLUMNS))
+    for c in _INT_COLUMNS:
+        df[c] = pd.array(df[c], dtype="Int64")
+    return df
+
+
+def empty_frame() -> pd.DataFrame:
+    return frame(0)
+
+
+def concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    parts = [f for f in frames if len(f)]
+    if not parts:
+        return empty_frame()
+    out = pd.concat(parts, ignore_index=True)
+    for c in _INT_COLUMNS:
+        out[c] = pd.array(out[c], dtype="Int64")
+    return out
+
+
+def us_to_ns(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Microsecond values (decimal strings or numbers) -> exact integer ns, rounded half up.
+
+    Strings are split at the decimal point instead of going through float64, which at epoch
+    microseconds (~1.7e15) cannot hold nanoseconds. Returns ``(ns, bad)``: ``bad`` marks cells
+    that are not numbers (their ns is 0); NA cells are bad too, the caller decides.
+    """
+    s = pd.Series(values, dtype=object)
+    # Floats go through repr, which is the shortest string that round-trips: exactly the
+    # digits the producer wrote.
+    s = s.map(lambda v: repr(v) if isinstance(v, float) else v).astype(str).str.strip()
+    n = len(s)
+    ns = np.zeros(n, dtype=np.int64)
+    bad = np.zeros(n, dtype=bool)
+    if n == 0:
+        return ns, bad
+    plain = s.str.fullmatch(_PLAIN_DECIMAL).to_numpy(dtype=bool)
+    if plain.any():
+        p = s[plain]
+        neg = p.str.startswith("-").to_numpy()
+        body = p.str.lstrip("+-")
+        parts = body.str.partition(".")
+        whole = parts[0].replace("", "0").astype(np.int64).to_numpy()
+        frac = parts[2].str.ljust(4, "0")
+        first3 = frac.str.slice(0, 3).astype(np.int64).to_numpy()
+        round_up = (frac.str.slice(3, 4).astype(np.int64).to_numpy() >= 5).astype(np.int64)
+        mag = whole * 1000 + first3 + round_up
+        ns[plain] = np.where(neg, -mag, mag)
+    rest = np.flatnonzero(~plain)
+    for i in rest:  # exponent forms and garbage only: rare, not a hot path
+        try:
+            d = Decimal(s.iat[i]) * 1000
+            if not d.is_finite():
+                raise InvalidOperation
+            ns[i] = int(d.to_integral_value(rounding="ROUND_HALF_UP"))
+        except (InvalidOperation, ValueError):
+            bad[i] = True
+    return ns, bad
+
+
+def snake(name: str) -> str:
+    """``'aic_mac_time(us)'`` -> ``'aic_mac_time_us'``; ``'Block Dim'`` -> ``'block_dim'``;
+    ``'cube_utilization(%)'`` -> ``'cube_utilization_pct'``."""
+    t = name.strip().replace("%", "pct")
+    t = re.sub(r"[^0-9A-Za-z]+", "_", t)
+    t = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", t)
+    return t.strip("_").lower()
+
+
+def read_csv(path: Path, required: Sequence[Sequence[str]]) -> pd.DataFrame:
+    """A CSV as strings (whitespace stripped). ``required``: groups of alternative header
+    names, one of each group must be present. Rows with a wrong number of fields raise an
+    ``ImportFormatError`` naming the line (1 = header)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"not UTF-8 text: {exc.reason}", path=path,
+                                where=f"byte {exc.start}", hint="expected a CSV file") from None
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    if not rows:
+        raise ImportFormatError("empty file", path=path, where="line 1",
+                                hint="expected a CSV header")
+    header = [h.strip() for h in rows[0]]
+    for group in required:
+        if not any(g in header for g in group):
+            want = " or ".join(repr(g) for g in group)
+            raise ImportFormatError(f"header has no column {want}", path=path, where="line 1",
+                                    hint=f"found {', '.join(header[:8])}...; is this an "
+                                         f"Ascend profiler {path.name}?")
+    # Line numbers: csv.reader joins quoted multi-line cells, so count physical lines via
+    # line_num of a second pass only when a row is bad (rare).
+    width = len(header)
+    body = rows[1:]
+    lens = np.fromiter((len(r) for r in body), dtype=np.int64, count=len(body))
+    wrong = np.flatnonzero((lens != width) & (lens != 0))
+    if len(wrong):
+        i = int(wrong[0])
+        raise ImportFormatError(f"row has {lens[i]} fields, the header has {width}", path=path,
+                                where=f"line {_physical_line(text, i + 1)}",
+                                hint="the file is cut or hand-edited; re-export it")
+    body = [r for r in body if r]
+    df = pd.DataFrame(body, columns=header, dtype=object)
+    for c in df.columns:
+        df[c] = df[c].astype(str).str.strip()
+    df.attrs["lines"] = _row_lines(text, len(rows))
+    return df
+
+
+def _row_lines(text: str, nrows: int) -> np.ndarray:
+    """Physical line number (1-based) of each data row, accounting for multi-line cells."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    lines = []
+    start = 1
+    for r in reader:
+        if r:
+            lines.append(start)
+        start = reader.line_num + 1
+    return np.asarray(lines[1:nrows], dtype=np.int64)
+
+
+def _physical_line(text: str, row_index: int) -> int:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1
+    for i, _ in enumerate(reader):
+        if i == row_index:
+            return start
+        start = reader.line_num + 1
+    return start
+
+
+def numeric(df: pd.DataFrame, col: str, path: Path, *, what: str = "a number") -> np.ndarray:
+    """Column as float64 (NA tokens -> NaN); a non-numeric cell raises naming its line."""
+    raw = df[col]
+    vals = pd.to_numeric(raw.where(~raw.isin(NA_TOKENS)), errors="coerce").to_numpy(float)
+    bad = np.isnan(vals) & ~raw.isin(NA_TOKENS).to_numpy()
+    if bad.any():
+        _bad_cell(df, col, int(np.flatnonzero(bad)[0]), path, what)
+    return vals
+
+
+def times_ns(df: pd.DataFrame, col: str, path: Path, *, allow_na: bool = False) -> np.ndarray:
+    """A µs column as exact int64 ns; a non-numeric (or, unless allowed, NA) cell raises."""
+    raw = df[col]
+    na = raw.isin(NA_TOKENS).to_numpy()
+    ns, bad = us_to_ns(raw.where(~na, "0").to_numpy())
+    bad |= na & (not allow_na)
+    if bad.any():
+        _bad_cell(df, col, int(np.flatnonzero(bad)[0]), path, "a time in µs")
+    return ns
+
+
+def _bad_cell(df: pd.DataFrame, col: str, i: int, path: Path, what: str) -> None:
+    lines = df.attrs.get("lines")
+    line = int(lines[i]) if lines is not None and i < len(lines) else i + 2
+    raise ImportFormatError(f"column {col!r} has {df[col].iat[i]!r}, expected {what}",
+                            path=path, where=f"line {line}",
+                            hint="the file is damaged or not an Ascend profiler export")
+
+
+def load_json(path: Path) -> Any:
+    """Parse a JSON file; malformed or truncated input raises naming the byte offset."""
+    data = path.read_bytes()
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        pass
+    # Only on the error path: the standard parser gives line and column as well.
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        offset = len(exc.doc[:exc.pos].encode("utf-8")) if isinstance(exc.doc, str) else exc.pos
+        truncated = exc.pos >= len(exc.doc.rstrip()) if isinstance(exc.doc, str) else False
+        raise ImportFormatError(
+            f"invalid JSON: {exc.msg}" + (" (the file ends early: truncated?)" if truncated
+                                          else ""),
+            path=path, where=f"byte offset {offset}, line {exc.lineno} column {exc.colno}",
+            hint="expected a complete JSON document; re-export the profile") from None
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"not UTF-8 text: {exc.reason}", path=path,
+                                where=f"byte offset {exc.start}",
+                                hint="expected a JSON file") from None
+
+
+def encode_args(args: pd.Series) -> list[str | None]:
+    """Dicts -> JSON strings (None for empty dicts)."""
+    enc = msgspec.json.encode
+    return [enc(a).decode() if a else None for a in args]

@@ -1,0 +1,327 @@
+"""torch_npu ``trace_view.json`` (Chrome trace format) -> an Ascend event frame.
+
+Processes are recognized by their ``process_name`` metadata (tables below, data not code):
+
+* ``Python``: ``cpu_op`` -> ``host_op`` (``ProfilerStep#N`` -> ``step`` N), ``python_function`` ->
+  ``python``, ``user_annotation`` -> ``marker``, the torch_npu task queue (``enqueue``/``dequeue``)
+  -> ``runtime``; lane ``thread <tid>``.
+* ``CANN``: AscendCL/runtime calls on lane ``thread <tid>`` (the same OS thread as the Python
+  ops): a call that is the source of a ``HostToDevice`` flow, or whose name reads like one
+  (``*Launch*``, ``*Execute*``, ``aclnnX``), -> ``launch``; synchronize/wait and blocking
+  ``aclrtMemcpy`` -> ``sync``; tiling, InferShape, compile, malloc/free by name; others ->
+  ``runtime``.
+* ``Ascend Hardware``: device tasks on lane ``stream <Stream Id>`` (lane_kind device); ``Task
+  Type`` picks kind and unit (AI_CORE -> cube, AI_VECTOR_CORE -> vector, AI_CPU -> ai_cpu,
+  MIX_AIC/MIX_AIV -> mix; ``Other`` is a task the profiler did not classify: a kernel with no unit).
+* ``HCCL`` / ``Communication``: collectives on link lanes named after their thread; tasks on
+  ``Plane`` threads are the links' sub-tasks (``Notify_Wait`` -> ``sync``, transfers ->
+  ``memcpy_d2d`` with ``bytes``).
+* ``Overlap Analysis``: ``marker`` events on lane ``overlap analysis`` (lane_kind device; kind
+  marker keeps them out of busy/idle sums); ``args.category`` keeps Computing / Communication /
+  Communication(Not Overlapped) / Free.
+
+Flows: ``HostToDevice`` links a CANN launch to device tasks -> the same ``corr_id`` (the launch's
+event index in the file) on both; ``async_npu`` links a Python operator to device tasks -> the
+same ``external_id`` (the operator's event index) on both and on the launch. A flow binds to
+the innermost slice enclosing its timestamp on its thread. Anything unrecognized becomes kind
+``other`` with ``args.source_category``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.collectors.importers.ascend_common import frame, load_json, us_to_ns
+from hermes.errors import ImportFormatError
+
+#: Role of a process by its process_name.
+PROCESS_ROLES: dict[str, str] = {
+    "Python": "host", "CPU": "host", "CANN": "cann", "Ascend Hardware": "hardware",
+    "HCCL": "hccl", "Communication": "hccl", "Overlap Analysis": "overlap",
+}
+
+#: Python-process event category -> kind.
+HOST_CATS: dict[str, str] = {
+    "cpu_op": "host_op", "python_function": "python", "user_annotation": "marker",
+    "enqueue": "runtime", "dequeue": "runtime", "memory": "alloc", "gc": "gc",
+}
+
+#: CANN API name (prefix such as ``AscendCL@`` removed) -> kind; first match wins.
+CANN_NAME_KINDS: tuple[tuple[str, str], ...] = (
+    (r"(?i).*(synchroniz|streamwait|syncstream|eventsync|waitevent).*", "sync"),
+    (r"aclrtMemcpy|aclrtMemcpy2d", "sync"),  # blocking copies: the host waits
+    (r".*Tiling.*", "tiling"),
+    (r".*InferShape.*", "infer_shape"),
+    (r"opCompile|aclopCompile|aclopCompileV\d+|.*JitCompile.*", "compile"),
+    (r"(?i).*(malloc|aclrtfree|freemem).*", "alloc"),
+    (r".*(Launch|Execute|MemcpyAsync|MemsetAsync).*", "launch"),
+    (r"aclnn(?!.*GetWorkspaceSize)[A-Za-z0-9_]+", "launch"),
+)
+
+#: Device task type -> (kind, unit).
+TASK_TYPES: dict[str, tuple[str, str | None]] = {
+    "AI_CORE": ("kernel", "cube"), "AI_VECTOR_CORE": ("kernel", "vector"),
+    "AI_CPU": ("kernel", "ai_cpu"), "MIX_AIC": ("kernel", "mix"), "MIX_AIV": ("kernel", "mix"),
+    "Other": ("kernel", None), "DSA_SQE": ("kernel", None), "FFTS_PLUS": ("kernel", None),
+    "EVENT_WAIT": ("sync", None), "STREAM_WAIT_EVENT": ("sync", None),
+    "HCCL": ("collective", "link"), "COMMUNICATION": ("collective", "link"),
+    "MEMSET": ("memset", None),
+}
+
+_STEP_RE = r"ProfilerStep#(\d+)"
+
+
+def parse(path: Path, rank: int) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Events of one ``trace_view.json`` for ``rank``; returns (event frame, flow counts)."""
+    raw = load_json(path)
+    events = raw.get("traceEvents") if isinstance(raw, dict) else raw
+    if not isinstance(events, list):
+        raise ImportFormatError("not a Chrome trace", path=path, where="byte offset 0",
+                                hint="expected a JSON list of events or {\"traceEvents\": [...]}")
+    bad = [i for i, e in enumerate(events) if not isinstance(e, dict)]
+    if bad:
+        raise ImportFormatError(f"event is a {type(events[bad[0]]).__name__}, not an object",
+                                path=path, where=f"event #{bad[0]}",
+                                hint="expected Chrome trace events {\"ph\": ..., \"ts\": ...}")
+    df = pd.DataFrame.from_records(events)
+    for c in ("ph", "name", "pid", "tid", "ts", "dur", "cat", "args", "id", "bp"):
+        if c not in df.columns:
+            df[c] = None
+    df["pid"] = df["pid"].astype(str)
+    df["tid"] = df["tid"].astype(str)
+    ph = df["ph"].astype(str).to_numpy()
+
+    meta = df[ph == "M"]
+    procs = _meta_names(meta, "process_name", by_thread=False)
+    threads = _meta_names(meta, "thread_name", by_thread=True)
+
+    timed = df[(ph != "M")]
+    ts, bad_ts = us_to_ns(timed["ts"].to_numpy())
+    if bad_ts.any():
+        i = int(timed.index[np.flatnonzero(bad_ts)[0]])
+        raise ImportFormatError(f"'ts' is {events[i].get('ts')!r}, expected a time in µs",
+                                path=path, where=f"event #{i}", hint="re-export the profile")
+    df["ts_ns"] = pd.Series(ts, index=timed.index, dtype="Int64")
+    flows = df[np.isin(ph, ("s", "f", "t"))]
+    slices = df[(ph != "M") & ~np.isin(ph, ("s", "f", "t"))]
+    out, slice_index = _slices(slices, procs, threads, path, events, rank)
+    counts = _link_flows(out, slices, slice_index, flows)
+    return out, counts
+
+
+def _meta_names(meta: pd.DataFrame, which: str, by_thread: bool) -> dict[Any, str]:
+    rows = meta[meta["name"] == which]
+    names = [a.get("name") if isinstance(a, dict) else None for a in rows["args"]]
+    keys = list(zip(rows["pid"], rows["tid"])) if by_thread else list(rows["pid"])
+    return {k: str(n) for k, n in zip(keys, names) if n is not None}
+
+
+def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], path: Path,
+            events: list[Any], rank: int) -> tuple[pd.DataFrame, np.ndarray]:
+    n = len(df)
+    dur_raw = df["dur"].where(df["dur"].notna(), 0).to_numpy()
+    dur, bad = us_to_ns(dur_raw)
+    if bad.any():
+        i = int(df.index[np.flatnonzero(bad)[0]])
+        raise ImportFormatError(f"'dur' is {events[i].get('dur')!r}, expected a duration in µs",
+                                path=path, where=f"event #{i}", hint="re-export the profile")
+    dur = np.maximum(dur, 0)
+    pname = df["pid"].map(procs).fillna("").astype(str).to_numpy()
+    role = pd.Series(pname).map(PROCESS_ROLES).fillna("unknown").to_numpy()
+    tname = pd.Series([threads.get(k, "") for k in zip(df["pid"], df["tid"])], dtype=object)
+    name = df["name"].fillna("").astype(str).reset_index(drop=True)
+    cat = df["cat"].fillna("").astype(str).reset_index(drop=True)
+    ph = df["ph"].astype(str).reset_index(drop=True)
+    args = [a if isinstance(a, dict) else {} for a in df["args"]]
+    tid = df["tid"].reset_index(drop=True)
+
+    kind = np.full(n, "other", dtype=object)
+    lane = ("thread " + tid).to_numpy(dtype=object)
+    lane_kind = np.full(n, "host", dtype=object)
+    unit = np.full(n, None, dtype=object)
+    src = ("trace_view/" + pd.Series(pname).replace("", "unknown process")).to_numpy(dtype=object)
+    stream = pd.array([pd.NA] * n, dtype="Int64")
+    step = pd.array([pd.NA] * n, dtype="Int64")
+    nbytes = pd.array([pd.NA] * n, dtype="Int64")
+
+    host = role == "host"
+    kind[host] = cat[host].map(HOST_CATS).fillna("other").to_numpy()
+    src[host] = src[host] + "/" + cat[host].to_numpy(dtype=object)
+    stepno = name.str.fullmatch(_STEP_RE).to_numpy(dtype=bool) & host
+    kind[stepno] = "step"
+    step[stepno] = name[stepno].str.extract(_STEP_RE)[0].astype(np.int64).to_numpy()
+
+    cann = role == "cann"
+    bare = name.str.replace(r"^[A-Za-z]+@", "", regex=True)
+    ck = np.full(n, "runtime", dtype=object)
+    decided = np.zeros(n, dtype=bool)
+    for pattern, k in CANN_NAME_KINDS:
+        hit = bare.str.fullmatch(pattern).to_numpy(dtype=bool) & ~decided
+        ck[hit] = k
+        decided |= hit
+    kind[cann] = ck[cann]
+
+    hw = role == "hardware"
+    ttype = pd.Series([a.get("Task Type", "") for a in args], dtype=object).astype(str)
+    mapped = ttype.map(TASK_TYPES)
+    known = mapped.notna().to_numpy() & hw
+    kind[known] = [m[0] for m in mapped[known]]
+    unit[known] = [m[1] for m in mapped[known]]
+    src[hw] = src[hw] + "/" + ttype[hw].to_numpy(dtype=object)
+    sid = pd.Series([a.get("Stream Id") for a in args], dtype=object)
+    sid = pd.to_numeric(sid.where(sid.notna(), tid), errors="coerce")
+    stream[hw] = pd.array(sid[hw].to_numpy(), dtype="Int64")
+    lane[hw] = ("stream " + pd.Series(stream[hw]).astype(str)).to_numpy(dtype=object)
+    lane_kind[hw] = "device"
+
+    hccl = role == "hccl"
+    plane = tname.str.contains("Plane", case=False).to_numpy(dtype=bool) & hccl
+    waits = name.str.contains("Notify_Wait|Notify Wait|Wait", case=False).to_numpy(dtype=bool)
+    kind[hccl & ~plane] = "collective"
+    kind[plane & waits] = "sync"
+    kind[plane & ~waits] = "memcpy_d2d"
+    unit[hccl] = "link"
+    lane[hccl] = tname[hccl].where(tname[hccl] != "", "hccl " + tid[hccl]).to_numpy(dtype=object)
+    lane_kind[hccl] = "link"
+    size = pd.to_numeric(pd.Series([a.get("size(Byte)") for a in args], dtype=object),
+                         errors="coerce")
+    nbytes[plane] = pd.array(size[plane].round().to_numpy(), dtype="Int64")
+
+    ov = role == "overlap"
+    kind[ov] = "marker"
+    lane[ov] = "overlap analysis"
+    lane_kind[ov] = "device"
+    for i in np.flatnonzero(ov):
+        args[i] = {**args[i], "category": name.iat[i]}
+
+    other_role = role == "unknown"
+    lane[other_role] = (pd.Series(pname[other_role]) + " " + tid[other_role].to_numpy()).to_numpy()
+    src[other_role] = src[other_role] + "/" + cat[other_role].to_numpy(dtype=object)
+    instant = np.isin(ph.to_numpy(), ("i", "I", "n"))
+    kind[instant & (kind != "other")] = "marker"
+    counter = ph.to_numpy() == "C"
+    kind[counter] = "counter"
+    lane_kind[counter] = "counter"
+    lane[counter] = ("counter " + name[counter]).to_numpy(dtype=object)
+    value = pd.Series([_first_number(a) for a in args], dtype=float).to_numpy()
+
+    for i in np.flatnonzero(kind == "other"):
+        args[i] = {**args[i], "source_category": src[i]}
+    out = frame(n, rank=rank, lane=lane, lane_kind=lane_kind, kind=kind, name=name.to_numpy(),
+                ts_ns=df["ts_ns"].to_numpy(np.int64), dur_ns=np.where(counter, 0, dur),
+                step=step, stream=stream, unit=unit, bytes=nbytes, args=args, src=src,
+                value=np.where(counter, value, np.nan))
+    return out, df.index.to_numpy()
+
+
+def _first_number(a: dict[str, Any]) -> float:
+    for v in a.values():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    return float("nan")
+
+
+def _enclosing(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray, qkeys: np.ndarray,
+               qts: np.ndarray) -> np.ndarray:
+    """Position of the innermost slice with the same key enclosing each query time, or -1.
+
+    Slices sorted by (key, start, -end); the innermost enclosing slice is the last one that
+    started at or before ``t`` and ends at or after it. A sparse table of running maxima of
+    the ends finds it in log2(n) vectorized jumps instead of walking back slice by slice.
+    """
+    order = np.lexsort((-ends, starts, keys))
+    k, s, e = keys[order], starts[order], ends[order]
+    n = len(order)
+    res = np.full(len(qts), -1, dtype=np.int64)
+    if n == 0 or len(qts) == 0:
+        return res
+    lo = np.searchsorted(k, qkeys, "left")
+    hi = np.searchsorted(k, qkeys, "right")
+    # Last slice of the same key starting at or before t.
+    pos = np.empty(len(qts), dtype=np.int64)
+    for key in np.unique(qkeys):  # one searchsorted per lane, not per event
+        m = qkeys == key
+        a, b = lo[m][0], hi[m][0]
+        pos[m] = a + np.searchsorted(s[a:b], qts[m], "right") - 1
+    floor = lo - 1  # a query may not jump below its lane
+    levels = [e]
+    width = 1
+    while width * 2 <= n:
+        prev = levels[-1]
+        nxt = prev.copy()
+        nxt[width:] = np.maximum(prev[width:], prev[:-width])
+        levels.append(nxt)
+        width *= 2
+    ok = pos > floor
+    cur = np.where(ok, pos, 0)
+    found = ok & (e[cur] >= qts)
+    pending = ok & ~found
+    for lvl in range(len(levels) - 1, -1, -1):
+        step = 1 << lvl
+        # Block ending at cur of width step lies wholly below the target: jump over it.
+        can = pending & (cur - step >= floor) & (levels[lvl][cur] < qts)
+        cur = np.where(can, cur - step, cur)
+    pending_ok = pending & (cur > floor) & (e[np.maximum(cur, 0)] >= qts)
+    hit = found | pending_ok
+    res[hit] = order[cur[hit]]
+    return res
+
+
+def _link_flows(out: pd.DataFrame, slices: pd.DataFrame, slice_index: np.ndarray,
+                flows: pd.DataFrame) -> dict[str, Any]:
+    """Set corr_id / external_id from HostToDevice and async_npu flows; returns counts."""
+    counts: dict[str, Any] = {}
+    if len(flows) == 0 or len(out) == 0:
+        return counts
+    lane_of = pd.Series(slices["pid"].astype(str) + ":" + slices["tid"].astype(str))
+    codes, uniques = pd.factorize(lane_of)
+    starts = out["ts_ns"].to_numpy(np.int64)
+    ends = starts + out["dur_ns"].to_numpy(np.int64)
+    timed = ~np.isin(out["kind"].to_numpy(), ("counter",))
+    fl = pd.Series(flows["pid"].astype(str) + ":" + flows["tid"].astype(str))
+    qcodes = pd.Index(uniques).get_indexer(fl)
+    bound = _enclosing(np.where(timed, codes, -2), starts, ends, qcodes,
+                       flows["ts_ns"].to_numpy(np.int64))
+    bound[qcodes < 0] = -1
+    fdf = pd.DataFrame({"cat": flows["cat"].fillna("").astype(str).to_numpy(),
+                        "id": flows["id"].astype(str).to_numpy(),
+                        "ph": flows["ph"].astype(str).to_numpy(), "slice": bound})
+    counts["flows_by_category"] = {str(k): int(v) for k, v in
+                                   fdf[fdf["ph"] == "s"]["cat"].value_counts().items()}
+    counts["flow_ends_unbound"] = int((bound < 0).sum())
+    fdf = fdf[fdf["slice"] >= 0]
+    starts_ = fdf[fdf["ph"] == "s"].drop_duplicates(["cat", "id"])
+    ends_ = fdf[fdf["ph"] == "f"]
+    pairs = starts_.merge(ends_, on=["cat", "id"], suffixes=("_s", "_f"))
+    corr = out["corr_id"].to_numpy(dtype=object)
+    ext = out["external_id"].to_numpy(dtype=object)
+    kind = out["kind"].to_numpy(dtype=object)
+    h2d = pairs[pairs["cat"] == "HostToDevice"]
+    src, dst = h2d["slice_s"].to_numpy(np.int64), h2d["slice_f"].to_numpy(np.int64)
+    # corr_id: the launch's event index in the file, unique per launch.
+    corr[src] = slice_index[src]
+    corr[dst] = slice_index[src]
+    launch_src = src[out["lane_kind"].to_numpy()[src] == "host"]
+    kind[launch_src] = np.where(kind[launch_src] == "sync", "sync", "launch")
+    op = pairs[pairs["cat"] == "async_npu"]
+    osrc, odst = op["slice_s"].to_numpy(np.int64), op["slice_f"].to_numpy(np.int64)
+    ext[osrc] = slice_index[osrc]
+    ext[odst] = slice_index[osrc]
+    out["corr_id"] = pd.array(corr, dtype="Int64")
+    out["external_id"] = pd.array(ext, dtype="Int64")
+    out["kind"] = kind
+    # The launch joins its operator: take the external_id of the tasks it launched.
+    tasks = pd.DataFrame({"launch": src, "ext": out["external_id"].to_numpy(dtype=object)[dst]})
+    tasks = tasks.dropna().drop_duplicates("launch")
+    if len(tasks):
+        e2 = out["external_id"].to_numpy(dtype=object)
+        li = tasks["launch"].to_numpy(np.int64)
+        e2[li] = tasks["ext"].to_numpy()
+        out["external_id"] = pd.array(e2, dtype="Int64")
+    counts["device_tasks_with_launch"] = int(len(np.unique(dst)))
+    counts["device_tasks_with_operator"] = int(len(np.unique(odst)))
+    return counts
