@@ -78,7 +78,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     ev = ctx.events
     if len(ev) == 0:
         return pd.DataFrame(columns=COLUMNS)
-    c = base_frame(ev, (ev["kind"].astype(str) == "collective").to_numpy())
+    c = base_frame(ev, (ev["kind"] == "collective").to_numpy())
     if len(c) == 0:
         return pd.DataFrame(columns=COLUMNS)
     offset = int((getattr(ctx.meta, "clock_offsets_ns", {}) or {}).get(int(ctx.rank), 0))
@@ -88,7 +88,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     t = pd.DataFrame({"rank": int(ctx.rank)}, index=c.index)
     t["group"] = c["coll_group"].astype(object).where(c["coll_group"].notna(), "default")
     t["seq"] = c["coll_seq"]
-    t["op"] = c["name"]
+    t["op"] = c["name"].astype(str)
     t["bytes"] = c["coll_bytes"].where(c["coll_bytes"].notna(), c["bytes"])
     t["arrive_ns"] = c["ts_ns"] + offset
     t["end_ns"] = c["end_ns"] + offset
@@ -128,7 +128,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _compute_union(ev: pd.DataFrame) -> iv.Union:
-    m = (ev["kind"].astype(str) == "kernel").to_numpy()
+    m = (ev["kind"] == "kernel").to_numpy()
     ts = ev["ts_ns"].to_numpy(np.int64)[m]
     return iv.union(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m])
 

@@ -77,10 +77,20 @@ def arg_pattern(*keys: str) -> str:
 
 def arg_values(args: pd.Series, *keys: str) -> pd.Series:
     """Vectorized extraction of one args value (string, NaN where absent)."""
+    out = pd.Series(np.nan, index=args.index, dtype=object)
     if len(args) == 0:
-        return pd.Series([], dtype=object, index=args.index)
-    s = args.astype("string").fillna("")
-    return s.str.extract(arg_pattern(*keys), flags=re.I, expand=False)
+        return out
+    s = args.dropna()
+    if not isinstance(s.dtype, pd.StringDtype):
+        s = s.astype("string[pyarrow]")
+    # a literal pre-filter keeps the regex off the (usually many) rows without the key
+    has = np.zeros(len(s), bool)
+    for k in keys:
+        has |= s.str.contains(f'"{k}"', regex=False).to_numpy()
+    if has.any():
+        sub = s[has]
+        out.loc[sub.index] = sub.str.extract(arg_pattern(*keys), flags=re.I, expand=False)
+    return out
 
 
 def arg_numbers(args: pd.Series, *keys: str) -> pd.Series:
@@ -109,10 +119,44 @@ def union_time(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame) -> int
     return iv.total(iv.union(s, e))
 
 
+def has(x: pd.Series, pattern: str | re.Pattern[str], case: bool = True) -> np.ndarray:
+    """Boolean mask: the value matches ``pattern`` (regex search). Runs once per distinct
+    value (categories / factorized values), so it is cheap on repetitive columns."""
+    if len(x) == 0:
+        return np.zeros(0, bool)
+    rx = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, 0 if case else re.I)
+    if isinstance(x.dtype, pd.CategoricalDtype):
+        codes, uniq = x.cat.codes.to_numpy(), x.cat.categories
+    else:
+        codes, uniq = pd.factorize(x, use_na_sentinel=True)
+    hit = np.array([bool(rx.search(str(u))) for u in uniq] + [False], bool)
+    return hit[np.where(codes >= 0, codes, len(uniq))]
+
+
+#: Keys the analyzers read from args; rows without any of them are skipped in one pass.
+ARG_KEYS = re.compile(r'"(?:Type|op_type|Accelerator Core|Task Type|task_type|OP State|op_state'
+                      r'|op state|aic_\w+|aiv_\w+|Input Dims|Input Shapes|input_shapes)"')
+
+
+def rich_args(args: pd.Series) -> pd.Series:
+    """The args (as pyarrow strings) of the rows that carry any of ``ARG_KEYS``."""
+    s = args.dropna()
+    if not isinstance(s.dtype, pd.StringDtype):
+        s = s.astype("string[pyarrow]")
+    return s[s.str.contains(ARG_KEYS.pattern, regex=True).to_numpy()] if len(s) else s
+
+
+def _category(x: pd.Series) -> pd.Series:
+    """A string column as a categorical (string methods then run once per distinct value)."""
+    if isinstance(x.dtype, pd.CategoricalDtype):
+        return x.cat.remove_unused_categories().reset_index(drop=True)
+    return x.astype("category").reset_index(drop=True)
+
+
 def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns."""
     sub = events.loc[mask]
-    out = pd.DataFrame({"name": sub["name"].astype(str).to_numpy(),
+    out = pd.DataFrame({"name": _category(sub["name"]),
                         "ts_ns": sub["ts_ns"].to_numpy(np.int64),
                         "dur_ns": sub["dur_ns"].to_numpy(np.int64)})
     out["end_ns"] = out["ts_ns"] + out["dur_ns"]
@@ -132,7 +176,7 @@ def top_ops(df: pd.DataFrame, n: int = TOP_N) -> list[dict[str, Any]]:
     """The operators of ``df`` with most device time: [{name, time_ns, count}]."""
     if len(df) == 0:
         return []
-    g = df.groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])
+    g = df.groupby("name", sort=False, observed=True)["dur_ns"].agg(["sum", "count"])
     g = g.sort_values("sum", ascending=False).head(n)
     return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
             for k, v in g.iterrows()]
@@ -164,11 +208,19 @@ def _shapes(raw: str) -> tuple[tuple[int, ...], ...]:
 
 def _input_shapes(args: pd.Series) -> pd.Series:
     """Raw shape strings from args: Ascend "Input Shapes" or Kineto "Input Dims" (a list)."""
-    s = args.astype("string").fillna("")
+    out = pd.Series(np.nan, index=args.index, dtype=object)
+    s = args.dropna()
+    if not isinstance(s.dtype, pd.StringDtype):
+        s = s.astype("string[pyarrow]")
+    s = s[(s.str.contains("Input Dims", regex=False) | s.str.contains("Input Shapes", regex=False)
+           | s.str.contains("input_shapes", regex=False)).to_numpy()]
+    if len(s) == 0:
+        return out
     dims = s.str.extract(r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I, expand=False)
     asc = s.str.extract(r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I,
                         expand=False)
-    return dims.fillna(asc.str.replace('\\"', "", regex=False))
+    out.loc[s.index] = dims.fillna(asc.str.replace('\\"', "", regex=False)).astype(object)
+    return out
 
 
 def _misaligned(raw: Any, n_inputs: int, align: int) -> bool:
@@ -226,11 +278,11 @@ def _from_host_ops(ev: pd.DataFrame, k: pd.DataFrame, gemm: np.ndarray) -> None:
     kernels (or all its kernels when none is a GEMM)."""
     if "external_id" not in ev.columns or k["external_id"].isna().all():
         return
-    hm = (ev["kind"].astype(str) == "host_op").to_numpy() & ev["external_id"].notna().to_numpy()
+    hm = (ev["kind"] == "host_op").to_numpy() & ev["external_id"].notna().to_numpy()
     if not hm.any():
         return
     h = base_frame(ev, hm)
-    h["shape"] = _input_shapes(h["args"].astype(object))
+    h["shape"] = _input_shapes(h["args"])
     h["dtype_raw"] = h["args"]
     h = h.sort_values("flops", na_position="first").drop_duplicates("external_id", keep="last")
     h = h.set_index("external_id")
@@ -253,30 +305,33 @@ def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per device task with the roofline columns (see the module docstring)."""
     ev = ctx.events
     pk = _peaks(ctx)
-    k = base_frame(ev, (ev["kind"].astype(str) == "kernel").to_numpy()) if len(ev) else \
+    k = base_frame(ev, (ev["kind"] == "kernel").to_numpy()) if len(ev) else \
         base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
     if len(k) == 0:
         return pd.DataFrame(columns=["name", "ts_ns", "dur_ns", "unit", "flops", "bytes",
                                      "ai_flop_per_B", "ridge_flop_per_B", "achieved_flops",
                                      "achieved_Bps", "u_compute", "u_bandwidth", "class"])
-    args = k["args"].astype(object)
-    gemm = (k["name"].str.contains(_GEMM) | arg_values(args, "Type", "op_type")
-            .fillna("").str.contains(_GEMM)).to_numpy()
+    args = rich_args(k["args"])  # one pass; the lookups below only see rows with keys
+    k["args"] = k["args"].where(k.index.isin(args.index), None)
+    typ = arg_values(args, "Type", "op_type").reindex(k.index)
+    gemm = has(k["name"], _GEMM) | has(typ, _GEMM)
     k["gemm"] = gemm
-    k["shape"] = _input_shapes(args)
+    k["shape"] = _input_shapes(args).reindex(k.index)
     k["host_args"] = None
     _from_host_ops(ev, k, gemm)
-    core = arg_values(args, "Accelerator Core", "Task Type", "task_type").fillna("").str.upper()
+    core = arg_values(args, "Accelerator Core", "Task Type", "task_type").reindex(k.index)
     unit = k["unit"].astype(object).where(k["unit"].notna(), None)
-    unit = unit.where(unit.notna(), np.where(core.str.contains("AI_CPU"), "ai_cpu", None))
+    unit = unit.where(unit.notna(), np.where(has(core, "AI_CPU", case=False), "ai_cpu", None))
     default = "sm" if pk["kind"] == "gpu" else "vector"
     unit = unit.where(unit.notna(), np.where(gemm, "cube" if pk["kind"] != "gpu" else "sm",
                                              default)).astype(str)
     k["unit"] = unit
     peak_unit = unit.replace({"mix": "cube"}).map(pk["peak_flops"]).astype("float64")
     # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
-    dsrc = k["host_args"].where(k["host_args"].notna(), args)
-    elem = _dtype_bytes(dsrc)
+    gm = pd.Series(gemm, index=k.index)
+    dsrc = k["host_args"].where(k["host_args"].notna(), k["args"])[gm]
+    elem = pd.Series(2.0, index=k.index)
+    elem[gm] = _dtype_bytes(dsrc)
     if pk["dtype_flops"]:
         fp32 = pk["dtype_flops"].get("fp32")
         if fp32:
@@ -314,9 +369,9 @@ def _classify(k: pd.DataFrame, args: pd.Series) -> np.ndarray:
     cls = np.where(both, roof, cls)
     # Ascend kernel_details pipe ratios (measured): fraction of the task's time each pipe was busy
     mac = pd.concat([arg_numbers(args, "aic_mac_ratio", "aic_mac_fp16_ratio"),
-                     arg_numbers(args, "aiv_vec_ratio", "aiv_vec_fp16_ratio")], axis=1).max(axis=1)
+                     arg_numbers(args, "aiv_vec_ratio", "aiv_vec_fp16_ratio")], axis=1).max(axis=1).reindex(k.index)
     mte = pd.concat([arg_numbers(args, "aic_mte2_ratio"), arg_numbers(args, "aiv_mte2_ratio")],
-                    axis=1).max(axis=1)
+                    axis=1).max(axis=1).reindex(k.index)
     pipes = (cls == "no_data") & (mac.notna() | mte.notna()).to_numpy()
     pipe_cls = np.select([(mac >= U_THRESHOLD).to_numpy(), (mte >= U_THRESHOLD).to_numpy()],
                          ["compute_bound", "memory_bound"], "underutilized")
@@ -346,23 +401,24 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str) -> dict[str, pd.DataFr
     """Operators behind each underutilization cause (rows of ``k``)."""
     if len(k) == 0:
         return {}
-    args = k["args"].astype(object)
-    typ = arg_values(args, "Type", "op_type").fillna("")
-    label = k["name"] + " " + typ
+    args = rich_args(k["args"])
+    typ = arg_values(args, "Type", "op_type").reindex(k.index)
     mm_align, fa_align = ALIGNMENT.get(kind, ALIGNMENT["gpu"])
-    fa = label.str.contains(_FA).to_numpy()
+    fa = has(k["name"], _FA) | has(typ, _FA)
     gemm = k["gemm"].to_numpy() & ~fa
-    shape = k["shape"]
-    mis_mm = np.array([_misaligned(r, 2, mm_align) if g else False
-                       for r, g in zip(shape, gemm)], dtype=bool) if gemm.any() else gemm
-    mis_fa = np.array([_misaligned(r, 3, fa_align) if f else False
-                       for r, f in zip(shape, fa)], dtype=bool) if fa.any() else fa
-    state = arg_values(args, "OP State", "op_state", "op state").fillna("").str.lower()
+    shape = k["shape"].to_numpy()
+    mis = np.zeros(len(k), bool)
+    for sel, n_in, align in ((gemm, 2, mm_align), (fa, 3, fa_align)):
+        idx = np.flatnonzero(sel & pd.notna(shape))
+        # once per distinct shape string (_shapes is cached)
+        mis[idx] = [_misaligned(shape[i], n_in, align) for i in idx]
+    state = arg_values(args, "OP State", "op_state", "op state").reindex(k.index)
     return {
         "ai_cpu": k[(k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy()],
-        "shape_affinity": k[mis_mm | mis_fa],
-        "private_format": k[label.str.contains(r"TransData", case=False).to_numpy()],
-        "dynamic_shape": k[(state == "dynamic").to_numpy()],
+        "shape_affinity": k[mis],
+        "private_format": k[has(k["name"], "TransData", case=False)
+                            | has(typ, "TransData", case=False)],
+        "dynamic_shape": k[has(state, r"^\s*dynamic\s*$", case=False)],
     }
 
 
@@ -378,8 +434,8 @@ def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[
     """Mean clock drop from frequency counter samples in the steps (0 when none)."""
     if len(ev) == 0:
         return {}
-    m = (ev["kind"].astype(str) == "counter").to_numpy() & \
-        ev["name"].astype(str).str.contains(r"freq", case=False).to_numpy()
+    m = (ev["kind"] == "counter").to_numpy() & \
+        has(ev["name"], "freq", case=False)
     if not m.any():
         return {}
     c = base_frame(ev, m)
@@ -397,9 +453,8 @@ def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[
 def _device_busy(ev: pd.DataFrame, windows: pd.DataFrame) -> int:
     if len(ev) == 0:
         return 0
-    lk = ev["lane_kind"].astype(str)
-    m = lk.isin(["device", "copy", "link"]).to_numpy() & \
-        ~ev["kind"].astype(str).isin(["step", "marker", "counter"]).to_numpy()
+    m = ev["lane_kind"].isin(["device", "copy", "link"]).to_numpy() & \
+        ~ev["kind"].isin(["step", "marker", "counter"]).to_numpy()
     ts = ev["ts_ns"].to_numpy(np.int64)[m]
     return union_time(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m], windows)
 
