@@ -197,8 +197,12 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
         share = min(1.0, times[c] / step_total)
         res.metrics[f"{c}_share"] = share
         mask = cls.get(c, cls["operator_dispatch"])
-        if c == "operator_dispatch":
-            mask = cls["operator_dispatch"] & ~np.isin(col(ev, "kind"), ("python",))
+        if c in ("operator_dispatch", "resource_contention"):
+            specific = np.zeros(len(ev), bool)
+            for other_cls in ("io", "garbage_collection", "operator_compilation",
+                              "host_device_sync", "environment_configuration"):
+                specific |= cls[other_cls]
+            mask = cls["operator_dispatch"] & ~specific & ~np.isin(col(ev, "kind"), ("python",))
         n = int(mask.sum()) if c != "resource_contention" else infl["events"]
         strong = c in ("operator_compilation", "host_device_sync") and n >= STRONG_COUNT
         if share < MIN_SHARE and not (strong and share > 0):

@@ -263,20 +263,21 @@ def io(ctx: RankContext) -> AnalyzerResult:
         steps = tuple(int(s) for s, v in zip(table["step"], table[f"{k}_ns"], strict=True)
                       if v > 0)
         evidence = {
-            "method": res.metrics["method"], "data_wait_ms": round(iv.total(wait_u) / 1e6, 3),
-            "data_wait_per_step_ms": round(float(np.median(wait_ps)) / 1e6, 3),
-            "device_idle_explained_ms": round(iv.total(e) / 1e6, 3),
-            f"{k}_ms": round(times[k] / 1e6, 3), "steps_total_ms": round(step_total / 1e6, 3),
+            "method": res.metrics["method"], "data_wait_ms": round(iv.total(wait_u) / 1e6, 6),
+            "data_wait_per_step_ms": round(float(np.median(wait_ps)) / 1e6, 6),
+            "device_idle_explained_ms": round(iv.total(e) / 1e6, 6),
+            f"{k}_ms": round(times[k] / 1e6, 6), "steps_total_ms": round(step_total / 1e6, 6),
             "h2d_copies": h2d["count"], "h2d_pageable": h2d["pageable"],
-            "exposed_pageable_h2d_ms": round(h2d["exposed_pageable_ns"] / 1e6, 3),
+            "exposed_pageable_h2d_ms": round(h2d["exposed_pageable_ns"] / 1e6, 6),
             "top_ops": wait_top,
         }
         if by_class is not None:
-            evidence["no_bottleneck_ms"] = round(res.metrics["no_bottleneck_ns"] / 1e6, 3)
+            evidence["no_bottleneck_ms"] = round(res.metrics["no_bottleneck_ns"] / 1e6, 6)
         res.findings.append(Finding(
             "io", cause, share,
             f"the device waits for data {100 * share:.1f}% of step time: {_WHY[k]}",
             evidence=evidence, ranks=(int(ctx.rank),), steps=steps))
+    res.findings.sort(key=lambda f: -f.time_share)
     return res
 
 

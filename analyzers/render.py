@@ -1,0 +1,134 @@
+"""Renderers of an :class:`~hermes.analyzers.api.Analysis`: each returns a string, never prints.
+
+``RENDERERS`` maps a ``--format`` name to ``fn(analysis, top=N) -> str``:
+``text`` (terminal), ``md`` (Markdown), ``json`` (DESIGN.md's contract, ``Analysis.to_json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+PARTS = (("computation_only_pct", "computation only"), ("overlapped_pct", "overlapped"),
+         ("communication_only_pct", "communication only"), ("host_bound_pct", "host-bound"),
+         ("free_pct", "free"))
+HTA = (("idle_pct", "idle"), ("compute_pct", "compute"), ("non_compute_pct", "non-compute"),
+       ("comm_comp_overlap_pct", "comm/comp overlap"))
+DEFAULT_TOP = 10
+BAR = 30
+
+
+def _bar(pct: float) -> str:
+    n = int(round(max(0.0, min(100.0, pct)) / 100 * BAR))
+    return "#" * n + "." * (BAR - n)
+
+
+def _top_ops(ev: dict[str, Any], n: int = 3) -> str:
+    ops = ev.get("top_ops") or []
+    out = []
+    for op in ops[:n]:
+        if isinstance(op, dict):
+            t = op.get("time_ns")
+            out.append(f"{op.get('name')}" + (f" ({t / 1e6:.3f} ms)" if isinstance(t, (int, float))
+                                               else ""))
+    return "; ".join(out)
+
+
+def _mean_breakdown(rows: list[dict[str, Any]], key: str) -> float:
+    vals = [float(r[key]) for r in rows if r.get(key) is not None]
+    return sum(vals) / len(vals) if vals else 0.0
+
+
+def render_text(analysis: Any, top: int = DEFAULT_TOP) -> str:
+    d = analysis.to_dict()
+    st = d["steps"]
+    v = d["verdict"]
+    rows = d["breakdown"]["per_rank"]
+    lines = [f"Hermes analysis — {len(d['ranks'])} rank(s), {st['count']} step(s), "
+             f"median {st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms",
+             "", f"Verdict: {d['bound'].upper()}-bound — {v['reason']}", ""]
+    if rows:
+        lines.append("Step time breakdown (mean over ranks, % of step wall time):")
+        for key, label in PARTS:
+            pct = _mean_breakdown(rows, key)
+            lines.append(f"  {label:<20} {pct:6.1f}%  {_bar(pct)}")
+        hta = ", ".join(f"{label} {_mean_breakdown(rows, k):.1f}%" for k, label in HTA)
+        lines += [f"  HTA-compatible: {hta}", ""]
+    findings = d["findings"]
+    lines.append(f"Findings ({len(findings)}; top {min(top, len(findings))} by share of step time):"
+                 if findings else "Findings: none")
+    for i, f in enumerate(findings[:top], 1):
+        lines.append(f"  {i:>2}. [{f['severity']:<6}] {f['id']:<36} {100 * f['time_share']:6.1f}%"
+                     f"  ranks {_ranks(f['ranks'])}")
+        lines.append(f"      {f['summary']}")
+        ops = _top_ops(f["evidence"])
+        if ops:
+            lines.append(f"      top: {ops}")
+        for rec in f["recommendations"][:2]:
+            opt = f"  [--opt {rec['emulator_opt']}]" if rec.get("emulator_opt") else ""
+            lines.append(f"      -> {rec['optimization']}: {rec['how']} "
+                         f"(est. {rec['estimated_speedup']:.2f}x){opt}")
+    cp = d["critical_path"]
+    if cp.get("components_pct"):
+        comp = ", ".join(f"{k} {float(val):.1f}%" for k, val in cp["components_pct"].items())
+        lines += ["", f"Critical path (rank {cp.get('rank')}): {comp}"]
+        for op in (cp.get("top_ops") or [])[:5]:
+            lines.append(f"  {op.get('name')}  {float(op.get('time_ns') or 0) / 1e6:.3f} ms")
+    return "\n".join(lines) + "\n"
+
+
+def _ranks(ranks: list[int]) -> str:
+    if not ranks:
+        return "-"
+    return ",".join(map(str, ranks)) if len(ranks) <= 6 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
+
+
+def _md_escape(s: Any) -> str:
+    return str(s).replace("|", "\\|")
+
+
+def render_md(analysis: Any, top: int = DEFAULT_TOP) -> str:
+    d = analysis.to_dict()
+    st = d["steps"]
+    out = ["# Hermes analysis", "",
+           f"- ranks: {len(d['ranks'])}; steps: {st['count']} (median {st['median_ms']:.3f} ms, "
+           f"p90 {st['p90_ms']:.3f} ms)",
+           f"- **bound: {d['bound']}** — {d['verdict']['reason']}", ""]
+    rows = d["breakdown"]["per_rank"]
+    if rows:
+        out += ["## Breakdown (% of step wall time)", "",
+                "| rank | " + " | ".join(label for _, label in PARTS + HTA) + " |",
+                "|---:|" + "---:|" * len(PARTS + HTA)]
+        for r in rows:
+            out.append(f"| {r['rank']} | " + " | ".join(
+                f"{float(r.get(k) or 0):.1f}" for k, _ in PARTS + HTA) + " |")
+        out.append("")
+    out += ["## Findings", ""]
+    if not d["findings"]:
+        out.append("No findings.")
+    else:
+        out += ["| # | id | severity | share of step | summary | top operators |",
+                "|---:|---|---|---:|---|---|"]
+        for i, f in enumerate(d["findings"][:top], 1):
+            out.append(f"| {i} | `{f['id']}` | {f['severity']} | {100 * f['time_share']:.1f}% | "
+                       f"{_md_escape(f['summary'])} | {_md_escape(_top_ops(f['evidence']))} |")
+        recs = [(f["id"], r) for f in d["findings"][:top] for r in f["recommendations"]]
+        if recs:
+            out += ["", "## Recommendations", ""]
+            for fid, r in recs:
+                opt = f" (`hermes emulate --opt {r['emulator_opt']}`)" if r.get("emulator_opt") else ""
+                out.append(f"- `{fid}` → **{_md_escape(r['optimization'])}**: {_md_escape(r['how'])}"
+                           f" — estimated {r['estimated_speedup']:.2f}×{opt}")
+    cp = d["critical_path"]
+    if cp.get("components_pct"):
+        out += ["", f"## Critical path (rank {cp.get('rank')})", "",
+                ", ".join(f"{k} {float(v):.1f}%" for k, v in cp["components_pct"].items())]
+    return "\n".join(out) + "\n"
+
+
+def render_json(analysis: Any, top: int = DEFAULT_TOP) -> str:
+    return str(analysis.to_json())
+
+
+RENDERERS: dict[str, Callable[..., str]] = {"text": render_text, "md": render_md,
+                                            "json": render_json}

@@ -1,0 +1,51 @@
+"""``hermes analyze TRACE``: bottleneck analysis of a trace (thin layer over ``hermes.analyze``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from hermes.commands._util import check_output_path, progress, write_text_atomic
+from hermes.errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("analyze")
+    def analyze_cmd(
+        trace: Path = typer.Argument(..., help="Trace file (.parquet) or directory of per-rank files."),
+        fmt: str = typer.Option("text", "--format", "-f", help="Output format: text, json or md."),
+        out: Path | None = typer.Option(None, "--out", "-o",
+                                        help="Write the report to this file (atomically) "
+                                             "instead of stdout."),
+        rank: list[int] | None = typer.Option(None, "--rank", "-r",
+                                              help="Analyze only this rank (repeatable)."),
+        top: int = typer.Option(10, "--top", help="Findings shown in text/md output."),
+        workers: int = typer.Option(0, "--workers", "-j",
+                                    help="Analyze ranks in this many processes (0: in-process)."),
+    ) -> int:
+        """Find what holds a training run back: the verdict (host-, device-, io- or
+        communication-bound), the step time breakdown and typed findings with evidence, sorted
+        by the share of step time they cost.
+
+        Example: hermes analyze run.parquet --format json --out analysis.json
+        """
+        from hermes.analyzers.api import analyze
+        from hermes.analyzers.render import RENDERERS
+
+        renderer = RENDERERS.get(fmt)
+        if renderer is None:
+            raise UsageError(f"unknown format {fmt!r}", where="--format",
+                             hint=f"valid: {', '.join(RENDERERS)}")
+        if out is not None:
+            check_output_path(out)
+        with progress("analyzing ranks") as bar:
+            result = analyze(trace, ranks=rank or None, workers=workers,
+                             progress=lambda done, total: bar.update(completed=done, total=total))
+        text = renderer(result, top=top)
+        if out is not None:
+            write_text_atomic(out, text)
+            typer.echo(f"wrote {out}", err=True)
+        else:
+            typer.echo(text, nl=False)
+        return 0

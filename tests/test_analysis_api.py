@@ -1,0 +1,175 @@
+"""hermes.analyze / hermes analyze: the JSON contract, per-rank loading, merging, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import hermes
+from hermes.analyzers import api
+from hermes.analyzers.base import ANALYZERS, Finding, RankContext, ordered
+from hermes.analyzers.invariants import InvariantError, check_result, problems
+from hermes.analyzers.base import AnalyzerResult
+from hermes.analyzers.verdict import verdict
+from hermes.trace.meta import TraceMeta
+from hermes.trace.writer import write_trace
+from tests.conftest import run_cli
+from tests.test_analysis_io import frame
+from tests.tracegen import ev, events
+
+
+def rank_rows(rank: int, wait: int) -> list[dict]:
+    """Four steps of 1000 ns: a data wait of ``wait`` ns, a launch, a kernel filling the rest."""
+    rows = []
+    for i in range(4):
+        t = i * 1000
+        rows += [ev("step", f"ProfilerStep#{i}", t, 1000, rank=rank),
+                 ev("data_wait", "next", t, wait, rank=rank),
+                 ev("launch", "cudaLaunchKernel", t + wait, 10, rank=rank, corr_id=i),
+                 ev("kernel", "gemm", t + wait + 10, 990 - wait, rank=rank, corr_id=i, stream=7)]
+    return rows
+
+
+@pytest.fixture
+def two_ranks(tmp_path):
+    rows = rank_rows(0, 500) + rank_rows(1, 600)
+    f = tmp_path / "run.parquet"
+    write_trace(f, events(*rows), TraceMeta(source="synthetic", ranks=(0, 1)))
+    d = tmp_path / "run"
+    write_trace(d, events(*rows), TraceMeta(source="synthetic"))
+    return f, d
+
+
+def test_contract_keys_and_numbers(two_ranks):
+    f, _ = two_ranks
+    a = hermes.analyze(f)
+    d = json.loads(a.to_json())
+    assert d["schema"] == "hermes.analysis/1"
+    assert d["ranks"] == [0, 1]
+    assert d["steps"] == {"count": 4, "median_ms": 0.001, "p90_ms": 0.001}
+    assert d["bound"] == "io"  # device idle 55.5 % on average; data waits 60 % (rank 1) > cpu
+    (row0, row1) = d["breakdown"]["per_rank"]
+    for key in ("computation_only_pct", "communication_only_pct", "overlapped_pct",
+                "host_bound_pct", "free_pct", "idle_pct", "compute_pct", "non_compute_pct",
+                "comm_comp_overlap_pct"):
+        assert key in row0
+    assert row1["computation_only_pct"] == pytest.approx(39.0)
+    assert set(d["critical_path"]) >= {"components_pct", "top_ops"}
+    shares = [x["time_share"] for x in d["findings"]]
+    assert shares == sorted(shares, reverse=True)
+    top = d["findings"][0]
+    assert set(top) == {"id", "category", "cause", "severity", "time_share", "summary",
+                        "evidence", "ranks", "steps", "recommendations"}
+    # merged across ranks: the max share (rank 1: 600 of 1000 ns) and both ranks
+    assert top["id"] == "io.slow_data_processing" and top["time_share"] == pytest.approx(0.6)
+    assert top["ranks"] == [0, 1]
+    assert top["evidence"]["per_rank_share"] == {"0": 0.5, "1": 0.6}
+
+
+def test_directory_file_and_trace_agree(two_ranks):
+    f, d = two_ranks
+    a, b = hermes.analyze(f), hermes.analyze(d)
+    c = hermes.analyze(hermes.load(f))
+    assert a.to_dict() == b.to_dict() == c.to_dict()
+    t = a.tables["overlap.per_step"]
+    assert list(t.columns[:1]) == ["rank"] and sorted(t["rank"].unique()) == [0, 1]
+    assert len(a.tables["steps.windows"]) == 8
+
+
+def test_rank_selection_and_workers(two_ranks):
+    _, d = two_ranks
+    one = hermes.analyze(d, ranks=[1])
+    assert one.ranks == [1] and one.findings[0].time_share == pytest.approx(0.6)
+    pooled = hermes.analyze(d, workers=2)
+    assert pooled.to_dict() == hermes.analyze(d).to_dict()
+    with pytest.raises(hermes.HermesError, match="rank"):
+        hermes.analyze(d, ranks=[7])
+
+
+def test_every_analyzer_keeps_invariants_on_the_fixture(two_ranks):
+    a = hermes.analyze(two_ranks[0])
+    for rr in a.per_rank.values():
+        for res in rr.values():
+            check_result(res)
+    for res in a.cluster.values():
+        check_result(res)
+
+
+@pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 0, 10, stream=7),),
+                                  (ev("host_op", "aten::add", 0, 10),)])
+def test_every_analyzer_on_empty_and_one_event(rows):
+    api.load_analyzers()
+    df = frame(*rows)
+    results = api.run_rank(0, df, TraceMeta())
+    assert {a.name for a in ordered("rank")} <= set(results)
+    for res in results.values():
+        check_result(res)
+    a = hermes.analyze(hermes.Trace(df, TraceMeta()))
+    assert a.bound in ("host", "device", "io", "communication")
+    json.loads(a.to_json())
+
+
+def test_merge_keeps_reasons_apart_and_takes_max():
+    f = [Finding("computation", "underutilization", 0.2, "a", {"reason": "ai_cpu"}, (0,)),
+         Finding("computation", "underutilization", 0.3, "b", {"reason": "alignment"}, (0,)),
+         Finding("computation", "underutilization", 0.5, "c", {"reason": "ai_cpu"}, (1,))]
+    out = api.merge_findings([f])
+    assert [(x.evidence["reason"], x.time_share, x.ranks) for x in out] == \
+        [("ai_cpu", 0.5, (0, 1)), ("alignment", 0.3, (0,))]
+
+
+def test_verdict_rule():
+    part = {"computation_only_pct": 20, "overlapped_pct": 0, "communication_only_pct": 10,
+            "host_bound_pct": 50, "free_pct": 20}
+    io = Finding("io", "slow_data_reading", 0.3, "x")
+    cpu = Finding("cpu", "operator_dispatch", 0.2, "y")
+    assert verdict([part], [io, cpu]).bound == "io"
+    assert verdict([part], [cpu]).bound == "host"
+    assert verdict([part], [Finding("io", "slow_data_reading", 0.04, "x")]).bound == "host"
+    assert verdict([dict(part, computation_only_pct=50, host_bound_pct=20)], [io]).bound == "device"
+    assert verdict([dict(part, communication_only_pct=60, host_bound_pct=0, free_pct=20)],
+                   []).bound == "communication"
+
+
+def test_invariant_checker_catches_broken_results():
+    bad = AnalyzerResult("x", tables={"per_step": pd.DataFrame({"dur_ns": [10, -1]})},
+                         metrics={"computation_only_pct": 50.0, "communication_only_pct": 0.0,
+                                  "overlapped_pct": 0.0, "host_bound_pct": 0.0, "free_pct": 40.0,
+                                  "share": 1.5})
+    msgs = problems(bad)
+    assert any("negative" in m for m in msgs) and any("sum to" in m for m in msgs)
+    assert any("share=1.5" in m for m in msgs)
+    with pytest.raises(InvariantError):
+        check_result(bad)
+    cp = AnalyzerResult("cp", tables={"per_step": pd.DataFrame({"dur_ns": [10], "path_ns": [11]})})
+    assert any("critical path" in m for m in problems(cp))
+
+
+def test_cli_formats_and_out(two_ranks, tmp_path):
+    f, _ = two_ranks
+    code, out, err = run_cli("analyze", str(f))
+    assert code == 0 and "IO-bound" in out and "io.slow_data_processing" in out
+    code, out, _ = run_cli("analyze", str(f), "--format", "md", "--rank", "0")
+    assert code == 0 and out.startswith("# Hermes analysis") and "| `io.slow_data_processing`" in out
+    target = tmp_path / "a.json"
+    code, out, _ = run_cli("analyze", str(f), "--format", "json", "--out", str(target))
+    assert code == 0 and out == ""
+    assert json.loads(target.read_text())["bound"] == "io"
+    assert not list(tmp_path.glob(".a.json.*"))  # no temp file left behind
+
+
+def test_cli_errors(tmp_path, two_ranks):
+    code, _, err = run_cli("analyze", str(tmp_path / "missing.parquet"))
+    assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli("analyze", str(two_ranks[0]), "--format", "html")
+    assert code == 2 and "valid: text, md, json" in err
+    code, _, err = run_cli("analyze", str(two_ranks[0]), "--out", str(tmp_path / "no" / "a.txt"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_registry_has_b_analyzers():
+    api.load_analyzers()
+    assert {"io", "cpu", "fluctuation"} <= set(ANALYZERS)
+    assert RankContext  # the contract type used by every analyzer

@@ -1,0 +1,112 @@
+"""CPU analyzer: host-bound device idle time apportioned to causes, computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes.analyzers.base import RankContext
+from hermes.analyzers.cpu import cpu
+from hermes.analyzers.invariants import check_result
+from hermes.analyzers.overlap import analyze as overlap
+from hermes.trace.meta import TraceMeta
+from tests.test_analysis_io import frame
+from tests.tracegen import ev
+
+
+def run(*rows):
+    ctx = RankContext(rank=0, events=frame(*rows), meta=TraceMeta())
+    ctx.results["overlap"] = check_result(overlap(ctx))
+    return check_result(cpu(ctx))
+
+
+def shares(res) -> dict[str, float]:
+    return {f.cause: round(f.time_share, 9) for f in res.findings}
+
+
+# time    0      50     150   200  250  300     400  450  500            800        1000
+# host    [aten::linear ..........................)                            step [0, 1000)
+#                [compile )    [sync)
+#                                        [gc    )
+#                                                 [dlog)
+#                                                      [launch)
+# kernel                                                                   [k1 .......)
+# device idle = [0, 800); host busy [0, 500) -> host-bound 500, free 300
+# claims: compile 100, sync 50, gc 100, logging 50, dispatch = 300-100-50 + 50 = 200
+TRACE = (
+    ev("step", "ProfilerStep#1", 0, 1000),
+    ev("host_op", "aten::linear", 0, 300),
+    ev("compile", "aclopCompileAndExecute", 50, 100),
+    ev("sync", "cudaStreamSynchronize", 200, 50),
+    ev("gc", "gc", 300, 100),
+    ev("runtime", "dlog", 400, 50),
+    ev("launch", "cudaLaunchKernel", 450, 50, corr_id=1),
+    ev("kernel", "k1", 800, 200, corr_id=1, stream=7),
+)
+
+
+def test_claims_by_cause():
+    res = run(*TRACE)
+    assert shares(res) == {"operator_compilation": 0.1, "host_device_sync": 0.05,
+                           "garbage_collection": 0.1, "environment_configuration": 0.05,
+                           "operator_dispatch": 0.2}
+    assert res.metrics["host_bound_ns"] == 500
+    row = res.tables["per_step"].iloc[0]
+    assert (row["host_bound_ns"], row["operator_dispatch_ns"], row["garbage_collection_ns"]) == \
+        (500, 200, 100)
+    comp = next(f for f in res.findings if f.cause == "operator_compilation")
+    assert comp.evidence["top_ops"][0]["name"] == "aclopCompileAndExecute"
+    disp = next(f for f in res.findings if f.cause == "operator_dispatch")
+    names = {o["name"] for o in disp.evidence["top_ops"]}
+    assert names == {"aten::linear", "cudaLaunchKernel"}  # not the sync/gc/log events
+
+
+def test_host_work_hidden_behind_device_work_costs_nothing():
+    res = run(ev("step", "s#1", 0, 1000), ev("gc", "gc", 100, 300),
+              ev("kernel", "k", 0, 1000, stream=7))
+    assert res.findings == [] and res.metrics["host_bound_ns"] == 0
+
+
+def test_data_waits_are_left_to_io():
+    res = run(ev("step", "s#1", 0, 1000), ev("data_wait", "next", 0, 500),
+              ev("kernel", "k", 500, 500, stream=7))
+    assert res.findings == [] and res.metrics["io_wait_ns"] == 500
+
+
+def test_inflated_calls_are_contention():
+    # 10 launches back to back from 0: eight of 100 ns, two of 1000 ns (> 2 x median 100);
+    # excess 2 x 900 = 1800 of 2800 ns -> fraction 0.643 >= 0.2; all in device idle [0, 9000)
+    rows = [ev("step", "s#1", 0, 10_000), ev("kernel", "k", 9000, 1000, stream=7)]
+    t = 0
+    for d in [100, 100, 1000, 100, 100, 100, 1000, 100, 100, 100]:
+        rows.append(ev("launch", "cudaLaunchKernel", t, d))
+        t += d
+    res = run(*rows)
+    assert shares(res) == {"resource_contention": 0.18, "operator_dispatch": 0.1}
+    f = next(f for f in res.findings if f.cause == "resource_contention")
+    assert f.evidence["inflated_ops"] == [{"name": "cudaLaunchKernel", "excess_ns": 1800}]
+
+
+def test_uniform_cost_is_not_contention():
+    rows = [ev("step", "s#1", 0, 10_000), ev("kernel", "k", 9000, 1000, stream=7)]
+    rows += [ev("launch", "cudaLaunchKernel", 100 * i, 100) for i in range(10)]
+    assert shares(run(*rows)) == {"operator_dispatch": 0.1}
+
+
+def test_long_free_gap_is_conjectured_gc_unless_gc_is_traced():
+    ms = 1_000_000
+    rows = [ev("step", "s#1", 0, 1000 * ms), ev("launch", "cudaLaunchKernel", 0, 10 * ms),
+            ev("kernel", "k", 10 * ms, 90 * ms, stream=7),
+            ev("kernel", "k", 400 * ms, 600 * ms, stream=7)]
+    # device idle [100, 400) ms, host idle there: a 300 ms free gap >= 200 ms
+    res = run(*rows)
+    gc = next(f for f in res.findings if f.cause == "garbage_collection")
+    assert gc.time_share == pytest.approx(0.3) and gc.evidence["conjectured_gaps"] == 1
+    res = run(*rows, ev("gc", "gc", 50 * ms, 1000))  # GC is instrumented: no conjecture
+    assert all(f.cause != "garbage_collection" for f in res.findings)
+
+
+@pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 0, 10, stream=7),),
+                                  (ev("host_op", "aten::add", 0, 10),)])
+def test_empty_and_one_event(rows):
+    res = run(*rows)
+    assert all(0 <= f.time_share <= 1 for f in res.findings)

@@ -1,0 +1,141 @@
+"""Queue-based I/O analyzer: tiny traces, the expected split computed by hand beside each trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.analyzers.base import RankContext
+from hermes.analyzers.invariants import check_result
+from hermes.analyzers.io import classify_by_queues, io
+from hermes.analyzers.overlap import analyze as overlap
+from hermes.trace.meta import TraceMeta
+from tests.tracegen import ev, events
+
+
+def frame(*rows) -> pd.DataFrame:
+    df = pd.DataFrame(events(*rows)) if rows else pd.DataFrame(
+        {c: [] for c in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns")})
+    for c in ("corr_id", "stream"):
+        if c not in df.columns:
+            df[c] = pd.array([None] * len(df), dtype="Int64")
+    for c in ("value", "args", "bytes"):
+        if c not in df.columns:
+            df[c] = None
+    return df
+
+
+def run(*rows):
+    df = frame(*rows)
+    ctx = RankContext(rank=0, events=df, meta=TraceMeta())
+    ctx.results["overlap"] = check_result(overlap(ctx))
+    return check_result(io(ctx))
+
+
+def shares(res) -> dict[str, float]:
+    return {f.cause: round(f.time_share, 6) for f in res.findings}
+
+
+# step [0, 1000): the loop waits for data [0, 400) (DataLoader __next__), then launches at 400 and
+# the kernel runs [500, 900). Device idle = [0, 500) + [900, 1000); E = idle ∩ wait = [0, 400).
+SINGLE_PROCESS = (
+    ev("step", "ProfilerStep#1", 0, 1000),
+    ev("python", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 400),
+    ev("host_op", "aten::stack", 100, 50),          # collate inside the wait: processing
+    ev("launch", "cudaLaunchKernel", 400, 20, corr_id=1),
+    ev("kernel", "gemm", 500, 400, corr_id=1, stream=7),
+)
+
+
+def test_single_process_loader_wait_is_processing():
+    res = run(*SINGLE_PROCESS)
+    # nothing but the wait (and collate ops) recorded: all 400 ns of E are processing
+    assert shares(res) == {"slow_data_processing": 0.4}
+    f = res.findings[0]
+    assert f.evidence["data_wait_ms"] == pytest.approx(400 / 1e6)
+    assert f.evidence["top_ops"][0]["name"].endswith("__next__")
+    assert res.metrics["method"] == "events"
+    assert res.tables["per_step"]["processing_ns"].tolist() == [400]
+
+
+def test_wait_covered_by_device_work_explains_nothing():
+    # the kernel runs during the whole wait: the device is not starved
+    res = run(ev("step", "ProfilerStep#1", 0, 1000), ev("data_wait", "next", 0, 400),
+              ev("kernel", "gemm", 0, 1000, stream=7))
+    assert res.findings == [] and res.metrics["explained_ns"] == 0
+
+
+def test_loader_lanes_split_reading_and_processing():
+    # E = [0, 600). Loader 0 reads [0, 300), loader 1 processes [200, 600):
+    # overlaps 300 (read) and 400 (process) -> 600 split 3:4 -> read 257.14, process 342.86
+    res = run(ev("step", "s#1", 0, 1000), ev("data_wait", "next", 0, 600),
+              ev("data_read", "read", 0, 300, lane="loader 0", lane_kind="loader"),
+              ev("data_process", "decode", 200, 400, lane="loader 1", lane_kind="loader"),
+              ev("kernel", "k", 600, 400, stream=7))
+    assert shares(res) == pytest.approx({"slow_data_reading": 600 * 3 / 7 / 1000,
+                                         "slow_data_processing": 600 * 4 / 7 / 1000})
+    assert res.findings[0].cause == "slow_data_processing"
+
+
+def test_exposed_pageable_h2d_copy_is_fetching():
+    # pageable H2D copy [100, 300) not overlapped by the kernel [300, 1000): 200 ns of fetching
+    res = run(ev("step", "s#1", 0, 1000),
+              ev("memcpy_h2d", "Memcpy HtoD (Pageable -> Device)", 100, 200, lane="stream 7"),
+              ev("kernel", "k", 300, 700, stream=7))
+    assert shares(res) == {"slow_data_fetching": 0.2}
+    assert res.findings[0].evidence["h2d_pageable"] == 1
+    # the same copy from pinned memory is not a fetching problem
+    res = run(ev("step", "s#1", 0, 1000),
+              ev("memcpy_h2d", "Memcpy HtoD (Pinned -> Device)", 100, 200, lane="stream 7"),
+              ev("kernel", "k", 300, 700, stream=7))
+    assert res.findings == []
+
+
+def counter(name: str, ts: int, value: float):
+    return ev("counter", name, ts, 0, lane=name, lane_kind="counter", value=value)
+
+
+def test_queue_rule_four_branches():
+    # wait [0, 800) with device idle all along; queue states change every 200 ns:
+    # [0,200) device 1 -> none; [200,400) host 2 -> fetching; [400,600) data 3 -> processing;
+    # [600,800) all empty -> reading
+    res = run(ev("step", "s#1", 0, 1000), ev("data_wait", "next", 0, 800),
+              ev("kernel", "k", 800, 200, stream=7),
+              counter("device_queue", 0, 1), counter("device_queue", 200, 0),
+              counter("host_queue", 0, 0), counter("host_queue", 200, 2),
+              counter("host_queue", 400, 0),
+              counter("data_queue", 0, 0), counter("data_queue", 400, 3),
+              counter("data_queue", 600, 0))
+    assert res.metrics["method"] == "queues"
+    assert shares(res) == {"slow_data_fetching": 0.2, "slow_data_processing": 0.2,
+                           "slow_data_reading": 0.2}
+    assert res.metrics["no_bottleneck_ns"] == 200
+
+
+def test_device_queue_empty_periods_stand_in_for_waits():
+    # no data-wait events: the device queue is empty [300, 1000); the device idles [0, 500);
+    # E = [300, 500), data queue empty -> reading 200 ns
+    res = run(ev("step", "s#1", 0, 1000), ev("kernel", "k", 500, 500, stream=7),
+              counter("device_queue", 0, 2), counter("device_queue", 300, 0))
+    assert shares(res) == {"slow_data_reading": 0.2}
+
+
+def test_classify_by_queues_splits_inside_one_interval():
+    e = (np.array([0]), np.array([100]))
+    q = {"device_queue": (np.array([0, 50]), np.array([1.0, 0.0]))}
+    out = classify_by_queues(e, q)
+    assert (out["none"][0].tolist(), out["none"][1].tolist()) == ([0], [50])
+    assert (out["reading"][0].tolist(), out["reading"][1].tolist()) == ([50], [100])
+
+
+@pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 0, 10, stream=7),)])
+def test_empty_and_one_event(rows):
+    res = run(*rows)
+    assert res.findings == []
+
+
+def test_one_wait_event_is_the_whole_trace():
+    # no step markers: the window is the wait itself, the device idles all of it
+    res = run(ev("data_wait", "next", 0, 10))
+    assert shares(res) == {"slow_data_processing": 1.0}
