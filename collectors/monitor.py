@@ -105,7 +105,8 @@ class Monitor:
 
     def __init__(self, sink: Callable[[EventBatch], None], *, peak_flops: float | None = None,
                  window: int = 100, min_history: int = 8, z_threshold: float = 3.5,
-                 min_ratio: float = 1.25, flush_steps: int = 64, host_stats: bool = True) -> None:
+                 min_ratio: float = 1.5, flush_steps: int = 64,
+                 host_stats: bool = True) -> None:
         self.sink = sink
         self.peak_flops = peak_flops
         self.window = window

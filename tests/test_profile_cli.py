@@ -148,8 +148,13 @@ def test_on_demand_capture_with_a_trigger_file(tmp_path: Path) -> None:
     assert p.returncode == 0
     trace = hermes.load(out)
     work = trace.events[trace.events.name == "work"]
-    assert sorted(work.step.astype(int).tolist()) == [5, 6]
-    assert trace.meta.collector["detailed_steps"] == [5, 6]
+    requests = trace.meta.collector["requests"]
+    by_file = [r for r in requests if r["reason"].startswith("trigger file")]
+    assert [(r["from_step"], r["to_step"]) for r in by_file] == [(5, 6)]
+    # 1 ms steps on a shared machine may also trip the slow-step detector: only the windows
+    # that were requested may hold detail, and the file's window must.
+    allowed = {s for r in requests for s in range(r["from_step"], r["to_step"] + 1)}
+    assert {5, 6} <= set(work.step.astype(int)) <= allowed
     assert not flag.exists()
 
 

@@ -1,0 +1,126 @@
+"""Collector overhead: the same real-clock workload with no collector, the monitor, and the
+fine-grained collector; alternating runs; median step time ratios against no collector.
+
+    python benchmarks/collector_overhead.py [--workload python] [--runs 7]
+                                            [--steps 60]
+
+Targets (issue 4): monitor <= 1.005, fine <= 1.05 (the Hermes paper: 85.19 s -> 85.20 s per
+step with its monitor; 1.77x with always-on detailed profiling).
+
+Workloads (registry ``WORKLOADS``; each runs ``steps`` steps under a collector and returns the
+step wall times in ns, measured by the workload itself, never by the collector):
+
+* ``python``: a plain-Python/numpy training-like loop using ``hermes.step``/``hermes.region``.
+
+Runs alternate variant by variant (none, monitor, fine, none, ...), rotating the order each
+round, so drift of the shared machine hits every variant alike. Each variant's figure is the
+median over all its steps (after ``--warmup`` steps of each run); ratios are against ``none``.
+"""
+
+from __future__ import annotations
+
+import os
+
+# One BLAS thread: a 2-core shared machine is noisy enough without thread-pool jitter.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import hermes
+
+VARIANTS = ("none", "monitor", "fine")
+TARGETS = {"monitor": 1.005, "fine": 1.05}
+
+
+def _python_workload(variant: str, steps: int, out: Path) -> list[int]:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 256))
+    times: list[int] = []
+
+    def loop() -> None:
+        for _ in range(steps):
+            t0 = time.perf_counter_ns()
+            with hermes.region("forward"):
+                b = a
+                for _ in range(12):
+                    b = np.tanh(b @ a * 0.01)
+            with hermes.region("python"):
+                junk = [{"i": i} for i in range(2000)]  # allocation: GC pressure
+                del junk
+            hermes.step(samples=32, flops=12 * 2 * 256**3)
+            times.append(time.perf_counter_ns() - t0)
+
+    if variant == "none":
+        loop()
+    else:
+        with hermes.profile(out=out / f"{variant}.parquet", mode=variant,
+                            handle_signals=False, trigger_signal=None):
+            loop()
+    return times
+
+
+WORKLOADS: dict[str, Callable[[str, int, Path], list[int]]] = {
+    "python": _python_workload,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="python")
+    ap.add_argument("--runs", type=int, default=7, help="runs per variant (alternating)")
+    ap.add_argument("--steps", type=int, default=60, help="steps per run")
+    ap.add_argument("--warmup", type=int, default=5, help="steps dropped from each run")
+    args = ap.parse_args(argv)
+    work = WORKLOADS[args.workload]
+    samples: dict[str, list[int]] = {v: [] for v in VARIANTS}
+    run_medians: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    self_pct: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="hermes-overhead-") as tmp:
+        work("none", args.warmup + 2, Path(tmp))  # imports and caches outside the figures
+        for r in range(args.runs):
+            order = VARIANTS[r % 3:] + VARIANTS[: r % 3]
+            for variant in order:
+                gc.collect()
+                times = work(variant, args.steps, Path(tmp))[args.warmup:]
+                samples[variant] += times
+                run_medians[variant].append(statistics.median(times))
+                if variant != "none":
+                    meta = hermes.load(Path(tmp) / f"{variant}.parquet", columns=["rank"]).meta
+                    if "overhead_pct" in meta.collector:
+                        self_pct[variant].append(float(meta.collector["overhead_pct"]))
+    base = statistics.median(samples["none"])
+    print(f"workload: {args.workload}   runs/variant: {args.runs}   steps/run: {args.steps} "
+          f"(first {args.warmup} dropped)")
+    print("ratio: pooled median step / none's; paired: median over rounds of (run median / "
+          "same round's none run median); self: the collector's own measured time share")
+    print(f"{'variant':<8} {'median step (ms)':>17} {'ratio':>8} {'paired':>8} {'self %':>8} "
+          f"{'target':>7}")
+    ok = True
+    for v in VARIANTS:
+        med = statistics.median(samples[v])
+        ratio = med / base
+        paired = statistics.median(m / n for m, n in zip(run_medians[v], run_medians["none"],
+                                                         strict=True))
+        own = f"{statistics.median(self_pct[v]):.3f}" if self_pct[v] else "-"
+        target = TARGETS.get(v)
+        flag = "" if target is None else ("ok" if paired <= target else "MISSED")
+        ok &= flag != "MISSED"
+        print(f"{v:<8} {med / 1e6:>17.4f} {ratio:>8.4f} {paired:>8.4f} {own:>8} "
+              f"{target or '':>7} {flag:>6}")
+    print("run medians (ms): " + "; ".join(
+        f"{v} " + " ".join(f"{m / 1e6:.2f}" for m in run_medians[v]) for v in VARIANTS))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
