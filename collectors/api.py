@@ -35,13 +35,14 @@ from time import perf_counter_ns
 from types import FrameType
 from typing import Any
 
+import numpy as np
 from hermes.collectors import pyhooks
 from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
 from hermes.collectors.fine import FineCollector
 from hermes.collectors.monitor import Monitor
 
 from hermes.errors import HermesError, OutputError, UsageError
-from hermes.hooks import EventBatch, StepInfo
+from hermes.hooks import Collector, EventBatch, NullCollector, StepInfo
 from hermes.trace.meta import TraceMeta
 
 MODES = {
@@ -115,6 +116,7 @@ class Session:
         self.path: Path | None = None
         self._host: dict[str, list[Any]] = {c: [] for c in _HOST_COLS}
         self._host_steps = 0
+        self._shift_ns: int | None = None  # perf_counter_ns - runtime clock, once known
         self.flush_steps = max(1, flush_steps)
         self._busy_ns = 0
         self._in_hook = False
@@ -157,7 +159,7 @@ class Session:
         t0 = perf_counter_ns()
         self._in_hook = True
         try:
-            self.fine.on_events(batch)
+            self.fine.on_events(_without_steps(batch))
         finally:
             self._leave_hook(t0)
 
@@ -182,6 +184,11 @@ class Session:
                 self._flush_host()
             if self.trigger is not None:
                 self.trigger.step_ended(info.step)
+            if source == "runtime" and self._shift_ns is None:
+                # A runtime may count time from its own origin (the emulator's real clock:
+                # ns since it started); the step it just ended tells how to put our Python
+                # events (perf_counter_ns) on its clock.
+                self._shift_ns = perf_counter_ns() - int(info.end_ns)
             if info.rank == self.rank:
                 self.step_no = info.step + 1
                 self._step_start = info.end_ns
@@ -254,7 +261,10 @@ class Session:
             return
         self._host = {c: [] for c in _HOST_COLS}
         n = min(len(v) for v in h.values())
-        self.fine.on_events({k: v[:n] for k, v in h.items()})
+        cols = {k: v[:n] for k, v in h.items()}
+        if self._shift_ns:
+            cols["ts_ns"] = [t - self._shift_ns for t in cols["ts_ns"]]
+        self.fine.on_events(cols)
 
     def _sink(self, batch: EventBatch) -> None:
         self.fine.on_events(batch)
@@ -316,6 +326,19 @@ class Session:
             _current = None
 
 
+def _without_steps(batch: EventBatch) -> EventBatch:
+    """Drop a producer's own ``step`` events: the monitor writes one per step for every
+    step, so detailed steps would otherwise have two."""
+    kinds = batch.get("kind")
+    if kinds is None:
+        return batch
+    keep = np.asarray(kinds, dtype=object) != "step"
+    if keep.all():
+        return batch
+    return {c: np.asarray(v, dtype=object if isinstance(v, list) else None)[keep]
+            for c, v in batch.items()}
+
+
 _current: Session | None = None
 
 
@@ -344,6 +367,15 @@ def current() -> Session | None:
     return _current if _current is not None and not _current.closed else None
 
 
+def collector() -> Collector:
+    """The collector a producer should report to: the active session, else a NullCollector.
+
+    ``hermes.npu.real.Session(collector=hermes.collectors.api.collector())`` records into
+    ``hermes profile``'s trace when profiled and costs nothing when not.
+    """
+    return current() or NullCollector()
+
+
 def step(samples: int | None = None, tokens: int | None = None, flops: float | None = None,
          **extra: Any) -> int:
     """Mark the end of a training step (and the start of the next). No-op without a session.
@@ -357,4 +389,4 @@ def step(samples: int | None = None, tokens: int | None = None, flops: float | N
     return s.step(samples=samples, tokens=tokens, flops=flops, **extra)
 
 
-__all__ = ["MODES", "Session", "current", "profile", "region", "step"]
+__all__ = ["MODES", "Session", "collector", "current", "profile", "region", "step"]
