@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hermes.collectors.importers import detect, get
 
 import hermes
-from hermes.collectors.importers import detect, get
 from hermes.trace.validate import validate
 
 DATA = Path(__file__).resolve().parent / "data" / "ascend"
@@ -151,7 +151,7 @@ def test_kernel_details_counts_and_units(tmp_path: Path, name: str) -> None:
 
 def test_units_of_hand_checked_rows(tmp_path: Path) -> None:
     old, _ = _import(tmp_path, "kernel_details_older_cann.csv")
-    unit = dict(zip(old["name"], old["unit"]))
+    unit = dict(zip(old["name"], old["unit"], strict=True))
     assert unit["ZerosLike46"] == "vector"      # AI_VECTOR_CORE
     assert unit["MatMul91"] == "cube"           # AI_CORE, aic_mac_fp16_ratio 0.893
     assert unit["trans_Cast_5"] == "ai_cpu"     # AI_CPU

@@ -31,10 +31,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from hermes.collectors.importers import ImportResult, Importer, register
-from hermes.collectors.importers import ascend_comm, ascend_csv, ascend_trace_view
+from hermes.collectors.importers import (
+    Importer,
+    ImportResult,
+    ascend_comm,
+    ascend_csv,
+    ascend_trace_view,
+    register,
+)
 from hermes.collectors.importers.ascend_common import FRAME_COLUMNS, concat, encode_args
+
 from hermes import devices
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace.meta import TraceMeta
@@ -204,7 +210,7 @@ def _enrich(base: pd.DataFrame, extra: pd.DataFrame, mask: np.ndarray,
             base[col] = pd.array(cur, dtype=base[col].dtype) if col != "unit" else cur
     bargs = list(base["args"])
     xargs = list(extra["args"])
-    for x, b in zip(xi, bi):  # one dict merge per matched pair
+    for x, b in zip(xi, bi, strict=True):  # one dict merge per matched pair
         bargs[b] = {**bargs[b], **xargs[x]}
     base["args"] = bargs
     keep = np.ones(len(extra), dtype=bool)

@@ -29,7 +29,8 @@ from hermes.errors import ImportFormatError
 #: Columns of an event frame, in order (``args`` holds dicts, ``src`` the source category).
 FRAME_COLUMNS: tuple[str, ...] = (
     "rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "corr_id",
-    "external_id", "stream", "unit", "coll_group", "coll_seq", "coll_bytes", "bytes", "value", "args", "src",
+    "external_id", "stream", "unit", "coll_group", "coll_seq", "coll_bytes", "bytes", "value",
+    "args", "src",
 )
 _INT_COLUMNS = ("step", "corr_id", "external_id", "stream", "coll_seq", "coll_bytes", "bytes")
 

@@ -8,13 +8,14 @@ gets unit ``vector``. Lane ``stream <Stream ID>`` (device), HCCL rows without a 
 args under snake_case names (``aic_mac_ratio``, ``aiv_vec_ratio``, ``aicore_time_us``, ...).
 
 step_trace_time: one ``step`` event per (rank, step) on lane ``step trace`` (host), carrying
-every figure of the row in args as integer ns (``computing_ns``, ``communication_not_overlapped_ns``,
-``overlapped_ns``, ``communication_ns``, ``free_ns``, ``stage_ns``, ``bubble_ns``, ...). The files
-carry no start times, so a rank's steps are laid end to end from ts 0 with
-``dur_ns = computing + communication(not overlapped) + free`` and ``args.ts_synthetic = true``;
-when ``trace_view.json`` of the same rank has the step, the figures enrich that step instead
-(see ``ascend.py``). The cluster file's ``stage`` rows (aggregates over a rank group) are not
-events; they are kept in the import summary.
+every figure of the row in args as integer ns (``computing_ns``,
+``communication_not_overlapped_ns``, ``overlapped_ns``, ``communication_ns``, ``free_ns``,
+``stage_ns``, ``bubble_ns``, ...). The files carry no start times, so a rank's steps are
+laid end to end (from 0, or from the start of the rank's timeline when one is imported too)
+with ``dur_ns = computing + communication(not overlapped) + free`` and
+``args.ts_synthetic = true``; when ``trace_view.json`` of the same rank has the step, the
+figures enrich that step instead (see ``ascend.py``). The cluster file's ``stage`` rows
+(aggregates over a rank group) are not events; they are kept in the import summary.
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from hermes.collectors.importers.ascend_common import (
-    NA_TOKENS, frame, numeric, read_csv, snake, times_ns,
+    NA_TOKENS,
+    frame,
+    numeric,
+    read_csv,
+    snake,
+    times_ns,
 )
 
 #: Accelerator Core / Task Type -> (kind, unit).
@@ -163,9 +168,9 @@ def parse_step_trace(path: Path, rank: int) -> tuple[pd.DataFrame, list[dict[str
     ts = (pd.Series(dur).groupby(rank_s).cumsum() - dur).to_numpy(np.int64)
     keys = {c: snake(c) + "_ns" for c in figures}
     records: list[dict[str, Any]] = []
-    for i in range(n):
-        a: dict[str, Any] = {keys[c]: int(ns[c][i]) for c in figures
-                             if df[c].iat[i] not in NA_TOKENS}
+    for j in range(n):
+        a: dict[str, Any] = {keys[c]: int(ns[c][j]) for c in figures
+                             if df[c].iat[j] not in NA_TOKENS}
         a["ts_synthetic"] = True
         records.append(a)
     name = np.where(np.asarray(pd.isna(step), dtype=bool), "step",

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from hermes.collectors.importers.ascend_common import frame, load_json, us_to_ns
+
 from hermes.errors import ImportFormatError
 
 #: Role of a process by its process_name.
@@ -116,8 +116,8 @@ def parse(path: Path, rank: int) -> tuple[pd.DataFrame, dict[str, Any]]:
 def _meta_names(meta: pd.DataFrame, which: str, by_thread: bool) -> dict[Any, str]:
     rows = meta[meta["name"] == which]
     names = [a.get("name") if isinstance(a, dict) else None for a in rows["args"]]
-    keys = list(zip(rows["pid"], rows["tid"])) if by_thread else list(rows["pid"])
-    return {k: str(n) for k, n in zip(keys, names) if n is not None}
+    keys = list(zip(rows["pid"], rows["tid"], strict=True)) if by_thread else list(rows["pid"])
+    return {k: str(n) for k, n in zip(keys, names, strict=True) if n is not None}
 
 
 def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], path: Path,
@@ -132,7 +132,8 @@ def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], pa
     dur = np.maximum(dur, 0)
     pname = df["pid"].map(procs).fillna("").astype(str).to_numpy()
     role = pd.Series(pname).map(PROCESS_ROLES).fillna("unknown").to_numpy()
-    tname = pd.Series([threads.get(k, "") for k in zip(df["pid"], df["tid"])], dtype=object)
+    tname = pd.Series([threads.get(k, "") for k in zip(df["pid"], df["tid"], strict=True)],
+                      dtype=object)
     name = df["name"].fillna("").astype(str).reset_index(drop=True)
     cat = df["cat"].fillna("").astype(str).reset_index(drop=True)
     ph = df["ph"].astype(str).reset_index(drop=True)
@@ -195,8 +196,8 @@ def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], pa
     kind[ov] = "marker"
     lane[ov] = "overlap analysis"
     lane_kind[ov] = "device"
-    for i in np.flatnonzero(ov):
-        args[i] = {**args[i], "category": name.iat[i]}
+    for j in np.flatnonzero(ov):
+        args[j] = {**args[j], "category": name.iat[j]}
 
     other_role = role == "unknown"
     lane[other_role] = (pd.Series(pname[other_role]) + " " + tid[other_role].to_numpy()).to_numpy()
@@ -209,8 +210,8 @@ def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], pa
     lane[counter] = ("counter " + name[counter]).to_numpy(dtype=object)
     value = pd.Series([_first_number(a) for a in args], dtype=float).to_numpy()
 
-    for i in np.flatnonzero(kind == "other"):
-        args[i] = {**args[i], "source_category": src[i]}
+    for j in np.flatnonzero(kind == "other"):
+        args[j] = {**args[j], "source_category": src[j]}
     out = frame(n, rank=rank, lane=lane, lane_kind=lane_kind, kind=kind, name=name.to_numpy(),
                 ts_ns=df["ts_ns"].to_numpy(np.int64), dur_ns=np.where(counter, 0, dur),
                 step=step, stream=stream, unit=unit, bytes=nbytes, args=args, src=src,
