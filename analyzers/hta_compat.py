@@ -16,7 +16,9 @@ times in ns (HTA works in us; percentages are unit-free):
   ``^(Memcpy|Memset|dma)`` or a memcpy/memset kind; else computation if kind ``kernel`` and the
   name does not match HTA's non-compute regex ``(^nccl.*Kernel)|(.*Memcpy|Memset)|(.*Sync)``;
   else other.
-* ``kernel_time`` = end of the last GPU event - start of the first;
+* **Time grid**: HTA rounds ns-resolution times to us, start up and end down (sub-us events
+  may get a negative duration, which HTA's merge keeps); we do the same.
+* ``kernel_time`` = end of the last merged group - start of the first;
   ``idle`` = kernel_time - |union of all GPU events|; ``compute`` = |union of computation|;
   ``non_compute`` = kernel_time - compute - idle; each as % of kernel_time (HTA rounds to 2
   decimals; we do not round).
@@ -126,26 +128,78 @@ def kernel_types(gpu: pd.DataFrame) -> np.ndarray:
     return np.select([comm, mem, comp], ["communication", "memory", "computation"], "other")
 
 
-def figures_of(start: np.ndarray, end: np.ndarray, types: np.ndarray) -> HtaFigures:
-    """HTA's figures from GPU event intervals [start, end) (ns) and their kernel types."""
+def hta_merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's ``merge_kernel_intervals``: sort by start; a new group starts where the start lies
+    beyond every earlier end; each group is [min start, max end). Unlike ``intervals.union`` it
+    keeps intervals whose end precedes their start (HTA's rounding makes some), as HTA does."""
+    if start.size == 0:
+        return start, end
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], end[o]
+    new = np.ones(s.size, bool)
+    new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+    idx = np.flatnonzero(new)
+    return np.minimum.reduceat(s, idx), np.maximum.reduceat(e, idx)
+
+
+def _hta_overlap(comp: tuple[np.ndarray, np.ndarray], comm: tuple[np.ndarray, np.ndarray]
+                 ) -> int:
+    """HTA's sweep: +-1 at merged communication bounds, +-2 at merged computation bounds; time
+    while the running sum is 3 (order within equal times does not change the sum)."""
+    t = np.concatenate([comm[0], comm[1], comp[0], comp[1]])
+    d = np.concatenate([np.ones(comm[0].size), -np.ones(comm[1].size),
+                        np.full(comp[0].size, 2.0), np.full(comp[1].size, -2.0)])
+    if t.size == 0:
+        return 0
+    o = np.argsort(t, kind="stable")
+    t, run = t[o], np.cumsum(d[o])
+    seg = np.diff(t)
+    return int(seg[run[:-1] == 3].sum())
+
+
+def figures_of(start: np.ndarray, end: np.ndarray, types: np.ndarray,
+               hta_merging: bool = False) -> HtaFigures:
+    """HTA's figures from GPU event intervals [start, end) and their kernel types (same unit in
+    and out). ``hta_merging`` uses HTA's own merge and sweep (exact on HTA's rounded times);
+    otherwise exact interval unions."""
     if start.size == 0:
         return HtaFigures(0, 0, 0, 0, 0, 0)
-    span = int(end.max() - start.min())
-    busy = iv.total(iv.union(start, end))
-    comp_u = iv.union(start[types == "computation"], end[types == "computation"])
-    comm_u = iv.union(start[types == "communication"], end[types == "communication"])
+    comp_m, comm_m = types == "computation", types == "communication"
+    if hta_merging:
+        allm = hta_merge(start, end)
+        span = int(allm[1][-1] - allm[0][0])
+        busy = int((allm[1] - allm[0]).sum())
+        comp_u = hta_merge(start[comp_m], end[comp_m])
+        comm_u = hta_merge(start[comm_m], end[comm_m])
+        compute = int((comp_u[1] - comp_u[0]).sum())
+        comm = int((comm_u[1] - comm_u[0]).sum())
+        overlap = _hta_overlap(comp_u, comm_u)
+    else:
+        span = int(end.max() - start.min())
+        busy = iv.total(iv.union(start, end))
+        cu = iv.union(start[comp_m], end[comp_m])
+        mu = iv.union(start[comm_m], end[comm_m])
+        compute, comm = iv.total(cu), iv.total(mu)
+        overlap = iv.total(iv.intersect(cu, mu))
     idle = span - busy
-    compute = iv.total(comp_u)
     return HtaFigures(kernel_time_ns=span, idle_ns=idle, compute_ns=compute,
-                      non_compute_ns=span - compute - idle, comm_ns=iv.total(comm_u),
-                      overlap_ns=iv.total(iv.intersect(comp_u, comm_u)))
+                      non_compute_ns=span - compute - idle, comm_ns=comm, overlap_ns=overlap)
 
 
 def hta_figures(events: pd.DataFrame) -> HtaFigures:
-    """HTA's temporal breakdown and comm/comp overlap for one rank's events."""
+    """HTA's temporal breakdown and comm/comp overlap for one rank's events.
+
+    Times are first put on HTA's grid: HTA rounds nanosecond-resolution Kineto times to whole
+    microseconds, the start *up* and the end *down* (``round_down_time_stamps``), so sub-us
+    events can get a negative duration; the figures are then computed in us with HTA's merge.
+    The returned ``*_ns`` fields are those us figures times 1000."""
     gpu = last_step_filter(events, gpu_events(events))
     if len(gpu) == 0:
         return HtaFigures(0, 0, 0, 0, 0, 0)
-    start = gpu["ts_ns"].to_numpy(np.int64)
-    end = start + gpu["dur_ns"].to_numpy(np.int64)
-    return figures_of(start, end, kernel_types(gpu))
+    ts = gpu["ts_ns"].to_numpy(np.int64)
+    end = ts + gpu["dur_ns"].to_numpy(np.int64)
+    s_us = -((-ts) // 1000)  # ceil
+    e_us = end // 1000       # floor
+    f = figures_of(s_us, e_us, kernel_types(gpu), hta_merging=True)
+    return HtaFigures(*(1000 * x for x in (f.kernel_time_ns, f.idle_ns, f.compute_ns,
+                                             f.non_compute_ns, f.comm_ns, f.overlap_ns)))

@@ -130,11 +130,6 @@ def overlap_tables(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, device_idle_gaps(windows, p["device_busy"])
 
 
-def _num(x: float) -> float | None:
-    """JSON-safe float (NaN -> None)."""
-    return None if x != x else float(x)
-
-
 @register("overlap", scope="rank")
 def analyze(ctx: RankContext) -> AnalyzerResult:
     """Multi-component overlap: computation/communication/overlapped/host-bound/free % per step."""
@@ -146,17 +141,21 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     if total == 0:
         metrics["free_pct"] = 100.0
     hta = hta_compat.hta_figures(ctx.events)
+    has_gpu = hta.kernel_time_ns > 0  # <= 0: no GPU event (or only sub-us ones on HTA's grid)
     for key in ("idle_pct", "compute_pct", "non_compute_pct"):
-        metrics[key] = _num(getattr(hta, key)) if hta.kernel_time_ns else 0.0
-    metrics["idle_pct"] = metrics["idle_pct"] if hta.kernel_time_ns else 100.0
+        # clipped to 0..100: HTA's negative sub-us durations can push a share a hair outside
+        metrics[key] = min(max(getattr(hta, key), 0.0), 100.0) if has_gpu else 0.0
+    if not has_gpu:
+        metrics["idle_pct"] = 100.0
     # HTA gives NaN without communication; the JSON contract wants a number: 0 % overlapped
-    metrics["comm_comp_overlap_pct"] = _num(hta.comm_comp_overlap_pct) or 0.0
+    ov = hta.comm_comp_overlap_pct
+    metrics["comm_comp_overlap_pct"] = min(max(ov, 0.0), 100.0) if ov == ov else 0.0
     durs = per_step["dur_ns"].to_numpy(np.float64)
     metrics["steps"] = int(len(per_step))
     metrics["step_source"] = "none" if len(per_step) == 0 else \
         ("trace" if int(per_step["step"].iloc[0]) == -1 else "step_events")
     metrics["step_median_ms"] = float(np.median(durs) / 1e6) if durs.size else 0.0
     metrics["step_p90_ms"] = float(np.percentile(durs, 90) / 1e6) if durs.size else 0.0
-    metrics["hta_kernel_time_ns"] = int(hta.kernel_time_ns)
+    metrics["hta_kernel_time_ns"] = max(int(hta.kernel_time_ns), 0)
     return AnalyzerResult(name="overlap", tables={"per_step": per_step, "device_idle": idle},
                           metrics=metrics)

@@ -9,8 +9,13 @@ from hermes.analyzers.hta_compat import gpu_events, hta_figures, kernel_types
 from tests.tracegen import ev, events
 
 
+US = 1000  # HTA rounds times to whole microseconds: the hand-made traces are in us
+
+
 def frame(*rows):
     df = pd.DataFrame(events(*rows))
+    df["ts_ns"] *= US
+    df["dur_ns"] *= US
     for c in ("corr_id", "stream"):
         if c not in df.columns:
             df[c] = pd.array([None] * len(df), dtype="Int64")
@@ -51,7 +56,7 @@ def test_temporal_breakdown_by_hand():
     assert len(gpu_events(frame(*TRACE))) == 4
     f = hta_figures(frame(*TRACE))
     # span [0, 60) = 60; busy 40 -> idle 20; compute (gemm) 10; non-compute 60-10-20 = 30
-    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns, f.non_compute_ns) == (60, 20, 10, 30)
+    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns, f.non_compute_ns) == (60 * US, 20 * US, 10 * US, 30 * US)
     assert (f.idle_pct, f.compute_pct, f.non_compute_pct) == pytest.approx((100 / 3, 50 / 3, 50))
     assert f.comm_comp_overlap_pct != f.comm_comp_overlap_pct  # NaN: no communication
 
@@ -69,9 +74,9 @@ def test_last_profiler_step_dropped_with_two_or_more_steps():
             ev("kernel", "orphan", 70, 10, corr_id=99, stream=7))  # no launch: dropped
     f = hta_figures(frame(*rows))
     # kept a [20,60) and b [130,140): span 120, busy 50, idle 70
-    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns) == (120, 70, 50)
+    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns) == (120 * US, 70 * US, 50 * US)
     one = hta_figures(frame(*rows[:1], *rows[3:]))   # one step name: nothing dropped
-    assert (one.kernel_time_ns, one.compute_ns) == (140, 70)
+    assert (one.kernel_time_ns, one.compute_ns) == (140 * US, 70 * US)
 
 
 def test_comm_comp_overlap_is_share_of_communication_time():
@@ -85,3 +90,18 @@ def test_comm_comp_overlap_is_share_of_communication_time():
 def test_empty_trace():
     f = hta_figures(frame(ev("host_op", "x", 0, 5)))
     assert f.kernel_time_ns == 0 and f.idle_pct != f.idle_pct
+
+
+def test_hta_time_grid_rounds_start_up_and_end_down():
+    df = frame(ev("kernel", "a", 0, 10, stream=7), ev("kernel", "b", 20, 10, stream=7))
+    # a: [0.4, 10.6) us -> [1, 10); b: [20.2, 29.9) us -> [21, 29). span 28, busy 9 + 8 = 17
+    df["ts_ns"] = [400, 20_200]
+    df["dur_ns"] = [10_200, 9_700]
+    f = hta_figures(df)
+    assert (f.kernel_time_ns, f.idle_ns) == (28 * US, 11 * US)
+    # a sub-us kernel gets a negative duration on HTA's grid and HTA's merge keeps it
+    df2 = frame(ev("kernel", "a", 0, 10, stream=7), ev("kernel", "b", 20, 10, stream=7))
+    df2["ts_ns"] = [0, 5_200]
+    df2["dur_ns"] = [2_000, 600]   # b: [5.2, 5.8) -> [6, 5): -1 us
+    g = hta_figures(df2)
+    assert (g.kernel_time_ns, g.compute_ns, g.idle_ns) == (5 * US, 1 * US, 4 * US)

@@ -14,16 +14,21 @@ from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events
 
 
+US = 1000  # times below are in us (HTA's figures work on a us grid); expectations in ns * US
+
+
 def run(*rows):
     df = pd.DataFrame(events(*rows)) if rows else pd.DataFrame(
         {c: [] for c in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns")})
+    df["ts_ns"] = df["ts_ns"] * US
+    df["dur_ns"] = df["dur_ns"] * US
     for c in ("corr_id", "stream"):
         if c not in df.columns:
             df[c] = pd.array([None] * len(df), dtype="Int64")
     return check_result(analyze(RankContext(rank=0, events=df, meta=TraceMeta())))
 
 
-# time:         0    10   20   30   40   50   60   70   80   90   100 ... 150 ... 250 ... 300
+# time (us):    0    10   20   30   40   50   60   70   80   90   100 ... 150 ... 250 ... 300
 # host op       [===============)                                   step 1 = [0, 100)
 # launch c1          [=)  launch c2 at 16                           step 2 = [100, 300)
 # host sync                                  [=========)
@@ -55,7 +60,8 @@ EXPECTED_NS = pd.DataFrame({
 def test_per_step_parts_by_hand():
     res = run(*TRACE)
     got = res.tables["per_step"][EXPECTED_NS.columns].astype("int64")
-    pd.testing.assert_frame_equal(got, EXPECTED_NS, check_dtype=False)
+    want = EXPECTED_NS.assign(**{c: EXPECTED_NS[c] * US for c in EXPECTED_NS.columns[1:]})
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
     pct = res.tables["per_step"][[f"{p}_pct" for p in PARTS]]
     assert pct.sum(axis=1).tolist() == pytest.approx([100.0, 100.0])
     assert pct.iloc[0].tolist() == pytest.approx([20, 20, 10, 30, 20])
@@ -67,15 +73,15 @@ def test_rank_metrics_are_time_weighted_over_steps():
     assert [m[f"{p}_pct"] for p in PARTS] == pytest.approx(
         [40.0, 20 / 3, 10 / 3, 35 / 3, 115 / 3])
     assert m["steps"] == 2 and m["step_source"] == "step_events"
-    assert m["step_median_ms"] == pytest.approx(150e-6)
-    assert m["step_p90_ms"] == pytest.approx(190e-6)
+    assert m["step_median_ms"] == pytest.approx(0.150)
+    assert m["step_p90_ms"] == pytest.approx(0.190)
 
 
 def test_hta_figures_drop_the_last_step():
     m = run(*TRACE).metrics
     # two ProfilerStep names: kernel B (launched at 120 >= last step start 100) is dropped.
     # GPU events gemm [20,50) + nccl [40,70): span 50, busy 50, compute 30, overlap 10 of 30
-    assert m["hta_kernel_time_ns"] == 50
+    assert m["hta_kernel_time_ns"] == 50 * US
     assert m["idle_pct"] == pytest.approx(0.0)
     assert m["compute_pct"] == pytest.approx(60.0)
     assert m["non_compute_pct"] == pytest.approx(40.0)
@@ -88,8 +94,11 @@ def test_hta_figures_drop_the_last_step():
 
 def test_device_idle_gaps_split_at_step_borders():
     gaps = run(*TRACE).tables["device_idle"]
-    assert gaps.to_dict("list") == {"start_ns": [0, 70, 100, 250], "end_ns": [20, 100, 150, 300],
-                                    "dur_ns": [20, 30, 50, 50], "step": [1, 1, 2, 2]}
+    want = {"start_ns": [0, 70, 100, 250], "end_ns": [20, 100, 150, 300],
+            "dur_ns": [20, 30, 50, 50]}
+    assert gaps.drop(columns="step").to_dict("list") == {
+        k: [x * US for x in v] for k, v in want.items()}
+    assert gaps["step"].tolist() == [1, 1, 2, 2]
 
 
 def test_nccl_kernel_counts_as_communication_and_no_steps_gives_one_window():
@@ -103,8 +112,10 @@ def test_nccl_kernel_counts_as_communication_and_no_steps_gives_one_window():
 
 
 @pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 5, 10),), (ev("host_op", "h", 0, 0),)])
-def test_empty_and_one_event_traces(rows):
-    res = run(*rows)
+@pytest.mark.parametrize("scale", [1, 1 / US])
+def test_empty_and_one_event_traces(rows, scale):
+    # scale 1/US: a sub-us kernel, which HTA's us grid turns into a negative duration
+    res = run(*[{**r, "ts_ns": r["ts_ns"] * scale, "dur_ns": r["dur_ns"] * scale} for r in rows])
     m = res.metrics
     assert sum(m[f"{p}_pct"] for p in PARTS) == pytest.approx(100.0)
     for t in res.tables.values():
