@@ -174,6 +174,8 @@ class Session:
         self._in_hook = True
         try:
             extra = dict(info.extra)
+            if self.trigger is not None and self.trigger.wants_detail(info.rank, info.step):
+                extra["detailed"] = True  # capture slowed it: keep it out of the detector
             if info.rank == self.rank:
                 extra.setdefault("gc_ns", self.gc_ns)
                 extra.setdefault("data_wait_ns", self.data_wait_ns)

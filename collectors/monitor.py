@@ -98,7 +98,8 @@ class Monitor:
     ``peak_flops`` (FLOP/s of the whole device) turns known step FLOPs into MFU;
     ``on_slow`` callbacks receive each :class:`SlowStep` (the coarse-to-fine trigger listens).
     ``StepInfo.extra`` may carry ``gc_ns`` and ``data_wait_ns`` (per-step totals from the
-    Python hooks); they become the ``gc_ms`` and ``data_wait_ms`` counters.
+    Python hooks), which become the ``gc_ms`` and ``data_wait_ms`` counters, and
+    ``detailed=True`` for a step captured in detail, which the detector skips.
     """
 
     mode = "monitor"
@@ -139,7 +140,9 @@ class Monitor:
         self._add(info.rank, _STEP_LANE, "host", "step", "step", info.start_ns, dur, info.step,
                   flops=info.flops, nbytes=info.comm_bytes, value=None, args=None)
         self._counters(info, dur)
-        slow = self._detect(info.rank, info.step, dur)
+        # A step captured in detail runs slower because of the capture: judging it (or
+        # keeping it as history) would let capture trigger more capture.
+        slow = None if info.extra.get("detailed") else self._detect(info.rank, info.step, dur)
         self.steps_seen += 1
         self._pending_steps += 1
         if slow is not None:

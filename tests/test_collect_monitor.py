@@ -170,3 +170,14 @@ def test_fine_collector_measures_its_overhead(tmp_path) -> None:
     assert col["events"] == 2 and col["mode"] == "fine"
     assert 0.0 < col["overhead_pct"] <= 100.0
     assert 0 < fc.busy_ns
+
+
+def test_detailed_steps_are_not_judged() -> None:
+    """Capture slows a step down; judging it would let capture trigger more capture."""
+    m = Monitor(lambda batch: None, host_stats=False)
+    t = 0
+    for i in range(20):
+        d = 1000 if i in (12, 13) else 100
+        m.on_step(StepInfo(0, i, t * MS, (t + d) * MS, extra={"detailed": i == 12}))
+        t += d
+    assert [s.step for s in m.slow_steps] == [13]
