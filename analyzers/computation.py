@@ -34,10 +34,10 @@ from hermes.analyzers.steps import step_windows
 
 #: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
 #: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
-#: (h100_calibration.json) and a well-streamed elementwise kernel ~0.9 of HBM; half of peak
-#: separates tasks near a roof from tasks far below both roofs. Also applied to Ascend pipe
-#: ratios (the fraction of a task's time its cube/vector/MTE2 pipe was busy).
-U_THRESHOLD = 0.5
+#: (h100_calibration.json) and a streaming kernel ~0.9 of HBM; a task below 0.7 of its roof
+#: leaves 30 % or more of the unit idle. Also applied to Ascend pipe ratios (the fraction of a
+#: task's time its cube/vector/MTE2 pipe was busy).
+U_THRESHOLD = 0.7
 #: msprof-analyze's AI CPU checker: AI CPU tasks longer than 20 us are worth replacing.
 AI_CPU_MIN_NS = 20_000
 #: Frequency drop reported when the clock is >= 5 % below nominal (msprof-analyze, Hermes).
@@ -50,6 +50,9 @@ ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
 MIN_SHARE = 0.01
 TOP_N = 10
 
+#: Causes whose tasks count as underutilized in the class shares (dynamic shapes cost host time,
+#: not device efficiency, so they do not).
+OVERRIDING_CAUSES = ("ai_cpu", "shape_affinity", "private_format")
 CLASSES = ("compute_bound", "memory_bound", "underutilized", "no_data")
 _GEMM = re.compile(r"gemm|matmul|cutlass|xmma|nvjet|cublas|wgmma|BatchMatMul|\bmm\b|addmm|bmm",
                    re.I)
@@ -337,6 +340,9 @@ def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
         if fp32:
             peak_unit = peak_unit.where(~(pd.Series(gemm, index=k.index) & (elem == 4.0)),
                                         min(fp32, peak_unit.max()))
+    # judge a task against the clock it ran at: a downclocked unit is a frequency drop (its own
+    # finding), not an inefficient kernel
+    peak_unit = peak_unit * _clock_ratio(ev, k["ts_ns"].to_numpy(np.int64), pk["clock_mhz"])
     # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
     # judge the task by a guessed bandwidth
     est = _gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index) & k["flops"].notna()),
@@ -430,17 +436,34 @@ _CAUSE_TEXT = {
 }
 
 
+def _freq_samples(ev: pd.DataFrame) -> pd.DataFrame:
+    """Frequency counter samples (``counter`` events whose name contains "freq"), by time."""
+    if len(ev) == 0:
+        return base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
+    m = (ev["kind"] == "counter").to_numpy() & has(ev["name"], "freq", case=False)
+    c = base_frame(ev, m)
+    return c[c["value"].notna()].sort_values("ts_ns", kind="stable")
+
+
+def _clock_ratio(ev: pd.DataFrame, ts: np.ndarray, nominal: float) -> np.ndarray:
+    """Clock at each time / nominal: the latest frequency sample at or before it (the first
+    sample before any); 1 without samples."""
+    c = _freq_samples(ev)
+    if len(c) == 0 or ts.size == 0:
+        return np.ones(ts.size)
+    vals = c["value"].to_numpy(np.float64)
+    ref = nominal if nominal > 0 else float(vals.max())
+    i = np.clip(np.searchsorted(c["ts_ns"].to_numpy(np.int64), ts, side="right") - 1, 0, None)
+    return np.clip(vals[i] / ref, 0.0, 1.0) if ref > 0 else np.ones(ts.size)
+
+
 def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[str, float]:
     """Mean clock drop from frequency counter samples in the steps (0 when none)."""
-    if len(ev) == 0:
+    c = _freq_samples(ev)
+    if len(c) == 0:
         return {}
-    m = (ev["kind"] == "counter").to_numpy() & \
-        has(ev["name"], "freq", case=False)
-    if not m.any():
-        return {}
-    c = base_frame(ev, m)
-    c = c[_step_of(c["ts_ns"].to_numpy(np.int64), windows) >= -1]
-    vals = c["value"].dropna()
+    c = c[_step_of(c["ts_ns"].to_numpy(np.int64), windows) >= 0] if len(windows) else c
+    vals = c["value"]
     if len(vals) == 0:
         return {}
     ref = nominal if nominal > 0 else float(vals.max())
@@ -467,6 +490,12 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
     pk = _peaks(ctx)
     k = kernel_table(ctx, windows)
+    causes = _causes(ctx, k, pk["kind"])
+    # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned
+    # shapes, format conversions) are underutilization whatever roof they sit under
+    for reason in OVERRIDING_CAUSES:
+        if reason in causes and len(causes[reason]):
+            k.loc[causes[reason].index, "class"] = "underutilized"
     res = AnalyzerResult("computation")
     per_step = _per_step(k, windows)
     total_dev = float(k["dur_ns"].sum()) if len(k) else 0.0
@@ -522,7 +551,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                       "top_ops": top_ops(sub)},
             ranks=ranks, steps=steps))
     cause_rows = []
-    for reason, sub in _causes(ctx, k, pk["kind"]).items():
+    for reason, sub in causes.items():
         if len(sub) == 0:
             continue
         share = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),

@@ -90,17 +90,21 @@ def test_newer_cann_shapes_and_dynamic_operators(shared_traces: Path) -> None:
     assert dyn.evidence["tasks"] == 29
     assert "aclnnAdd_AddAiCore_Add" in dyn.evidence["operators"]
     assert "ai_cpu" not in f
-    # pipe ratios: a compute pipe (cube mac / vector) busy >= U decides first, then MTE2.
-    # matmuls: mac 0.71-0.83 -> compute-bound; FlashAttention forward: vector 0.63 -> compute;
-    # FlashAttention grad: mac 0.46, vector 0.42, mte2 0.51-0.53 -> memory-bound; the 25-31 us
-    # Adds: vector 0.21-0.27, mte2 0.84-0.87 -> memory-bound; the 1.4 us Adds: all pipes < 0.5
-    # (mte2 0.18-0.23) -> underutilized
+    # pipe ratios (U = 0.7): a compute pipe (cube mac / vector) busy >= U decides first, then
+    # MTE2. MatMulV2/V3: mac 0.72-0.83 -> compute-bound; MatMulV5 (mac 0.71) and the varlen FA:
+    # misaligned -> underutilized; FlashAttention forward: vector 0.63, mte2 0.86-0.87 ->
+    # memory-bound; FlashAttention grad: every pipe <= 0.53 -> underutilized; the 25-31 us Adds:
+    # mte2 0.84-0.87 -> memory-bound; the 1.4 us Adds: all pipes < 0.4 -> underutilized
     k = r.tables["kernels"]
-    assert set(k.loc[k["name"].str.contains("Matmul"), "class"]) == {"compute_bound"}
-    fa = k["name"] == "aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore"
-    assert set(k.loc[fa, "class"]) == {"compute_bound"}
-    grad = k["name"].str.contains("FlashAttentionScoreGrad")
-    assert set(k.loc[grad, "class"]) == {"memory_bound"}
+    cls = k.groupby("name")["class"].agg(lambda c: "/".join(sorted(set(c))))
+    assert cls["aclnnMatmul_MatMulCommon_MatMulV2"] == "compute_bound"
+    assert cls["aclnnMatmul_MatMulV3Common_MatMulV3"] == "compute_bound"
+    assert cls["aclnnMatmul_MatMulV3Common_MatMulV5"] == "underutilized"
+    fa = "aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore"
+    assert cls[fa] == "memory_bound"
+    assert cls[fa + "_varlen"] == "underutilized"
+    assert cls["aclnnFlashAttentionScoreGrad_FlashAttentionScoreGrad_FlashAttentionScoreGrad"] \
+        == "underutilized"
     add = k["name"] == "aclnnAdd_AddAiCore_Add"
     assert set(k.loc[add & (k["dur_ns"] > 20_000), "class"]) == {"memory_bound"}
     assert set(k.loc[add & (k["dur_ns"] < 2_000), "class"]) == {"underutilized"}

@@ -48,10 +48,10 @@ def test_roofline_classes_by_hand() -> None:
     # one 1 ms step; four 100 us kernels on an H100 (ridge = 9.894e14 / 3.35e12 = 295.3 FLOP/B)
     df = frame(
         ev("step", "ProfilerStep#1", 0, 1_000_000, step=1),
-        # AI = 5.94e10 / 1e6 >> ridge; FLOP/s = 0.6 peak >= U -> compute-bound
-        ev("kernel", "gemm", 0, 100_000, flops=0.6 * PEAK * 1e-4, bytes=1_000_000, unit="sm"),
-        # AI = 1e6 / 2.01e8 << ridge; B/s = 0.6 HBM >= U -> memory-bound
-        ev("kernel", "add", 200_000, 100_000, flops=1e6, bytes=0.6 * HBM * 1e-4, unit="sm"),
+        # AI = 7.9e10 / 1e6 >> ridge; FLOP/s = 0.8 peak >= U -> compute-bound
+        ev("kernel", "gemm", 0, 100_000, flops=0.8 * PEAK * 1e-4, bytes=1_000_000, unit="sm"),
+        # AI = 1e6 / 2.68e8 << ridge; B/s = 0.8 HBM >= U -> memory-bound
+        ev("kernel", "add", 200_000, 100_000, flops=1e6, bytes=0.8 * HBM * 1e-4, unit="sm"),
         # AI = 1 <= ridge but 1e10 B/s is far below HBM -> underutilized
         ev("kernel", "x", 400_000, 100_000, flops=1e6, bytes=1e6, unit="sm"),
         ev("kernel", "y", 600_000, 100_000),  # nothing known -> no_data
@@ -66,8 +66,8 @@ def test_roofline_classes_by_hand() -> None:
                          "step_share": [0.1] * 4}).set_index("class")
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
     k = r.tables["kernels"].set_index("name")
-    assert k.loc["gemm", "u_compute"] == pytest.approx(0.6)
-    assert k.loc["add", "u_bandwidth"] == pytest.approx(0.6)
+    assert k.loc["gemm", "u_compute"] == pytest.approx(0.8)
+    assert k.loc["add", "u_bandwidth"] == pytest.approx(0.8)
     assert k.loc["x", "ai_flop_per_B"] == pytest.approx(1.0)
     assert k.loc["gemm", "ridge_flop_per_B"] == pytest.approx(PEAK / HBM)
     ids = sorted(f.cause for f in r.findings)
@@ -94,15 +94,15 @@ def test_flops_and_shapes_from_launching_host_op() -> None:
     args = json.dumps({"Input Dims": [[n, n], [n, n]], "Input type": ["c10::BFloat16"] * 2})
     df = frame(
         ev("host_op", "aten::mm", 0, 10_000, external_id=5, flops=fl, args=args),
-        ev("kernel", "sm90_xmma_gemm_bf16", 20_000, 2_000_000, external_id=5),
-        ev("kernel", "elementwise", 2_100_000, 100_000),
+        ev("kernel", "sm90_xmma_gemm_bf16", 20_000, 1_400_000, external_id=5),
+        ev("kernel", "elementwise", 1_500_000, 100_000),
     )
     r = run(df)
     k = r.tables["kernels"].set_index("name")
     assert k.loc["sm90_xmma_gemm_bf16", "flops"] == fl
     # bytes estimated: (n*n + n*n + n*n) elements of 2 B
     assert k.loc["sm90_xmma_gemm_bf16", "bytes"] == 3 * n * n * 2
-    # 1.1e12 FLOP in 2 ms = 5.5e14 FLOP/s = 0.556 of peak -> compute-bound
+    # 1.1e12 FLOP in 1.4 ms = 7.85e14 FLOP/s = 0.794 of peak -> compute-bound
     assert k.loc["sm90_xmma_gemm_bf16", "class"] == "compute_bound"
     assert k.loc["elementwise", "class"] == "no_data"
     top = max(r.findings, key=lambda f: f.time_share)
@@ -152,9 +152,11 @@ def test_pipe_ratios_classify_tasks_without_flops() -> None:
 
 
 def test_frequency_drop() -> None:
-    # H100 nominal 1980 MHz; samples average 1782 MHz = 10 % drop; device busy 50 % of the step
+    # H100 nominal 1980 MHz; samples average 1782 MHz = 10 % drop; device busy 50 % of the step.
+    # The GEMM reaches 0.675 of the nominal peak (< U) but 0.75 of the peak at 1782 MHz: it is
+    # judged at its clock -> compute-bound
     df = frame(ev("step", "s", 0, 1_000_000, step=1),
-               ev("kernel", "k", 0, 500_000),
+               ev("kernel", "k", 0, 500_000, flops=0.675 * PEAK * 5e-4, bytes=1e6, unit="sm"),
                ev("counter", "GPU frequency (MHz)", 0, 0, lane_kind="counter", lane="c",
                   value=1782.0),
                ev("counter", "GPU frequency (MHz)", 500_000, 0, lane_kind="counter", lane="c",
@@ -164,6 +166,9 @@ def test_frequency_drop() -> None:
     assert len(f) == 1
     assert f[0].evidence["drop"] == pytest.approx(0.1)
     assert f[0].time_share == pytest.approx(0.5 * 0.1)
+    k = r.tables["kernels"].iloc[0]
+    assert k["u_compute"] == pytest.approx(0.75)
+    assert k["class"] == "compute_bound"
 
 
 @pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 0, 10),),
