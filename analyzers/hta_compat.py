@@ -16,8 +16,9 @@ times in ns (HTA works in us; percentages are unit-free):
   ``^(Memcpy|Memset|dma)`` or a memcpy/memset kind; else computation if kind ``kernel`` and the
   name does not match HTA's non-compute regex ``(^nccl.*Kernel)|(.*Memcpy|Memset)|(.*Sync)``;
   else other.
-* **Time grid**: HTA rounds ns-resolution times to us, start up and end down (sub-us events
-  may get a negative duration, which HTA's merge keeps); we do the same.
+* **Time grid**: HTA holds times as float64 us and rounds ns-resolution times to us, start up
+  and end down (sub-us events may get a negative duration, which HTA's merge keeps); we replay
+  the same float arithmetic (epoch-scale stamps keep only ~0.25 us of their fraction).
 * ``kernel_time`` = end of the last merged group - start of the first;
   ``idle`` = kernel_time - |union of all GPU events|; ``compute`` = |union of computation|;
   ``non_compute`` = kernel_time - compute - idle; each as % of kernel_time (HTA rounds to 2
@@ -196,10 +197,12 @@ def hta_figures(events: pd.DataFrame) -> HtaFigures:
     gpu = last_step_filter(events, gpu_events(events))
     if len(gpu) == 0:
         return HtaFigures(0, 0, 0, 0, 0, 0)
-    ts = gpu["ts_ns"].to_numpy(np.int64)
-    end = ts + gpu["dur_ns"].to_numpy(np.int64)
-    s_us = -((-ts) // 1000)  # ceil
-    e_us = end // 1000       # floor
+    # HTA holds times as float64 us: epoch-scale stamps (1.7e15 us) keep only ~0.25 us of their
+    # fraction, and the end is a float sum; replay the same float arithmetic, then round
+    ts_f = gpu["ts_ns"].to_numpy(np.int64).astype(np.float64) / 1000.0
+    end_f = ts_f + gpu["dur_ns"].to_numpy(np.int64).astype(np.float64) / 1000.0
+    s_us = np.ceil(ts_f).astype(np.int64)
+    e_us = np.floor(end_f).astype(np.int64)
     f = figures_of(s_us, e_us, kernel_types(gpu), hta_merging=True)
     return HtaFigures(*(1000 * x for x in (f.kernel_time_ns, f.idle_ns, f.compute_ns,
                                              f.non_compute_ns, f.comm_ns, f.overlap_ns)))
