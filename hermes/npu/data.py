@@ -1,6 +1,7 @@
 """The data pipeline: storage reads, loader workers, fetch to the device, three queues.
 
-Batch k is read and then processed by worker ``k % W`` (W = ``num_workers``, capped by taskset
+Batch k is read (over one storage channel shared by all workers) and then processed by
+worker ``k % W`` (W = ``num_workers``, capped by taskset
 binding); a worker may run at most ``prefetch_factor`` batches ahead of consumption. Processed
 batches are fetched (pinned or pageable H2D copy) in order, at most ``prefetch`` ahead of the
 step that consumes them. Queues of Hermes's queue-based I/O analysis:
@@ -49,32 +50,39 @@ class DataPipeline:
         w, s, f = self.workload, self.s, self.profile.fields
         b = w.samples_per_step
         bw = REMOTE_STORAGE_BPS if s.remote_storage else LOCAL_STORAGE_BPS
+        # Storage bandwidth is shared by all workers (reads queue on one channel), and so is
+        # extracting members of one zip/tar archive (sequential); processing runs per worker.
         self.read_dur = b * (w.sample_storage_B / bw
                              + (DECODE_S_PER_SAMPLE if s.compressed else 0.0)) * 1e9
         self.proc_dur = b * w.process_s * s.process_scale * s.host_slowdown * 1e9
         nbytes = b * w.sample_device_B
         h2d = f.get("h2d_pinned_Bps", 2e10) if s.pin_memory else f.get("h2d_pageable_Bps", 8e9)
         self.copy_dur = nbytes / h2d * 1e9
-        self.fetch_dur = self.copy_dur + (nbytes / PIN_COPY_BPS * 1e9 if s.pin_memory else 0.0)
+        # pageable memory: the driver first stages the batch through a pinned bounce buffer
+        self.fetch_dur = self.copy_dur + (0.0 if s.pin_memory else nbytes / PIN_COPY_BPS * 1e9)
         self.batch_bytes = int(nbytes)
         self.workers = max(1, min(s.num_workers, s.taskset_cores or s.num_workers))
         self.worker_free = [self.t0] * self.workers
+        self.storage_free = self.t0
 
     def _produce(self, k: int) -> None:
         """Read and process batch k (once every batch before it is produced)."""
         w = k % self.workers
         cap = WORKER_PREFETCH_FACTOR * self.workers
         gate = self.consumed[k - cap] if k - cap >= 0 else self.t0
-        start = max(self.worker_free[w], gate)
+        start = max(self.worker_free[w], gate, self.storage_free)
+        self.storage_free = start + self.read_dur
         self.read_end.append(start + self.read_dur)
         self.proc_end.append(start + self.read_dur + self.proc_dur)
         self.worker_free[w] = self.proc_end[-1]
 
     def _fetch(self, k: int, request: float) -> None:
         prev = self.fetch_end[k - 1] if k else self.t0
-        gate = self.consumed[k - self.s.prefetch] if k - self.s.prefetch >= 0 else self.t0
-        if self.s.prefetch == 0:
+        pf = self.s.prefetch
+        if pf == 0:  # no prefetch: the copy starts only when the step asks for the batch
             gate = request
+        else:
+            gate = self.consumed[k - pf] if k - pf >= 0 else self.t0
         self.fetch_end.append(max(prev, self.proc_end[k], gate) + self.fetch_dur)
 
     def next_batch(self, step: int, request: float) -> tuple[float, dict[str, float]]:

@@ -22,6 +22,8 @@ from hermes.npu.graph import AI_CPU, CUBE, LINK, VECTOR, Graph
 #: Cube efficiency when the matmul inner axis is not a multiple of 256 (padding + extra passes).
 MISALIGNED_EFF = 0.6
 CUBE_ALIGN = 256
+#: Fixed cost of an AI CPU task (scheduling on the control CPU cores, data staging), seconds.
+AI_CPU_TASK_S = 4.0e-5
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ def task_durations(g: Graph, peaks: UnitPeaks, *, flops: np.ndarray, nbytes: np.
     if not aligned:
         bad = (unit == CUBE) & (g.inner > 0) & (g.inner % CUBE_ALIGN != 0)
         dur = np.where(bad, dur / MISALIGNED_EFF, dur)
+    dur = np.where(unit == AI_CPU, dur + AI_CPU_TASK_S, dur)
     dur = np.where(unit == LINK, 0.0, dur)
     return dur * 1e9
 

@@ -104,9 +104,11 @@ class GraphBuilder:
                   (optype, int(elems)), phase,
                   param_bytes=params * DTYPE_BYTES if phase == BWD else 0.0, **kw)
 
-    def small(self, name: str, optype: str, phase: int = FWD, **kw: Any) -> None:
-        """A small-shape operator (shape arithmetic, scalars, index math): microseconds of work."""
-        self._add(name, optype, VECTOR, 64.0, 512.0, (optype, "small"), phase, small=True, **kw)
+    def small(self, name: str, optype: str, phase: int = FWD, unit: int = VECTOR,
+              **kw: Any) -> None:
+        """A small-shape operator (shape arithmetic, scalars, index math): microseconds of work.
+        int64 shape/index ops are unsupported on the AI Core and run on the AI CPU."""
+        self._add(name, optype, unit, 64.0, 512.0, (optype, "small"), phase, small=True, **kw)
 
     def comm(self, name: str, coll: str, group: str, nbytes: float, phase: int = FWD) -> None:
         """A collective issued in stream order (tensor/pipeline/expert parallel)."""

@@ -36,16 +36,17 @@ def _c(cid: str, effect: str, min_ranks: int = 1, inter: bool = False) -> Callab
     return deco
 
 
-@_c("parallel.poor_parallelism", "gradient allreduce issued after backward (no overlap); "
-    "pipeline bubbles from a single microbatch")
+@_c("parallel.poor_parallelism", "gradient allreduce issued after backward: communication "
+    "not overlapped with computation", min_ranks=2)
 def _poor_parallel(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(overlap_comm=False, microbatches=1)
+    return s.with_(overlap_comm=False)
 
 
-@_c("io.slow_data_reading", "remote storage at low bandwidth: every queue empty, "
-    "the loop waits on reads")
+@_c("io.slow_data_reading", "compressed archives on remote storage at low bandwidth: every "
+    "queue empty, the loop waits on reads")
 def _slow_read(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(remote_storage=True, process_scale=s.process_scale / (1 + 4 * k))
+    return s.with_(remote_storage=True, compressed=k >= 1.0,
+                   process_scale=s.process_scale / (1 + 4 * k))
 
 
 @_c("io.slow_data_processing", "one loader worker, per-sample CPU processing too slow: data "
@@ -162,7 +163,7 @@ def parse(spec: str) -> tuple[str, float]:
         strength = float(raw) if raw else 1.0
     except ValueError:
         raise UsageError(f"bad strength {raw!r} for --inject {cid}",
-                         hint="give a positive number, e.g. --inject {cid}=2") from None
+                         hint=f"give a positive number, e.g. --inject {cid}=2") from None
     if not strength > 0:
         raise UsageError(f"strength must be > 0 for --inject {cid}, got {raw!r}")
     return cid, strength

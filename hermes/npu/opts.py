@@ -127,7 +127,7 @@ OPTS: dict[str, Opt] = {o.name: o for o in [
         lambda s, on: s.with_(slow_rank=-1, slow_factor=1.0, late_rank=-1, late_s=0.0)
         if on else s, "isolate_slow_node"),
     Opt("parallel", "parallel layout dpN,tpN,ppN (product = ranks)", _layout,
-        lambda s, v: s.with_(layout=v, microbatches=s.microbatches or (4 if v[2] > 1 else None)),
+        lambda s, v: s.with_(layout=v),
         "parallel=dp2,tp2,pp2"),
     Opt("stop_competing", "stop competing host processes", _bool,
         lambda s, on: s.with_(host_slowdown=1.0, other_cpu_pct=0.0) if on else s,

@@ -49,6 +49,7 @@ class RunResult:
     device_busy_ns: np.ndarray
     device_tasks: int
     settings: Settings
+    comm_ns: np.ndarray | None = None   # time in collectives per step (wait + transmit)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -76,10 +77,15 @@ class Runtime:
 
     def __init__(self, device: str | DeviceProfile = "ascend910b", *, ranks: int = 1,
                  settings: Settings | None = None, collector: Collector | None = None,
-                 seed: int = 0, meta: dict[str, Any] | None = None) -> None:
+                 seed: int = 0, meta: dict[str, Any] | None = None,
+                 clock: str = "virtual") -> None:
         self.profile = get_device(device) if isinstance(device, str) else device
         if ranks < 1:
             raise UsageError(f"--ranks must be >= 1, got {ranks}")
+        if clock not in ("virtual", "real") or (clock == "real" and ranks > 1):
+            raise UsageError(f"clock {clock!r} with {ranks} ranks is not supported",
+                             hint="virtual (any ranks) or real (one rank)")
+        self.clock = clock
         self.ranks = ranks
         self.s = settings or Settings()
         self.collector = collector or NullCollector()
@@ -113,7 +119,7 @@ class Runtime:
         ranks = np.arange(stage * per, (stage + 1) * per)
         factor = np.where(ranks == s.slow_rank, 1.0 / s.slow_factor, 1.0)
         f = prof.fields
-        micro = w.microbatches if lay.pp > 1 else 1
+        micro = w.microbatches
         st = Stage(stage, ranks, g, micro, lay, s, HostModel(prof, s), base, transdata, factor,
                    f.get("task_sched_latency_s", 2e-6) * 1e9, f.get("sync_roundtrip_s", 4e-5)
                    * 1e9, (f.get("launch_latency_s", 6e-6) + SINK_EXECUTE_S) * 1e9, rng)
@@ -143,6 +149,11 @@ class Runtime:
         w = get_workload(workload) if isinstance(workload, str) else workload
         if steps < 1:
             raise UsageError(f"--steps must be >= 1, got {steps}")
+        if self.clock == "real":  # host code really runs, op by op (see real.py)
+            from hermes.npu.real import RealRuntime
+
+            return RealRuntime(self.profile, settings=self.s, collector=self.collector,
+                               seed=self.seed, meta=self.meta).run(w, steps)
         s, prof = self.s, self.profile
         dp, tp, pp = self.layout(w)
         intra, inter = links(prof)
@@ -157,6 +168,7 @@ class Runtime:
         step_ns = np.zeros((steps, R))
         host_ns = np.zeros((steps, R))
         busy_ns = np.zeros((steps, R))
+        comm_ns = np.zeros((steps, R))
         tasks = 0
         for step in range(steps):
             if s.dynamic_shapes:
@@ -187,8 +199,10 @@ class Runtime:
                 host_ns[step, st.ranks] = rec.costs.total.sum()
                 compute = ~st.is_link & ~rec.costs.on_host
                 busy_ns[step, st.ranks] = rec.dev_dur[:, compute].sum(axis=1)
+                comm_ns[step, st.ranks] = rec.dev_dur[:, st.is_link].sum(axis=1) + (
+                    rec.grad_dur.sum(axis=1) if rec.grad_dur.size else 0.0)
                 tasks += int(compute.sum()) * st.R
-        res = RunResult(w.name, R, (dp, tp, pp), step_ns, host_ns, busy_ns, tasks, s)
+        res = RunResult(w.name, R, (dp, tp, pp), step_ns, host_ns, busy_ns, tasks, s, comm_ns)
         res.meta = {"device": prof.to_meta(), "source": "emulator",
                     "clock_offsets_ns": {r: 0 for r in range(R)} if R <= 4096 else {},
                     "extra": {**self.meta, "workload": w.name, "ranks": R,

@@ -119,7 +119,10 @@ class Stage:
         self.bucket_pos = pos[close] if len(close) else np.empty(0, int)
         sizes = np.diff(np.concatenate(([0.0], cum[close]))) if len(close) else np.empty(0)
         keep = sizes > 0
-        self.bucket_pos, self.bucket_bytes = self.bucket_pos[keep], sizes[keep]
+        # a gradient bigger than the bucket is sent in bucket-sized chunks
+        chunks = np.ceil(sizes[keep] / cap).astype(int)
+        self.bucket_pos = np.repeat(self.bucket_pos[keep], chunks)
+        self.bucket_bytes = np.repeat(sizes[keep] / chunks, chunks)
 
     # -- one step -------------------------------------------------------------------------
     def begin(self, step: int, variant: int, scale: float, start: np.ndarray,

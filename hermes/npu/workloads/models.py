@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from hermes.npu.graph import BWD, FWD, OPT, DTYPE_BYTES, Graph, GraphBuilder
+from hermes.npu.graph import AI_CPU, BWD, DTYPE_BYTES, FWD, OPT, Graph, GraphBuilder
 from hermes.npu.workloads import Workload, register
 
 Emit = Callable[[GraphBuilder, int], None]  # appends one layer's ops for a phase
@@ -86,7 +86,7 @@ def _transformer_layer(g: GraphBuilder, phase: int, *, i: int, tokens: int, seq:
     # Shape arithmetic, rotary index math, casts of scalars: the small-shape operators.
     for j in range(small_ops):
         ops.append(partial(g.small, f"{p}small{j}", ("Shape", "Range", "Gather", "Cast",
-                                                      "Concat")[j % 5], phase))
+                                                      "Concat")[j % 5], phase, unit=AI_CPU))
     for op in (ops if phase != BWD else reversed(ops)):
         op()
 

@@ -1,0 +1,114 @@
+"""One call from names to a trace: what ``hermes emulate`` and ``hermes demo`` run.
+
+``build_settings`` turns cause and optimization specs into :class:`Settings` and rejects
+contradictory combinations; ``emulate`` runs the workload and writes the trace with the
+fine-grained collector, recording the ground truth (injected causes, optimizations, seed) in
+the trace metadata's ``extra``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes.devices import get as get_device
+from hermes.errors import UsageError
+from hermes.hooks import Collector
+from hermes.npu import inject, opts
+from hermes.npu.runtime import RunResult, Runtime
+from hermes.npu.settings import Settings
+from hermes.npu.workloads import get as get_workload
+from hermes.trace.meta import TraceMeta
+
+CLOCKS = ("virtual", "real")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked emulation request."""
+
+    workload: str
+    ranks: int
+    device: str
+    causes: tuple[tuple[str, float], ...]
+    opts: tuple[tuple[str, Any], ...]
+    settings: Settings
+    clock: str
+    seed: int
+
+    def truth(self) -> dict[str, Any]:
+        """What the trace's ``extra`` records so tests and analyses can check ground truth."""
+        return {"injected": [{"id": c, "strength": k} for c, k in self.causes],
+                "injected_ids": [c for c, _ in self.causes],
+                "opts": {n: (list(v) if isinstance(v, tuple) else v) for n, v in self.opts},
+                "clock": self.clock, "device_name": self.device}
+
+
+def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
+         inject_specs: list[str] | tuple[str, ...] = (), opt_specs: list[str] | tuple[str, ...] = (),
+         clock: str = "virtual", seed: int = 0, base: Settings | None = None) -> Plan:
+    w = get_workload(workload)
+    prof = get_device(device)
+    if clock not in CLOCKS:
+        raise UsageError(f"unknown clock {clock!r}", hint=f"valid: {', '.join(CLOCKS)}")
+    if ranks < 1:
+        raise UsageError(f"--ranks must be >= 1, got {ranks}")
+    if clock == "real" and ranks > 1:
+        raise UsageError("--clock real emulates one rank (the host code really runs)",
+                         hint="drop --ranks or use --clock virtual")
+    causes = [inject.parse(x) for x in inject_specs]
+    seen = {c for c, _ in causes}
+    if len(seen) != len(causes):
+        raise UsageError("a cause is injected twice", hint="give each --inject once")
+    optl = [opts.parse(x) for x in opt_specs]
+    s = inject.apply(base or Settings(), causes, ranks, int(prof.fields.get("devices_per_node",
+                                                                             8)))
+    s = opts.apply(s, optl)
+    _check(s, dict(optl), ranks)
+    Runtime(prof, ranks=ranks, settings=s).layout(w)  # validates parallel= against --ranks
+    return Plan(w.name, ranks, prof.name, tuple(causes), tuple(optl), s, clock, seed)
+
+
+def _check(s: Settings, given: dict[str, Any], ranks: int) -> None:
+    """Reject combinations that cannot both hold."""
+    if s.sink and s.dynamic_shapes:
+        raise UsageError("--opt sink needs a static graph, but shapes are dynamic",
+                         hint="add --opt static_shapes or drop --opt sink")
+    if s.sink and s.pipeline:
+        raise UsageError("--opt sink and --opt pipeline exclude each other: sink scheduling has "
+                         "no per-operator host stages to pipeline", hint="keep one of them")
+    if s.sink and s.host_small_ops:
+        raise UsageError("--opt host_small_ops needs host scheduling; a sunk graph runs every "
+                         "operator on the device", hint="drop --opt sink or host_small_ops")
+    if "parallel" in given and ranks == 1 and given["parallel"] != (1, 1, 1):
+        raise UsageError("--opt parallel needs --ranks > 1")
+
+
+def emulate(p: Plan, out: str | os.PathLike[str] | None, steps: int,
+            collector: Collector | None = None) -> RunResult:
+    """Run the plan; write the trace to ``out`` (unless a collector is given)."""
+    from hermes.collectors.fine import FineCollector
+
+    if collector is None:
+        if out is None:
+            raise UsageError("no output: give --out PATH")
+        collector = FineCollector(Path(out), TraceMeta(source="emulator"))
+    if p.clock == "real":
+        from hermes.npu.real import RealRuntime
+
+        rt: Any = RealRuntime(p.device, settings=p.settings, collector=collector, seed=p.seed,
+                              meta=p.truth())
+    else:
+        rt = Runtime(p.device, ranks=p.ranks, settings=p.settings, collector=collector,
+                     seed=p.seed, meta=p.truth())
+    try:
+        result = rt.run(p.workload, steps)
+    except BaseException:
+        abort = getattr(collector, "abort", None)
+        if abort is not None:
+            abort()
+        raise
+    rt.close(result)
+    return result

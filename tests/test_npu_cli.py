@@ -1,0 +1,99 @@
+"""``hermes emulate``: listing, traces with ground truth, errors that list the valid names."""
+
+from __future__ import annotations
+
+import hermes
+from hermes.analyzers.base import CAUSE_IDS
+from hermes.npu.opts import OPTS
+from hermes.npu.workloads import names
+from tests.conftest import run_cli
+
+
+def test_list_names_everything():
+    code, out, _ = run_cli("emulate", "--list")
+    assert code == 0
+    for n in names() + list(CAUSE_IDS) + ["ascend910b", "h100"]:
+        assert n in out
+    for o in OPTS:
+        assert o in out
+
+
+def test_emulate_writes_trace_with_ground_truth(tmp_path):
+    out = tmp_path / "run.parquet"
+    code, stdout, err = run_cli("emulate", "resnet50", "--out", str(out), "--steps", "3",
+                                "--inject", "io.slow_data_processing=2", "--opt", "pin_memory",
+                                "--seed", "3")
+    assert code == 0, err
+    assert str(out) in stdout
+    t = hermes.load(out)
+    assert t.meta.source == "emulator"
+    assert t.meta.device["name"] == "ascend910b"
+    assert t.meta.extra["injected"] == [{"id": "io.slow_data_processing", "strength": 2.0}]
+    assert t.meta.extra["opts"] == {"pin_memory": True}
+    assert t.meta.extra["seed"] == 3 and t.meta.extra["workload"] == "resnet50"
+    assert t.meta.collector["mode"] == "fine"
+    assert sorted(t.events["step"].unique()) == [0, 1, 2]
+    kinds = set(t.events["kind"].astype(str))
+    assert {"infer_shape", "tiling", "alloc", "launch", "kernel", "step", "data_read",
+            "data_process", "data_fetch", "memcpy_h2d", "counter", "sync"} <= kinds
+    ev = t.events
+    launches = ev[ev["kind"] == "launch"]
+    kernels = ev[ev["kind"] == "kernel"]
+    assert set(kernels["corr_id"].dropna()) <= set(launches["corr_id"].dropna())
+    counters = set(ev.loc[ev["kind"] == "counter", "name"].astype(str))
+    assert {"data_queue", "host_queue", "device_queue", "host_cpu_pct"} <= counters
+
+
+def test_emulate_directory_per_rank(tmp_path):
+    out = tmp_path / "run"
+    code, _, err = run_cli("emulate", "vgg16", "--out", str(out), "--steps", "2", "--ranks", "2")
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["rank-00000.parquet", "rank-00001.parquet"]
+    ev = hermes.load(out).events
+    coll = ev[ev["kind"] == "collective"]
+    # the same collective (group, seq) appears once on each member rank
+    assert (coll.groupby(["coll_group", "coll_seq"], observed=True).size() == 2).all()
+
+
+def test_real_clock_runs_one_rank(tmp_path):
+    out = tmp_path / "real.parquet"
+    code, _, err = run_cli("emulate", "deepfm", "--out", str(out), "--steps", "2",
+                           "--clock", "real")
+    assert code == 0, err
+    ev = hermes.load(out).events
+    assert (ev["kind"] == "step").sum() == 2 and (ev["kind"] == "kernel").sum() > 50
+
+
+def _err(*args: str) -> str:
+    code, _, err = run_cli(*args)
+    assert code == 2, err
+    assert err.count("\n") <= 1 and "Traceback" not in err
+    return err
+
+
+def test_bad_names_exit_2_listing_valid_ones(tmp_path):
+    out = str(tmp_path / "x.parquet")
+    assert "resnet50" in _err("emulate", "resnet5", "--out", out)
+    assert "ascend910b" in _err("emulate", "resnet50", "--out", out, "--device", "tpu")
+    assert "io.slow_data_reading" in _err("emulate", "resnet50", "--out", out,
+                                          "--inject", "io.slow")
+    assert "tiling_cache" in _err("emulate", "resnet50", "--out", out, "--opt", "turbo")
+    assert "virtual" in _err("emulate", "resnet50", "--out", out, "--clock", "wall")
+
+
+def test_contradictory_options_are_clear_errors(tmp_path):
+    out = str(tmp_path / "x.parquet")
+    assert "static" in _err("emulate", "resnet50", "--out", out, "--inject",
+                            "cpu.operator_compilation", "--opt", "sink")
+    assert "exclude" in _err("emulate", "resnet50", "--out", out, "--opt", "sink",
+                             "--opt", "pipeline")
+    assert "ranks" in _err("emulate", "vgg16", "--out", out, "--inject",
+                           "computation.slow_node")
+    assert "covers 4 ranks" in _err("emulate", "gpt3-13b", "--out", out, "--ranks", "8",
+                                    "--opt", "parallel=dp2,tp2")
+    assert "twice" in _err("emulate", "resnet50", "--out", out, "--opt", "num_workers=2",
+                           "--opt", "num_workers=4")
+    assert "one rank" in _err("emulate", "vgg16", "--out", out, "--ranks", "2",
+                              "--clock", "real")
+    assert "strength" in _err("emulate", "resnet50", "--out", out, "--inject",
+                              "io.slow_data_reading=-1")
