@@ -156,7 +156,9 @@ def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
 
     ``t`` needs transit_ns, bytes, busbw_GBps, expected_GBps, overlap_compute_ns, small, group,
     op. Low bandwidth = bus bandwidth < LOW_BW_RATIO x expected on a large message; it costs
-    transit x (1 - busbw / expected)."""
+    transit x (1 - busbw / expected): all of it network configuration when no computation
+    overlaps; when computation overlaps, the part the link loses even uncontended (its median
+    bandwidth alone, if < 0.8 x expected) is network configuration and the rest contention."""
     z = pd.Series(0.0, index=t.index)
     if len(t) == 0:
         return {k: z for k in ("rdma_retransmission", "bandwidth_contention",
@@ -165,17 +167,27 @@ def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
     # retransmission: a tail outlier >= 4 s; reference = median transit of the same collective
     # below 4 s, else the time the message needs at the expected bandwidth
     normal = tr.where(tr < RETRANS_MIN_NS)
-    ref = normal.groupby([t["group"], t["op"]]).transform("median")
+    ref_tr = normal.groupby([t["group"], t["op"]]).transform("median")
     ideal = (t["bytes"].astype("float64") / (t["expected_GBps"] * 1e9) * 1e9)
-    ref = ref.fillna(ideal).fillna(0.0)
-    retrans = (tr >= RETRANS_MIN_NS) & (tr >= RETRANS_TAIL * ref)
+    ref_tr = ref_tr.fillna(ideal).fillna(0.0)
+    retrans = (tr >= RETRANS_MIN_NS) & (tr >= RETRANS_TAIL * ref_tr)
     busbw, exp = t["busbw_GBps"].astype("float64"), t["expected_GBps"].astype("float64")
-    low = ~retrans & ~t["small"].astype(bool) & (busbw < LOW_BW_RATIO * exp) & (tr > 0)
-    cost_low = (tr * (1.0 - busbw / exp)).where(low, 0.0).fillna(0.0)
+    big = ~retrans & ~t["small"].astype(bool) & (tr > 0) & busbw.notna() & exp.notna()
     overlapped = t["overlap_compute_ns"].astype("float64") >= OVERLAP_MIN * tr
-    return {"rdma_retransmission": (tr - ref).where(retrans, 0.0).clip(lower=0),
-            "bandwidth_contention": cost_low.where(overlapped, 0.0),
-            "network_configuration": cost_low.where(~overlapped, 0.0)}
+    # the link's uncontended bandwidth: median bus bandwidth of the large collectives that ran
+    # with no computation overlapping (per expected bandwidth, i.e. per link class)
+    alone = big & ~overlapped
+    ref = exp.map(busbw[alone].groupby(exp[alone]).median()).fillna(exp)
+    ref = np.minimum(ref, exp)
+    low = big & (busbw < LOW_BW_RATIO * exp)
+    excess = (tr * (1.0 - busbw / exp)).where(low, 0.0).fillna(0.0)
+    # a slow link itself (uncontended bandwidth < 0.8 x expected) is network configuration;
+    # what overlapped collectives lose beyond it is contention
+    net_part = (tr * (1.0 - ref / exp)).where(ref < LOW_BW_RATIO * exp, 0.0).fillna(0.0)
+    net = excess.where(~overlapped, np.minimum(excess, net_part))
+    return {"rdma_retransmission": (tr - ref_tr).where(retrans, 0.0).clip(lower=0),
+            "bandwidth_contention": (excess - net).where(overlapped, 0.0).clip(lower=0),
+            "network_configuration": net}
 
 
 _TEXT = {
