@@ -6,7 +6,8 @@
   robust z-score ``z = 0.6745 (x - median) / MAD`` (MAD = median absolute deviation).
 * a **spike** is a step with ``z > Z_SPIKE`` and ``x > (1 + MIN_EXCESS) * median`` (the Hermes paper
   counts steps fluctuating by more than 10 %); with ``MAD = 0`` only the second test applies.
-  Needs at least ``MIN_STEPS`` steps (fewer give no reliable median).
+  Needs at least ``MIN_STEPS`` steps (fewer give no reliable median). The first step is never a
+  spike: it has no history to deviate from (warm-up fills caches and data queues).
 * For every spike, each *component* — GC pauses, data waits, checkpoint/storage writes, compilation,
   host syncs, device communication — is measured in the spike and in the median of the normal steps;
   the spike's excess time ``x - median`` is attributed to the component whose own excess is largest,
@@ -95,6 +96,7 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
     z, med, mad = robust_z(x)
     spike = (z > Z_SPIKE) & (x > (1 + MIN_EXCESS) * med) if x.size >= MIN_STEPS \
         else np.zeros(x.size, bool)
+    spike[:1] = False  # the first step has no history to deviate from (warm-up: caches, queues)
     normal = ~spike
     attributed = np.array([""] * x.size, dtype=object)
     attributed_ns: dict[str, float] = {c: 0.0 for c in COMPONENTS}

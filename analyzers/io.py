@@ -19,6 +19,8 @@ them itself when overlap did not run). Definitions (formulas in ``docs/analysis/
 * Fetching also gets the *exposed pageable H2D copy* time: device H2D copies from pageable memory
   (``Pageable`` in the name or ``"pinned": false`` in args) not overlapped by any kernel.
 * ``time_share`` = classified time / sum of step durations; a finding needs ``MIN_SHARE``.
+* With ``WARMUP_MIN_STEPS`` steps or more, the first step is left out of all of this (pipeline
+  warm-up: every queue starts empty).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
 from hermes.analyzers.steps import step_windows
 
 MIN_SHARE = 0.01
+#: With at least this many steps the first one is left out: the loader starts with empty
+#: queues, so the first step's wait measures start-up, not the pipeline's steady-state rate.
+WARMUP_MIN_STEPS = 3
 TOP_N = 10
 QUEUES = ("data_queue", "host_queue", "device_queue")
 CAUSE_OF = {"reading": "slow_data_reading", "processing": "slow_data_processing",
@@ -206,6 +211,8 @@ def io(ctx: RankContext) -> AnalyzerResult:
     ev = ctx.events
     res = AnalyzerResult("io")
     windows = step_windows(ev)
+    if len(windows) >= WARMUP_MIN_STEPS:  # the first step fills empty queues: warm-up
+        windows = windows.iloc[1:].reset_index(drop=True)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
     cols = ["step", "dur_ns", "data_wait_ns", "explained_ns", "reading_ns", "processing_ns",
             "fetching_ns"]
