@@ -1,0 +1,307 @@
+"""PyTorch profiler (Kineto) JSON importer: ``.json`` / ``.json.gz``, one file per rank.
+
+Each file is read in chunks (``kineto_reader``), every chunk becomes an intermediate Arrow batch
+spooled to a temporary Arrow IPC stream (``kineto_chunk``, phase 1), and once the whole file
+is known every batch is finished and written as row groups of the Hermes trace (phase 2):
+steps from the ``ProfilerStep#N`` windows, device events' steps from their launch, correlation
+ids whose host end is not in the file nulled (the original stays in ``args``), collective
+sequence numbers, thread names on lanes. Memory stays bounded by the chunk size.
+
+Timestamps stay on Kineto's own clock, converted exactly to integer nanoseconds; the file's
+``baseTimeNanoseconds`` is kept in the metadata (``extra.kineto``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hermes.collectors.importers import ImportResult, Importer, register
+from hermes.collectors.importers.kineto_chunk import INTERMEDIATE, Side, chunk_to_batch
+from hermes.collectors.importers.kineto_map import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
+from hermes.collectors.importers.kineto_reader import KinetoFile, peek
+from hermes.errors import ImportFormatError
+from hermes.trace.meta import TraceMeta
+from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
+
+NAME = "kineto"
+#: Rows per Parquet row group: small enough to bound memory, large enough to compress well.
+ROW_GROUP_ROWS = 32 * 1024
+_MARKERS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
+
+
+def detect(path: Path) -> bool:
+    """A .json/.json.gz file whose first KBs look like a Kineto trace."""
+    if not path.is_file() or not (path.name.endswith(".json") or path.name.endswith(".json.gz")):
+        return False
+    head = peek(path, 8192)
+    return head.lstrip().startswith(b"{") and any(m in head for m in _MARKERS)
+
+
+def _windows(parts: list[np.ndarray]) -> np.ndarray:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return np.zeros((0, 3), np.int64)
+    w = np.concatenate(parts)
+    return w[np.argsort(w[:, 0], kind="stable")]
+
+
+def _in_window(ts: np.ndarray, win: np.ndarray) -> np.ndarray:
+    """Step N of the window (start <= ts < end) holding each ts; -1 where none does."""
+    if len(win) == 0:
+        return np.full(len(ts), -1, np.int64)
+    i = np.searchsorted(win[:, 0], ts, side="right") - 1
+    ic = np.clip(i, 0, None)
+    ok = (i >= 0) & (ts < win[ic, 1])
+    return np.where(ok, win[ic, 2], -1)
+
+
+class _Finish:
+    """Phase 2 lookups built once per file from the side arrays."""
+
+    def __init__(self, side: Side, rank: int) -> None:
+        self.rank = rank
+        self.host_win = _windows(side.host_steps)
+        self.dev_win = _windows(side.dev_steps)
+        hc = np.concatenate(side.host_corr) if side.host_corr else np.zeros((0, 2), np.int64)
+        order = np.argsort(hc[:, 0], kind="stable")
+        self.host_corr = hc[order, 0]
+        self.host_corr_step = _in_window(hc[order, 1], self.host_win)
+        dc = np.concatenate(side.dev_corr) if side.dev_corr else np.zeros(0, np.int64)
+        self.dev_corr = np.unique(dc)
+        self.thread_names = side.thread_names
+        self.coll_rows, self.coll_vals = self._collectives(side)
+        self.dangling = 0
+
+    @staticmethod
+    def _collectives(side: Side) -> tuple[np.ndarray, list[tuple[Any, Any, Any]]]:
+        """Group, sequence and bytes of each collective row (filled from record_param_comms)."""
+        filled = []
+        for row, ts, group, seq, nbytes, ext in side.colls:
+            rb, rg, rs = side.rpc.get(ext, (None, None, None)) if ext is not None else \
+                (None, None, None)
+            filled.append((row, ts, group or rg, seq if seq is not None else rs,
+                           nbytes if nbytes is not None else rb))
+        # no Seq in the trace: number the collectives of each group in time order
+        index: Counter[Any] = Counter()
+        out = []
+        for row, _ts, group, seq, nbytes in sorted(filled, key=lambda f: (f[1], f[0])):
+            if seq is None:
+                seq = index[group]
+            index[group] += 1
+            out.append((row, group, seq, nbytes))
+        out.sort()
+        return np.array([o[0] for o in out], np.int64), [o[1:] for o in out]
+
+    def _lookup_corr(self, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pos = np.searchsorted(self.host_corr, corr)
+        pc_ = np.clip(pos, 0, max(len(self.host_corr) - 1, 0))
+        found = (pos < len(self.host_corr)) & (self.host_corr[pc_] == corr) if \
+            len(self.host_corr) else np.zeros(len(corr), bool)
+        step = np.where(found, self.host_corr_step[pc_] if len(self.host_corr) else -1, -1)
+        return found, step
+
+    def batch(self, b: pa.RecordBatch, first_row: int) -> dict[str, Any]:
+        n = b.num_rows
+        kind = b.column("kind").to_numpy().copy()
+        lane_kind = b.column("lane_kind").to_numpy()
+        ts = b.column("ts_ns").to_numpy()
+        corr = b.column("corr").to_numpy()
+        dev = lane_kind == LK["device"]
+        has_corr = corr >= 0
+        # a runtime call whose correlation reaches a device event enqueued work: a launch
+        runtime = (kind == K["runtime"]) & has_corr
+        if runtime.any() and len(self.dev_corr):
+            kind[runtime & np.isin(corr, self.dev_corr)] = K["launch"]
+        found, launch_step = self._lookup_corr(np.where(has_corr, corr, -1))
+        dangling = dev & has_corr & ~found
+        self.dangling += int(dangling.sum())
+        step = b.column("step_n").to_numpy().astype(np.int64)
+        free = step < 0
+        host_step = _in_window(ts, self.host_win)
+        dev_step = np.where(has_corr & found & (launch_step >= 0), launch_step,
+                            _in_window(ts, self.dev_win))
+        step = np.where(free, np.where(dev, dev_step, host_step), step)
+        corr_out = pa.array(corr, mask=~has_corr | dangling)
+
+        lanes = b.column("lane")
+        names = [self._lane_name(s) for s in lanes.dictionary.to_pylist()]
+        lanes = pa.DictionaryArray.from_arrays(lanes.indices, pa.array(names, pa.string()))
+        unit = b.column("unit").to_numpy()
+        cols: dict[str, Any] = {
+            "rank": np.full(n, self.rank, np.int32),
+            "lane": lanes,
+            "lane_kind": pa.DictionaryArray.from_arrays(
+                pa.array(lane_kind.astype(np.int32)), pa.array(LANE_KIND_NAMES)),
+            "kind": pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)),
+                                                   pa.array(KINDS)),
+            "name": b.column("name"),
+            "ts_ns": b.column("ts_ns"),
+            "dur_ns": b.column("dur_ns"),
+            "step": pa.array(step.astype(np.int32), mask=step < 0),
+            "corr_id": corr_out,
+            "external_id": b.column("external_id"),
+            "stream": b.column("stream"),
+            "unit": pa.DictionaryArray.from_arrays(
+                pa.array(unit.astype(np.int32), mask=unit < 0), pa.array(UNIT_NAMES)),
+            "flops": b.column("flops"),
+            "bytes": b.column("bytes"),
+            "value": b.column("value"),
+            "coll_group": b.column("coll_group"),
+            "coll_seq": b.column("coll_seq"),
+            "coll_bytes": b.column("coll_bytes"),
+            "args": b.column("args"),
+        }
+        lo, hi = np.searchsorted(self.coll_rows, [first_row, first_row + n])
+        if hi > lo:
+            group = b.column("coll_group").to_pylist()
+            seq = b.column("coll_seq").to_pylist()
+            nbytes = b.column("coll_bytes").to_pylist()
+            for row, (g, s, nb) in zip(self.coll_rows[lo:hi].tolist(), self.coll_vals[lo:hi]):
+                i = row - first_row
+                group[i], seq[i], nbytes[i] = g, s, nb
+            cols["coll_group"] = group
+            cols["coll_seq"] = pa.array(seq, pa.int64())
+            cols["coll_bytes"] = pa.array(nbytes, pa.int64())
+        return cols
+
+    def _lane_name(self, lane: str) -> str:
+        if not lane.startswith("thread "):
+            return lane
+        tid = lane[7:]
+        name = self.thread_names.get(tid)
+        if not name or name == lane:
+            return lane
+        return name if name.startswith(lane) else f"{lane} ({name})"
+
+
+def _rank_of(header: dict[str, Any]) -> int | None:
+    info = header.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    return None
+
+
+def _device_meta(header: dict[str, Any]) -> dict[str, Any]:
+    props = header.get("deviceProperties")
+    if not isinstance(props, list) or not props or not isinstance(props[0], dict):
+        return {}
+    from hermes import devices
+
+    name = str(props[0].get("name", ""))
+    meta: dict[str, Any] = {}
+    profile = devices.match(name)
+    if profile is not None:
+        meta.update(profile.to_meta())
+    meta.update({"name": name, "count": len(props), "kineto": props[0]})
+    return meta
+
+
+def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTraceWriter,
+                 tmpdir: Path, progress: Callable[[int], None] | None
+                 ) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
+    """Import one file; returns (rank, side info, header, events per kind, dangling corr)."""
+    side = Side()
+    spool = tmpdir / "spool.arrows"
+    kf = KinetoFile(path).open()
+    try:
+        with pa.OSFile(str(spool), "wb") as sink, \
+                pa.ipc.new_stream(sink, INTERMEDIATE) as out:
+            for chunk in kf.chunks(progress):
+                batch = chunk_to_batch(chunk, side, path)
+                if batch is not None:
+                    out.write_batch(batch)
+    finally:
+        kf.close()
+    header = kf.header
+    rank = _rank_of(header)
+    rank = rank_fallback if rank is None else rank
+    finish = _Finish(side, rank)
+    by_kind: Counter[str] = Counter()
+    first = 0
+    pool = pa.default_memory_pool()
+    with pa.OSFile(str(spool), "rb") as src:
+        for b in pa.ipc.open_stream(src):
+            cols = finish.batch(b, first)
+            first += b.num_rows
+            counts = pc.value_counts(cols["kind"].dictionary.take(cols["kind"].indices))
+            for item in counts.to_pylist():
+                by_kind[item["values"]] += item["counts"]
+            writer.write(cols)
+            pool.release_unused()
+    spool.unlink(missing_ok=True)
+    return rank, side, header, by_kind, finish.dangling
+
+
+def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
+    """Import Kineto files (one per rank) into one Hermes trace at ``out``."""
+    progress: Callable[[int], None] | None = options.get("progress")
+    writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS)
+    ranks: dict[int, Path] = {}
+    by_kind: Counter[str] = Counter()
+    by_cat: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    files: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    device: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    done = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="hermes-kineto-") as tmp:
+            for i, src in enumerate(sources):
+                size = src.stat().st_size
+
+                def step_progress(pos: int, base: int = done) -> None:
+                    if progress is not None:
+                        progress(base + pos)
+
+                rank, side, header, kinds, dangling = _import_file(
+                    src, i, writer, Path(tmp), step_progress)
+                done += size
+                if rank in ranks:
+                    raise ImportFormatError(f"rank {rank} appears twice (also in {ranks[rank]})",
+                                            path=src, where="distributedInfo.rank",
+                                            hint="give one trace file per rank")
+                ranks[rank] = src
+                by_kind.update(kinds)
+                by_cat.update(side.by_category)
+                unknown.update(side.unknown)
+                device = device or _device_meta(header)
+                extra[str(rank)] = {k: header[k] for k in
+                                    ("baseTimeNanoseconds", "traceName", "distributedInfo",
+                                     "schemaVersion", "displayTimeUnit") if k in header}
+                files.append({"path": str(src), "rank": rank,
+                              "events": int(sum(kinds.values())),
+                              "flow_events": side.flows,
+                              "dangling_corr_nulled": dangling})
+                if dangling:
+                    warnings.append(f"{src.name}: {dangling} device event(s) whose launch is "
+                                    "not in the file: corr_id left empty (kept in args)")
+                if side.negative_dur:
+                    warnings.append(f"{src.name}: {side.negative_dur} event(s) with a negative "
+                                    "duration stored with dur_ns 0")
+            summary = {"importer": NAME, "files": files, "by_kind": dict(by_kind),
+                       "by_source_category": dict(by_cat), "unknown_kept": dict(unknown)}
+            meta = TraceMeta(source=NAME, device=device, collector={"mode": "import"},
+                             ranks=tuple(sorted(ranks)), import_summary=summary,
+                             extra={"kineto": extra,
+                                    "clock": "Kineto's own clock, ns (ts * 1000)"})
+            written = writer.close(meta)
+    except BaseException:
+        writer.abort()
+        raise
+    return ImportResult(out=written, events=int(sum(by_kind.values())),
+                        ranks=tuple(sorted(ranks)), by_kind=dict(by_kind),
+                        by_source_category=dict(by_cat), unknown_kept=dict(unknown),
+                        warnings=tuple(warnings))
+
+
+register(Importer(NAME, "PyTorch profiler (Kineto) JSON trace, .json or .json.gz, one per rank",
+                  detect, run))

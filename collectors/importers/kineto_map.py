@@ -1,0 +1,218 @@
+"""Kineto categories and names -> Hermes event kinds, lanes and columns, one chunk at a time.
+
+The mapping is data: ``CATEGORIES`` says what each Kineto category becomes, and a few name
+rules refine it (``ProfilerStep#N`` -> step, DataLoader ``__next__`` -> data_wait, NCCL kernels
+-> collective, copy direction from the memcpy name, runtime calls -> launch/sync/alloc/runtime).
+Names are classified once per distinct name, then spread over rows with numpy indexing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from hermes.trace.schema import EVENT_KINDS, LANE_KINDS, UNITS
+
+KINDS: tuple[str, ...] = tuple(EVENT_KINDS)
+K = {k: i for i, k in enumerate(KINDS)}
+LANE_KIND_NAMES: tuple[str, ...] = tuple(LANE_KINDS)
+LK = {k: i for i, k in enumerate(LANE_KIND_NAMES)}
+UNIT_NAMES: tuple[str, ...] = tuple(UNITS)
+U = {k: i for i, k in enumerate(UNIT_NAMES)}
+
+# Pseudo-kinds refined by the event name (negative so they never collide with real kinds).
+RUNTIME, KERNEL, MEMCPY = -1, -2, -3
+
+
+@dataclass(frozen=True)
+class CategoryRule:
+    kind: int  # an index into KINDS, or a pseudo-kind refined by name
+    lane_kind: str  # "host" (lane 'thread <tid>') or "device" (lane 'stream <tid>')
+
+
+#: What each Kineto category becomes. Anything else is kept as kind 'other' on a host lane.
+CATEGORIES: dict[str, CategoryRule] = {
+    "cpu_op": CategoryRule(K["host_op"], "host"),
+    "user_annotation": CategoryRule(K["marker"], "host"),
+    "python_function": CategoryRule(K["python"], "host"),
+    "cuda_runtime": CategoryRule(RUNTIME, "host"),
+    "cuda_driver": CategoryRule(RUNTIME, "host"),
+    "mtia_runtime": CategoryRule(RUNTIME, "host"),
+    "xpu_runtime": CategoryRule(RUNTIME, "host"),
+    "privateuse1_runtime": CategoryRule(RUNTIME, "host"),
+    "kernel": CategoryRule(KERNEL, "device"),
+    "gpu_memcpy": CategoryRule(MEMCPY, "device"),
+    "gpu_memset": CategoryRule(K["memset"], "device"),
+    "gpu_user_annotation": CategoryRule(K["marker"], "device"),
+    "cuda_sync": CategoryRule(K["sync"], "device"),
+}
+#: Event phases that carry an event (complete, instant, counter); others are flows/metadata.
+EVENT_PHASES = frozenset({"X", "i", "I", "C"})
+FLOW_PHASES = frozenset({"s", "f", "t"})
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_NCCL = re.compile(r"^(ncclKernel|ncclDevKernel)", re.IGNORECASE)
+# runtime/driver calls by what they do; the first rule that matches wins
+_RUNTIME_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"synchronize", re.I), "sync"),
+    (re.compile(r"^(cuda|hip)Memcpy(2D|3D)?$|^cuMemcpy(HtoD|DtoH|DtoD)?(_v2)?$", re.I), "sync"),
+    (re.compile(r"malloc|free|hostalloc|memalloc|memfree|hostregister|memcreate|"
+                r"memaddressreserve|memmap", re.I), "alloc"),
+    (re.compile(r"launch|memcpy|memset|memprefetch", re.I), "launch"),
+)
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
+    "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2,
+    "char": 1, "int8": 1, "byte": 1, "uint8": 1, "bool": 1, "complexfloat": 8,
+    "complexdouble": 16, "complexhalf": 4, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+}
+
+
+@dataclass(frozen=True)
+class NameInfo:
+    """What an event name tells, computed once per distinct name."""
+
+    step: int  # N of ProfilerStep#N, else -1
+    data_wait: bool
+    nccl: bool
+    runtime_kind: int
+    memcpy_kind: int
+
+
+@lru_cache(maxsize=1 << 16)
+def name_info(name: str) -> NameInfo:
+    m = _STEP.match(name)
+    runtime = "runtime"
+    for pat, kind in _RUNTIME_RULES:
+        if pat.search(name):
+            runtime = kind
+            break
+    if "HtoD" in name:
+        memcpy = "memcpy_h2d"
+    elif "DtoH" in name:
+        memcpy = "memcpy_d2h"
+    else:  # DtoD, PtoP (peer to peer) and anything unexpected
+        memcpy = "memcpy_d2d"
+    return NameInfo(
+        step=int(m.group(1)) if m else -1,
+        data_wait=name.startswith("enumerate(DataLoader)") and "__next__" in name,
+        nccl=bool(_NCCL.match(name)),
+        runtime_kind=K[runtime],
+        memcpy_kind=K[memcpy],
+    )
+
+
+def dtype_bytes(dtype: object) -> int | None:
+    """Bytes per element of a PyTorch dtype name ("Float", "BFloat16", "torch.int8")."""
+    if not isinstance(dtype, str):
+        return None
+    return _DTYPE_BYTES.get(dtype.lower().removeprefix("torch."))
+
+
+class Args(msgspec.Struct, gc=False):
+    """The args fields Hermes turns into columns; the whole args text is kept as well."""
+
+    correlation: int | None = None
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    flops: float | None = None
+    bytes: int | float | None = None
+    stream: int | None = None
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    dtype: str | None = None
+    pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    seq: int | str | None = msgspec.field(default=None, name="Seq")
+    name: str | None = None  # metadata events: process/thread name
+
+
+_ARGS = msgspec.json.Decoder(list[Args])
+_ANY = msgspec.json.Decoder()
+
+
+def decode_args(raws: list[msgspec.Raw]) -> list[Args]:
+    """Decode the interesting args fields of many events in one call.
+
+    Falls back to a tolerant per-field extraction when some trace stores a field with an
+    unexpected type (a string correlation, say) instead of failing the import.
+    """
+    if not raws:
+        return []
+    text = b"[" + b",".join(raws) + b"]"
+    try:
+        return _ARGS.decode(text)
+    except msgspec.ValidationError:
+        return [_tolerant(d) for d in _ANY.decode(text)]
+
+
+def _tolerant(d: object) -> Args:
+    if not isinstance(d, dict):
+        return Args()
+    out = {}
+    for f in Args.__struct_fields__:
+        key = Args.__struct_encode_fields__[Args.__struct_fields__.index(f)]
+        v = d.get(key)
+        if f in ("correlation", "external_id", "stream", "in_nelems", "out_nelems"):
+            v = _as_int(v)
+        elif f in ("flops", "bytes"):
+            v = _as_float(v)
+        elif f == "seq":
+            v = _as_int(v)
+        elif f in ("dtype", "pg_desc", "name") and v is not None:
+            v = str(v)
+        elif f == "pg_name" and v is not None:
+            v = str(v)
+        out[f] = v
+    return Args(**out)
+
+
+def _as_int(v: object) -> int | None:
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_float(v: object) -> float | None:
+    try:
+        return None if v is None or isinstance(v, bool) else float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def coll_bytes(a: Args) -> int | None:
+    nelems = a.in_nelems if a.in_nelems is not None else a.out_nelems
+    size = dtype_bytes(a.dtype)
+    if nelems is None or size is None:
+        return None
+    return int(nelems) * size
+
+
+def coll_group(a: Args) -> str | None:
+    if a.pg_name is not None and a.pg_name != "":
+        return str(a.pg_name)
+    return a.pg_desc or None
+
+
+def with_source_category(args_text: str, category: str) -> str:
+    """Add ``"source_category"`` to a JSON object text (kept-unknown events)."""
+    body = args_text.strip()
+    cat = msgspec.json.encode(category).decode()
+    if not body.startswith("{") or body[1:].strip() == "}":
+        return '{"source_category": ' + cat + "}"
+    return '{"source_category": ' + cat + ", " + body[1:].lstrip()
+
+
+def raw_strings(raws: list[msgspec.Raw]) -> pa.StringArray:
+    """One Arrow string array over the raw JSON texts, without a Python string per row."""
+    n = len(raws)
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)  # a chunk holds a few MB of text
+    np.cumsum(lens, out=offsets[1:])
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(b"".join(raws)))

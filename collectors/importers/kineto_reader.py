@@ -1,0 +1,363 @@
+"""Streaming reader of Kineto (PyTorch profiler) JSON: header, chunks of typed events, trailer.
+
+A Kineto file is one JSON object whose ``traceEvents`` array holds every event. Decoding it
+whole would hold every event in memory at once, so the array is cut into chunks of complete
+events at ``}, {`` boundaries and each chunk is decoded by msgspec into small typed structs
+whose ``ts``/``dur``/``args`` stay raw JSON text (decoded later, vectorized, per chunk). A cut
+that falls inside a string or a nested object always makes the chunk invalid JSON *at its very
+end*, so such a cut is recognized and the chunk simply extended to the next boundary; an error
+earlier in the chunk is a real defect of the file and is reported with its byte offset.
+
+Timestamps are microseconds with up to three decimals. Epoch-scale values (1.7e15 us) have
+more significant digits than a double holds, so they are converted to integer nanoseconds from
+their decimal text (:func:`us_text_to_ns`), never through a float.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hermes.errors import ImportFormatError
+
+#: Bytes of JSON text per decoded chunk (bounds memory; ~40-60k events of pretty-printed Kineto).
+CHUNK_BYTES = 4 * 1024 * 1024
+_READ_BYTES = 1024 * 1024
+#: How far into a file the ``"traceEvents"`` key may start (headers hold INFO logs).
+_MAX_HEADER = 64 * 1024 * 1024
+_EMPTY_ARGS = msgspec.Raw(b"{}")
+
+
+class Event(msgspec.Struct, gc=False):
+    """One Kineto event; ts/dur/args are kept as raw JSON text."""
+
+    ph: str = ""
+    cat: str | None = None
+    name: str | int | float | None = ""
+    pid: int | str | float | None = 0
+    tid: int | str | float | None = 0
+    ts: msgspec.Raw = msgspec.Raw()
+    dur: msgspec.Raw = msgspec.Raw()
+    args: msgspec.Raw = _EMPTY_ARGS
+
+
+_EVENTS = msgspec.json.Decoder(list[Event])
+_ANY = msgspec.json.Decoder()
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_ARRAY_END = re.compile(rb"\}\s*\]")
+_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BYTE_POS = re.compile(r"\(byte (\d+)\)")
+
+
+@dataclass
+class Chunk:
+    events: list[Event]
+    first_index: int  # index of the first event in the file's traceEvents array
+    byte_offset: int  # offset of the chunk's text in the (decompressed) file
+
+
+@dataclass
+class KinetoFile:
+    """An open Kineto file: ``header`` (every top-level key but traceEvents) and ``chunks()``."""
+
+    path: Path
+    header: dict[str, Any] = field(default_factory=dict)
+    _stream: BinaryIO | None = None
+    _raw: BinaryIO | None = None
+    _buf: bytes = b""
+    _offset: int = 0  # decompressed offset of _buf[0]
+    _prefix: bytes = b""
+    _decoded: int = 0  # decompressed bytes read so far
+
+    def compressed_pos(self) -> int:
+        """Bytes of the file on disk consumed so far (for progress)."""
+        try:
+            return self._raw.tell() if self._raw is not None else 0
+        except (OSError, ValueError):
+            return 0
+
+    # -- low level ----------------------------------------------------------------------
+    def _read(self) -> bytes:
+        assert self._stream is not None
+        try:
+            block = self._stream.read(_READ_BYTES)
+            self._decoded += len(block)
+            return block
+        except EOFError:
+            raise ImportFormatError("truncated gzip: the compressed stream ends early",
+                                    path=self.path,
+                                    where=f"compressed byte {self.compressed_pos()}",
+                                    hint="the file was cut short; copy it again") from None
+        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise ImportFormatError(f"cannot decompress: {exc}", path=self.path,
+                                    hint="expected a gzip-compressed Kineto JSON trace") from None
+
+    def open(self) -> KinetoFile:
+        try:
+            self._raw = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise ImportFormatError(f"cannot read: {exc.strerror}", path=self.path) from None
+        self._stream = gzip.GzipFile(fileobj=self._raw) if _is_gz(self.path) else self._raw
+        self._find_events_array()
+        return self
+
+    def close(self) -> None:
+        for s in (self._stream, self._raw):
+            if s is not None:
+                s.close()
+        self._stream = self._raw = None
+
+    def _find_events_array(self) -> None:
+        buf = b""
+        while True:
+            m = _KEY.search(buf)
+            if m:
+                break
+            block = self._read()
+            if not block:
+                if not buf.strip():
+                    raise ImportFormatError("empty file", path=self.path,
+                                            hint="expected a PyTorch profiler JSON trace")
+                raise ImportFormatError('not a Kineto trace: no "traceEvents" array',
+                                        path=self.path, where="byte 0",
+                                        hint="expected the JSON written by the PyTorch profiler "
+                                             "(export_chrome_trace / tensorboard_trace_handler)")
+            buf += block
+            if len(buf) > _MAX_HEADER:
+                raise ImportFormatError('not a Kineto trace: no "traceEvents" array in the first '
+                                        f"{_MAX_HEADER >> 20} MB", path=self.path)
+        prefix = buf[:m.start()].strip()
+        if not prefix.startswith(b"{"):
+            raise ImportFormatError("not a Kineto trace: expected a JSON object", path=self.path,
+                                    where="byte 0")
+        self._prefix = prefix
+        self._buf = buf[m.end():]
+        self._offset = m.end()
+
+    # -- chunks -------------------------------------------------------------------------
+    def chunks(self, progress: Callable[[int], None] | None = None) -> Iterator[Chunk]:
+        """Yield the events in chunks of about CHUNK_BYTES; fills ``header`` when done."""
+        index = 0
+        eof = False
+        start = 0  # where the next boundary search may begin in _buf
+        while True:
+            if not eof and len(self._buf) < CHUNK_BYTES:
+                block = self._read()
+                if progress is not None:
+                    progress(self.compressed_pos())
+                if block:
+                    self._buf += block
+                    continue
+                eof = True
+            m = None
+            if len(self._buf) >= CHUNK_BYTES:
+                m = _BOUNDARY.search(self._buf, max(start, CHUNK_BYTES * 3 // 4))
+            if m is None and not eof:
+                start = max(start, len(self._buf) - 64)
+                block = self._read()
+                if block:
+                    self._buf += block
+                    continue
+                eof = True
+            if m is None:
+                events, trailer = self._final(self._buf, index)
+                if events:
+                    yield Chunk(events, index, self._offset)
+                self._parse_header(trailer)
+                return
+            text = self._buf[:m.start() + 1]
+            events = self._try_decode(text, index, final=False)
+            if events is None:  # the cut fell inside a string or a nested object
+                start = m.end()
+                continue
+            yield Chunk(events, index, self._offset)
+            index += len(events)
+            cut = m.end() - 1
+            self._offset += cut
+            self._buf = self._buf[cut:]
+            start = 0
+
+    def _try_decode(self, text: bytes, index: int, final: bool) -> list[Event] | None:
+        try:
+            return _EVENTS.decode(b"[" + text + b"]")
+        except msgspec.ValidationError as exc:
+            raise self._validation_error(exc, index) from None
+        except msgspec.DecodeError as exc:
+            pos = _error_pos(exc)
+            if not final and (pos is None or pos >= len(text)):
+                return None
+            where = f"byte {self._offset + pos - 1}" if pos is not None else \
+                f"bytes {self._offset}-{self._offset + len(text)}"
+            raise ImportFormatError(f"malformed JSON in traceEvents ({_msg(exc)})",
+                                    path=self.path, where=where,
+                                    hint="expected a complete PyTorch profiler JSON trace") from None
+
+    def _final(self, rest: bytes, index: int) -> tuple[list[Event], bytes]:
+        """Split the last piece into its events and the text after the array (trailer)."""
+        # the array ends with the last event's '}' and then ']'; try such places from the end
+        if rest.lstrip().startswith(b"]"):  # an empty array
+            return [], rest[rest.index(b"]") + 1:]
+        ends = [m.end() for m in _ARRAY_END.finditer(rest)]
+        for end in reversed(ends[-64:]):
+            try:
+                return _EVENTS.decode(b"[" + rest[:end]), rest[end:]
+            except msgspec.ValidationError as exc:
+                raise self._validation_error(exc, index) from None
+            except msgspec.DecodeError:
+                continue
+        # no closing bracket works: report where decoding the remainder fails
+        self._try_decode(rest.rstrip().rstrip(b"}").rstrip().rstrip(b"]"), index, final=True)
+        raise ImportFormatError("truncated trace: the traceEvents array is never closed",
+                                path=self.path, where=f"byte {self._offset + len(rest)}",
+                                hint="the file was cut short; copy it again")
+
+    def _parse_header(self, trailer: bytes) -> None:
+        head = self._prefix.rstrip().rstrip(b",").rstrip()  # '{' or '{ "k": v, ...'
+        tail = trailer.strip()  # '}' or ', "k": v ... }'
+        if tail.startswith(b","):
+            tail = tail[1:].lstrip()
+        if head == b"{" or tail == b"}":
+            joined = head + tail
+        else:
+            joined = head + b", " + tail
+        try:
+            obj = _ANY.decode(joined)
+        except msgspec.DecodeError:
+            raise ImportFormatError("malformed JSON around the traceEvents array",
+                                    path=self.path, where=f"after byte {self._offset}",
+                                    hint="expected '{..., \"traceEvents\": [...], ...}'") from None
+        if not isinstance(obj, dict):
+            raise ImportFormatError("not a Kineto trace: expected a JSON object", path=self.path)
+        self.header = obj
+
+    def _validation_error(self, exc: msgspec.ValidationError, index: int) -> ImportFormatError:
+        msg = str(exc)
+        m = re.search(r"\$\[(\d+)\]", msg)
+        where = f"event {index + int(m.group(1))}" if m else f"events from {index}"
+        return ImportFormatError(f"unexpected event field: {msg}", path=self.path, where=where,
+                                 hint="expected Chrome-trace events with ph, name, ts, dur")
+
+
+def _error_pos(exc: Exception) -> int | None:
+    m = _BYTE_POS.search(str(exc))
+    return int(m.group(1)) if m else None
+
+
+def _msg(exc: Exception) -> str:
+    return _BYTE_POS.sub("", str(exc)).replace("\n", " ").strip()
+
+
+def _is_gz(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return path.suffix == ".gz"
+
+
+def peek(path: Path, n: int = 4096) -> bytes:
+    """The first ``n`` bytes of a file's (decompressed) text; b'' when unreadable."""
+    try:
+        if _is_gz(path):
+            with gzip.open(path, "rb") as fh:
+                return fh.read(n)
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+# -- exact microsecond text -> integer nanoseconds -----------------------------------------
+_POW10 = np.array([10 ** k for k in range(19)], dtype=np.int64)
+
+
+def us_text_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
+    """Convert raw JSON numbers in microseconds to exact int64 nanoseconds.
+
+    Returns ``(ns, present)``; ``present`` is False where the field was missing. Raises
+    ``ValueError(i)`` with the index of the first value that is not a number. Vectorized over
+    the text: digits are weighted by their power of ten relative to the decimal point; a fourth
+    decimal rounds half up. Exponent notation (rare) goes through ``Decimal``.
+    """
+    n = len(raws)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    present = lens > 0
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    text = pa.LargeStringArray.from_buffers(
+        n, pa.py_buffer(offsets), pa.py_buffer(b"".join(raws)),
+        pa.py_buffer(np.packbits(present, bitorder="little")), int(n - present.sum()))
+    try:
+        # Arrow parses decimal text exactly; a decimal with scale 3 is stored as the integer
+        # value * 10^3, i.e. the nanoseconds, in the low 64 bits of each 128-bit slot
+        dec = pc.cast(text, pa.decimal128(30, 3))
+        ns = np.frombuffer(dec.buffers()[1], dtype=np.int64)[::2][dec.offset:dec.offset + n]
+        hi = np.frombuffer(dec.buffers()[1], dtype=np.int64)[1::2][dec.offset:dec.offset + n]
+        if ((hi == 0) | (hi == -1)).all() and ((hi == -1) == (ns < 0)).all():
+            return np.where(present, ns, 0), present
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    return _us_text_to_ns_numpy(raws, n)
+
+
+def _us_text_to_ns_numpy(raws: list[msgspec.Raw], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Digit-by-digit fallback for text Arrow rejects (more than 3 decimals, odd values)."""
+    buf = b"\n".join(raws) + b"\n"
+    a = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.flatnonzero(a == 10)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lens = ends - starts
+    present = lens > 0
+    width = int(min(lens.max(), 24))
+    ns = np.zeros(n, dtype=np.int64)
+    if width == 0:
+        return ns, present
+    j = np.arange(width)
+    inside = j[None, :] < lens[:, None]
+    ch = np.where(inside, a[np.minimum(starts[:, None] + j[None, :], len(a) - 1)], 0)
+    neg = ch[:, 0] == 45  # '-'
+    isdot = ch == 46
+    hasdot = isdot.any(axis=1)
+    dotpos = np.where(hasdot, isdot.argmax(axis=1), lens)
+    isdigit = (ch >= 48) & (ch <= 57)
+    odd = (inside & ~isdigit & ~isdot).copy()
+    odd[:, 0] &= ~neg
+    slow = odd.any(axis=1) | (lens > width) | (isdot.sum(axis=1) > 1)
+    # power of ten of each digit in nanoseconds: 3 for the units digit of the microseconds
+    exp = dotpos[:, None] - 1 - j[None, :] + (j[None, :] > dotpos[:, None]) + 3
+    use = isdigit & (exp >= 0) & (exp <= 18)
+    digits = (ch.astype(np.int64) - 48) * use
+    ns = (digits * _POW10[np.clip(exp, 0, 18)]).sum(axis=1)
+    round_up = (isdigit & (exp == -1) & (ch >= 53)).any(axis=1)
+    ns = ns + round_up
+    too_big = (isdigit & (exp > 18)).any(axis=1)
+    slow |= too_big
+    ns = np.where(neg, -ns, ns)
+    for i in np.flatnonzero(slow & present):
+        ns[i] = _slow_ns(bytes(raws[i]), int(i))
+    return ns, present
+
+
+def _slow_ns(text: bytes, i: int) -> int:
+    try:
+        value = Decimal(text.decode("ascii")) * 1000
+    except (InvalidOperation, UnicodeDecodeError):
+        raise ValueError(i) from None
+    if not value.is_finite() or abs(value) >= 2 ** 63:
+        raise ValueError(i)
+    return int(value.to_integral_value())

@@ -1,0 +1,114 @@
+"""``hermes import SRC... --out PATH``: convert other profilers' output into a Hermes trace."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from hermes.commands._util import check_output_path, dumps, progress
+from hermes.errors import ImportFormatError, UsageError
+
+#: File names a directory of sources is expanded to when no importer claims the directory.
+_PATTERNS = ("*.json", "*.json.gz")
+
+
+def _expand(sources: list[Path]) -> list[Path]:
+    """Check the sources exist; a directory no importer claims stands for its trace files."""
+    from hermes.collectors import importers
+
+    out: list[Path] = []
+    for src in sources:
+        if not src.exists():
+            raise ImportFormatError("no such file or directory", path=src)
+        if src.is_dir() and importers.detect(src) is None:
+            files = sorted({f for pat in _PATTERNS for f in src.glob(pat)
+                            if f.is_file() and not f.name.startswith(".")})
+            if not files:
+                raise ImportFormatError("directory holds no trace files", path=src,
+                                        hint="expected *.json or *.json.gz profiler traces")
+            out.extend(files)
+        else:
+            out.append(src)
+    return out
+
+
+def _pick(sources: list[Path], forced: str | None) -> Any:
+    from hermes.collectors import importers
+
+    if forced:
+        return importers.get(forced)
+    chosen = None
+    for src in sources:
+        imp = importers.detect(src)
+        if imp is None:
+            raise ImportFormatError("not a trace any importer recognizes", path=src,
+                                    hint="expected a PyTorch profiler (Kineto) JSON or Ascend "
+                                         "profiler output; or force one with --from "
+                                         f"{'|'.join(importers.available())}")
+        if chosen is not None and imp.name != chosen.name:
+            raise UsageError(f"sources need different importers ({chosen.name} and {imp.name})",
+                             path=src, hint="import them separately")
+        chosen = imp
+    return chosen
+
+
+def _fmt(result: Any, importer: str, n_files: int, seconds: float) -> str:
+    rate = result.events / seconds if seconds > 0 else 0.0
+    ranks = ",".join(str(r) for r in result.ranks) or "-"
+    lines = [f"imported {n_files} file(s) with {importer} -> {result.out}",
+             f"  ranks: {ranks}   events: {result.events:,}   "
+             f"time: {seconds:.2f} s ({rate:,.0f} events/s)",
+             "  events per kind:"]
+    for kind, n in sorted(result.by_kind.items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {kind:<14} {n:>12,}")
+    if result.unknown_kept:
+        kept = ", ".join(f"{k} {v:,}" for k, v in sorted(result.unknown_kept.items()))
+        lines.append(f"  unknown categories kept as kind 'other': {kept}")
+    for w in result.warnings:
+        lines.append(f"  note: {w}")
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import")
+    def import_cmd(
+        sources: list[Path] = typer.Argument(..., help="Profiler output: files (one per rank) "
+                                                      "or directories holding them."),
+        out: Path = typer.Option(..., "--out", "-o",
+                                 help="Output: a .parquet file, or a directory of per-rank "
+                                      "files for any other path."),
+        source_format: str | None = typer.Option(None, "--from",
+                                                 help="Force an importer (kineto, ascend) "
+                                                      "instead of detecting it."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    ) -> int:
+        """Import PyTorch profiler (Kineto) JSON or Ascend profiler output into a Hermes
+        trace, then print events per kind, ranks and unknown categories kept.
+
+        Example: hermes import rank0.pt.trace.json.gz rank1.pt.trace.json.gz --out run.parquet
+        """
+        files = _expand(sources)
+        importer = _pick(files, source_format)
+        check_output_path(out)
+        if out.exists() and out.is_dir() and out.suffix == ".parquet":
+            raise UsageError("output path is a directory", path=out)
+        total = sum(f.stat().st_size for f in files if f.is_file()) or None
+        start = time.perf_counter()
+        with progress(f"importing ({importer.name})", total=total) as bar:
+            result = importer.run(files, out, {"progress": lambda done: bar.update(
+                completed=done)})
+        seconds = time.perf_counter() - start
+        if as_json:
+            typer.echo(dumps({
+                "importer": importer.name, "out": str(result.out), "sources": [str(f) for f in
+                                                                               files],
+                "events": result.events, "ranks": list(result.ranks),
+                "by_kind": result.by_kind, "by_source_category": result.by_source_category,
+                "unknown_kept": result.unknown_kept, "warnings": list(result.warnings),
+                "seconds": round(seconds, 3)}), nl=False)
+        else:
+            typer.echo(_fmt(result, importer.name, len(files), seconds))
+        return 0
