@@ -23,6 +23,8 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hermes.errors import ImportFormatError
 
@@ -37,7 +39,7 @@ _INT_COLUMNS = ("step", "corr_id", "external_id", "stream", "coll_seq", "coll_by
 #: Cell values the Ascend tools write for "no value".
 NA_TOKENS = frozenset({"", "N/A", "NA", "n/a", "-", "None", "nan", "NaN"})
 
-_PLAIN_DECIMAL = r"[+-]?\d+(?:\.\d*)?"
+_PLAIN_DECIMAL = r"^(?P<sign>[+-]?)(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
 
 
 def frame(n: int, **cols: Any) -> pd.DataFrame:
@@ -52,12 +54,13 @@ def frame(n: int, **cols: Any) -> pd.DataFrame:
         elif c == "value":
             data[c] = np.full(n, np.nan)
         elif c in _INT_COLUMNS:
-            data[c] = pd.array([pd.NA] * n, dtype="Int64")
+            data[c] = pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, dtype=bool))
         else:
             data[c] = [None] * n
     df = pd.DataFrame(data, columns=list(FRAME_COLUMNS))
     for c in _INT_COLUMNS:
-        df[c] = pd.array(df[c], dtype="Int64")
+        if df[c].dtype != "Int64":
+            df[c] = pd.array(df[c], dtype="Int64")
     return df
 
 
@@ -78,41 +81,52 @@ def concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 def us_to_ns(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """Microsecond values (decimal strings or numbers) -> exact integer ns, rounded half up.
 
-    Strings are split at the decimal point instead of going through float64, which at epoch
-    microseconds (~1.7e15) cannot hold nanoseconds. Returns ``(ns, bad)``: ``bad`` marks cells
-    that are not numbers (their ns is 0); NA cells are bad too, the caller decides.
+    Strings are split at the decimal point (in Arrow, vectorized) instead of going through
+    float64, which at epoch microseconds (~1.7e15) cannot hold nanoseconds. Returns
+    ``(ns, bad)``: ``bad`` marks cells that are not numbers (their ns is 0), NA cells included.
     """
-    s = pd.Series(values, dtype=object)
-    # Floats go through repr, which is the shortest string that round-trips: exactly the
-    # digits the producer wrote.
-    s = s.map(lambda v: repr(v) if isinstance(v, float) else v).astype(str).str.strip()
-    n = len(s)
+    arr = np.asarray(values, dtype=object)
+    n = len(arr)
     ns = np.zeros(n, dtype=np.int64)
     bad = np.zeros(n, dtype=bool)
     if n == 0:
         return ns, bad
-    plain = s.str.fullmatch(_PLAIN_DECIMAL).to_numpy(dtype=bool)
+    # Floats go through repr, the shortest string that round-trips: exactly the digits the
+    # producer wrote. Only float cells pay for the Python call.
+    is_float = np.fromiter((type(v) is float for v in arr), dtype=bool, count=n)
+    if is_float.any():
+        arr = arr.copy()
+        arr[is_float] = [repr(v) for v in arr[is_float]]
+    text = pa.array([v if isinstance(v, str) else (None if v is None else str(v))
+                     for v in arr], type=pa.string())
+    parts = pc.extract_regex(pc.utf8_trim_whitespace(text), _PLAIN_DECIMAL)
+    plain = parts.is_valid().to_numpy(zero_copy_only=False)
     if plain.any():
-        p = s[plain]
-        neg = p.str.startswith("-").to_numpy()
-        body = p.str.lstrip("+-")
-        parts = body.str.partition(".")
-        whole = parts[0].replace("", "0").astype(np.int64).to_numpy()
-        frac = parts[2].str.ljust(4, "0")
-        first3 = frac.str.slice(0, 3).astype(np.int64).to_numpy()
-        round_up = (frac.str.slice(3, 4).astype(np.int64).to_numpy() >= 5).astype(np.int64)
-        mag = whole * 1000 + first3 + round_up
-        ns[plain] = np.where(neg, -mag, mag)
-    rest = np.flatnonzero(~plain)
-    for i in rest:  # exponent forms and garbage only: rare, not a hot path
+        ok = parts.filter(pa.array(plain))
+        sign = ok.field("sign").to_numpy(zero_copy_only=False)
+        whole = pc.cast(ok.field("whole"), pa.int64()).to_numpy()
+        frac = pc.utf8_rpad(ok.field("frac").fill_null(""), 4, "0")
+        first3 = pc.cast(pc.utf8_slice_codeunits(frac, 0, 3), pa.int64()).to_numpy()
+        fourth = pc.cast(pc.utf8_slice_codeunits(frac, 3, 4), pa.int64()).to_numpy()
+        mag = whole * 1000 + first3 + (fourth >= 5)
+        ns[plain] = np.where(sign == "-", -mag, mag)
+    for i in np.flatnonzero(~plain):  # exponent forms and garbage only: rare
         try:
-            d = Decimal(s.iat[i]) * 1000
+            d = Decimal(str(arr[i]).strip()) * 1000
             if not d.is_finite():
                 raise InvalidOperation
             ns[i] = int(d.to_integral_value(rounding="ROUND_HALF_UP"))
-        except (InvalidOperation, ValueError):
+        except (InvalidOperation, ValueError, TypeError):
             bad[i] = True
     return ns, bad
+
+
+def lookup(values: Any, table: dict[Any, Any], default: Any = None) -> np.ndarray:
+    """``table[v]`` for each value (``default`` when absent), computed once per distinct value."""
+    codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
+    lut = np.empty(len(uniques), dtype=object)
+    lut[:] = [table.get(u, default) for u in uniques]
+    return lut[codes]
 
 
 def snake(name: str) -> str:

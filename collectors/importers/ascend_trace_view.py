@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from hermes.collectors.importers.ascend_common import frame, load_json, us_to_ns
+from hermes.collectors.importers.ascend_common import frame, load_json, lookup, us_to_ns
 
 from hermes.errors import ImportFormatError
 
@@ -130,93 +130,104 @@ def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], pa
         raise ImportFormatError(f"'dur' is {events[i].get('dur')!r}, expected a duration in µs",
                                 path=path, where=f"event #{i}", hint="re-export the profile")
     dur = np.maximum(dur, 0)
-    pname = df["pid"].map(procs).fillna("").astype(str).to_numpy()
-    role = pd.Series(pname).map(PROCESS_ROLES).fillna("unknown").to_numpy()
-    tname = pd.Series([threads.get(k, "") for k in zip(df["pid"], df["tid"], strict=True)],
-                      dtype=object)
-    name = df["name"].fillna("").astype(str).reset_index(drop=True)
-    cat = df["cat"].fillna("").astype(str).reset_index(drop=True)
-    ph = df["ph"].astype(str).reset_index(drop=True)
+    pid = df["pid"].to_numpy(dtype=object)
+    tid = df["tid"].to_numpy(dtype=object)
+    pname = lookup(pid, procs, "")
+    role = lookup(pname, PROCESS_ROLES, "unknown")
+    pair = (df["pid"] + ":" + df["tid"]).to_numpy(dtype=object)
+    tname = lookup(pair, {f"{p}:{t}": v for (p, t), v in threads.items()}, "")
+    name = df["name"].fillna("").astype(str).to_numpy(dtype=object)
+    cat = df["cat"].fillna("").astype(str).to_numpy(dtype=object)
+    ph = df["ph"].astype(str).to_numpy(dtype=object)
     args = [a if isinstance(a, dict) else {} for a in df["args"]]
-    tid = df["tid"].reset_index(drop=True)
 
     kind = np.full(n, "other", dtype=object)
-    lane = ("thread " + tid).to_numpy(dtype=object)
+    lane = np.char.add("thread ", tid.astype(str)).astype(object)
     lane_kind = np.full(n, "host", dtype=object)
     unit = np.full(n, None, dtype=object)
-    src = ("trace_view/" + pd.Series(pname).replace("", "unknown process")).to_numpy(dtype=object)
-    stream = pd.array([pd.NA] * n, dtype="Int64")
-    step = pd.array([pd.NA] * n, dtype="Int64")
-    nbytes = pd.array([pd.NA] * n, dtype="Int64")
+    src = np.char.add("trace_view/", np.where(pname == "", "unknown process", pname).astype(str))
+    src = src.astype(object)
+    stream = np.full(n, np.nan)
+    step = np.full(n, np.nan)
+    nbytes = np.full(n, np.nan)
 
-    host = role == "host"
-    kind[host] = cat[host].map(HOST_CATS).fillna("other").to_numpy()
-    src[host] = src[host] + "/" + cat[host].to_numpy(dtype=object)
-    stepno = name.str.fullmatch(_STEP_RE).to_numpy(dtype=bool) & host
-    kind[stepno] = "step"
-    step[stepno] = name[stepno].str.extract(_STEP_RE)[0].astype(np.int64).to_numpy()
+    host = np.flatnonzero(role == "host")
+    kind[host] = lookup(cat[host], HOST_CATS, "other")
+    src[host] = src[host] + "/" + cat[host]
+    steps = pd.Series(name[host], dtype=object).str.extract("^" + _STEP_RE + "$")[0]
+    is_step = steps.notna().to_numpy()
+    kind[host[is_step]] = "step"
+    step[host[is_step]] = steps[is_step].astype(np.int64).to_numpy()
 
-    cann = role == "cann"
-    bare = name.str.replace(r"^[A-Za-z]+@", "", regex=True)
-    ck = np.full(n, "runtime", dtype=object)
-    decided = np.zeros(n, dtype=bool)
+    cann = np.flatnonzero(role == "cann")
+    bare = pd.Series(name[cann], dtype=object).str.replace(r"^[A-Za-z]+@", "", regex=True)
+    ck = np.full(len(cann), "runtime", dtype=object)
+    decided = np.zeros(len(cann), dtype=bool)
     for pattern, k in CANN_NAME_KINDS:
         hit = bare.str.fullmatch(pattern).to_numpy(dtype=bool) & ~decided
         ck[hit] = k
         decided |= hit
-    kind[cann] = ck[cann]
+    kind[cann] = ck
 
-    hw = role == "hardware"
-    ttype = pd.Series([a.get("Task Type", "") for a in args], dtype=object).astype(str)
-    mapped = ttype.map(TASK_TYPES)
-    known = mapped.notna().to_numpy() & hw
-    kind[known] = [m[0] for m in mapped[known]]
-    unit[known] = [m[1] for m in mapped[known]]
-    src[hw] = src[hw] + "/" + ttype[hw].to_numpy(dtype=object)
-    sid = pd.Series([a.get("Stream Id") for a in args], dtype=object)
-    sid = pd.to_numeric(sid.where(sid.notna(), tid), errors="coerce")
-    stream[hw] = pd.array(sid[hw].to_numpy(), dtype="Int64")
-    lane[hw] = ("stream " + pd.Series(stream[hw]).astype(str)).to_numpy(dtype=object)
+    hw = np.flatnonzero(role == "hardware")
+    ttype = np.array([str(args[i].get("Task Type", "")) for i in hw], dtype=object)
+    mapped = lookup(ttype, TASK_TYPES)
+    known = np.array([m is not None for m in mapped], dtype=bool)
+    kind[hw[known]] = [m[0] for m in mapped[known]]
+    unit[hw[known]] = [m[1] for m in mapped[known]]
+    src[hw] = src[hw] + "/" + ttype
+    sid = pd.to_numeric(pd.Series([args[i].get("Stream Id", tid[i]) for i in hw], dtype=object),
+                        errors="coerce").to_numpy(float)
+    stream[hw] = sid
+    lane[hw] = [f"stream {int(v)}" if v == v else "stream ?" for v in sid]
     lane_kind[hw] = "device"
 
-    hccl = role == "hccl"
-    plane = tname.str.contains("Plane", case=False).to_numpy(dtype=bool) & hccl
-    waits = name.str.contains("Notify_Wait|Notify Wait|Wait", case=False).to_numpy(dtype=bool)
-    kind[hccl & ~plane] = "collective"
-    kind[plane & waits] = "sync"
-    kind[plane & ~waits] = "memcpy_d2d"
+    hccl = np.flatnonzero(role == "hccl")
+    tn = pd.Series(tname[hccl], dtype=object)
+    plane = tn.str.contains("Plane", case=False).to_numpy(dtype=bool)
+    waits = pd.Series(name[hccl], dtype=object).str.contains(
+        "Notify_Wait|Notify Wait|Wait", case=False).to_numpy(dtype=bool)
+    kind[hccl] = np.where(plane, np.where(waits, "sync", "memcpy_d2d"), "collective")
     unit[hccl] = "link"
-    lane[hccl] = tname[hccl].where(tname[hccl] != "", "hccl " + tid[hccl]).to_numpy(dtype=object)
+    lane[hccl] = np.where(tn.to_numpy() != "", tn.to_numpy(), "hccl " + tid[hccl].astype(str))
     lane_kind[hccl] = "link"
-    size = pd.to_numeric(pd.Series([a.get("size(Byte)") for a in args], dtype=object),
-                         errors="coerce")
-    nbytes[plane] = pd.array(size[plane].round().to_numpy(), dtype="Int64")
+    size = pd.to_numeric(pd.Series([args[i].get("size(Byte)") for i in hccl], dtype=object),
+                         errors="coerce").to_numpy(float)
+    nbytes[hccl[plane]] = np.round(size[plane])
 
-    ov = role == "overlap"
+    ov = np.flatnonzero(role == "overlap")
     kind[ov] = "marker"
     lane[ov] = "overlap analysis"
     lane_kind[ov] = "device"
-    for j in np.flatnonzero(ov):
-        args[j] = {**args[j], "category": name.iat[j]}
+    for j in ov:  # the category goes into args, which are dicts per event
+        args[j] = {**args[j], "category": name[j]}
 
-    other_role = role == "unknown"
-    lane[other_role] = (pd.Series(pname[other_role]) + " " + tid[other_role].to_numpy()).to_numpy()
-    src[other_role] = src[other_role] + "/" + cat[other_role].to_numpy(dtype=object)
-    instant = np.isin(ph.to_numpy(), ("i", "I", "n"))
+    unknown = np.flatnonzero(role == "unknown")
+    lane[unknown] = pname[unknown] + " " + tid[unknown].astype(str)
+    src[unknown] = src[unknown] + "/" + cat[unknown]
+    instant = np.isin(ph, ("i", "I", "n"))
     kind[instant & (kind != "other")] = "marker"
-    counter = ph.to_numpy() == "C"
+    counter = np.flatnonzero(ph == "C")
     kind[counter] = "counter"
     lane_kind[counter] = "counter"
-    lane[counter] = ("counter " + name[counter]).to_numpy(dtype=object)
-    value = pd.Series([_first_number(a) for a in args], dtype=float).to_numpy()
+    lane[counter] = "counter " + name[counter]
+    value = np.full(n, np.nan)
+    value[counter] = [_first_number(args[i]) for i in counter]
+    dur[counter] = 0
 
     for j in np.flatnonzero(kind == "other"):
         args[j] = {**args[j], "source_category": src[j]}
-    out = frame(n, rank=rank, lane=lane, lane_kind=lane_kind, kind=kind, name=name.to_numpy(),
-                ts_ns=df["ts_ns"].to_numpy(np.int64), dur_ns=np.where(counter, 0, dur),
-                step=step, stream=stream, unit=unit, bytes=nbytes, args=args, src=src,
-                value=np.where(counter, value, np.nan))
+    out = frame(n, rank=rank, lane=lane, lane_kind=lane_kind, kind=kind, name=name,
+                ts_ns=df["ts_ns"].to_numpy(np.int64), dur_ns=dur, step=_ints(step),
+                stream=_ints(stream), unit=unit, bytes=_ints(nbytes), args=args, src=src,
+                value=value)
     return out, df.index.to_numpy()
+
+
+def _ints(values: np.ndarray) -> pd.arrays.IntegerArray:
+    """Float array with NaN for missing -> nullable Int64."""
+    missing = np.isnan(values)
+    return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
 
 
 def _first_number(a: dict[str, Any]) -> float:
