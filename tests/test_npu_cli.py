@@ -97,3 +97,14 @@ def test_contradictory_options_are_clear_errors(tmp_path):
                               "--clock", "real")
     assert "strength" in _err("emulate", "resnet50", "--out", out, "--inject",
                               "io.slow_data_reading=-1")
+
+
+def test_demo_writes_trace_and_says_where(tmp_path):
+    out = tmp_path / "demo"
+    code, stdout, err = run_cli("demo", "--out", str(out), "--steps", "6")
+    assert code == 0, err
+    trace = out / "trace.parquet"
+    assert trace.exists() and str(trace) in stdout
+    t = hermes.load(trace)
+    assert t.meta.extra["injected_ids"] == ["io.slow_data_processing"]
+    assert "num_workers=12" in stdout

@@ -85,6 +85,18 @@ class DataPipeline:
             gate = self.consumed[k - pf] if k - pf >= 0 else self.t0
         self.fetch_end.append(max(prev, self.proc_end[k], gate) + self.fetch_dur)
 
+    def warm(self) -> float:
+        """When the loader has its first ``prefetch`` batches on the device (ns): the run's
+        setup (model build, weight load) overlaps this, so training starts then."""
+        k = max(self.s.prefetch, 1)
+        while len(self.read_end) < k:
+            self._produce(len(self.read_end))
+        if self.s.prefetch == 0:
+            return self.proc_end[0]
+        while len(self.fetch_end) < k:
+            self._fetch(len(self.fetch_end), self.t0)
+        return self.fetch_end[k - 1]
+
     def next_batch(self, step: int, request: float) -> tuple[float, dict[str, float]]:
         """When batch ``step`` is on the device for a step asking at ``request`` (ns), and the
         queue depths seen at the request."""

@@ -163,6 +163,11 @@ class Runtime:
         vocabs = [Vocab.of(st) for st in stages]
         peers = dict(enumerate(stages))
         data = DataPipeline(prof, w, s)
+        t_start = data.warm()
+        for st in stages:
+            st.h[:] = t_start
+            st.dev_free[:] = t_start
+            st.comm_free[:] = t_start
         sink_load = 0.0
         R = self.ranks
         step_ns = np.zeros((steps, R))

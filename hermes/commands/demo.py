@@ -1,0 +1,70 @@
+"""``hermes demo``: emulate a job with a visible bottleneck, analyze it, say where things are."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import typer
+
+from hermes.errors import OutputError
+
+#: The demo job: ResNet50 with one data-loader worker (I/O-bound, as in the published case),
+#: and the fix to try next.
+DEMO_WORKLOAD = "resnet50"
+DEMO_INJECT = ("io.slow_data_processing",)
+DEMO_FIX = "num_workers=12"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("demo")
+    def demo_cmd(
+        out: Path = typer.Option(Path("hermes-demo"), "--out", "-o",
+                                 help="Directory for the trace and the reports."),
+        steps: int = typer.Option(20, "--steps", help="Steps to emulate."),
+        seed: int = typer.Option(0, "--seed", help="Random seed."),
+    ) -> int:
+        """Emulate ResNet50 with one data-loader worker on an Ascend 910B, analyze the trace
+        and print where the trace and reports are. No hardware needed.
+
+        Example: hermes demo --out ./hermes-demo
+        """
+        from hermes.commands._util import write_text_atomic
+        from hermes.npu.emulate import emulate, plan
+
+        if out.exists() and not out.is_dir():
+            raise OutputError("exists and is not a directory", path=out,
+                              hint="choose another --out")
+        if not out.parent.is_dir():
+            raise OutputError("parent directory does not exist", path=out.parent)
+        out.mkdir(exist_ok=True)
+        trace = out / "trace.parquet"
+        p = plan(DEMO_WORKLOAD, inject_specs=list(DEMO_INJECT), seed=seed)
+        res = emulate(p, trace, steps)
+        typer.echo(f"emulated {DEMO_WORKLOAD} with {', '.join(DEMO_INJECT)} "
+                   f"(num_workers=1): median step {res.median_step_ms:.1f} ms")
+        typer.echo(f"  trace:    {trace}")
+        wrote = [trace]
+        if importlib.util.find_spec("hermes.analyzers.api") is not None:
+            from hermes.analyzers.api import analyze
+
+            analysis = analyze(trace)
+            try:
+                from hermes.analyzers.render import RENDERERS
+            except ImportError:
+                RENDERERS = {}
+            for fmt, name in (("json", "analysis.json"), ("md", "report.md"),
+                              ("text", "report.txt")):
+                if fmt in RENDERERS:
+                    path = out / name
+                    write_text_atomic(path, RENDERERS[fmt](analysis))
+                    wrote.append(path)
+                    typer.echo(f"  {fmt + ':':<9} {path}")
+            if "text" in RENDERERS:
+                typer.echo("")
+                typer.echo(RENDERERS["text"](analysis, top=3))
+        else:
+            typer.echo("  (analysis not available in this installation)")
+        typer.echo(f"next: hermes emulate {DEMO_WORKLOAD} --out {out / 'fixed.parquet'} "
+                   + " ".join(f"--inject {c}" for c in DEMO_INJECT) + f" --opt {DEMO_FIX}")
+        return 0
