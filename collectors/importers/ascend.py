@@ -244,8 +244,13 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     flows: dict[str, Any] = {}
     stages: list[Any] = []
     skipped: dict[str, int] = {}
+    report = options.get("progress")  # callable(bytes of sources done), from the CLI bar
+    done = 0
     for f in files:
         df, extra = PARSERS[f.kind](f.path, f.rank)
+        done += f.path.stat().st_size
+        if callable(report):
+            report(done)
         frames.setdefault(f.kind, []).append(df)
         if f.kind == "trace_view" and extra:
             for k, v in extra.items():
