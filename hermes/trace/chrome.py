@@ -18,11 +18,11 @@ JSON object ``{"displayTimeUnit", "otherData", "traceEvents": [...]}``:
 
 Times: ``ts``/``dur`` are microseconds written as exact decimal text from integer nanoseconds
 (``1234567`` ns -> ``1234.567``), never through a float. When the metadata has
-``clock_offsets_ns`` they are added, so every rank is on rank 0's clock. When the trace was
-imported from Kineto and the importer recorded the time origin it subtracted
-(``hermes.extra["kineto"]["time_origin_ns"]``, per rank or one value), it is added back, so a
-Kineto -> Hermes -> Chrome round trip gives the source's timestamps; otherwise times are the
-trace's own ``ts_ns``.
+``clock_offsets_ns`` they are added, so every rank is on rank 0's clock. Nothing else is added:
+the Kineto importer keeps Kineto's own clock (``ts_ns`` = source ``ts`` x 1000, exactly), so a
+Kineto -> Hermes -> Chrome round trip restores the source's ``ts`` values; the file's
+``baseTimeNanoseconds`` (kept in ``extra.kineto``) is not applied, as Kineto's JSON does not
+apply it either.
 
 Memory: events are formatted one record batch (at most ``BATCH_ROWS`` rows) at a time with
 vectorized Arrow string kernels, and the bytes of the formatted batch are written directly; only
@@ -98,17 +98,25 @@ def _row_groups(path: str | os.PathLike[str], columns: list[str],
         _check_columns(f, pf.schema_arrow)
         yield f, meta, None
         present = [c for c in columns if c in pf.schema_arrow.names]
-        for i in range(pf.num_row_groups):
-            table = conform(_read_group(pf, f, i, present), columns, f)
-            yield from ((f, meta, b) for b in table.to_batches(max_chunksize=BATCH_ROWS))
+        for batch in _batches(pf, f, present):
+            table = conform(pa.Table.from_batches([batch]), columns, f)
+            yield from ((f, meta, b) for b in table.to_batches())
 
 
-def _read_group(pf: pq.ParquetFile, f: Path, i: int, columns: list[str]) -> pa.Table:
-    try:
-        return pf.read_row_group(i, columns=columns)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceFormatError(f"cannot read row group {i} ({str(exc).splitlines()[0]})",
-                               path=f, hint="the file may be truncated; re-create it") from None
+def _batches(pf: pq.ParquetFile, f: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """Record batches of at most ``BATCH_ROWS`` rows, decoded one at a time (a row group is
+    not decoded whole)."""
+    it = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})",
+                                   path=f, hint="the file may be truncated; re-create it"
+                                   ) from None
+        yield batch
 
 
 def _codes(arr: pa.Array) -> tuple[np.ndarray, list[Any]]:
@@ -165,20 +173,9 @@ def _metadata_events(tracks: dict[tuple[int, str], tuple[int, str]]) -> list[str
     return out
 
 
-def time_shift(meta: TraceMeta) -> tuple[dict[int, int], int]:
-    """Nanoseconds to add per rank (and for ranks not listed) so times are on rank 0's clock
-    and, for Kineto imports that recorded their time origin, equal to the source's."""
-    shift = {int(r): int(o) for r, o in meta.clock_offsets_ns.items()}
-    default = 0
-    kineto = meta.extra.get("kineto") if isinstance(meta.extra, dict) else None
-    origin = kineto.get("time_origin_ns") if isinstance(kineto, dict) else None
-    if isinstance(origin, dict):
-        for r, o in origin.items():
-            shift[int(r)] = shift.get(int(r), 0) + int(o)
-    elif isinstance(origin, int):
-        shift = {r: o + origin for r, o in shift.items()}
-        default = origin
-    return shift, default
+def time_shift(meta: TraceMeta) -> dict[int, int]:
+    """Nanoseconds to add per rank to put every rank on rank 0's clock."""
+    return {int(r): int(o) for r, o in meta.clock_offsets_ns.items()}
 
 
 def _mask_of(arr: pa.Array, value: str) -> np.ndarray:
@@ -271,11 +268,13 @@ def format_batch(batch: pa.RecordBatch, tids: np.ndarray, ts_ns: np.ndarray) -> 
     dur = pc.if_else(pc.or_(is_counter, is_instant), "",
                      pc.binary_join_element_wise(',"dur":', us_text(dur_ns), ""))
     pieces = [_keyed(c, _json_strings(col[c]) if pa.types.is_dictionary(col[c].type)
-                     else _number_text(col[c])) for c in ARG_COLUMNS]
+                     else _number_text(col[c]))
+              for c in ARG_COLUMNS if col[c].null_count < len(col[c])]  # skip all-null ones
     # Each present member ends with ","; the last one's comma is trimmed (JSON members never
     # end with a comma). (binary_join's null_handling="skip" drops all-null rows in Arrow 26.)
-    members = [pc.binary_join_element_wise(p, ",", "") for p in
-               (*pieces, _args_inner(col["args"]))]
+    if col["args"].null_count < len(col["args"]):
+        pieces.append(_args_inner(col["args"]))
+    members = [pc.binary_join_element_wise(p, ",", "") for p in pieces] or [""]
     general = pc.utf8_rtrim(pc.binary_join_element_wise(*members, "", null_handling="replace"),
                             characters=",")
     value = _keyed("value", _number_text(col["value"]))
@@ -291,35 +290,52 @@ def format_batch(batch: pa.RecordBatch, tids: np.ndarray, ts_ns: np.ndarray) -> 
     return pc.filter(line, pa.array(~drop)) if drop.any() else line
 
 
-def format_flows(df: pd.DataFrame, first_id: int) -> tuple[pa.Array, int]:
+#: Per correlated event, the fields a flow needs (compact dtypes: held for a whole file).
+FLOW_FIELDS: dict[str, type] = {"rank": np.int32, "corr_id": np.int64, "host": np.bool_,
+                                "launch": np.bool_, "ts_ns": np.int64, "tid": np.int32}
+
+
+def format_flows(ev: dict[str, np.ndarray], first_id: int) -> tuple[Iterator[pa.Array], int]:
     """Flow events for the correlated events of one file, each text starting with ``",\\n"``.
 
-    ``df`` columns: rank, corr_id, host (bool), launch (bool), ts_ns (output clock), tid.
-    Returns (texts: the ``s`` events then the ``f`` events, next free flow id)."""
-    empty = pa.array([], pa.string())
-    if df.empty:
-        return empty, first_id
-    host = df[df["host"]].sort_values(["rank", "corr_id", "launch", "ts_ns"],
-                                      ascending=[True, True, False, True], kind="stable")
-    host = host.drop_duplicates(["rank", "corr_id"], keep="first")
-    pairs = df[~df["host"]].merge(host, on=["rank", "corr_id"], suffixes=("_d", "_h"))
-    if pairs.empty:
-        return empty, first_id
-    pairs = pairs.sort_values(["rank", "corr_id", "ts_ns_d"], kind="stable")
-    ids = pairs.groupby(["rank", "corr_id"], sort=False).ngroup().to_numpy() + first_id
+    ``ev``: arrays named as in ``FLOW_FIELDS`` (ts_ns on the output clock). Per (rank,
+    corr_id), the host event is the launch if there is one, else the earliest host event.
+    Returns (chunks of at most ``BATCH_ROWS`` device events: the ``s`` events of the flows
+    they end, then their ``f`` events; the next free flow id)."""
+    if not len(ev["rank"]):
+        return iter(()), first_id
+    # Each (rank, corr_id) group sorted: host events first (launches first, then by time),
+    # then device events by time. No pandas merge: a few index arrays instead.
+    order = np.lexsort((ev["ts_ns"], ~ev["launch"], ~ev["host"], ev["corr_id"], ev["rank"]))
+    rank, corr, host = ev["rank"][order], ev["corr_id"][order], ev["host"][order]
+    new = np.r_[True, (rank[1:] != rank[:-1]) | (corr[1:] != corr[:-1])]
+    group_start = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
+    dev = np.flatnonzero(~host & host[group_start])  # device events of groups with a host
+    if not len(dev):
+        return iter(()), first_id
+    h = group_start[dev]
+    ids = np.cumsum(np.r_[True, h[1:] != h[:-1]]) - 1 + first_id
     starts = np.r_[True, ids[1:] != ids[:-1]]
+    cols = {"rank": rank[dev], "tid_h": ev["tid"][order[h]], "tid_d": ev["tid"][order[dev]],
+            "ts_ns_h": ev["ts_ns"][order[h]], "ts_ns_d": ev["ts_ns"][order[dev]]}
 
-    def text(ph: str, sel: np.ndarray, side: str) -> pa.Array:
+    def text(ph: str, sel: slice | np.ndarray, side: str) -> pa.Array:
         return pc.binary_join_element_wise(
             f',\n{{"ph":"{ph}",' + ('"bp":"e",' if ph == "f" else "")
             + f'"cat":"{FLOW_CAT}","name":"{FLOW_CAT}","id":',
             pc.cast(pa.array(ids[sel]), pa.string()),
-            ',"pid":', pc.cast(pa.array(pairs["rank"].to_numpy()[sel]), pa.string()),
-            ',"tid":', pc.cast(pa.array(pairs[f"tid_{side}"].to_numpy()[sel]), pa.string()),
-            ',"ts":', us_text(pairs[f"ts_ns_{side}"].to_numpy()[sel]), "}", "")
+            ',"pid":', pc.cast(pa.array(cols["rank"][sel]), pa.string()),
+            ',"tid":', pc.cast(pa.array(cols[f"tid_{side}"][sel]), pa.string()),
+            ',"ts":', us_text(cols[f"ts_ns_{side}"][sel]), "}", "")
 
-    every = np.ones(len(ids), bool)
-    return pa.concat_arrays([text("s", starts, "h"), text("f", every, "d")]), int(ids.max()) + 1
+    def chunks() -> Iterator[pa.Array]:
+        for lo in range(0, len(ids), BATCH_ROWS):
+            part = slice(lo, lo + BATCH_ROWS)
+            first = np.flatnonzero(starts[part]) + lo
+            yield text("s", first, "h")
+            yield text("f", part, "d")
+
+    return chunks(), int(ids.max()) + 1
 
 
 # --------------------------------------------------------------------------- writing
@@ -400,16 +416,17 @@ def _write(path: str | os.PathLike[str], tracks: dict[tuple[int, str], tuple[int
     out = _JsonArrayWriter(fh)
     n_events = n_flows = 0
     next_id = 1
-    corr: list[pd.DataFrame] = []
-    shift: tuple[dict[int, int], int] = ({}, 0)
+    corr: list[dict[str, np.ndarray]] = []
+    shift: dict[int, int] = {}
 
     def flush_flows() -> None:  # flows never cross files: per-rank files hold whole ranks
         nonlocal next_id, n_flows
-        texts, last = format_flows(_concat(corr), next_id)
+        chunks, last = format_flows(_concat(corr), next_id)
+        corr.clear()
         n_flows += last - next_id
         next_id = last
-        out.write_array(texts)
-        corr.clear()
+        for texts in chunks:
+            out.write_array(texts)
 
     started = False
     for _, meta, batch in _row_groups(path, list(COLUMN_NAMES)):
@@ -429,7 +446,7 @@ def _write(path: str | os.PathLike[str], tracks: dict[tuple[int, str], tuple[int
             mask = ranks == r
             lut = np.array([tracks.get((int(r), str(n)), (0, ""))[0] for n in lanes], np.int64)
             tids[mask] = lut[lane_i[mask]]
-            ts[mask] += shift[0].get(int(r), shift[1])
+            ts[mask] += shift.get(int(r), 0)
         text = format_batch(batch, tids, ts)
         out.write_array(text)
         n_events += len(text)
@@ -451,27 +468,22 @@ def _header(meta: TraceMeta, path: str | os.PathLike[str]) -> bytes:
 
 
 def _correlated(batch: pa.RecordBatch, ranks: np.ndarray, tids: np.ndarray,
-                ts: np.ndarray) -> pd.DataFrame:
-    """The events of a batch that can carry a flow end: (rank, corr_id, side, ts, tid)."""
+                ts: np.ndarray) -> dict[str, np.ndarray]:
+    """The events of a batch that can start or end a flow (see ``FLOW_FIELDS``)."""
     names = batch.schema.names
     corr = batch.column(names.index("corr_id"))
-    has = pc.is_valid(corr).to_numpy(zero_copy_only=False)
-    if not has.any():
-        return pd.DataFrame()
     lane_kind, kind = batch.column(names.index("lane_kind")), batch.column(names.index("kind"))
     host = _mask_of(lane_kind, "host")
     device = np.zeros_like(host)
     for lk in DEVICE_LANES:
         device |= _mask_of(lane_kind, lk)
-    keep = has & (host | device) & ~_mask_of(kind, "counter")
-    return pd.DataFrame({
-        "rank": ranks[keep], "corr_id": corr.fill_null(0).to_numpy(zero_copy_only=False)[keep],
-        "host": host[keep], "launch": _mask_of(kind, "launch")[keep], "ts_ns": ts[keep],
-        "tid": tids[keep]})
+    keep = pc.is_valid(corr).to_numpy(zero_copy_only=False) & (host | device)
+    keep &= ~_mask_of(kind, "counter")
+    cols = {"rank": ranks, "corr_id": corr.fill_null(0).to_numpy(zero_copy_only=False),
+            "host": host, "launch": _mask_of(kind, "launch"), "ts_ns": ts, "tid": tids}
+    return {k: cols[k][keep].astype(t) for k, t in FLOW_FIELDS.items()}
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    frames = [f for f in frames if not f.empty]
-    if not frames:
-        return pd.DataFrame()
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, t)
+            for k, t in FLOW_FIELDS.items()}
