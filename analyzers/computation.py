@@ -243,6 +243,35 @@ def _dtype_bytes(args: pd.Series) -> pd.Series:
     return size
 
 
+#: PyTorch matrix operators whose FLOPs follow from their input shapes (Kineto "Input Dims"):
+#: operator -> (index of A, index of B, B laid out as (N, K) like a Linear weight)
+_GEMM_OPS = {"mm": (0, 1, False), "matmul": (0, 1, False), "bmm": (0, 1, False),
+             "addmm": (1, 2, False), "baddbmm": (1, 2, False), "addbmm": (1, 2, False),
+             "linear": (0, 1, True), "_scaled_mm": (0, 1, False)}
+
+
+def _gemm_flops(names: pd.Series, shape_raw: pd.Series) -> pd.Series:
+    """FLOPs (2 x M x N x K, batch included) of matrix operators from their input shapes, when
+    the trace has no FLOP count (Kineto without ``with_flops``); NaN for other operators."""
+    def one(name: str, raw: Any) -> float:
+        spec = _GEMM_OPS.get(str(name).split("::")[-1])
+        if spec is None or not isinstance(raw, str):
+            return float("nan")
+        sh = _shapes(raw)
+        ia, ib, transposed = spec
+        if len(sh) <= max(ia, ib) or len(sh[ia]) < 2 or len(sh[ib]) < 1:
+            return float("nan")
+        a, b = sh[ia], sh[ib]
+        n = b[0] if transposed else b[-1]
+        return 2.0 * float(np.prod(a[:-1])) * a[-1] * n
+
+    pairs = pd.DataFrame({"n": names.astype(str), "s": shape_raw})
+    uniq = pairs.drop_duplicates()
+    val = {(r.n, r.s): one(r.n, r.s) for r in uniq.itertuples(index=False)}
+    return pd.Series([val[(n, s_)] for n, s_ in zip(pairs["n"], pairs["s"])],
+                     index=names.index, dtype="float64")
+
+
 def _gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
     """HBM bytes of a matmul estimated from its input shapes: both inputs read once and the
     output written once, element size from the dtype. Computed once per distinct shape string."""
@@ -287,6 +316,8 @@ def _from_host_ops(ev: pd.DataFrame, k: pd.DataFrame, gemm: np.ndarray) -> None:
     h = base_frame(ev, hm)
     h["shape"] = _input_shapes(h["args"])
     h["dtype_raw"] = h["args"]
+    est = _gemm_flops(h["name"], h["shape"])
+    h["flops"] = h["flops"].where(h["flops"].notna(), est)
     h = h.sort_values("flops", na_position="first").drop_duplicates("external_id", keep="last")
     h = h.set_index("external_id")
     ext = k["external_id"]
