@@ -32,7 +32,8 @@ from hermes.analyzers.steps import step_windows
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS
 
 COMPONENTS = ("computation", "communication", "host", "io", "other")
-SKIP_KINDS = ("step", "marker", "counter")
+# annotations, counters and unknown events (Kineto's whole-capture "Trace" span) are no work
+SKIP_KINDS = ("step", "marker", "counter", "other")
 COMP_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
 IO_KINDS = ("data_read", "data_process", "data_fetch", "data_wait")
 TOP_N = 20

@@ -5,7 +5,7 @@ Per step window ``W`` (``steps.step_windows``), with unions of half-open interva
 * ``C`` = device computation: device-side kernels, copies and memsets (not collectives);
 * ``M`` = device communication: ``collective`` events, events on ``link`` lanes and kernels named
   like NCCL kernels (``^nccl.*Kernel``, for importers that leave them as plain kernels);
-* ``H`` = host busy: events on ``host`` lanes except ``step``/``marker``/``counter``
+* ``H`` = host busy: events on ``host`` lanes except ``step``/``marker``/``counter``/``other``
   (dispatch, launches, runtime calls, syncs, data waits, compilation, GC, Python frames);
 
 and the parts (each clipped to ``W``):
@@ -37,7 +37,9 @@ from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.steps import step_windows
 
 PARTS = ("computation_only", "communication_only", "overlapped", "host_bound", "free")
-HOST_IDLE_KINDS = ("step", "marker", "counter")
+# not host work: annotations, counters, and unknown events ("other": e.g. Kineto's profiler-span
+# "Trace" events, which cover the whole capture)
+HOST_IDLE_KINDS = ("step", "marker", "counter", "other")
 COMM_KINDS = ("collective",)
 COMP_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
 
@@ -137,7 +139,8 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     total = int(per_step["dur_ns"].sum())
     metrics: dict[str, object] = {}
     for name in PARTS:
-        metrics[f"{name}_pct"] = 100.0 * per_step[f"{name}_ns"].sum() / total if total else 0.0
+        metrics[f"{name}_pct"] = float(100.0 * per_step[f"{name}_ns"].sum() / total) if total \
+            else 0.0
     if total == 0:
         metrics["free_pct"] = 100.0
     hta = hta_compat.hta_figures(ctx.events)
