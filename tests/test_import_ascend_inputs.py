@@ -215,3 +215,45 @@ def test_unknown_source_is_a_usage_error(tmp_path: Path) -> None:
     assert detect(tmp_path / "notes.txt") is None or detect(tmp_path / "notes.txt").name != "ascend"
     with pytest.raises(UsageError):
         get("ascend").run([tmp_path / "notes.txt"], tmp_path / "o.parquet", {})
+
+
+def _comm_record(start_us: float, elapse_ms: float, hccs_mb: float, rdma_mb: float) -> dict:
+    return {"Communication Time Info": {"Start Timestamp(us)": start_us,
+                                        "Elapse Time(ms)": elapse_ms, "Transit Time(ms)": 0.5,
+                                        "Wait Time(ms)": 0.125, "Synchronization Time(ms)": 0.1},
+            "Communication Bandwidth Info": {
+                "HCCS": {"Transit Size(MB)": hccs_mb, "Bandwidth(GB/s)": 20.0,
+                         "Size Distribution": {"0.5": [2, 0.25]}},
+                "PCIE": {"Transit Size(MB)": 0.25, "Bandwidth(GB/s)": 5.0},
+                "RDMA": {"Transit Size(MB)": rdma_mb, "Bandwidth(GB/s)": 10.0}}}
+
+
+def test_per_rank_communication_json(tmp_path: Path) -> None:
+    data = {"step4": {
+        "collective": {"hcom_allReduce__7_0@grp": _comm_record(1000.5, 2.0, 1.5, 2.0),
+                       "hcom_allReduce__7_1@grp": _comm_record(900.0, 1.0, 1.0, 0.0),
+                       "Total Op Info": _comm_record(900.0, 3.0, 2.5, 2.0)},
+        "p2p": {"hcom_send__3_0@pp": _comm_record(1500.0, 0.5, 0.0, 4.0)}}}
+    f = tmp_path / "communication.json"
+    f.write_text(json.dumps(data))
+    res = get("ascend").run([f], tmp_path / "t.parquet", {"rank": 5})
+    ev = _load(res.out).sort_values("ts_ns")
+    assert ev["name"].tolist() == ["hcom_allReduce__7_1", "hcom_allReduce__7_0",
+                                   "hcom_send__3_0"]       # Total Op Info skipped
+    assert set(ev["rank"]) == {5} and set(ev["step"]) == {4}
+    assert ev["coll_group"].astype(str).tolist() == ["grp", "grp", "pp"]
+    assert ev["coll_seq"].tolist() == [0, 1, 0]
+    # no SDMA entry: HCCS + PCIE (+ RDMA), MB = 10^6 B
+    assert ev["coll_bytes"].tolist() == [1_250_000, 3_750_000, 4_250_000]
+    first = ev.iloc[1]
+    assert first["ts_ns"] == 1_000_500 and first["dur_ns"] == 2_000_000
+    args = json.loads(first["args"])
+    assert args["comm_type"] == "collective" and args["wait_ns"] == 125_000
+    assert args["size_distribution"]["HCCS"] == {"500000": [2, 250_000]}
+    assert hermes.load(res.out).meta.import_summary["skipped"] == {"total_op_info": 1}
+    data["step4"]["p2p"]["hcom_send__3_0@pp"]["Communication Bandwidth Info"]["HCCS"][
+        "Size Distribution"] = {"big": [1, 2]}
+    f.write_text(json.dumps(data))
+    with pytest.raises(ImportFormatError, match="hcom_send__3_0@pp"):
+        get("ascend").run([f], tmp_path / "u.parquet", {})
+    assert not (tmp_path / "u.parquet").exists()

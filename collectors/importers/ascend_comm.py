@@ -135,7 +135,12 @@ def _record(node: dict[str, Any], keys: tuple[str, ...], rank: int,
     for field, key in _RATIOS.items():
         if isinstance(info.get(field), (int, float)):
             args[key] = float(info[field])
-    coll_bytes = _bandwidth(node.get(BW_INFO) or {}, args)
+    bw = node.get(BW_INFO) or {}
+    try:
+        coll_bytes = _bandwidth(bw if isinstance(bw, dict) else {}, args)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ImportFormatError(f"{BW_INFO!r} has a malformed value ({exc})", path=path,
+                                where=where, hint="expected numbers in MB, ms and GB/s") from None
     return {"rank": r, "step": step, "name": name or op,
             "coll_group": ghash or group, "coll_bytes": coll_bytes,
             "ts_ns": _ns(info["Start Timestamp(us)"], 10**3, path,
