@@ -292,12 +292,16 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     """Per collective matched on >= 2 ranks by (group, seq): T_wait, R_wait, late rank."""
     cols = ["group", "seq", "op", "ranks", "T_wait_ns", "R_wait", "late_rank", "skew_ns",
             "transit_ns"]
-    t = t[t["seq"].notna()]
+    # point-to-point transfers pair two ranks, not a group: they are not matched by sequence
+    t = t[t["seq"].notna() & ~t["op"].astype(str).str.contains(_P2P)]
     if len(t) == 0:
         return pd.DataFrame(columns=cols)
     g = t.groupby(["group", "seq"], sort=False)
     n = g["rank"].transform("size")
-    t = t[n >= 2].copy()
+    # the same collective has the same operator on every rank; a mismatch means the sequence
+    # numbers do not line up (e.g. ranks sampled from a bigger job): not matched
+    same = g["op"].transform("nunique") == 1
+    t = t[(n >= 2) & same].copy()
     if len(t) == 0:
         return pd.DataFrame(columns=cols)
     g = t.groupby(["group", "seq"], sort=False)
@@ -334,8 +338,8 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
         res.tables["per_rank"] = pd.DataFrame(columns=["rank", "wait_ns", "wait_share",
                                                        "times_late"])
         return res
-    m = t[t["seq"].notna()].merge(sync[["group", "seq", "transit_ns"]], on=["group", "seq"],
-                                  suffixes=("", "_matched"))
+    m = t[t["seq"].notna()].merge(sync[["group", "seq", "op", "transit_ns"]],
+                                  on=["group", "seq", "op"], suffixes=("", "_matched"))
     m["wait_i"] = m.groupby(["group", "seq"])["arrive_ns"].transform("max") - m["arrive_ns"]
     wait = m.groupby("rank")["wait_i"].sum()
     late = sync["late_rank"].value_counts()

@@ -170,3 +170,15 @@ def test_empty_and_one_event(rows) -> None:
     check(res)
     assert res.findings == []
     assert len(res.tables["sync"]) == 0
+
+
+def test_mismatched_or_point_to_point_are_not_matched() -> None:
+    # seq 1 is an all-reduce on rank 0 but an all-gather on rank 1: sequences do not line up;
+    # seq 2 is a send/recv pair: point-to-point, never matched by sequence
+    r0 = frame(step(0), coll("allreduce", 100_000, 100_000, 1, 64 * MB, rank=0),
+               coll("send", 300_000, 100_000, 2, 64 * MB, rank=0))
+    r1 = frame(step(1), coll("allgather", 400_000, 100_000, 1, 64 * MB, rank=1),
+               coll("recv", 600_000, 100_000, 2, 64 * MB, rank=1))
+    res = cluster({0: r0, 1: r1})
+    assert len(res.tables["sync"]) == 0
+    assert not [f for f in res.findings if f.cause == "synchronization_wait"]
