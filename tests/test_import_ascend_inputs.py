@@ -257,3 +257,34 @@ def test_per_rank_communication_json(tmp_path: Path) -> None:
     with pytest.raises(ImportFormatError, match="hcom_send__3_0@pp"):
         get("ascend").run([f], tmp_path / "u.parquet", {})
     assert not (tmp_path / "u.parquet").exists()
+
+
+def test_hccl_timeline_enriched_by_communication_json(tmp_path: Path) -> None:
+    hccl = 60
+    trace = [
+        *_meta(hccl, "HCCL"),
+        {"ph": "M", "name": "thread_name", "pid": hccl, "tid": 1,
+         "args": {"name": "Group hccl_world_group Communication"}},
+        {"ph": "M", "name": "thread_name", "pid": hccl, "tid": 2, "args": {"name": "Plane 0"}},
+        {"ph": "X", "name": "hcom_allReduce__7_0", "pid": hccl, "tid": 1, "ts": "1000.5",
+         "dur": 2000.0},
+        {"ph": "X", "name": "Notify_Wait", "pid": hccl, "tid": 2, "ts": "1001", "dur": 5.0},
+        {"ph": "X", "name": "Memcpy", "pid": hccl, "tid": 2, "ts": "1010", "dur": 50.0,
+         "args": {"size(Byte)": 4096}},
+    ]
+    d = _write(tmp_path / "in", trace)
+    # 0.4 µs later than the timeline's start: the same collective.
+    (d / "communication.json").write_text(json.dumps(
+        {"step1": {"collective": {"hcom_allReduce__7_0@grp": _comm_record(1000.9, 2.0, 1.5,
+                                                                           2.0)}}}))
+    res = get("ascend").run([d], tmp_path / "t.parquet", {})
+    ev = _load(res.out).set_index("name")
+    assert len(ev) == 3                                   # merged, not duplicated
+    coll = ev.loc["hcom_allReduce__7_0"]
+    assert coll["kind"] == "collective" and coll["lane_kind"] == "link"
+    assert coll["lane"] == "Group hccl_world_group Communication"
+    assert coll["ts_ns"] == 1_000_500                     # the timeline's own time wins
+    assert coll["coll_group"] == "grp" and coll["coll_bytes"] == 3_750_000
+    assert json.loads(coll["args"])["wait_ns"] == 125_000 and coll["step"] == 1
+    assert ev.loc["Notify_Wait", "kind"] == "sync" and ev.loc["Memcpy", "kind"] == "memcpy_d2d"
+    assert ev.loc["Memcpy", "bytes"] == 4096 and ev.loc["Memcpy", "unit"] == "link"

@@ -205,7 +205,7 @@ def _enrich(base: pd.DataFrame, extra: pd.DataFrame, mask: np.ndarray,
         vals = extra[col].to_numpy(dtype=object)[xi]
         has = ~pd.isna(vals)
         if has.any():
-            cur = base[col].to_numpy(dtype=object)
+            cur = np.array(base[col], dtype=object)  # writable copy
             cur[bi[has]] = vals[has]
             base[col] = pd.array(cur, dtype=base[col].dtype) if col != "unit" else cur
     bargs = list(base["args"])

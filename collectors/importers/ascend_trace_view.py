@@ -309,9 +309,9 @@ def _link_flows(out: pd.DataFrame, slices: pd.DataFrame, slice_index: np.ndarray
     starts_ = fdf[fdf["ph"] == "s"].drop_duplicates(["cat", "id"])
     ends_ = fdf[fdf["ph"] == "f"]
     pairs = starts_.merge(ends_, on=["cat", "id"], suffixes=("_s", "_f"))
-    corr = out["corr_id"].to_numpy(dtype=object)
-    ext = out["external_id"].to_numpy(dtype=object)
-    kind = out["kind"].to_numpy(dtype=object)
+    corr = np.array(out["corr_id"], dtype=object)  # writable copy
+    ext = np.array(out["external_id"], dtype=object)  # writable copy
+    kind = np.array(out["kind"], dtype=object)  # writable copy
     h2d = pairs[pairs["cat"] == "HostToDevice"]
     src, dst = h2d["slice_s"].to_numpy(np.int64), h2d["slice_f"].to_numpy(np.int64)
     # corr_id: the launch's event index in the file, unique per launch.
@@ -330,7 +330,7 @@ def _link_flows(out: pd.DataFrame, slices: pd.DataFrame, slice_index: np.ndarray
     tasks = pd.DataFrame({"launch": src, "ext": out["external_id"].to_numpy(dtype=object)[dst]})
     tasks = tasks.dropna().drop_duplicates("launch")
     if len(tasks):
-        e2 = out["external_id"].to_numpy(dtype=object)
+        e2 = np.array(out["external_id"], dtype=object)  # writable copy
         li = tasks["launch"].to_numpy(np.int64)
         e2[li] = tasks["ext"].to_numpy()
         out["external_id"] = pd.array(e2, dtype="Int64")
