@@ -13,6 +13,7 @@ Formulas and thresholds: ``docs/analysis/communication.md``.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -53,8 +54,24 @@ BUS_FACTOR: dict[str, Any] = {
 }
 _P2P = re.compile(r"send|recv|p2p", re.I)
 COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns", "wait_ns",
-           "transit_ns", "link", "bw_GBps", "busbw_GBps", "expected_GBps", "prev_end_ns",
+           "transit_ns", "link", "peer", "bw_GBps", "busbw_GBps", "expected_GBps", "prev_end_ns",
            "overlap_compute_ns", "small", "misaligned"]
+
+
+def _busiest_transport(args: pd.Series) -> pd.Series:
+    """The transport that carried most transit time (Ascend ``transit_ns_by_transport``:
+    HCCS / PCIE / RDMA; SDMA is the DMA engine behind HCCS and PCIe, so it is not a link)."""
+    out = pd.Series(np.nan, index=args.index, dtype=object)
+    m = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
+    for i, raw in args[m].items():
+        try:
+            by = json.loads(raw).get("transit_ns_by_transport") or {}
+        except (ValueError, AttributeError):
+            continue
+        links = {k: float(v or 0) for k, v in by.items() if k.upper() != "SDMA"}
+        if links and max(links.values()) > 0:
+            out[i] = max(links, key=links.get)
+    return out
 
 
 def _link_class(link: pd.Series) -> pd.Series:
@@ -98,8 +115,10 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     transit = arg_numbers(args, "transit_ns")
     t["transit_ns"] = transit.where(transit.notna(), t["dur_ns"] - t["wait_ns"])
     link = arg_values(args, "link", "link_type", "transport")
+    link = link.where(link.notna() & (link != ""), _busiest_transport(args))
     default_link = str(dev.get("intra_node_link") or "intra")
-    t["link"] = link.where(link.notna() & (link != ""), default_link).str.lower()
+    t["link"] = link.where(link.notna() & (link != ""), default_link).astype(str).str.lower()
+    t["peer"] = arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst")
     cls = _link_class(t["link"])
     n = arg_numbers(args, "Group size", "group_size")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -149,6 +168,18 @@ def _span_share(sub: pd.DataFrame, windows: pd.DataFrame, offset: int, step_tota
 
 def _ops(sub: pd.DataFrame) -> list[dict[str, Any]]:
     return top_ops(sub.rename(columns={"op": "name"}))
+
+
+MATRIX_COLUMNS = ["rank", "group", "op", "peer", "count", "bytes"]
+
+
+def _matrix(t: pd.DataFrame) -> pd.DataFrame:
+    """Bytes sent per (rank, group, op, peer); peer = -1 for group collectives (every member)."""
+    if len(t) == 0:
+        return pd.DataFrame(columns=MATRIX_COLUMNS)
+    t = t.assign(peer=t["peer"].fillna(-1).astype("int64"), bytes=t["bytes"].fillna(0))
+    return (t.groupby(["rank", "group", "op", "peer"], as_index=False, sort=True)
+            .agg(count=("bytes", "size"), bytes=("bytes", "sum")))[MATRIX_COLUMNS]
 
 
 def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
@@ -243,10 +274,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         "explicit_wait": bool(explicit),
         "bytes": int(t["bytes"].fillna(0).sum()) if len(t) else 0,
     })
-    res.tables["matrix"] = (t.groupby(["rank", "group", "op"], as_index=False)
-                            .agg(count=("bytes", "size"), bytes=("bytes", "sum"))
-                            if len(t) else pd.DataFrame(columns=["rank", "group", "op", "count",
-                                                                 "bytes"]))
+    res.tables["matrix"] = _matrix(t)
     if len(t) == 0 or not step_total:
         return res
     if explicit:  # the importer split wait from transit (Ascend communication.json)
@@ -331,7 +359,7 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     res.tables["sync"] = sync
     mats = [r.tables["matrix"] for r in per.values() if len(r.tables.get("matrix", ()))]
     res.tables["matrix"] = (pd.concat(mats, ignore_index=True) if mats
-                            else pd.DataFrame(columns=["rank", "group", "op", "count", "bytes"]))
+                            else pd.DataFrame(columns=MATRIX_COLUMNS))
     step_total = {r: int(v.metrics.get("step_total_ns", 0)) for r, v in per.items()}
     if len(sync) == 0:
         res.metrics.update({"matched": 0, "R_wait_mean": 0.0, "R_wait_max": 0.0})

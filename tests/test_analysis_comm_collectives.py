@@ -113,7 +113,8 @@ def test_small_packets_and_alignment() -> None:
     t = r.tables["collectives"]
     assert t["small"].all() and t["misaligned"].all()
     assert r.tables["matrix"].to_dict("records") == [
-        {"rank": 0, "group": "dp", "op": "hcom_allReduce", "count": 10, "bytes": 10000.0}]
+        {"rank": 0, "group": "dp", "op": "hcom_allReduce", "peer": -1, "count": 10,
+         "bytes": 10000.0}]
 
 
 def _bcast(seq: int, ts: int, transit: int, wait: int = 0) -> dict:
@@ -182,3 +183,15 @@ def test_mismatched_or_point_to_point_are_not_matched() -> None:
     res = cluster({0: r0, 1: r1})
     assert len(res.tables["sync"]) == 0
     assert not [f for f in res.findings if f.cause == "synchronization_wait"]
+
+
+def test_link_from_ascend_transports_and_p2p_matrix() -> None:
+    by = {"RDMA": 5_000, "HCCS": 20_000, "PCIE": 1_000, "SDMA": 90_000}
+    rows = [step(), coll("hcom_allReduce", 0, 30_000, 1, 4096, transit_ns_by_transport=by),
+            coll("send", 100_000, 10_000, 2, 2048, group="pp", peer=3),
+            coll("send", 200_000, 10_000, 3, 2048, group="pp", peer=3)]
+    r = communication(RankContext(0, frame(*rows), A910))
+    assert r.tables["collectives"]["link"].tolist() == ["hccs", "hccs", "hccs"]
+    m = r.tables["matrix"].set_index(["group", "peer"])
+    assert m.loc[("pp", 3), "bytes"] == 4096 and m.loc[("pp", 3), "count"] == 2
+    assert m.loc[("dp", -1), "bytes"] == 4096
