@@ -288,3 +288,19 @@ def test_hccl_timeline_enriched_by_communication_json(tmp_path: Path) -> None:
     assert json.loads(coll["args"])["wait_ns"] == 125_000 and coll["step"] == 1
     assert ev.loc["Notify_Wait", "kind"] == "sync" and ev.loc["Memcpy", "kind"] == "memcpy_d2d"
     assert ev.loc["Memcpy", "bytes"] == 4096 and ev.loc["Memcpy", "unit"] == "link"
+
+
+def test_profile_directories_without_rank_are_flagged(tmp_path: Path) -> None:
+    for name in ("a_ascend_pt", "b_ascend_pt"):
+        _write(tmp_path / "job" / name / "ASCEND_PROFILER_OUTPUT", kd=KD_HEADER + KD_EXTRA)
+    res = get("ascend").run([tmp_path / "job"], tmp_path / "t.parquet", {"device": "ascend910b"})
+    assert res.ranks == (0,) and len(res.warnings) == 1 and "rank(s) [0]" in res.warnings[0]
+    (tmp_path / "job" / "b_ascend_pt" / "profiler_info_1.json").write_text("{}")
+    res = get("ascend").run([tmp_path / "job"], tmp_path / "u.parquet", {"device": "ascend910b"})
+    assert res.ranks == (0, 1) and res.warnings == ()
+    empty = tmp_path / "raw_ascend_pt"
+    empty.mkdir()
+    from hermes.errors import UsageError
+
+    with pytest.raises(UsageError, match="ASCEND_PROFILER_OUTPUT"):
+        get("ascend").run([empty], tmp_path / "v.parquet", {})

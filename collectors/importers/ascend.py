@@ -124,7 +124,8 @@ def discover(sources: list[Path], rank: int) -> list[SourceFile]:
     if not found:
         raise UsageError("no Ascend profiler files found", path=", ".join(map(str, sources)),
                          hint="expected trace_view.json, kernel_details.csv, ... or an "
-                              "*_ascend_pt directory")
+                              "*_ascend_pt directory with ASCEND_PROFILER_OUTPUT/ (run "
+                              "torch_npu.profiler.profiler.analyse on raw profiles first)")
     return found
 
 
@@ -142,6 +143,20 @@ def _walk(directory: Path, rank: int) -> list[SourceFile]:
         elif p.is_dir() and (_is_profile_dir(p) or p.name == "cluster_analysis_output"):
             found.extend(_walk(p, rank))
     return found
+
+
+def _rank_clash(files: list[SourceFile]) -> str | None:
+    """Several profile directories landing on one rank (none had profiler_info_<rank>.json)."""
+    dirs: dict[int, set[Path]] = {}
+    for f in files:
+        pt = next((p for p in f.path.parents if p.name.endswith("_ascend_pt")), None)
+        if pt is not None:
+            dirs.setdefault(f.rank, set()).add(pt)
+    clash = sorted(r for r, d in dirs.items() if len(d) > 1)
+    if not clash:
+        return None
+    return (f"several *_ascend_pt directories were merged into rank(s) {clash}: they name no "
+            "rank (profiler_info_<rank>.json); import them one by one with a rank option")
 
 
 def _device(sources: list[Path], options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -164,7 +179,8 @@ def _device(sources: list[Path], options: dict[str, Any]) -> tuple[dict[str, Any
             prof = devices.match(m.group(0)) if m else None
             if prof is not None:
                 return prof.to_meta(), None
-    return {}, "the files do not name the device; pass options['device'] (e.g. ascend910b)"
+    return {}, ("the files do not name the Ascend chip, so no device profile is stored "
+                "(importer option device=NAME sets one, e.g. ascend910b)")
 
 
 #: File kind -> parser(path, rank) -> (event frame, extra summary).
@@ -273,6 +289,7 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     other = events["kind"] == "other"
     unknown = {str(k): int(v) for k, v in events.loc[other, "src"].value_counts().items()}
     device, warn = _device([Path(s) for s in sources], options)
+    warnings = [w for w in (warn, _rank_clash(files)) if w]
     summary = {"importer": "ascend", "source_files": [str(f.path) for f in files],
                "events_by_source_category": by_src, "unknown_kept_as_other": unknown,
                "flows": flows, "skipped": skipped, "cluster_stage_rows": stages}
@@ -285,7 +302,7 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     by_kind = {str(k): int(v) for k, v in events["kind"].value_counts().items()}
     return ImportResult(out=path, events=len(events), ranks=ranks, by_kind=by_kind,
                         by_source_category=by_src, unknown_kept=unknown,
-                        warnings=tuple(w for w in (warn,) if w))
+                        warnings=tuple(warnings))
 
 
 register(Importer("ascend", "Ascend PyTorch profiler (torch_npu *_ascend_pt, trace_view.json, "
