@@ -372,20 +372,22 @@ def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
             peak_unit = peak_unit.where(~(pd.Series(gemm, index=k.index) & (elem == 4.0)),
                                         min(fp32, peak_unit.max()))
     # judge a task against the clock it ran at: a downclocked unit is a frequency drop (its own
-    # finding), not an inefficient kernel
-    peak_unit = peak_unit * _clock_ratio(ev, k["ts_ns"].to_numpy(np.int64), pk["clock_mhz"])
+    # finding), not an inefficient kernel. Both roofs scale: the AI Core's MTE pipes move data
+    # from HBM at the core clock, so a downclocked core also loads more slowly.
+    clock = _clock_ratio(ev, k["ts_ns"].to_numpy(np.int64), pk["clock_mhz"])
+    peak_unit = peak_unit * clock
     # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
     # judge the task by a guessed bandwidth
     est = _gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index) & k["flops"].notna()),
                       elem)
     k["bytes"] = k["bytes"].where(k["bytes"].notna() & (k["bytes"] > 0), est)
-    hbm = pk["hbm_bw_Bps"] or np.nan
+    hbm = (pk["hbm_bw_Bps"] or np.nan) * clock
     dur_s = k["dur_ns"].to_numpy(np.float64) * 1e-9
     with np.errstate(divide="ignore", invalid="ignore"):
         flops = k["flops"].where(k["flops"] > 0)
         byts = k["bytes"].where(k["bytes"] > 0)
         k["ai_flop_per_B"] = flops / byts
-        k["ridge_flop_per_B"] = peak_unit / hbm
+        k["ridge_flop_per_B"] = peak_unit / hbm  # unchanged by the clock
         k["achieved_flops"] = np.where(dur_s > 0, flops / dur_s, np.nan)
         k["achieved_Bps"] = np.where(dur_s > 0, byts / dur_s, np.nan)
         k["u_compute"] = k["achieved_flops"] / peak_unit
