@@ -73,6 +73,7 @@ TASK_TYPES: dict[str, tuple[str, str | None]] = {
 }
 
 _STEP_RE = r"ProfilerStep#(\d+)"
+_FIELDS = ("ph", "name", "pid", "tid", "ts", "dur", "cat", "args", "id", "bp")
 
 
 def parse(path: Path, rank: int) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -87,12 +88,10 @@ def parse(path: Path, rank: int) -> tuple[pd.DataFrame, dict[str, Any]]:
         raise ImportFormatError(f"event is a {type(events[bad[0]]).__name__}, not an object",
                                 path=path, where=f"event #{bad[0]}",
                                 hint="expected Chrome trace events {\"ph\": ..., \"ts\": ...}")
-    df = pd.DataFrame.from_records(events)
-    for c in ("ph", "name", "pid", "tid", "ts", "dur", "cat", "args", "id", "bp"):
-        if c not in df.columns:
-            df[c] = None
-    df["pid"] = df["pid"].astype(str)
-    df["tid"] = df["tid"].astype(str)
+    # Only the fields used, as object columns: no per-column type inference over the events.
+    df = pd.DataFrame({c: [e.get(c) for e in events] for c in _FIELDS}, dtype=object)
+    df["pid"] = df["pid"].map(str)
+    df["tid"] = df["tid"].map(str)
     ph = df["ph"].astype(str).to_numpy()
 
     meta = df[ph == "M"]
