@@ -117,17 +117,18 @@ def longest_from(g: Graph) -> np.ndarray:
     return (t1 - g.t) - d
 
 
-def backtrack(g: Graph, dist: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Events on the longest path and the time each contributes: (event ids, ns); -1 for lane
-    gaps. Walks Dijkstra's predecessors from the node where the longest path ends."""
+def backtrack(g: Graph, dist: np.ndarray, pred: np.ndarray, end: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Events on the longest path ending at node ``end`` (default: the longest of all) and the
+    time each contributes: (event ids, ns); -1 for lane gaps. Walks Dijkstra's predecessors."""
     if g.n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     n = g.n
-    p = pred.tolist()
-    k = int(np.argmax(dist))
+    p = pred
+    k = int(np.argmax(dist)) if end is None else int(end)
     path = [k]
-    while 0 <= p[k] < n:  # one step per node on the path, on plain ints
-        k = p[k]
+    while 0 <= p[k] < n:  # one step per node on the path
+        k = int(p[k])
         path.append(k)
     nodes = np.array(path[::-1], np.int64)
     a, b = nodes[:-1], nodes[1:]

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from hermes.analyzers import cpgraph, hta_compat
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.steps import split_by_windows, step_windows
+
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS
 
 COMPONENTS = ("computation", "communication", "host", "io", "other")
@@ -41,7 +41,7 @@ TOP_N = 20
 
 _KIND = {k: i for i, k in enumerate(EVENT_KINDS)}
 _LANE = {k: i for i, k in enumerate(LANE_KINDS)}
-_KIND_NAMES = np.array([*EVENT_KINDS, "other"], dtype=object)
+_KIND_NAMES = (*EVENT_KINDS, "unknown")
 
 
 def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
@@ -56,33 +56,42 @@ def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.
     return np.isin(codes, [vocab[x] for x in names])
 
 
-def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray) -> np.ndarray:
+def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray) -> pd.Categorical:
     device = ~_in(lane_kind, _LANE, hta_compat.HOST_LANES)
     comm = device & ((kind == _KIND["collective"]) | (lane_kind == _LANE["link"]) | nccl)
     comp = device & ~comm & _in(kind, _KIND, COMP_KINDS)
     io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"])
-    return np.select([comm, comp, io], ["communication", "computation", "io"], "host")
+    codes = np.select([comm, comp, io], [COMPONENTS.index(c) for c in
+                                         ("communication", "computation", "io")],
+                      COMPONENTS.index("host"))
+    # categoricals, not string arrays: no per-event string objects on big steps
+    return pd.Categorical.from_codes(codes, categories=list(COMPONENTS))
 
 
-def build(ev: pd.DataFrame, lo: int, hi: int) -> tuple[cpgraph.Graph, pd.DataFrame]:
-    """Graph of one step's events clipped to [lo, hi). Returns the graph and the events used
-    (index = local event id) with columns name, kind, component, start, end."""
+def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
+    """One graph for all steps: every event is cut at step borders and clipped to each step it
+    overlaps; chains are per (step, lane) and cross edges stay within a step, so the steps are
+    disconnected parts of one graph (one Dijkstra for all). Returns the graph and the event
+    copies (index = graph event id): name, kind, component, start, end, win (window index)."""
     ts = ev["ts_ns"].to_numpy(np.int64)
-    s = np.clip(ts, lo, hi)
-    e = np.clip(ts + ev["dur_ns"].to_numpy(np.int64), lo, hi)
-    kind = _codes(ev["kind"], _KIND)
-    lane_kind = _codes(ev["lane_kind"], _LANE)
-    keep = (e > s) & ~_in(kind, _KIND, SKIP_KINDS) & (lane_kind != _LANE["counter"])
-    ev, s, e, kind, lane_kind = ev[keep], s[keep], e[keep], kind[keep], lane_kind[keep]
+    s, e, win, src = split_by_windows(ts, ts + ev["dur_ns"].to_numpy(np.int64), windows)
+    kind = _codes(ev["kind"], _KIND)[src]
+    lane_kind = _codes(ev["lane_kind"], _LANE)[src]
+    keep = ~_in(kind, _KIND, SKIP_KINDS) & (lane_kind != _LANE["counter"])
+    s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
     n_ev = s.size
-    nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE) & (kind == _KIND["kernel"])
+    nccl = (hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)[src]
+            & (kind == _KIND["kernel"]))
     comp = _component(kind, lane_kind, nccl)
-    info = pd.DataFrame({"name": ev["name"].to_numpy(), "kind": _KIND_NAMES[kind],
-                         "component": comp, "start": s, "end": e})
+    kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
+                                         categories=list(_KIND_NAMES))
+    info = pd.DataFrame({"name": ev["name"].array.take(src), "kind": kind_cat,
+                         "component": comp, "start": s, "end": e, "win": win})
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
-    lane = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)
+    lane_codes = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)
+    lane = win * (int(lane_codes.max()) + 1) + lane_codes[src]  # one chain per (step, lane)
     dur = e - s
     eid = np.arange(n_ev)
     # nodes: start (is_start 1) and end (0) of every event
@@ -123,44 +132,51 @@ def build(ev: pd.DataFrame, lo: int, hi: int) -> tuple[cpgraph.Graph, pd.DataFra
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
     w[(seg < 0) & _in(lane_kind[nev], _LANE, hta_compat.HOST_LANES)] = 0
-    cu, cv, cw, ce = _cross_edges(ev, s, e, kind, lane_kind, lane, start_node, end_node, t, w, first)
+    corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+            [src] if "corr_id" in ev.columns else np.full(n_ev, np.nan))
+    span = int((windows["end_ns"] - windows["start_ns"]).max()) + 1
+    # sync matching sorts by (window, end): a single int64 key (end relative to its window)
+    wkey = win * span + (e - windows["start_ns"].to_numpy(np.int64)[win])
+    cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
+                                  end_node, t, w, first)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
-def _cross_edges(ev: pd.DataFrame, s: np.ndarray, e: np.ndarray, kind: np.ndarray,
-                 lane_kind: np.ndarray, lane: np.ndarray, start_node: np.ndarray,
-                 end_node: np.ndarray, t: np.ndarray, w: np.ndarray, first: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Launch -> task edges and awaited task -> sync-end edges; zeroes stream gaps that were
-    waits for a launch (``w`` is modified in place)."""
+def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarray,
+                 kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
+                 start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
+                 first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Launch -> task edges and awaited task -> sync-end edges, within a step; zeroes stream
+    gaps that were waits for a launch (``w`` is modified in place). ``wkey`` orders events by
+    (step, end)."""
     host = _in(lane_kind, _LANE, hta_compat.HOST_LANES)
     task = ~host & _in(kind, _KIND, COMP_KINDS + ("collective",))
     eid = np.arange(s.size)
     us, vs, ws_, es = [], [], [], []
-    if "corr_id" in ev.columns:
-        corr = pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(np.float64)
-        h = pd.DataFrame({"corr": corr[host], "h": eid[host]}).dropna()
-        d = pd.DataFrame({"corr": corr[task], "d": eid[task]}).dropna()
-        m = h.drop_duplicates("corr").merge(d, on="corr")
-        if len(m):
-            hi, di = m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
-            # the task waited for its launch when launched after the stream's previous node:
-            # then the launch delay is on the path and the stream gap is not (HTA's rule of an
-            # empty queue); otherwise the launch is a dependency only (weight 0)
-            k = start_node[di]
-            waited = first[k] | (s[hi] >= t[np.maximum(k - 1, 0)])
-            w[k[waited & ~first[k]]] = 0
-            us.append(start_node[hi])
-            vs.append(k)
-            ws_.append(np.where(waited, np.maximum(s[di] - s[hi], 0), 0))
-            es.append(hi)
+    h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
+    d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
+    m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
+    if len(m):
+        hi, di = m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
+        # the task waited for its launch when launched after the stream's previous node:
+        # then the launch delay is on the path and the stream gap is not (HTA's rule of an
+        # empty queue); otherwise the launch is a dependency only (weight 0)
+        k = start_node[di]
+        waited = first[k] | (s[hi] >= t[np.maximum(k - 1, 0)])
+        w[k[waited & ~first[k]]] = 0
+        us.append(start_node[hi])
+        vs.append(k)
+        ws_.append(np.where(waited, np.maximum(s[di] - s[hi], 0), 0))
+        es.append(hi)
     sync = np.flatnonzero(kind == _KIND["sync"])
     tasks = np.flatnonzero(task)
     if sync.size and tasks.size:
-        o = tasks[np.argsort(e[tasks], kind="stable")]
-        k = np.searchsorted(e[o], e[sync], side="right") - 1
+        o = tasks[np.argsort(wkey[tasks], kind="stable")]
+        k = np.searchsorted(wkey[o], wkey[sync], side="right") - 1
         cand = o[np.maximum(k, 0)]
-        ok = (k >= 0) & (e[cand] >= s[sync]) & (lane[cand] != lane[sync])
+        # same step, ends within the wait, on another lane
+        ok = (k >= 0) & (win[cand] == win[sync]) & (wkey[cand] >= wkey[sync] - (t[end_node[sync]]
+              - s[sync])) & (lane[cand] != lane[sync])
         us.append(end_node[cand[ok]])
         vs.append(end_node[sync[ok]])
         ws_.append(np.zeros(int(ok.sum()), np.int64))
@@ -172,27 +188,49 @@ def _cross_edges(ev: pd.DataFrame, s: np.ndarray, e: np.ndarray, kind: np.ndarra
             np.concatenate(ws_).astype(np.int64), np.concatenate(es).astype(np.int64))
 
 
-def step_path(ev: pd.DataFrame, lo: int, hi: int) -> tuple[int, pd.DataFrame]:
-    """Longest path of one step: (length ns, per-event table with cp_ns and slack_ns)."""
-    g, info = build(ev, lo, hi)
+def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
+                                                             pd.DataFrame]:
+    """Longest path of every step: (length ns per window, lane-gap ns on it per window,
+    per-event-copy table with cp_ns and slack_ns)."""
+    nw = len(windows)
+    g, info = build(ev, windows)
+    length = np.zeros(nw, np.int64)
+    gap_ns = np.zeros(nw, np.int64)
     if g.n == 0:
         info["cp_ns"] = np.zeros(0, np.int64)
         info["slack_ns"] = np.zeros(0, np.int64)
-        return 0, info
+        return length, gap_ns, info
     dist, pred = cpgraph.longest(g)
-    length = int(dist.max())
-    on_ev, on_w = cpgraph.backtrack(g, dist, pred)
-    gap = on_ev < 0
-    cp = np.bincount(on_ev[~gap], weights=on_w[~gap], minlength=len(info)).astype(np.int64)
     bwd = cpgraph.longest_from(g)
+    node_win = info["win"].to_numpy(np.int64)[_node_events(g)]
+    # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
+    bounds = np.searchsorted(node_win, np.arange(nw + 1))
+    cp = np.zeros(len(info), np.int64)
+    for i in range(nw):
+        a, b = int(bounds[i]), int(bounds[i + 1])
+        if a == b:
+            continue
+        end = a + int(np.argmax(dist[a:b]))
+        length[i] = int(dist[end])
+        on_ev, on_w = cpgraph.backtrack(g, dist, pred, end)
+        gap = on_ev < 0
+        cp += np.bincount(on_ev[~gap], weights=on_w[~gap], minlength=len(info)).astype(np.int64)
+        gap_ns[i] = int(on_w[gap].sum())
     # longest path through a node = fwd + bwd; an event's slack uses the better of its two nodes
     through_node = dist + bwd
     through = np.maximum(through_node[g.event_start], through_node[g.event_end])
     info["cp_ns"] = cp
-    info["slack_ns"] = np.maximum(length - through, 0)
-    info.attrs["gap_ns"] = int(on_w[gap].sum())
-    return length, info
+    info["slack_ns"] = np.maximum(length[info["win"].to_numpy(np.int64)] - through, 0)
+    return length, gap_ns, info
 
+
+def _node_events(g: cpgraph.Graph) -> np.ndarray:
+    """Event of each node (from the start/end node maps)."""
+    ev = np.empty(g.n, np.int64)
+    ids = np.arange(g.event_start.size)
+    ev[g.event_start] = ids
+    ev[g.event_end] = ids
+    return ev
 
 
 def _empty_ops() -> pd.DataFrame:
@@ -208,26 +246,20 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     """Critical path per step: composition by component, operators on it, slack."""
     ev = ctx.events
     windows = step_windows(ev)
-    per_step_rows = []
-    infos = []
-    comp_ns = dict.fromkeys(COMPONENTS, 0)
-    if len(ev):
-        ts = ev["ts_ns"].to_numpy(np.int64)
-        end = ts + ev["dur_ns"].to_numpy(np.int64)
-    for step, lo, hi in windows[["step", "start_ns", "end_ns"]].itertuples(index=False):
-        mask = (ts < hi) & (end > lo)  # every event overlapping the step, clipped to it
-        length, info = step_path(ev[mask], int(lo), int(hi))
-        by_comp = info.groupby("component")["cp_ns"].sum()
-        row = {"step": int(step), "dur_ns": int(hi - lo), "length_ns": length}
-        for c in COMPONENTS:
-            v = int(by_comp.get(c, 0)) + (int(info.attrs.get("gap_ns", 0)) if c == "other" else 0)
-            row[f"{c}_ns"] = v
-            comp_ns[c] += v
-        per_step_rows.append(row)
-        info["step"] = int(step)
-        infos.append(info)
-    per_step = pd.DataFrame(per_step_rows, columns=["step", "dur_ns", "length_ns",
-                                                    *(f"{c}_ns" for c in COMPONENTS)])
+    length, gap_ns, info = paths(ev, windows)
+    nw = len(windows)
+    # path time per (step, component); lane gaps on the path count as "other"
+    by = np.zeros((nw, len(COMPONENTS)), np.int64)
+    if len(info):
+        np.add.at(by, (info["win"].to_numpy(np.int64), info["component"].cat.codes.to_numpy()),
+                  info["cp_ns"].to_numpy(np.int64))
+    by[:, COMPONENTS.index("other")] += gap_ns
+    per_step = pd.DataFrame({"step": windows["step"].to_numpy(np.int64),
+                             "dur_ns": windows["dur_ns"].to_numpy(np.int64),
+                             "length_ns": length,
+                             **{f"{c}_ns": by[:, i] for i, c in enumerate(COMPONENTS)}})
+    comp_ns = {c: int(by[:, i].sum()) for i, c in enumerate(COMPONENTS)}
+    infos = [info]
     total_len = int(per_step["length_ns"].sum()) if len(per_step) else 0
     total_dur = int(per_step["dur_ns"].sum()) if len(per_step) else 0
     if infos and sum(len(i) for i in infos):

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
 from hermes.analyzers import intervals as iv
 
 DEVICE_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective", "sync")
@@ -79,6 +78,12 @@ class HtaFigures:
         return 100.0 * self.overlap_ns / self.comm_ns if self.comm_ns > 0 else float("nan")
 
 
+def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    """``col.isin(values)`` as a numpy bool array; on categorical columns (how the reader loads
+    ``kind``/``lane_kind``/``name``) this compares category codes, not millions of strings."""
+    return col.isin(values).to_numpy(dtype=bool, na_value=False)
+
+
 def _match(names: pd.Series, pattern: str) -> np.ndarray:
     """Anchored regex match per name (like ``re.match``), evaluated once per distinct name."""
     cat = names.astype("category")
@@ -92,14 +97,16 @@ def gpu_events(events: pd.DataFrame) -> pd.DataFrame:
     """HTA's GPU events (``stream >= 0`` device-side tasks), before the last-step filter."""
     if len(events) == 0:
         return events
-    kind = events["kind"].astype(str)
-    lane_kind = events["lane_kind"].astype(str)
-    stream = pd.to_numeric(events["stream"], errors="coerce") if "stream" in events.columns \
-        else pd.Series(np.nan, index=events.index)
-    on_device = ~lane_kind.isin(HOST_LANES) & kind.isin(DEVICE_KINDS)
+    is_sync = isin(events["kind"], ("sync",))
+    on_device = ~isin(events["lane_kind"], HOST_LANES) & isin(events["kind"], DEVICE_KINDS)
+    if "stream" in events.columns:
+        stream = pd.to_numeric(events["stream"], errors="coerce").to_numpy(np.float64,
+                                                                           na_value=np.nan)
+    else:
+        stream = np.full(len(events), np.nan)
     # a sync without a stream id is an event/context sync (HTA stream -1): not a GPU event
-    has_stream = stream.ge(0).fillna(False) | (stream.isna() & kind.ne("sync"))
-    return events[(on_device & has_stream).to_numpy(bool)]
+    has_stream = (stream >= 0) | (np.isnan(stream) & ~is_sync)
+    return events[on_device & has_stream]
 
 
 def last_step_filter(events: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
@@ -107,13 +114,11 @@ def last_step_filter(events: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     of the last ProfilerStep (on any lane)."""
     if len(gpu) == 0:
         return gpu
-    names = events["name"].astype(str)
-    is_ps = names.str.contains(PROFILER_STEP, regex=False)
-    if names[is_ps].nunique() < 2:
+    is_ps = _match(events["name"], f".*{PROFILER_STEP}")
+    if events["name"][is_ps].nunique() < 2:
         return gpu
-    last_start = int(events.loc[is_ps, "ts_ns"].max())
-    host = events["lane_kind"].astype(str).isin(HOST_LANES).to_numpy() & \
-        events["corr_id"].notna().to_numpy()
+    last_start = int(events["ts_ns"].to_numpy(np.int64)[is_ps].max())
+    host = isin(events["lane_kind"], HOST_LANES) & events["corr_id"].notna().to_numpy()
     launches = events[host & (events["ts_ns"].to_numpy(np.int64) < last_start)]
     keep = gpu["corr_id"].isin(launches["corr_id"].dropna().unique())
     return gpu[keep.fillna(False).to_numpy(bool)]
@@ -121,11 +126,11 @@ def last_step_filter(events: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
 
 def kernel_types(gpu: pd.DataFrame) -> np.ndarray:
     """Per GPU event: 'communication', 'memory', 'computation' or 'other' (HTA's KernelType)."""
-    kind = gpu["kind"].astype(str).to_numpy()
+    kind = gpu["kind"]
     names = gpu["name"]
-    comm = _match(names, NCCL_KERNEL_RE) | (kind == "collective")
-    mem = ~comm & (_match(names, MEMORY_KERNEL_RE) | np.isin(kind, MEMORY_KINDS))
-    comp = ~comm & ~mem & (kind == "kernel") & ~_match(names, NON_COMPUTE_RE)
+    comm = _match(names, NCCL_KERNEL_RE) | isin(kind, ("collective",))
+    mem = ~comm & (_match(names, MEMORY_KERNEL_RE) | isin(kind, MEMORY_KINDS))
+    comp = ~comm & ~mem & isin(kind, ("kernel",)) & ~_match(names, NON_COMPUTE_RE)
     return np.select([comm, mem, comp], ["communication", "memory", "computation"], "other")
 
 

@@ -20,21 +20,20 @@ They partition ``W``, so the five ``*_pct`` figures sum to 100. Per-rank metrics
 over steps (sum of a part over all steps / sum of step durations), which equals the mean of the
 per-step percentages when steps are equally long. The HTA-compatible figures (``idle_pct``,
 ``compute_pct``, ``non_compute_pct``, ``comm_comp_overlap_pct``) use HTA's own definitions over the
-whole trace (``hta_compat``); in the ``per_step`` table they are computed on the GPU events clipped
-to the step. Table ``device_idle`` lists the device-idle gaps (W - (C ∪ M)) per step, for the CPU and
-I/O analyzers to intersect with host events. This analyzer emits no findings: the parts feed the
-verdict and the cause analyzers.
+whole trace (``hta_compat``); in the ``per_step`` table they are computed on the GPU events
+clipped to the step. Table ``device_idle`` lists the device-idle gaps (W - (C ∪ M)) per step, for
+the CPU and I/O analyzers to intersect with host events. This analyzer emits no findings: the
+parts feed the verdict and the cause analyzers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from hermes.analyzers import hta_compat
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.steps import split_by_windows, step_windows
 
 PARTS = ("computation_only", "communication_only", "overlapped", "host_bound", "free")
 # not host work: annotations, counters, and unknown events ("other": e.g. Kineto's profiler-span
@@ -53,13 +52,13 @@ def components(events: pd.DataFrame) -> dict[str, iv.Union]:
     """Unions of device computation ``C``, device communication ``M`` and host busy ``H``."""
     if len(events) == 0:
         return {"C": iv.EMPTY, "M": iv.EMPTY, "H": iv.EMPTY}
-    kind = events["kind"].astype(str).to_numpy()
-    lane_kind = events["lane_kind"].astype(str).to_numpy()
-    device = ~np.isin(lane_kind, hta_compat.HOST_LANES)
-    nccl = hta_compat._match(events["name"], hta_compat.NCCL_KERNEL_RE)
-    comm = device & (np.isin(kind, COMM_KINDS) | (lane_kind == "link") | (nccl & (kind == "kernel")))
-    comp = device & ~comm & np.isin(kind, COMP_KINDS)
-    host = (lane_kind == "host") & ~np.isin(kind, HOST_IDLE_KINDS)
+    kind, lane_kind = events["kind"], events["lane_kind"]
+    isin = hta_compat.isin
+    device = ~isin(lane_kind, hta_compat.HOST_LANES)
+    nccl = hta_compat._match(events["name"], hta_compat.NCCL_KERNEL_RE) & isin(kind, ("kernel",))
+    comm = device & (isin(kind, COMM_KINDS) | isin(lane_kind, ("link",)) | nccl)
+    comp = device & ~comm & isin(kind, COMP_KINDS)
+    host = isin(lane_kind, ("host",)) & ~isin(kind, HOST_IDLE_KINDS)
     return {k: iv.union(*_intervals(events[m])) for k, m in (("C", comp), ("M", comm), ("H", host))}
 
 
@@ -80,29 +79,24 @@ def device_idle_gaps(windows: pd.DataFrame, busy: iv.Union) -> pd.DataFrame:
         return pd.DataFrame(cols)
     ws = windows["start_ns"].to_numpy(np.int64)
     we = windows["end_ns"].to_numpy(np.int64)
-    out_s, out_e, out_w = [], [], []
-    # one subtraction per window (steps are few; the events are handled by numpy inside)
-    for i in range(ws.size):
-        gs, ge = iv.subtract((ws[i:i + 1], we[i:i + 1]), iv.clip(busy, int(ws[i]), int(we[i])))
-        out_s.append(gs)
-        out_e.append(ge)
-        out_w.append(np.full(gs.size, i))
-    s = np.concatenate(out_s)
-    e = np.concatenate(out_e)
-    w = np.concatenate(out_w).astype(np.int64)
+    idle = iv.subtract(iv.union(ws, we), busy)
+    s, e, w, _ = split_by_windows(idle[0], idle[1], windows)
+    order = np.lexsort((s, w))
+    s, e, w = s[order], e[order], w[order]
     return pd.DataFrame({"start_ns": s, "end_ns": e, "dur_ns": e - s,
                          "step": windows["step"].to_numpy(np.int64)[w]})
 
 
-def _hta_per_window(gpu: pd.DataFrame, types: np.ndarray, ws: np.ndarray, we: np.ndarray
+def _hta_per_window(gpu: pd.DataFrame, types: np.ndarray, windows: pd.DataFrame
                     ) -> list[hta_compat.HtaFigures]:
+    """HTA's figures per window on the GPU events clipped to it (one pass over the events)."""
     s, e = _intervals(gpu)
-    out = []
-    for lo, hi in zip(ws, we, strict=True):
-        cs, ce = np.clip(s, lo, hi), np.clip(e, lo, hi)
-        keep = ce > cs
-        out.append(hta_compat.figures_of(cs[keep], ce[keep], types[keep]))
-    return out
+    cs, ce, w, src = split_by_windows(s, e, windows)
+    order = np.argsort(w, kind="stable")
+    cs, ce, w, t = cs[order], ce[order], w[order], types[src[order]]
+    bounds = np.searchsorted(w, np.arange(len(windows) + 1))
+    return [hta_compat.figures_of(cs[a:b], ce[a:b], t[a:b])
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def overlap_tables(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -125,7 +119,7 @@ def overlap_tables(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             table[f"{name}_pct"] = np.where(dur > 0, 100.0 * table[f"{name}_ns"] / dur, 0.0)
     gpu = hta_compat.gpu_events(events)
     types = hta_compat.kernel_types(gpu) if len(gpu) else np.empty(0, str)
-    figs = _hta_per_window(gpu, types, ws, we) if len(gpu) else \
+    figs = _hta_per_window(gpu, types, windows) if len(gpu) else \
         [hta_compat.HtaFigures(0, 0, 0, 0, 0, 0)] * len(windows)
     for key in ("idle_pct", "compute_pct", "non_compute_pct", "comm_comp_overlap_pct"):
         table[key] = [getattr(f, key) for f in figs]

@@ -13,6 +13,7 @@ set, else the trailing integer of its name (``ProfilerStep#12`` -> 12), else its
 
 ``in_step(events, windows)`` gives the step of each event by its *start* time (vectorized with
 ``searchsorted``); events starting outside every window get ``<NA>``.
+``split_by_windows(start, end, windows)`` cuts intervals at window borders and clips them.
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ def step_windows(events: pd.DataFrame) -> pd.DataFrame:
     """One row per step: ``step``, ``start_ns``, ``end_ns``, ``dur_ns`` (int64 ns)."""
     if events is None or len(events) == 0:
         return empty_windows()
-    kind = events["kind"].astype(str).to_numpy()
-    lane_kind = events["lane_kind"].astype(str).to_numpy()
-    is_step = (kind == "step") & (events["dur_ns"].to_numpy(np.int64) > 0)
-    host = is_step & (lane_kind == "host")
+    # categorical columns compare by code: no per-event string work on big traces
+    is_step = events["kind"].isin(("step",)).to_numpy(bool) & \
+        (events["dur_ns"].to_numpy(np.int64) > 0)
+    host = is_step & events["lane_kind"].isin(("host",)).to_numpy(bool)
     if host.any():
         return _windows_of(events[host])
     if is_step.any():
@@ -96,3 +97,29 @@ def in_step(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
     out[~inside] = pd.NA
     return pd.Series(out, index=events.index)
 
+
+def split_by_windows(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals cut at window borders and clipped to the windows (which must not overlap).
+
+    Returns (start, end, window index, source interval index); parts outside every window are
+    dropped. Vectorized: an interval spanning k windows is repeated k times (k is 1 almost
+    always), so the cost is linear in the number of intervals."""
+    ws = windows["start_ns"].to_numpy(np.int64)
+    we = windows["end_ns"].to_numpy(np.int64)
+    s = np.asarray(start, np.int64)
+    e = np.asarray(end, np.int64)
+    if s.size == 0 or ws.size == 0:
+        z = np.empty(0, np.int64)
+        return z, z, z, z
+    o = np.argsort(ws, kind="stable")
+    ws, we = ws[o], we[o]
+    lo = np.searchsorted(we, s, side="right")   # first window ending after the start
+    hi = np.searchsorted(ws, e, side="left")    # windows starting before the end
+    n = np.maximum(hi - lo, 0)
+    src = np.repeat(np.arange(s.size), n)
+    win = np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    cs = np.maximum(s[src], ws[win])
+    ce = np.minimum(e[src], we[win])
+    keep = ce > cs
+    return cs[keep], ce[keep], o[win[keep]], src[keep]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from hermes.analyzers.hta_compat import gpu_events, hta_figures, kernel_types
-from tests.tracegen import ev, events
 
+from tests.tracegen import ev, events
 
 US = 1000  # HTA rounds times to whole microseconds: the hand-made traces are in us
 
@@ -56,7 +55,8 @@ def test_temporal_breakdown_by_hand():
     assert len(gpu_events(frame(*TRACE))) == 4
     f = hta_figures(frame(*TRACE))
     # span [0, 60) = 60; busy 40 -> idle 20; compute (gemm) 10; non-compute 60-10-20 = 30
-    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns, f.non_compute_ns) == (60 * US, 20 * US, 10 * US, 30 * US)
+    assert (f.kernel_time_ns, f.idle_ns, f.compute_ns, f.non_compute_ns) == (
+        60 * US, 20 * US, 10 * US, 30 * US)
     assert (f.idle_pct, f.compute_pct, f.non_compute_pct) == pytest.approx((100 / 3, 50 / 3, 50))
     assert f.comm_comp_overlap_pct != f.comm_comp_overlap_pct  # NaN: no communication
 

@@ -6,13 +6,12 @@ import math
 
 import pandas as pd
 import pytest
-
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.invariants import check_result
 from hermes.analyzers.overlap import PARTS, analyze
+
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events
-
 
 US = 1000  # times below are in us (HTA's figures work on a us grid); expectations in ns * US
 
