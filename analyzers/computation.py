@@ -156,23 +156,32 @@ def _category(x: pd.Series) -> pd.Series:
     return x.astype("category").reset_index(drop=True)
 
 
+def _take_num(events: pd.DataFrame, col: str, idx: np.ndarray) -> np.ndarray:
+    if col not in events.columns:
+        return np.full(idx.size, np.nan)
+    arr = events[col].array.take(idx)
+    try:
+        return np.asarray(arr.to_numpy(dtype="float64", na_value=np.nan))
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy("float64")
+
+
 def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns."""
-    sub = events.loc[mask]
-    out = pd.DataFrame({"name": _category(sub["name"]),
-                        "ts_ns": sub["ts_ns"].to_numpy(np.int64),
-                        "dur_ns": sub["dur_ns"].to_numpy(np.int64)})
-    out["end_ns"] = out["ts_ns"] + out["dur_ns"]
-    for col, dtype in (("flops", "float64"), ("bytes", "float64"), ("value", "float64"),
-                       ("coll_bytes", "float64"), ("coll_seq", "float64")):
-        out[col] = (pd.to_numeric(sub[col], errors="coerce").astype(dtype).to_numpy()
-                    if col in sub.columns else np.nan)
+    """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns
+    (numeric ones as float64 with NaN; unit, args, coll_group, lane as objects). Only the needed
+    columns are taken, row by row index, so selecting from a wide 10M-row frame stays cheap."""
+    idx = np.flatnonzero(np.asarray(mask, bool))
+    ts = events["ts_ns"].to_numpy(np.int64)[idx]
+    dur = events["dur_ns"].to_numpy(np.int64)[idx]
+    data: dict[str, Any] = {"name": _category(pd.Series(events["name"].array.take(idx))),
+                            "ts_ns": ts, "dur_ns": dur, "end_ns": ts + dur}
+    for col in ("flops", "bytes", "value", "coll_bytes", "coll_seq", "external_id", "corr_id",
+                "stream"):
+        data[col] = _take_num(events, col, idx)
     for col in ("unit", "args", "coll_group", "lane"):
-        out[col] = sub[col].astype(object).to_numpy() if col in sub.columns else None
-    for col in ("external_id", "corr_id", "stream"):
-        out[col] = (pd.to_numeric(sub[col], errors="coerce").astype("float64").to_numpy()
-                    if col in sub.columns else np.nan)
-    return out
+        data[col] = (np.asarray(events[col].array.take(idx), dtype=object)
+                     if col in events.columns else np.full(idx.size, None, dtype=object))
+    return pd.DataFrame(data)
 
 
 def top_ops(df: pd.DataFrame, n: int = TOP_N) -> list[dict[str, Any]]:
@@ -337,6 +346,11 @@ def _from_host_ops(ev: pd.DataFrame, k: pd.DataFrame, gemm: np.ndarray) -> None:
 
 def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per device task with the roofline columns (see the module docstring)."""
+    return _kernel_table(ctx, windows)[0]
+
+
+def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """The kernel table and the args (pyarrow strings) of its rows that carry known keys."""
     ev = ctx.events
     pk = _peaks(ctx)
     k = base_frame(ev, (ev["kind"] == "kernel").to_numpy()) if len(ev) else \
@@ -344,9 +358,9 @@ def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     if len(k) == 0:
         return pd.DataFrame(columns=["name", "ts_ns", "dur_ns", "unit", "flops", "bytes",
                                      "ai_flop_per_B", "ridge_flop_per_B", "achieved_flops",
-                                     "achieved_Bps", "u_compute", "u_bandwidth", "class"])
+                                     "achieved_Bps", "u_compute", "u_bandwidth", "class"]), \
+            pd.Series([], dtype="string[pyarrow]")
     args = rich_args(k["args"])  # one pass; the lookups below only see rows with keys
-    k["args"] = k["args"].where(k.index.isin(args.index), None)
     typ = arg_values(args, "Type", "op_type").reindex(k.index)
     gemm = has(k["name"], _GEMM) | has(typ, _GEMM)
     k["gemm"] = gemm
@@ -394,33 +408,39 @@ def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
         k["u_bandwidth"] = k["achieved_Bps"] / hbm
     k["class"] = _classify(k, args)
     k["step"] = _step_of(k["ts_ns"].to_numpy(np.int64), windows)
-    return k
+    return k, args
 
 
-def _classify(k: pd.DataFrame, args: pd.Series) -> np.ndarray:
-    ai, ridge = k["ai_flop_per_B"], k["ridge_flop_per_B"]
-    uc, ub = k["u_compute"], k["u_bandwidth"]
-    both = ai.notna() & ridge.notna() & uc.notna() & ub.notna()
-    cls = np.full(len(k), "no_data", dtype=object)
-    roof = np.select([both & (ai <= ridge) & (ub >= U_THRESHOLD),
-                      both & (ai > ridge) & (uc >= U_THRESHOLD)],
-                     ["memory_bound", "compute_bound"], "underutilized")
-    cls = np.where(both, roof, cls)
-    # Ascend kernel_details pipe ratios (measured): fraction of the task's time each pipe was busy
-    mac = pd.concat([arg_numbers(args, "aic_mac_ratio", "aic_mac_fp16_ratio"),
-                     arg_numbers(args, "aiv_vec_ratio", "aiv_vec_fp16_ratio")], axis=1).max(axis=1).reindex(k.index)
-    mte = pd.concat([arg_numbers(args, "aic_mte2_ratio"), arg_numbers(args, "aiv_mte2_ratio")],
-                    axis=1).max(axis=1).reindex(k.index)
-    pipes = (cls == "no_data") & (mac.notna() | mte.notna()).to_numpy()
-    pipe_cls = np.select([(mac >= U_THRESHOLD).to_numpy(), (mte >= U_THRESHOLD).to_numpy()],
-                         ["compute_bound", "memory_bound"], "underutilized")
-    cls = np.where(pipes, pipe_cls, cls)
-    # only one of flops / bytes known: a task at >= U of that roof is bound by it; below it we
-    # cannot tell which roof applies, so it stays no_data
-    one = cls == "no_data"
-    cls = np.where(one & (uc >= U_THRESHOLD), "compute_bound", cls)
-    cls = np.where(one & (cls == "no_data") & (ub >= U_THRESHOLD), "memory_bound", cls)
-    return cls
+def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
+    """The roofline class of each task (codes into ``CLASSES``), rules as in the module doc."""
+    cb, mb, uu, nd = range(4)
+    ai, ridge = k["ai_flop_per_B"].to_numpy(), k["ridge_flop_per_B"].to_numpy()
+    uc, ub = k["u_compute"].to_numpy(), k["u_bandwidth"].to_numpy()
+    with np.errstate(invalid="ignore"):
+        both = ~(np.isnan(ai) | np.isnan(ridge) | np.isnan(uc) | np.isnan(ub))
+        cls = np.full(len(k), nd, np.int8)
+        cls[both] = uu
+        cls[both & (ai <= ridge) & (ub >= U_THRESHOLD)] = mb
+        cls[both & (ai > ridge) & (uc >= U_THRESHOLD)] = cb
+        # Ascend kernel_details pipe ratios (measured): fraction of the task's time each pipe
+        # was busy; only rows whose args carry them
+        if len(args):
+            mac = pd.concat([arg_numbers(args, "aic_mac_ratio", "aic_mac_fp16_ratio"),
+                             arg_numbers(args, "aiv_vec_ratio", "aiv_vec_fp16_ratio")],
+                            axis=1).max(axis=1)
+            mte = pd.concat([arg_numbers(args, "aic_mte2_ratio"),
+                             arg_numbers(args, "aiv_mte2_ratio")], axis=1).max(axis=1)
+            pos = k.index.get_indexer(args.index)
+            mac_v, mte_v = mac.to_numpy(), mte.to_numpy()
+            sel = (cls[pos] == nd) & ~(np.isnan(mac_v) & np.isnan(mte_v))
+            pc = np.where(mac_v >= U_THRESHOLD, cb, np.where(mte_v >= U_THRESHOLD, mb, uu))
+            cls[pos[sel]] = pc[sel]
+        # only one of flops / bytes known: a task at >= U of that roof is bound by it; below it
+        # we cannot tell which roof applies, so it stays no_data
+        one = cls == nd
+        cls[one & (uc >= U_THRESHOLD)] = cb
+        cls[(cls == nd) & (ub >= U_THRESHOLD)] = mb
+    return pd.Categorical.from_codes(cls, CLASSES)
 
 
 def _step_of(ts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
@@ -436,11 +456,12 @@ def _step_of(ts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
 
 # ---------------------------------------------------------------- underutilization causes
 
-def _causes(ctx: RankContext, k: pd.DataFrame, kind: str) -> dict[str, pd.DataFrame]:
+def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None = None
+            ) -> dict[str, pd.DataFrame]:
     """Operators behind each underutilization cause (rows of ``k``)."""
     if len(k) == 0:
         return {}
-    args = rich_args(k["args"])
+    args = rich_args(k["args"]) if args is None else args
     typ = arg_values(args, "Type", "op_type").reindex(k.index)
     mm_align, fa_align = ALIGNMENT.get(kind, ALIGNMENT["gpu"])
     fa = has(k["name"], _FA) | has(typ, _FA)
@@ -522,8 +543,8 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     windows = step_windows(ev)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
     pk = _peaks(ctx)
-    k = kernel_table(ctx, windows)
-    causes = _causes(ctx, k, pk["kind"])
+    k, args = _kernel_table(ctx, windows)
+    causes = _causes(ctx, k, pk["kind"], args)
     # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned
     # shapes, format conversions) are underutilization whatever roof they sit under
     for reason in OVERRIDING_CAUSES:
