@@ -24,7 +24,7 @@ from hermes.devices import DeviceProfile
 from hermes.npu.settings import Settings
 from hermes.npu.workloads import Workload
 
-LOCAL_STORAGE_BPS = 2.0e9      # local NVMe
+LOCAL_STORAGE_BPS = 5.0e9      # local NVMe
 REMOTE_STORAGE_BPS = 6.0e7     # a congested remote file system
 DECODE_S_PER_SAMPLE = 4.0e-4   # zip/tar member extraction + decompression
 PIN_COPY_BPS = 1.0e10          # host memcpy into page-locked buffers

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from hermes.npu.graph import BWD, UNIT_NAMES
 from hermes.npu.stage import Stage, StepRecord
+from hermes.trace.schema import arrow_schema
 
 LANES = ["thread 0", "thread 1", "thread 2", "stream 0", "stream 1", "copy 0", "link tp",
          "link dp", "link pp", "link ep", "counters", "thread pin"] + \
@@ -64,151 +65,202 @@ class Vocab:
 
 
 class Parts:
-    """Accumulates event groups; ``batch()`` concatenates them into schema columns."""
+    """Accumulates event groups for all ranks of a stage at once.
 
-    def __init__(self) -> None:
+    Everything but time is the same on every rank of a stage (same graph, same host costs),
+    so static columns are built once per step and only ``ts``/``dur`` are (ranks, events)
+    matrices; ``batch(li, ...)`` slices one rank's row into schema-typed Arrow arrays.
+    """
+
+    def __init__(self, ranks: int) -> None:
+        self.R = ranks
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in (
             "lane", "kind", "name", "ts_ns", "dur_ns", "corr_id", "stream", "unit", "flops",
-            "bytes", "value", "coll_group", "coll_seq", "coll_bytes", "args")}
+            "bytes", "value", "coll_group", "coll_seq", "coll_bytes", "args", "keep")}
 
     def add(self, n: int, *, lane: str | np.ndarray, kind: str, name: int | np.ndarray,
-            ts: Any, dur: Any, **kw: Any) -> None:
+            ts: Any, dur: Any, keep: Any = True, **kw: Any) -> None:
+        """Add ``n`` events; ``ts``/``dur``/``value`` may be per rank (ranks, n); ``keep``
+        (ranks, n) marks events only some ranks have."""
         if n == 0:
             return
         full = np.full
         c = self.cols
         c["lane"].append(full(n, LANES.index(lane), np.int32) if isinstance(lane, str)
-                         else lane.astype(np.int32))
+                         else np.broadcast_to(np.asarray(lane, np.int32), (n,)))
         c["kind"].append(full(n, KINDS.index(kind), np.int32))
         c["name"].append(np.broadcast_to(np.asarray(name, np.int32), (n,)))
-        c["ts_ns"].append(np.broadcast_to(np.asarray(ts, np.float64), (n,)))
-        c["dur_ns"].append(np.broadcast_to(np.asarray(dur, np.float64), (n,)))
-        for k, nul in (("corr_id", np.nan), ("stream", np.nan), ("flops", np.nan),
-                       ("bytes", np.nan), ("value", np.nan), ("coll_seq", np.nan),
-                       ("coll_bytes", np.nan)):
-            c[k].append(np.broadcast_to(np.asarray(kw.get(k, nul), np.float64), (n,)))
+        c["ts_ns"].append(_mat(ts, self.R, n))
+        c["dur_ns"].append(_mat(dur, self.R, n))
+        c["value"].append(_mat(kw.get("value", np.nan), self.R, n))
+        c["keep"].append(_mat(keep, self.R, n) > 0)
+        for k in ("corr_id", "stream", "flops", "bytes", "coll_seq", "coll_bytes"):
+            c[k].append(np.broadcast_to(np.asarray(kw.get(k, np.nan), np.float64), (n,)))
         for k in ("unit", "coll_group", "args"):
             c[k].append(np.broadcast_to(np.asarray(kw.get(k, -1), np.int32), (n,)))
 
-    def batch(self, rank: int, step: int, vocab: Vocab, groups: list[str]) -> dict[str, Any]:
-        cat = {k: np.concatenate(v) if v else np.empty(0) for k, v in self.cols.items()}
-        n = len(cat["ts_ns"])
-        lane_idx = pa.array(cat["lane"])
-        out: dict[str, Any] = {
-            "rank": np.full(n, rank, np.int32),
-            "lane": pa.DictionaryArray.from_arrays(lane_idx, _LANE_DICT),
-            "lane_kind": pa.DictionaryArray.from_arrays(pa.array(_LANE_KIND_IDX[cat["lane"]]),
-                                                        _LANE_KIND_DICT),
-            "kind": pa.DictionaryArray.from_arrays(pa.array(cat["kind"]), pa.array(KINDS)),
-            "name": pa.DictionaryArray.from_arrays(pa.array(cat["name"]), vocab.names),
-            "ts_ns": np.round(cat["ts_ns"]).astype(np.int64),
-            "dur_ns": np.maximum(np.round(cat["dur_ns"]), 0).astype(np.int64),
-            "step": np.full(n, step, np.int32),
-        }
-        for k in ("corr_id", "stream", "flops", "bytes", "value", "coll_seq", "coll_bytes"):
-            out[k] = cat[k] if k in ("flops", "value") else np.round(cat[k])
-        for k, vocab_list in (("unit", UNITS), ("coll_group", groups), ("args", ARGS)):
-            idx = cat[k]
-            mask = idx < 0
-            if k == "args":
-                out[k] = pa.array(np.array(ARGS, dtype=object)[np.where(mask, 0, idx)],
-                                  pa.string())
-                continue
-            out[k] = pa.DictionaryArray.from_arrays(
-                pa.array(np.where(mask, 0, idx), pa.int32(), mask=mask),
-                pa.array(vocab_list or [""], pa.string()))
-        return out
+    def freeze(self, vocab: Vocab) -> Frozen:
+        cat = {k: np.concatenate(v, axis=-1) if v else np.empty(0) for k, v in self.cols.items()}
+        n = cat["kind"].shape[0] if len(self.cols["kind"]) else 0
+        static: dict[str, pa.Array] = {}
+        if n:
+            lane = cat["lane"]
+            static["lane"] = pa.DictionaryArray.from_arrays(pa.array(lane), _LANE_DICT)
+            static["lane_kind"] = pa.DictionaryArray.from_arrays(
+                pa.array(_LANE_KIND_IDX[lane]), _LANE_KIND_DICT)
+            static["kind"] = pa.DictionaryArray.from_arrays(pa.array(cat["kind"]), _KIND_DICT)
+            static["name"] = pa.DictionaryArray.from_arrays(pa.array(cat["name"]), vocab.names)
+            for k, typ in (("corr_id", pa.int64()), ("stream", pa.int32()),
+                           ("bytes", pa.int64()), ("coll_seq", pa.int64()),
+                           ("coll_bytes", pa.int64())):
+                v = cat[k]
+                mask = np.isnan(v)
+                static[k] = pa.array(np.where(mask, 0, np.round(v)).astype(np.int64),
+                                     mask=mask).cast(typ)
+            static["flops"] = pa.array(cat["flops"], pa.float64(), from_pandas=True)
+            u = cat["unit"]
+            static["unit"] = pa.DictionaryArray.from_arrays(
+                pa.array(np.where(u < 0, 0, u), pa.int32(), mask=u < 0), _UNIT_DICT)
+            a = cat["args"]
+            static["args"] = pa.array(np.array(ARGS, dtype=object)[np.where(a < 0, 0, a)],
+                                      pa.string())
+        keep = cat["keep"] if n else np.empty((self.R, 0), bool)
+        return Frozen(n, static, cat["coll_group"] if n else np.empty(0, np.int32),
+                      cat["value"] if n else np.empty((self.R, 0)),
+                      None if keep.all() else keep,
+                      np.round(cat["ts_ns"]).astype(np.int64) if n else np.empty((self.R, 0)),
+                      np.maximum(np.round(cat["dur_ns"]), 0).astype(np.int64) if n
+                      else np.empty((self.R, 0)))
 
 
-def rank_events(st: Stage, rec: StepRecord, vocab: Vocab, li: int, rank: int,
-                data: dict[str, float], loader_lane: str, sink_load_ns: float) -> dict[str, Any]:
-    """All events of local rank ``li`` (global ``rank``) for the step in ``rec``."""
-    g, o, c, p, x = st.g, st.order, rec.costs, Parts(), vocab.extra
+def _mat(x: Any, r: int, n: int) -> np.ndarray:
+    a = np.asarray(x, np.float64)
+    if a.ndim == 2:
+        return a
+    return np.broadcast_to(a, (n,))[None, :].repeat(r, axis=0) if a.ndim else \
+        np.full((r, n), float(a))
+
+
+_KIND_DICT = pa.array(KINDS)
+_UNIT_DICT = pa.array(UNITS)
+_SCHEMA = arrow_schema()
+
+
+@dataclass(frozen=True)
+class Frozen:
+    """One stage-step's events: static columns plus per-rank time matrices."""
+
+    n: int
+    static: dict[str, pa.Array]
+    group_idx: np.ndarray
+    value: np.ndarray            # (ranks, events); NaN = null
+    keep: np.ndarray | None      # (ranks, events) bool; None = every rank has every event
+    ts: np.ndarray
+    dur: np.ndarray
+
+    def batch(self, li: int, rank: int, step: int, groups: list[str]) -> dict[str, pa.Array]:
+        """Local rank ``li``'s events: a columnar batch of schema-typed Arrow arrays."""
+        n = self.n
+        g = self.group_idx
+        cols = dict(self.static)
+        cols["rank"] = pa.array(np.full(n, rank, np.int32))
+        cols["ts_ns"] = pa.array(self.ts[li])
+        cols["dur_ns"] = pa.array(self.dur[li])
+        cols["step"] = pa.array(np.full(n, step, np.int32))
+        cols["value"] = pa.array(self.value[li], pa.float64(), from_pandas=True)
+        cols["coll_group"] = pa.DictionaryArray.from_arrays(
+            pa.array(np.where(g < 0, 0, g), pa.int32(), mask=g < 0), pa.array(groups))
+        if self.keep is not None and not self.keep[li].all():
+            mask = pa.array(self.keep[li])
+            cols = {k: v.filter(mask) for k, v in cols.items()}
+            n = int(self.keep[li].sum())
+        return {f.name: cols[f.name] if f.name in cols else pa.nulls(n, f.type)
+                for f in _SCHEMA}
+
+
+def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float],
+                 loader_lane: str, sink_load_ns: float) -> Frozen:
+    """The events every rank of the stage has this step (times per rank)."""
+    g, o, c, p, x = st.g, st.order, rec.costs, Parts(st.R), vocab.extra
     step = rec.step
     pipe = st.s.pipeline and not st.s.sink
     t1, t2, t3 = ("thread 0", "thread 1", "thread 2") if pipe else ("thread 0",) * 3
-    s1, s2, s3 = rec.s1[li], rec.s2[li], rec.s3[li]
+    s1, s2, s3 = rec.s1, rec.s2, rec.s3
     corr = step * 1_000_000 + np.arange(st.n, dtype=np.float64)
     link, on_host = st.is_link, c.on_host
     names = vocab.op_name
     # -- host stages ----------------------------------------------------------------------
     if st.s.sink:
-        p.add(1, lane=t3, kind="launch", name=x["ModelExecute"], ts=s3[0], dur=c.launch[0],
-              corr_id=corr[0])
+        p.add(1, lane=t3, kind="launch", name=x["ModelExecute"], ts=s3[:, :1],
+              dur=c.launch[0], corr_id=corr[0])
         if step == 0:
-            p.add(1, lane=t1, kind="runtime", name=x["ModelLoad"], ts=s1[0] - sink_load_ns,
-                  dur=sink_load_ns)
+            p.add(1, lane=t1, kind="runtime", name=x["ModelLoad"],
+                  ts=s1[:, :1] - sink_load_ns, dur=sink_load_ns)
     else:
         m = c.gc > 0
         if m.any():
-            p.add(int(m.sum()), lane=t1, kind="gc", ts=s1[m], dur=c.gc[m],
+            p.add(int(m.sum()), lane=t1, kind="gc", ts=s1[:, m], dur=c.gc[m],
                   name=np.where(c.gc_full[m], x["gc.collect(full)"], x["gc.collect(gen0)"]))
         t = s1 + c.gc
         m = c.compile > 0
-        p.add(int(m.sum()), lane=t1, kind="compile", name=names[m], ts=t[m], dur=c.compile[m])
+        p.add(int(m.sum()), lane=t1, kind="compile", name=names[m], ts=t[:, m],
+              dur=c.compile[m])
         t = t + c.compile
         d = ~on_host
-        p.add(int(d.sum()), lane=t1, kind="infer_shape", name=names[d], ts=t[d], dur=c.infer[d])
+        nd = int(d.sum())
+        p.add(nd, lane=t1, kind="infer_shape", name=names[d], ts=t[:, d], dur=c.infer[d])
         t = t + c.infer
-        p.add(int(d.sum()), lane=t1, kind="tiling", name=names[d], ts=t[d], dur=c.tiling[d],
+        p.add(nd, lane=t1, kind="tiling", name=names[d], ts=t[:, d], dur=c.tiling[d],
               args=np.where(c.tiling_hit[d], 1, 2))
-        p.add(int(d.sum()), lane=t2, kind="alloc", name=names[d], ts=s2[d], dur=c.alloc[d])
-        p.add(int(d.sum()), lane=t3, kind="launch", name=names[d], ts=s3[d], dur=c.launch[d],
+        p.add(nd, lane=t2, kind="alloc", name=names[d], ts=s2[:, d], dur=c.alloc[d])
+        p.add(nd, lane=t3, kind="launch", name=names[d], ts=s3[:, d], dur=c.launch[d],
               corr_id=corr[d])
-        p.add(int(on_host.sum()), lane=t3, kind="host_op", name=names[on_host], ts=s3[on_host],
-              dur=c.launch[on_host], unit=UNITS.index("host"))
+        p.add(int(on_host.sum()), lane=t3, kind="host_op", name=names[on_host],
+              ts=s3[:, on_host], dur=c.launch[on_host], unit=UNITS.index("host"))
     # -- device tasks ---------------------------------------------------------------------
-    dts, ddur = rec.dev_ts[li], rec.dev_dur[li]
+    dts, ddur = rec.dev_ts, rec.dev_dur
     kcorr = np.full(st.n, corr[0]) if st.s.sink else corr
     if st.s.sink:
         p.add(1, lane="stream 0", kind="kernel", name=x["model_execute_header"],
-              ts=dts[0] - st.sink_header, dur=st.sink_header, corr_id=kcorr[0], stream=0)
+              ts=dts[:, :1] - st.sink_header, dur=st.sink_header, corr_id=kcorr[0], stream=0)
     k = ~link & ~on_host
     td = rec.transdata
     m = k & (td > 0)
-    p.add(int(m.sum()), lane="stream 0", kind="kernel", name=x["TransData"], ts=dts[m],
+    p.add(int(m.sum()), lane="stream 0", kind="kernel", name=x["TransData"], ts=dts[:, m],
           dur=td[m], corr_id=kcorr[m], stream=0, unit=UNITS.index("vector"),
           bytes=g.bytes[o[m]] * rec.scale / 3)
-    unit = st.unit[o[k]]
-    p.add(int(k.sum()), lane="stream 0", kind="kernel", name=names[k], ts=dts[k] + td[k],
-          dur=ddur[k] - td[k], corr_id=kcorr[k], stream=0, unit=unit,
-          flops=st.flops[o[k]] * rec.scale, bytes=st.nbytes[o[k]] * rec.scale)
+    p.add(int(k.sum()), lane="stream 0", kind="kernel", name=names[k],
+          ts=dts[:, k] + td[k], dur=ddur[:, k] - td[k], corr_id=kcorr[k], stream=0,
+          unit=st.unit[o[k]], flops=st.flops[o[k]] * rec.scale,
+          bytes=st.nbytes[o[k]] * rec.scale)
     if link.any():
         grp = np.array([st.group_code[g.comm_group[i]] for i in o[link]])
         lane = np.array([LANES.index(LINK_LANE[g.comm_group[i]]) for i in o[link]])
-        p.add(int(link.sum()), lane=lane, kind="collective", name=names[link], ts=dts[link],
-              dur=ddur[link], corr_id=kcorr[link], stream=1, unit=UNITS.index("link"),
-              bytes=rec.comm_bytes[link], coll_bytes=rec.comm_bytes[link], coll_group=grp,
+        p.add(int(link.sum()), lane=lane, kind="collective", name=names[link],
+              ts=dts[:, link], dur=ddur[:, link], corr_id=kcorr[link], stream=1,
+              unit=UNITS.index("link"), bytes=rec.comm_bytes[link],
+              coll_bytes=rec.comm_bytes[link], coll_group=grp,
               coll_seq=step * st.link_count[link] + st.link_occ[link])
     nb = rec.grad_ts.shape[1] if rec.grad_ts.ndim == 2 else 0
     if nb:
         p.add(nb, lane="link dp", kind="collective", name=x["grad_allreduce"],
-              ts=rec.grad_ts[li], dur=rec.grad_dur[li], stream=1, unit=UNITS.index("link"),
+              ts=rec.grad_ts, dur=rec.grad_dur, stream=1, unit=UNITS.index("link"),
               bytes=rec.grad_bytes, coll_bytes=rec.grad_bytes, coll_group=st.group_code["dp"],
               coll_seq=step * nb + np.arange(nb))
-        if rec.opt_wait_dur[li] > 0:
-            p.add(1, lane="stream 0", kind="sync", name=x["wait grad_allreduce"],
-                  ts=rec.opt_wait_ts[li], dur=rec.opt_wait_dur[li], stream=0)
     # -- syncs, step, data, counters ------------------------------------------------------
-    m = rec.sync_dur[li] > 0
-    p.add(int(m.sum()), lane=t3, kind="sync", name=x["item_sync"], ts=rec.sync_ts[li][m],
-          dur=rec.sync_dur[li][m])
-    end = rec.end[li]
-    p.add(1, lane=t3, kind="sync", name=x["StreamSynchronize"], ts=rec.end_sync_ts[li],
-          dur=end - rec.end_sync_ts[li])
-    start = rec.start[li]
+    m = st.sync
+    p.add(int(m.sum()), lane=t3, kind="sync", name=x["item_sync"], ts=rec.sync_ts[:, m],
+          dur=rec.sync_dur[:, m])
+    end = rec.end[:, None]
+    p.add(1, lane=t3, kind="sync", name=x["StreamSynchronize"], ts=rec.end_sync_ts[:, None],
+          dur=end - rec.end_sync_ts[:, None])
+    start = rec.start[:, None]
     p.add(1, lane="thread 0", kind="step", name=x["ProfilerStep"], ts=start, dur=end - start)
-    if rec.data_wait[li] > 0:
-        p.add(1, lane="thread 0", kind="data_wait", name=x["next(batch)"], ts=start,
-              dur=rec.data_wait[li])
-    if rec.stall[li] > 0:
-        p.add(1, lane="thread 0", kind="python", name=x["straggler_stall"],
-              ts=start + rec.data_wait[li], dur=rec.stall[li])
     if data:
-        lane_l = np.array([LANES.index(loader_lane)])
-        p.add(1, lane=lane_l, kind="data_read", name=x["read batch"],
+        lane_l = LANES.index(loader_lane)
+        p.add(1, lane=np.array([lane_l]), kind="data_read", name=x["read batch"],
               ts=data["read_end"] - data["read_dur"], dur=data["read_dur"])
-        p.add(1, lane=lane_l, kind="data_process", name=x["process batch"],
+        p.add(1, lane=np.array([lane_l]), kind="data_process", name=x["process batch"],
               ts=data["proc_end"] - data["proc_dur"], dur=data["proc_dur"])
         pin = data["fetch_dur"] - data["copy_dur"]
         p.add(1, lane="thread pin", kind="data_fetch", name=x["pin batch"],
@@ -219,12 +271,24 @@ def rank_events(st: Stage, rec: StepRecord, vocab: Vocab, li: int, rank: int,
         for q in ("data_queue", "host_queue", "device_queue"):
             p.add(1, lane="counters", kind="counter", name=x[q], ts=start, dur=0,
                   value=data[q], args=3)
-    span = max(end - start, 1.0)
-    busy = float(c.total.sum())
-    p.add(1, lane="counters", kind="counter", name=x["host_cpu_pct"], ts=end, dur=0,
-          value=min(100.0, 100.0 * busy / span), args=4)
     if st.s.other_cpu_pct > 0:
         p.add(1, lane="counters", kind="counter", name=x["other_processes_cpu_pct"], ts=end,
               dur=0, value=st.s.other_cpu_pct, args=4)
-    return p.batch(rank, step, vocab, st.group_names[li])
+    # events only some ranks have: waits for data, straggler stalls, optimizer waits
+    wait = rec.data_wait[:, None]
+    if (wait > 0).any():
+        p.add(1, lane="thread 0", kind="data_wait", name=x["next(batch)"], ts=start, dur=wait,
+              keep=wait > 0)
+    stall = rec.stall[:, None]
+    if (stall > 0).any():
+        p.add(1, lane="thread 0", kind="python", name=x["straggler_stall"], ts=start + wait,
+              dur=stall, keep=stall > 0)
+    if len(rec.opt_wait_dur) and (rec.opt_wait_dur > 0).any():
+        ow = rec.opt_wait_dur[:, None]
+        p.add(1, lane="stream 0", kind="sync", name=x["wait grad_allreduce"],
+              ts=rec.opt_wait_ts[:, None], dur=ow, stream=0, keep=ow > 0)
+    busy = float(c.total.sum())
+    p.add(1, lane="counters", kind="counter", name=x["host_cpu_pct"], ts=end, dur=0,
+          value=np.minimum(100.0, 100.0 * busy / np.maximum(end - start, 1.0)), args=4)
+    return p.freeze(vocab)
 

@@ -86,6 +86,14 @@ def _check(s: Settings, given: dict[str, Any], ranks: int) -> None:
         raise UsageError("--opt parallel needs --ranks > 1")
 
 
+def row_group_rows(ranks: int) -> int:
+    """Rows buffered per rank file before a row group is written: a directory trace keeps one
+    open writer per rank, so bound the total buffered rows (~4M) rather than each file's."""
+    from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS
+
+    return int(max(4096, min(DEFAULT_ROW_GROUP_ROWS, 2**22 // max(ranks, 1))))
+
+
 def emulate(p: Plan, out: str | os.PathLike[str] | None, steps: int,
             collector: Collector | None = None) -> RunResult:
     """Run the plan; write the trace to ``out`` (unless a collector is given)."""
@@ -94,7 +102,8 @@ def emulate(p: Plan, out: str | os.PathLike[str] | None, steps: int,
     if collector is None:
         if out is None:
             raise UsageError("no output: give --out PATH")
-        collector = FineCollector(Path(out), TraceMeta(source="emulator"))
+        collector = FineCollector(Path(out), TraceMeta(source="emulator"),
+                                  row_group_rows=row_group_rows(p.ranks))
     if p.clock == "real":
         from hermes.npu.real import RealRuntime
 

@@ -26,7 +26,7 @@ from hermes.hooks import Collector, NullCollector, StepInfo
 from hermes.npu.comm import links
 from hermes.npu.data import DataPipeline
 from hermes.npu.device import UnitPeaks, task_durations
-from hermes.npu.emit import MAX_LOADER_LANES, Vocab, rank_events
+from hermes.npu.emit import MAX_LOADER_LANES, Vocab, stage_events
 from hermes.npu.graph import AI_CPU, CUBE, VECTOR, Graph
 from hermes.npu.host import HostModel
 from hermes.npu.settings import Settings
@@ -229,11 +229,14 @@ class Runtime:
         comm_b = float(rec.comm_bytes.sum() + (rec.grad_bytes.sum() if len(rec.grad_bytes)
                                                  else 0.0))
         coll = st.is_link
+        frozen = None
         for li, rank in enumerate(st.ranks):
             rank = int(rank)
             if self.collector.wants_detail(rank, step):
-                self.collector.on_events(rank_events(st, rec, vocab, li, rank, dinfo, loader,
-                                                     sink_load))
+                if frozen is None:
+                    frozen = stage_events(st, rec, vocab, dinfo, loader, sink_load)
+                groups = st.group_names[li]
+                self.collector.on_events(frozen.batch(li, rank, step, groups))
             comm_ns = float(rec.dev_dur[li, coll].sum() + (rec.grad_dur[li].sum()
                                                            if rec.grad_dur.size else 0.0))
             self.collector.on_step(StepInfo(

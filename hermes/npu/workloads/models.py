@@ -261,15 +261,15 @@ def _register_all() -> None:
                               micro=4),
                       4, 4 * 2048, sample_storage_B=2048 * 4.0, microbatches=4, max_tp=8,
                       max_pp=4, **txt))
-    rec = dict(sample_device_B=40 * 4.0, process_s=2.0e-6)
+    rec = dict(sample_device_B=40 * 4.0, process_s=2.0e-7)
     register(Workload("deepfm", "DeepFM CTR model, 39 fields, batch 65536",
                       partial(_recsys, batch=65536, tables=39, dim=16, mlp=[400, 400, 400],
                               top=[1], alltoall=False),
-                      65536, None, sample_storage_B=160.0, **rec))
+                      65536, None, sample_storage_B=40.0, **rec))
     register(Workload("dlrm", "DLRM (Criteo), 26 tables, all-to-all of embeddings",
                       partial(_recsys, batch=32768, tables=26, dim=128, mlp=[512, 256, 128],
                               top=[1024, 1024, 512, 256, 1], alltoall=True),
-                      32768, None, sample_storage_B=160.0, expert_parallel=True, **rec))
+                      32768, None, sample_storage_B=40.0, expert_parallel=True, **rec))
     register(Workload("moe", "GPT-style MoE, 8 experts, all-to-all dispatch/combine",
                       partial(_transformer, layers=12, h=2048, seq=2048, batch=4, vocab=50257,
                               experts=8),
