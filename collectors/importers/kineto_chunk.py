@@ -128,6 +128,20 @@ def _thread_names(rows: list, side: Side) -> None:
             side.thread_names[str(r.tid)] = a.name.strip()
 
 
+def _lanes(tids: list, dev: np.ndarray) -> pa.DictionaryArray:
+    """'thread <tid>' / 'stream <tid>' per row, built once per distinct (tid, lane kind)."""
+    try:
+        tid = np.fromiter(tids, dtype=np.int64, count=len(tids))
+    except (TypeError, ValueError, OverflowError):  # string tids (Kineto's own spans)
+        return pa.array([("stream " if d else "thread ") + str(t)
+                         for d, t in zip(dev.tolist(), tids)], pa.string()).dictionary_encode()
+    key = tid * 2 + dev
+    uniq, inverse = np.unique(key, return_inverse=True)
+    labels = [("stream " if k & 1 else "thread ") + str(k >> 1) for k in uniq.tolist()]
+    return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)),
+                                          pa.array(labels, pa.string()))
+
+
 def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
                   plane: np.ndarray, punknown: np.ndarray, cat_dict: list, ph_dict: list,
                   chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch:
@@ -191,11 +205,14 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
         U["copy"]
 
     tids = [r.tid for r in rows]
-    is_dev = (lane_kind == LK["device"]).tolist()
-    lanes = [("stream " if d else "thread ") + str(t) for d, t in zip(is_dev, tids)]
+    dev_arr = lane_kind == LK["device"]
     counter_rows = np.flatnonzero(kind == K["counter"])
-    for i in counter_rows.tolist():
-        lanes[i] = f"counter {name_dict[name_idx[i]]}"
+    lane_arr = _lanes(tids, dev_arr)
+    if counter_rows.size:
+        lanes = lane_arr.to_pylist()
+        for i in counter_rows.tolist():
+            lanes[i] = f"counter {name_dict[name_idx[i]]}"
+        lane_arr = pa.array(lanes, pa.string()).dictionary_encode()
 
     raw_args = [r.args for r in rows]
     args = decode_args(raw_args)
@@ -204,9 +221,8 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     flops = pa.array([a.flops for a in args], pa.float64())
     nbytes = pa.array([a.bytes for a in args]).cast(pa.int64(), safe=False) \
         if any(a.bytes is not None for a in args) else pa.nulls(n, pa.int64())
-    dev_arr = np.array(is_dev, bool)
     stream = pa.array([(t if isinstance(t, int) else a.stream) if d else None
-                       for d, t, a in zip(is_dev, tids, args)], pa.int32())
+                       for d, t, a in zip(dev_arr.tolist(), tids, args)], pa.int32())
 
     value = np.full(n, np.nan)
     if counter_rows.size:
@@ -252,7 +268,6 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     side.dev_corr.append(corr[has_corr & dev_arr])
     side.rows += n
 
-    lane_arr = pa.array(lanes, pa.string()).dictionary_encode()
     name_arr = pa.DictionaryArray.from_arrays(pa.array(name_idx.astype(np.int32)),
                                               pa.array(name_dict, pa.string()))
     return pa.RecordBatch.from_arrays([
