@@ -35,7 +35,6 @@ from time import perf_counter_ns
 from types import FrameType
 from typing import Any
 
-import numpy as np
 from hermes.collectors import pyhooks
 from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
 from hermes.collectors.fine import FineCollector
@@ -95,7 +94,8 @@ class Session:
             if peak_flops is None:
                 peak_flops = max(prof.peak_flops.values(), default=None)
         self._make_out_dir()
-        self.fine = FineCollector(self.out, meta)
+        # Producers' own step events are dropped: the monitor writes one per step, all steps.
+        self.fine = FineCollector(self.out, meta, drop_kinds=("step",))
         self.monitor = Monitor(self._sink, peak_flops=peak_flops, z_threshold=z_threshold,
                                min_ratio=min_ratio, flush_steps=flush_steps)
         self.trigger: AutoTrigger | None = None
@@ -159,7 +159,7 @@ class Session:
         t0 = perf_counter_ns()
         self._in_hook = True
         try:
-            self.fine.on_events(_without_steps(batch))
+            self.fine.on_events(batch)
         finally:
             self._leave_hook(t0)
 
@@ -266,10 +266,10 @@ class Session:
         cols = {k: v[:n] for k, v in h.items()}
         if self._shift_ns:
             cols["ts_ns"] = [t - self._shift_ns for t in cols["ts_ns"]]
-        self.fine.on_events(cols)
+        self.fine.record(cols)
 
     def _sink(self, batch: EventBatch) -> None:
-        self.fine.on_events(batch)
+        self.fine.record(batch)
 
     # -- signals: publish on SIGTERM, never in the middle of a hook ---------------------
     def _install_signals(self) -> None:
@@ -326,19 +326,6 @@ class Session:
         global _current
         if _current is self:
             _current = None
-
-
-def _without_steps(batch: EventBatch) -> EventBatch:
-    """Drop a producer's own ``step`` events: the monitor writes one per step for every
-    step, so detailed steps would otherwise have two."""
-    kinds = batch.get("kind")
-    if kinds is None:
-        return batch
-    keep = np.asarray(kinds, dtype=object) != "step"
-    if keep.all():
-        return batch
-    return {c: np.asarray(v, dtype=object if isinstance(v, list) else None)[keep]
-            for c, v in batch.items()}
 
 
 _current: Session | None = None

@@ -12,6 +12,9 @@ Its own cost is measured: the time spent inside ``on_events`` (buffering and wri
 groups) over the wall time since construction is written as ``collector.overhead_pct`` and
 ``collector.events`` counts what was written, when ``measure_overhead=True`` (a caller that
 measures a wider scope, such as a ``hermes.profile`` session, passes its own figure).
+``drop_kinds`` leaves producer rows of those kinds out (a session drops the runtime's own
+``step`` rows: its monitor writes one per step); :meth:`record` writes the caller's own rows
+unfiltered.
 """
 
 from __future__ import annotations
@@ -23,9 +26,18 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from hermes.hooks import EventBatch, StepInfo
 from hermes.trace.meta import TraceMeta
-from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, RankedTraceWriter, TraceWriter, open_writer
+from hermes.trace.writer import (
+    DEFAULT_ROW_GROUP_ROWS,
+    RankedTraceWriter,
+    TraceWriter,
+    open_writer,
+    to_table,
+)
 
 _META_FIELDS = frozenset(f.name for f in fields(TraceMeta))
 _MERGED = ("extra", "collector", "device", "import_summary")
@@ -39,9 +51,10 @@ class FineCollector:
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None, *,
                  ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
-                 measure_overhead: bool = False) -> None:
+                 measure_overhead: bool = False, drop_kinds: Iterable[str] = ()) -> None:
         self.path = Path(path)
         self.measure_overhead = measure_overhead
+        self.drop_kinds = tuple(drop_kinds)
         self.meta = meta or TraceMeta(source="emulator")
         self.ranks = None if ranks is None else frozenset(int(r) for r in ranks)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
@@ -63,12 +76,22 @@ class FineCollector:
         return ok
 
     def on_events(self, batch: EventBatch) -> None:
+        """A producer's events (rows of a kind in ``drop_kinds`` are left out)."""
+        self.record(batch, producer=True)
+
+    def record(self, batch: EventBatch, producer: bool = False) -> None:
+        """Write rows; ``producer=False``: the caller's own rows, never filtered."""
         n = len(next(iter(batch.values()))) if batch else 0
         if n == 0:
             return
         t0 = time.perf_counter_ns()
-        self._writer.write(batch)
-        self.events_written += n
+        table = to_table(batch)
+        if producer and self.drop_kinds:
+            table = table.filter(pc.invert(pc.is_in(
+                table.column("kind").cast(pa.string()),
+                value_set=pa.array(self.drop_kinds, pa.string()))))
+        self._writer.write(table)
+        self.events_written += table.num_rows
         self.busy_ns += time.perf_counter_ns() - t0
 
     def on_step(self, info: StepInfo) -> None:

@@ -181,3 +181,18 @@ def test_detailed_steps_are_not_judged() -> None:
         m.on_step(StepInfo(0, i, t * MS, (t + d) * MS, extra={"detailed": i == 12}))
         t += d
     assert [s.step for s in m.slow_steps] == [13]
+
+
+def test_producer_step_rows_are_dropped_own_rows_kept(tmp_path) -> None:
+    from hermes.collectors.fine import FineCollector
+
+    fc = FineCollector(tmp_path / "d.parquet", drop_kinds=("step",))
+    row = {"rank": [0, 0], "lane": ["t", "t"], "lane_kind": ["host", "host"],
+           "kind": ["launch", "step"], "name": ["mm", "ProfilerStep"], "ts_ns": [0, 0],
+           "dur_ns": [1, 9]}
+    fc.on_events(row)  # a producer's batch: its step row goes
+    fc.record(row)  # the session's own rows: kept
+    fc.close()
+    ev = hermes.load(tmp_path / "d.parquet").events
+    assert ev.kind.astype(str).tolist().count("step") == 1
+    assert (ev.kind == "launch").sum() == 2 and fc.events_written == 3
