@@ -56,11 +56,26 @@ def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.
     return np.isin(codes, [vocab[x] for x in names])
 
 
-def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray) -> pd.Categorical:
+def _inside_data(lane: np.ndarray, rs: np.ndarray, re_: np.ndarray, kind: np.ndarray,
+                 span: int) -> np.ndarray:
+    """Events that start inside a ``data_*`` event of their own lane and step: host work done
+    while fetching a batch (a single-process DataLoader decodes in the training thread).
+    ``rs``/``re_`` are times relative to the step start; one sorted key per (lane, time)."""
+    data = _in(kind, _KIND, IO_KINDS)
+    if not data.any():
+        return np.zeros(kind.size, bool)
+    key_s, key_e = lane * span + rs, lane * span + re_
+    us, ue = hta_compat.iv.union(key_s[data], key_e[data])
+    k = np.searchsorted(us, key_s, side="right") - 1
+    return (k >= 0) & (key_s < ue[np.maximum(k, 0)])
+
+
+def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray,
+               in_data: np.ndarray) -> pd.Categorical:
     device = ~_in(lane_kind, _LANE, hta_compat.HOST_LANES)
     comm = device & ((kind == _KIND["collective"]) | (lane_kind == _LANE["link"]) | nccl)
     comp = device & ~comm & _in(kind, _KIND, COMP_KINDS)
-    io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"])
+    io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"]) | (in_data & ~device)
     codes = np.select([comm, comp, io], [COMPONENTS.index(c) for c in
                                          ("communication", "computation", "io")],
                       COMPONENTS.index("host"))
@@ -82,7 +97,12 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     n_ev = s.size
     nccl = (hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)[src]
             & (kind == _KIND["kernel"]))
-    comp = _component(kind, lane_kind, nccl)
+    lane_codes = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)
+    lane = win * (int(lane_codes.max(initial=0)) + 1) + lane_codes[src]  # chain per (step, lane)
+    ws = windows["start_ns"].to_numpy(np.int64)
+    span = int((windows["end_ns"] - windows["start_ns"]).to_numpy(np.int64).max(initial=0)) + 1
+    comp = _component(kind, lane_kind, nccl, _inside_data(lane, s - ws[win], e - ws[win], kind,
+                                                          span))
     kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
                                          categories=list(_KIND_NAMES))
     info = pd.DataFrame({"name": ev["name"].array.take(src), "kind": kind_cat,
@@ -90,8 +110,6 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
-    lane_codes = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)
-    lane = win * (int(lane_codes.max()) + 1) + lane_codes[src]  # one chain per (step, lane)
     dur = e - s
     eid = np.arange(n_ev)
     # nodes: start (is_start 1) and end (0) of every event
@@ -134,9 +152,8 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     w[(seg < 0) & _in(lane_kind[nev], _LANE, hta_compat.HOST_LANES)] = 0
     corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
             [src] if "corr_id" in ev.columns else np.full(n_ev, np.nan))
-    span = int((windows["end_ns"] - windows["start_ns"]).max()) + 1
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
-    wkey = win * span + (e - windows["start_ns"].to_numpy(np.int64)[win])
+    wkey = win * span + (e - ws[win])
     cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
                                   end_node, t, w, first)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info

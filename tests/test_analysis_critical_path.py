@@ -148,3 +148,13 @@ def test_longest_path_matches_a_plain_dp_on_random_graphs():
             for u, v, ww in edges:
                 back[u] = max(back[u], back[v] + ww)
         assert cpgraph.longest_from(g).tolist() == back.tolist()
+
+
+def test_host_work_inside_a_data_wait_counts_as_io():
+    # a single-process loader decodes in the training thread: decode [10,40) inside the wait
+    res = run(ev("step", "ProfilerStep#1", 0, 60), ev("data_wait", "next(loader)", 0, 50),
+              ev("host_op", "decode", 10, 30), ev("host_op", "forward", 50, 10))
+    times, _ = top(res)
+    assert times == {"decode": 30, "next(loader)": 20, "forward": 10}
+    assert res.metrics["components_pct"]["io"] == pytest.approx(100 * 50 / 60)
+    assert res.metrics["components_pct"]["host"] == pytest.approx(100 * 10 / 60)
