@@ -11,8 +11,8 @@ Formulas (``docs/analysis/cluster.md``):
   of the other ranks) / median step time: the step time the job gains once the slow node computes
   like the others (every rank waits for the slowest at the next collective).
 * ``parallel.poor_parallelism``: per rank, hideable = pipeline bubbles + min(communication not
-  overlapped - bubbles - synchronization wait, computation not overlapped) -- communication that could run
-  under computation that runs alone; time_share = mean over ranks of hideable / step time.
+  overlapped - bubbles - synchronization wait, computation not overlapped) -- communication that
+  could run under computation that runs alone; time_share = mean over ranks of hideable / step time.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, register
 from hermes.analyzers.computation import MIN_SHARE
 

@@ -19,11 +19,19 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, RankContext, register
-from hermes.analyzers.computation import (MIN_SHARE, _peaks, arg_numbers, arg_values, base_frame,
-                                          clip_to_windows, profile_of, top_ops, union_time)
+from hermes.analyzers.computation import (
+    MIN_SHARE,
+    _peaks,
+    arg_numbers,
+    arg_values,
+    base_frame,
+    clip_to_windows,
+    profile_of,
+    top_ops,
+    union_time,
+)
 from hermes.analyzers.steps import step_windows
 
 #: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's
@@ -185,10 +193,10 @@ def _matrix(t: pd.DataFrame) -> pd.DataFrame:
 def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
     """Per collective, the time (ns) each transmission cause costs (0 where it does not apply).
 
-    ``t`` needs transit_ns, bytes, busbw_GBps, expected_GBps, overlap_compute_ns, small, group,
-    op. Low bandwidth = bus bandwidth < LOW_BW_RATIO x expected on a large message; it costs
-    transit x (1 - busbw / expected): all of it network configuration when no computation
-    overlaps; when computation overlaps, the part the link loses even uncontended (its median
+    ``t`` needs transit_ns, bytes, busbw_GBps, expected_GBps, overlap_compute_ns, small,
+    misaligned, group, op. Low bandwidth = bus bandwidth < LOW_BW_RATIO x expected on a large,
+    aligned message; it costs transit x (1 - busbw / expected): all of it network configuration
+    when no computation overlaps; when computation overlaps, the part the link loses even uncontended (its median
     bandwidth alone, if < 0.8 x expected) is network configuration and the rest contention."""
     z = pd.Series(0.0, index=t.index)
     if len(t) == 0:
@@ -203,7 +211,9 @@ def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
     ref_tr = ref_tr.fillna(ideal).fillna(0.0)
     retrans = (tr >= RETRANS_MIN_NS) & (tr >= RETRANS_TAIL * ref_tr)
     busbw, exp = t["busbw_GBps"].astype("float64"), t["expected_GBps"].astype("float64")
-    big = ~retrans & ~t["small"].astype(bool) & (tr > 0) & busbw.notna() & exp.notna()
+    # small and misaligned messages are slow for their own reason (their own findings)
+    big = ~retrans & ~t["small"].astype(bool) & ~t["misaligned"].astype(bool) & (tr > 0) & \
+        busbw.notna() & exp.notna()
     overlapped = t["overlap_compute_ns"].astype("float64") >= OVERLAP_MIN * tr
     # the link's uncontended bandwidth: median bus bandwidth of the large collectives that ran
     # with no computation overlapping (per expected bandwidth, i.e. per link class)
@@ -374,14 +384,14 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     pr = pd.DataFrame({"rank": sorted(per)})
     pr["wait_ns"] = pr["rank"].map(wait).fillna(0).astype("int64")
     pr["wait_share"] = [w / step_total[r] if step_total.get(r) else 0.0
-                        for r, w in zip(pr["rank"], pr["wait_ns"])]
+                        for r, w in zip(pr["rank"], pr["wait_ns"], strict=True)]
     pr["times_late"] = pr["rank"].map(late).fillna(0).astype("int64")
     res.tables["per_rank"] = pr
     res.metrics.update({"matched": int(len(sync)), "R_wait_mean": float(sync["R_wait"].mean()),
                         "R_wait_max": float(sync["R_wait"].max()),
                         "T_wait_ns": int(sync["T_wait_ns"].sum()),
                         "wait_ns_per_rank": {int(r): int(w) for r, w in
-                                             zip(pr["rank"], pr["wait_ns"])}})
+                                             zip(pr["rank"], pr["wait_ns"], strict=True)}})
     explicit = any(v.metrics.get("explicit_wait") for v in per.values())
     share = float(pr["wait_share"].mean())
     if not explicit and share >= MIN_SHARE:
@@ -422,6 +432,6 @@ def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict
         shares = [by_rank.get(r, 0.0) / step_total[r] if step_total[r] else 0.0 for r in ranks]
         share = float(np.mean(shares)) if shares else 0.0
         if share >= MIN_SHARE:
-            hit = tuple(int(r) for r, s in zip(ranks, shares) if s > 0)
+            hit = tuple(int(r) for r, s in zip(ranks, shares, strict=True) if s > 0)
             res.findings.append(_finding(cause, share, m[cost > 0], hit,
                                          cost_ns=int(cost.sum())))

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from hermes import devices
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
 from hermes.analyzers.steps import step_windows
+
+from hermes import devices
 
 #: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
 #: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
@@ -277,7 +277,7 @@ def _gemm_flops(names: pd.Series, shape_raw: pd.Series) -> pd.Series:
     pairs = pd.DataFrame({"n": names.astype(str), "s": shape_raw})
     uniq = pairs.drop_duplicates()
     val = {(r.n, r.s): one(r.n, r.s) for r in uniq.itertuples(index=False)}
-    return pd.Series([val[(n, s_)] for n, s_ in zip(pairs["n"], pairs["s"])],
+    return pd.Series([val[(n, s_)] for n, s_ in zip(pairs["n"], pairs["s"], strict=True)],
                      index=names.index, dtype="float64")
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.computation import _gemm_flops, computation
+
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.writer import to_table

@@ -6,10 +6,10 @@ import json
 
 import pandas as pd
 import pytest
-
-from hermes import devices
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.computation import U_THRESHOLD, computation
+
+from hermes import devices
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.schema import arrow_schema
