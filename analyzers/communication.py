@@ -196,8 +196,9 @@ def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
     ``t`` needs transit_ns, bytes, busbw_GBps, expected_GBps, overlap_compute_ns, small,
     misaligned, group, op. Low bandwidth = bus bandwidth < LOW_BW_RATIO x expected on a large,
     aligned message; it costs transit x (1 - busbw / expected): all of it network configuration
-    when no computation overlaps; when computation overlaps, the part the link loses even uncontended (its median
-    bandwidth alone, if < 0.8 x expected) is network configuration and the rest contention."""
+    when no computation overlaps; when computation overlaps, the part the link loses even
+    uncontended (its median bandwidth alone, if < 0.8 x expected) is network configuration and
+    the rest contention."""
     z = pd.Series(0.0, index=t.index)
     if len(t) == 0:
         return {k: z for k in ("rdma_retransmission", "bandwidth_contention",
