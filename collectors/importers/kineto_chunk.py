@@ -237,8 +237,7 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
         for i in unknown_rows.tolist():
             p = int(rpair[i])
             cat = cat_dict[p % len(cat_dict)] or f"(ph {ph_dict[p // len(cat_dict)]})"
-            raw_args[i] = msgspec.Raw(with_source_category(bytes(raw_args[i]).decode(),
-                                                           cat).encode())
+            raw_args[i] = msgspec.Raw(with_source_category(bytes(raw_args[i]), cat))
 
     cgroup: list[str | None] = [None] * n
     cseq: list[int | None] = [None] * n

@@ -200,13 +200,13 @@ def coll_group(a: Args) -> str | None:
     return a.pg_desc or None
 
 
-def with_source_category(args_text: str, category: str) -> str:
+def with_source_category(args_text: bytes, category: str) -> bytes:
     """Add ``"source_category"`` to a JSON object text (kept-unknown events)."""
-    body = args_text.strip()
-    cat = msgspec.json.encode(category).decode()
-    if not body.startswith("{") or body[1:].strip() == "}":
-        return '{"source_category": ' + cat + "}"
-    return '{"source_category": ' + cat + ", " + body[1:].lstrip()
+    head = b'{"source_category": ' + msgspec.json.encode(category)
+    body = args_text.lstrip()[1:].lstrip()
+    if not args_text.lstrip().startswith(b"{") or body.startswith(b"}"):
+        return head + b"}"
+    return head + b", " + body
 
 
 def raw_strings(raws: list[msgspec.Raw]) -> pa.StringArray:

@@ -153,13 +153,19 @@ class KinetoFile:
         start = 0  # where the next boundary search may begin in _buf
         while True:
             if not eof and len(self._buf) < CHUNK_BYTES:
-                block = self._read()
+                # gather blocks first and join once: appending to bytes copies the whole buffer
+                blocks = [self._buf]
+                have = len(self._buf)
+                while have < CHUNK_BYTES:
+                    block = self._read()
+                    if not block:
+                        eof = True
+                        break
+                    blocks.append(block)
+                    have += len(block)
+                self._buf = b"".join(blocks)
                 if progress is not None:
                     progress(self.compressed_pos())
-                if block:
-                    self._buf += block
-                    continue
-                eof = True
             m = None
             if len(self._buf) >= CHUNK_BYTES:
                 m = _BOUNDARY.search(self._buf, max(start, CHUNK_BYTES * 3 // 4))
