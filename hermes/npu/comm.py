@@ -35,10 +35,10 @@ def links(p: DeviceProfile) -> tuple[Link, Link]:
     """(intra-node link, inter-node link) of a device profile."""
     f = p.fields
     intra = Link(f.get("intra_node_link", "hccs"), f.get("intra_node_bw_Bps", 5e10),
-                 f.get("intra_node_latency_s", 5e-6), f.get("sdma_small_packet_B", 16 << 20) / 8,
+                 f.get("intra_node_latency_s", 5e-6), f.get("sdma_small_packet_B", 16 << 20) / 2,
                  int(f.get("hccs_alignment_B", 512)))
     inter = Link(f.get("inter_node_link", "rdma"), f.get("inter_node_bw_Bps", 2.5e10),
-                 f.get("inter_node_latency_s", 8e-6), f.get("rdma_small_packet_B", 1 << 20) / 8,
+                 f.get("inter_node_latency_s", 8e-6), f.get("rdma_small_packet_B", 1 << 20) / 2,
                  int(f.get("hccs_alignment_B", 512)))
     return intra, inter
 
