@@ -106,7 +106,8 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
                                          categories=list(_KIND_NAMES))
     info = pd.DataFrame({"name": ev["name"].array.take(src), "kind": kind_cat,
-                         "component": comp, "start": s, "end": e, "win": win})
+                         "component": comp, "start": s, "end": e, "win": win,
+                         "loader": lane_kind == _LANE["loader"]})
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
@@ -155,17 +156,19 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
     cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                  end_node, t, w, first)
+                                  end_node, t, w, first, seg)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
 def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarray,
                  kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
                  start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
-                 first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Launch -> task edges and awaited task -> sync-end edges, within a step; zeroes stream
-    gaps that were waits for a launch (``w`` is modified in place). ``wkey`` orders events by
-    (step, end)."""
+                 first: np.ndarray, seg: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Launch -> task edges, awaited device task -> sync end and awaited loader event -> data
+    wait end edges, within a step; zeroes stream gaps that were waits for a launch and the
+    segments of data waits fed by a loader lane (``w`` is modified in place). ``wkey`` orders
+    events by (step, end)."""
     host = _in(lane_kind, _LANE, hta_compat.HOST_LANES)
     task = ~host & _in(kind, _KIND, COMP_KINDS + ("collective",))
     eid = np.arange(s.size)
@@ -185,19 +188,28 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
         vs.append(k)
         ws_.append(np.where(waited, np.maximum(s[di] - s[hi], 0), 0))
         es.append(hi)
-    sync = np.flatnonzero(kind == _KIND["sync"])
-    tasks = np.flatnonzero(task)
-    if sync.size and tasks.size:
-        o = tasks[np.argsort(wkey[tasks], kind="stable")]
-        k = np.searchsorted(wkey[o], wkey[sync], side="right") - 1
+    loader = lane_kind == _LANE["loader"]
+    data_wait = np.flatnonzero((kind == _KIND["data_wait"]) & host)
+    for waits, awaited in ((np.flatnonzero(kind == _KIND["sync"]), np.flatnonzero(task)),
+                           (data_wait, np.flatnonzero(loader))):
+        if not (waits.size and awaited.size):
+            continue
+        o = awaited[np.argsort(wkey[awaited], kind="stable")]
+        k = np.searchsorted(wkey[o], wkey[waits], side="right") - 1
         cand = o[np.maximum(k, 0)]
-        # same step, ends within the wait, on another lane
-        ok = (k >= 0) & (win[cand] == win[sync]) & (wkey[cand] >= wkey[sync] - (t[end_node[sync]]
-              - s[sync])) & (lane[cand] != lane[sync])
+        # the awaited event ending last within the wait, in the same step, on another lane
+        ok = (k >= 0) & (win[cand] == win[waits]) & (lane[cand] != lane[waits]) & \
+            (wkey[cand] >= wkey[waits] - (t[end_node[waits]] - s[waits]))
         us.append(end_node[cand[ok]])
-        vs.append(end_node[sync[ok]])
+        vs.append(end_node[waits[ok]])
         ws_.append(np.zeros(int(ok.sum()), np.int64))
         es.append(np.full(int(ok.sum()), -1, np.int64))
+        if waits is data_wait:
+            # a data wait fed by a loader lane is a wait (its time is the loader's, on its
+            # lane); one with no loader lane in the trace keeps its time, as io
+            matched = np.zeros(s.size, bool)
+            matched[waits[ok]] = True
+            w[(seg >= 0) & matched[np.maximum(seg, 0)]] = 0
     if not us:
         z = np.empty(0, np.int64)
         return z, z, z, z
@@ -219,7 +231,9 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
         return length, gap_ns, info
     dist, pred = cpgraph.longest(g)
     bwd = cpgraph.longest_from(g)
-    node_win = info["win"].to_numpy(np.int64)[_node_events(g)]
+    node_ev = _node_events(g)
+    node_win = info["win"].to_numpy(np.int64)[node_ev]
+    loader_node = info["loader"].to_numpy(bool)[node_ev]
     # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
     bounds = np.searchsorted(node_win, np.arange(nw + 1))
     cp = np.zeros(len(info), np.int64)
@@ -227,7 +241,10 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
         a, b = int(bounds[i]), int(bounds[i + 1])
         if a == b:
             continue
-        end = a + int(np.argmax(dist[a:b]))
+        # the step ends on the training side: a loader worker prefetching in parallel is on
+        # the path only through a data wait it feeds
+        d = np.where(loader_node[a:b], -1, dist[a:b])
+        end = a + int(np.argmax(d))
         length[i] = int(dist[end])
         on_ev, on_w = cpgraph.backtrack(g, dist, pred, end)
         gap = on_ev < 0

@@ -158,3 +158,17 @@ def test_host_work_inside_a_data_wait_counts_as_io():
     assert times == {"decode": 30, "next(loader)": 20, "forward": 10}
     assert res.metrics["components_pct"]["io"] == pytest.approx(100 * 50 / 60)
     assert res.metrics["components_pct"]["host"] == pytest.approx(100 * 10 / 60)
+
+
+def test_loader_lane_is_on_the_path_only_through_the_data_wait_it_feeds():
+    # loader 0: process batch [0,40), then prefetches the next one [45,100) in parallel.
+    # main thread: waits for data [10,45) (a wait: weight 0), forward [45,55).
+    # path: process 40 -> data wait end (0) -> forward 10 = 50; the prefetch (55) is not on it
+    res = run(ev("step", "ProfilerStep#1", 0, 100),
+              ev("data_process", "process batch", 0, 40, lane="loader 0", lane_kind="loader"),
+              ev("data_process", "process batch", 45, 55, lane="loader 0", lane_kind="loader"),
+              ev("data_wait", "next(loader)", 10, 35), ev("host_op", "forward", 45, 10))
+    assert res.tables["per_step"]["length_ns"].tolist() == [50]
+    times, _ = top(res)
+    assert times == {"process batch": 40, "forward": 10}
+    assert res.metrics["components_pct"]["io"] == pytest.approx(80.0)
