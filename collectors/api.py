@@ -117,6 +117,10 @@ class Session:
         self._host: dict[str, list[Any]] = {c: [] for c in _HOST_COLS}
         self._host_steps = 0
         self._shift_ns: int | None = None  # perf_counter_ns - runtime clock, once known
+        self._events_entry: int | None = None  # first on_events since the last step
+        self._asked_at: tuple[int, int] | None = None  # (step, perf ns) of wants_detail
+        self._shift_lo: int | None = None
+        self._shift_hi: int | None = None
         self.flush_steps = max(1, flush_steps)
         self._busy_ns = 0
         self._in_hook = False
@@ -149,6 +153,8 @@ class Session:
 
     # -- Collector protocol (the emulated runtime and other producers call these) -------
     def wants_detail(self, rank: int, step: int) -> bool:
+        if rank == self.rank:
+            self._asked_at = (step, perf_counter_ns())
         if self.trigger is None or self.closed:
             return False
         return self.trigger.wants_detail(rank, step) and self.fine.wants_detail(rank, step)
@@ -157,6 +163,8 @@ class Session:
         if self.mode == "monitor" or self.closed:
             return
         t0 = perf_counter_ns()
+        if self._events_entry is None:
+            self._events_entry = t0
         self._in_hook = True
         try:
             self.fine.on_events(batch)
@@ -186,11 +194,9 @@ class Session:
                 self._flush_host()
             if self.trigger is not None:
                 self.trigger.step_ended(info.step)
-            if source == "runtime" and self._shift_ns is None:
-                # A runtime may count time from its own origin (the emulator's real clock:
-                # ns since it started); the step it just ended tells how to put our Python
-                # events (perf_counter_ns) on its clock.
-                self._shift_ns = perf_counter_ns() - int(info.end_ns)
+            if source == "runtime" and info.rank == self.rank:
+                self._learn_shift(info, t0)
+            self._events_entry = None
             if info.rank == self.rank:
                 self.step_no = info.step + 1
                 self._step_start = info.end_ns
@@ -199,6 +205,23 @@ class Session:
                     listener()
         finally:
             self._leave_hook(t0)
+
+    def _learn_shift(self, info: StepInfo, now: int) -> None:
+        """Bound ``perf_counter_ns - runtime clock`` from this step's report.
+
+        A runtime may count time from its own origin (the emulator's real clock: ns since it
+        started). It asked ``wants_detail`` just before taking the step's start (a lower
+        bound, tight) and reported the end before we heard of it (an upper bound, loose by
+        its own bookkeeping). The tightest lower bound wins while it stays below the upper.
+        """
+        upper = min(now, self._events_entry or now) - int(info.end_ns)
+        self._shift_hi = upper if self._shift_hi is None else min(self._shift_hi, upper)
+        asked = self._asked_at
+        if asked is not None and asked[0] == info.step:
+            lower = asked[1] - int(info.start_ns)
+            self._shift_lo = lower if self._shift_lo is None else max(self._shift_lo, lower)
+        lo, hi = self._shift_lo, self._shift_hi
+        self._shift_ns = lo if lo is not None and lo <= hi else hi
 
     def close(self, meta_updates: dict[str, Any] | None = None) -> Path | None:
         """Flush everything and publish the trace. Idempotent; returns the trace path."""
