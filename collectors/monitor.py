@@ -99,7 +99,8 @@ class Monitor:
     ``on_slow`` callbacks receive each :class:`SlowStep` (the coarse-to-fine trigger listens).
     ``StepInfo.extra`` may carry ``gc_ns`` and ``data_wait_ns`` (per-step totals from the
     Python hooks), which become the ``gc_ms`` and ``data_wait_ms`` counters, and
-    ``detailed=True`` for a step captured in detail, which the detector skips.
+    ``detailed=True`` for a step captured in detail, which the detector skips. ``domains``
+    (rank -> communication domain) groups ranks for stage 2 (:meth:`summary`).
     """
 
     mode = "monitor"
@@ -107,7 +108,7 @@ class Monitor:
     def __init__(self, sink: Callable[[EventBatch], None], *, peak_flops: float | None = None,
                  window: int = 100, min_history: int = 8, z_threshold: float = 3.5,
                  min_ratio: float = 1.5, flush_steps: int = 64,
-                 host_stats: bool = True) -> None:
+                 host_stats: bool = True, domains: Mapping[int, str] | None = None) -> None:
         self.sink = sink
         self.peak_flops = peak_flops
         self.window = window
@@ -127,6 +128,8 @@ class Monitor:
         self._rows: dict[str, list[Any]] = _empty()
         self._pending_steps = 0
         self._closed = False
+        self._durs: list[tuple[int, int, int]] = []  # (rank, step, dur) for stage 2
+        self.domains = domains
 
     # -- Collector protocol ---------------------------------------------------------------
     def wants_detail(self, rank: int, step: int) -> bool:
@@ -144,6 +147,7 @@ class Monitor:
         # keeping it as history) would let capture trigger more capture.
         slow = None if info.extra.get("detailed") else self._detect(info.rank, info.step, dur)
         self.steps_seen += 1
+        self._durs.append((info.rank, info.step, dur))
         self._pending_steps += 1
         if slow is not None:
             self.slow_steps.append(slow)
@@ -174,10 +178,22 @@ class Monitor:
         self._pending_steps = 0
         self.sink(rows)
 
-    def summary(self) -> dict[str, Any]:
-        """What goes into ``TraceMeta.collector``: the flagged steps."""
-        return {"slow_steps": [{"rank": s.rank, "step": s.step, "z": round(s.z, 3),
-                                "ratio": round(s.ratio, 3)} for s in self.slow_steps]}
+    def summary(self, top: int = 20) -> dict[str, Any]:
+        """What goes into ``TraceMeta.collector``: stage 1's flagged steps and, when this
+        process saw several ranks, stage 2's suspects (slowest rank of a domain and step,
+        the ``top`` largest ratios)."""
+        out: dict[str, Any] = {"slow_steps": [
+            {"rank": s.rank, "step": s.step, "z": round(s.z, 3), "ratio": round(s.ratio, 3)}
+            for s in self.slow_steps]}
+        if len({r for r, _, _ in self._durs[:4096]}) > 1:
+            steps = pd.DataFrame(self._durs, columns=["rank", "step", "dur_ns"])
+            sus = slowest_ranks(steps, self.domains)
+            sus = sus[sus["suspect"]].nlargest(top, "ratio")
+            out["slow_ranks"] = [{"domain": str(d), "step": int(st), "rank": int(r),
+                                  "ratio": round(float(x), 3)}
+                                 for d, st, r, x in sus[["domain", "step", "rank", "ratio"]]
+                                 .itertuples(index=False)]
+        return out
 
     def _counters(self, info: StepInfo, dur: int) -> None:
         secs = dur / 1e9 if dur > 0 else None

@@ -196,3 +196,14 @@ def test_producer_step_rows_are_dropped_own_rows_kept(tmp_path) -> None:
     ev = hermes.load(tmp_path / "d.parquet").events
     assert ev.kind.astype(str).tolist().count("step") == 1
     assert (ev.kind == "launch").sum() == 2 and fc.events_written == 3
+
+
+def test_stage_two_in_one_process_names_the_slow_rank() -> None:
+    m = Monitor(lambda batch: None, host_stats=False, domains={0: "dp0", 1: "dp0", 2: "dp1",
+                                                               3: "dp1"})
+    for step in range(3):
+        for rank in range(4):
+            d = 130 if (rank == 3 and step == 1) else 100
+            m.on_step(StepInfo(rank, step, 0, d * MS))
+    assert m.summary()["slow_ranks"] == [{"domain": "dp1", "step": 1, "rank": 3,
+                                          "ratio": round(130 / 115, 3)}]
