@@ -85,7 +85,7 @@ def test_collective_waits_for_last_arrival_then_transmits(tmp_path):
     coll = ev[ev["kind"] == "collective"].set_index("rank")
     intra, _ = links(P)
     # by hand: ring allreduce over 2 ranks = 2 alpha + bytes / (bw * b / (b + half))
-    bw = 5.6e10 * nbytes / (nbytes + 2**23)   # half-saturation: half of SDMA 16 MiB
+    bw = 5.6e10 * (nbytes / 2**24) ** 0.75    # below the 16 MiB saturation size
     xmit = 2 * 4e-6 + nbytes / bw
     assert transmit_ns("allreduce", nbytes, 2, intra, Settings()) == pytest.approx(xmit * 1e9)
     ends = coll["ts_ns"] + coll["dur_ns"]

@@ -67,11 +67,10 @@ def _compile(s: Settings, k: float, n: int) -> Settings:
                    compile_s=s.compile_s * k)
 
 
-@_c("cpu.operator_dispatch", "no tiling cache and dynamic shapes: per-operator host work "
+@_c("cpu.operator_dispatch", "no tiling cache and a slow host stack: per-operator host work "
     "exceeds device time")
 def _dispatch(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(tiling_cache=False, dynamic_shapes=True, shape_variants=4, jit=False,
-                   host_slowdown=s.host_slowdown * (1 + 0.5 * k))
+    return s.with_(tiling_cache=False, host_slowdown=s.host_slowdown * (1 + k))
 
 
 @_c("cpu.host_device_sync", ".item()-style synchronous calls inside the step")

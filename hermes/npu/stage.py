@@ -120,7 +120,7 @@ class Stage:
         sizes = np.diff(np.concatenate(([0.0], cum[close]))) if len(close) else np.empty(0)
         keep = sizes > 0
         # a gradient bigger than the bucket is sent in bucket-sized chunks
-        chunks = np.ceil(sizes[keep] / cap).astype(int)
+        chunks = np.maximum(np.floor(sizes[keep] / cap), 1).astype(int)
         self.bucket_pos = np.repeat(self.bucket_pos[keep], chunks)
         self.bucket_bytes = np.repeat(sizes[keep] / chunks, chunks)
 

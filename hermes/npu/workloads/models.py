@@ -242,7 +242,7 @@ def _register_all() -> None:
                       128, None, process_s=2.0e-4, **img))
     register(Workload("mobilenetv1-ssd", "MobileNetV1-SSD300 detection, batch 128 per device",
                       partial(_convnet, spec=_mobilenet_ssd_spec(), batch=128, fc=[128],
-                              head_small=120, syncs=0),
+                              head_small=60, syncs=0),
                       128, None, sample_storage_B=150e3, sample_device_B=300 * 300 * 3 * 2.0,
                       process_s=3.0e-4))
     txt = dict(sample_device_B=0.0, process_s=2.0e-5)
@@ -262,10 +262,10 @@ def _register_all() -> None:
                       4, 4 * 2048, sample_storage_B=2048 * 4.0, microbatches=4, max_tp=8,
                       max_pp=4, **txt))
     rec = dict(sample_device_B=40 * 4.0, process_s=2.0e-7)
-    register(Workload("deepfm", "DeepFM CTR model, 39 fields, batch 65536",
-                      partial(_recsys, batch=65536, tables=39, dim=16, mlp=[400, 400, 400],
+    register(Workload("deepfm", "DeepFM CTR model, 39 fields, batch 131072",
+                      partial(_recsys, batch=131072, tables=39, dim=16, mlp=[400, 400, 400],
                               top=[1], alltoall=False),
-                      65536, None, sample_storage_B=40.0, **rec))
+                      131072, None, sample_storage_B=40.0, **rec))
     register(Workload("dlrm", "DLRM (Criteo), 26 tables, all-to-all of embeddings",
                       partial(_recsys, batch=32768, tables=26, dim=128, mlp=[512, 256, 128],
                               top=[1024, 1024, 512, 256, 1], alltoall=True),
