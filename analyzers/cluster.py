@@ -10,8 +10,10 @@ Formulas (``docs/analysis/cluster.md``):
 * ``computation.slow_node``: compute imbalance > 5 %; time_share = (max compute - median compute
   of the other ranks) / median step time: the step time the job gains once the slow node computes
   like the others (every rank waits for the slowest at the next collective).
-* ``parallel.poor_parallelism``: per rank, hideable = pipeline bubbles + min(communication not
-  overlapped - bubbles - synchronization wait, computation not overlapped) -- communication that
+* ``parallel.poor_parallelism``: per rank, hideable = pipeline bubbles + min(queued
+  communication not overlapped - synchronization wait, computation not overlapped), where a
+  collective is *queued* when it started the moment the previous one ended (it was ready and
+  waited for the link; the first of a back-to-back run is dependency-bound) -- communication that
   could run under computation that runs alone; time_share = mean over ranks of hideable / step time.
 """
 
@@ -72,8 +74,11 @@ def rank_table(ctx: ClusterContext) -> pd.DataFrame:
         wait = float(waits.get(rank, waits.get(str(rank), 0)) or
                      _metric(res, "communication", "wait_ns"))
         bubble = _metric(res, "communication", "bubble_ns")
-        # bubbles are non-overlapped communication too: counted once
-        hide = bubble + max(0.0, min(comm_only - bubble - wait, comp_only))
+        # communication that could have run under computation: collectives queued behind other
+        # communication while the device idled (a dependency-bound collective, one computation
+        # waits for, cannot hide), bounded by the computation that runs alone; and bubbles
+        queued = _metric(res, "communication", "queued_comm_only_ns")
+        hide = bubble + max(0.0, min(queued - wait, comp_only))
         comm = comm_only + overlapped
         rows.append({"rank": int(rank), "steps": int(_metric(res, "computation", "steps")),
                      "step_median_ms": _metric(res, "computation", "step_median_ms"),

@@ -47,6 +47,9 @@ RETRANS_TAIL = 3.0
 #: Small packets must carry more than 20 % of the communication time to matter (msprof-analyze).
 SMALL_TRAFFIC_MIN = 0.2
 ALIGN_B = 512  # HCCS byte alignment (Hermes, msprof-analyze)
+#: A collective starting within this time of the previous one's end was queued behind it
+#: (launch latencies of a few microseconds separate back-to-back collectives).
+QUEUED_TOL_NS = 10_000
 #: Saturation sizes when the device profile has none (GPUs): NCCL's bus bandwidth over NVLink
 #: plateaus only for messages in the tens of MB, like Ascend SDMA (16 MB); over InfiniBand/RoCE
 #: from about 1 MB, like Ascend RDMA. Hermes's choice, by analogy with msprof-analyze's figures.
@@ -152,6 +155,23 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     t["overlap_compute_ns"] = _compute_overlap(ev, t, offset)
     del pk
     return t[COLUMNS].reset_index(drop=True)
+
+
+def _queued(t: pd.DataFrame) -> np.ndarray:
+    """Collectives that started the moment the rank's previous collective ended (within
+    QUEUED_TOL_NS): they were ready earlier and queued behind communication, so issued earlier
+    they could have run under the computation that produced them. The first collective of a
+    back-to-back run started when its input was ready and is not counted."""
+    if len(t) == 0:
+        return np.zeros(0, bool)
+    order = np.argsort(t["arrive_ns"].to_numpy(np.int64), kind="stable")
+    a = t["arrive_ns"].to_numpy(np.int64)[order]
+    e = t["end_ns"].to_numpy(np.int64)[order]
+    prev_end = np.concatenate([a[:1], np.maximum.accumulate(e)[:-1]])
+    has_prev = np.arange(len(a)) > 0
+    q = np.zeros(len(t), bool)
+    q[order] = has_prev & (a >= prev_end) & (a - prev_end <= QUEUED_TOL_NS)
+    return q
 
 
 def _compute_union(ev: pd.DataFrame) -> iv.Union:
@@ -268,8 +288,10 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         comm = iv.union(cs, ce)
         p2p = t["op"].str.contains(_P2P).to_numpy()
         bubble = iv.total(iv.subtract(iv.union(cs[p2p], ce[p2p]), comp))
+        queued = _queued(t) & ~p2p
+        queued_only = iv.total(iv.subtract(iv.union(cs[queued], ce[queued]), comp))
     else:
-        comm, bubble = iv.EMPTY, 0
+        comm, bubble, queued_only = iv.EMPTY, 0, 0
     if len(windows):
         comp = iv.union(*clip_to_windows(comp[0], comp[1], windows))
     comm_only = iv.total(iv.subtract(comm, comp))
@@ -280,6 +302,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         "collectives": int(len(t)), "step_total_ns": step_total,
         "comm_ns": iv.total(comm), "comm_only_ns": comm_only, "comp_only_ns": comp_only,
         "overlapped_ns": iv.total(comm) - comm_only, "bubble_ns": int(bubble),
+        "queued_comm_only_ns": int(queued_only),
         "bubble_pct": 100.0 * bubble / step_total if step_total else 0.0,
         "wait_ns": int(t["wait_ns"].sum()) if len(t) else 0,
         "explicit_wait": bool(explicit),
