@@ -132,6 +132,9 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     t["peer"] = arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst")
     cls = _link_class(t["link"])
     n = arg_numbers(args, "Group size", "group_size")
+    world = len(getattr(ctx.meta, "ranks", ()) or ())
+    if world >= 2:  # a group has at most every rank of the job
+        n = n.fillna(float(world))
     with np.errstate(divide="ignore", invalid="ignore"):
         bw = t["bytes"] / (t["transit_ns"].where(t["transit_ns"] > 0) * 1e-9) / 1e9
     t["bw_GBps"] = bw
@@ -155,6 +158,15 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     t["overlap_compute_ns"] = _compute_overlap(ev, t, offset)
     del pk
     return t[COLUMNS].reset_index(drop=True)
+
+
+def _shortfall(t: pd.DataFrame, ref_GBps: pd.Series) -> pd.Series:
+    """Transit time beyond what the bytes need at ``ref_GBps`` (bus bandwidth): transit x
+    (1 - busbw / ref), within [0, transit]; the whole transit where the bandwidth is unknown."""
+    tr = t["transit_ns"].astype("float64").fillna(0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = (1.0 - t["busbw_GBps"].astype("float64") / ref_GBps.astype("float64")).clip(0, 1)
+    return (tr * frac.fillna(1.0)).clip(lower=0)
 
 
 def _queued(t: pd.DataFrame) -> np.ndarray:
@@ -322,17 +334,28 @@ def communication(ctx: RankContext) -> AnalyzerResult:
     small_traffic = float(tr[small].sum()) / total_tr if total_tr else 0.0
     res.metrics["small_packet_traffic_share"] = small_traffic
     if small_traffic > SMALL_TRAFFIC_MIN:
-        share = float(tr[small].sum()) / step_total
+        # what small messages cost: the time beyond what they would take at the link's bandwidth
+        cost = _shortfall(t[small], t.loc[small, "expected_GBps"])
+        share = float(cost.sum()) / step_total
         if share >= MIN_SHARE:
             res.findings.append(_finding(
-                "small_packet", share, t[small], ranks,
+                "small_packet", share, t[small], ranks, cost_ns=int(cost.sum()),
                 traffic_share=round(small_traffic, 4),
                 mean_bytes=float(t.loc[small, "bytes"].mean())))
     mis = t["misaligned"].astype(bool)
-    share = float(tr[mis].sum()) / step_total
-    if share >= MIN_SHARE:
-        res.findings.append(_finding("byte_alignment", share, t[mis], ranks, alignment_B=ALIGN_B,
-                                     sizes_B=sorted({int(b) for b in t.loc[mis, "bytes"]})[:10]))
+    if mis.any():
+        # against what aligned large messages reach on the same rank (else the link's bandwidth)
+        ok = ~mis & ~small & t["busbw_GBps"].notna()
+        ref = t["expected_GBps"].astype("float64")
+        if ok.any():
+            ref = np.minimum(ref, float(t.loc[ok, "busbw_GBps"].median()))
+        cost = _shortfall(t[mis], ref[mis])
+        share = float(cost.sum()) / step_total
+        if share >= MIN_SHARE:
+            res.findings.append(_finding(
+                "byte_alignment", share, t[mis], ranks, alignment_B=ALIGN_B,
+                cost_ns=int(cost.sum()),
+                sizes_B=sorted({int(b) for b in t.loc[mis, "bytes"]})[:10]))
     # bandwidth and retransmission need transmission apart from waiting: only where the trace
     # says so here; otherwise communication_cluster derives it from the other ranks' arrivals
     if explicit:
