@@ -32,9 +32,10 @@ EXTRA_NAMES = ["TransData", "StreamSynchronize", "wait grad_allreduce", "gc.coll
                "gc.collect(full)", "next(batch)", "read batch", "process batch", "pin batch",
                "H2D batch", "data_queue", "host_queue", "device_queue", "host_cpu_pct",
                "other_processes_cpu_pct", "ModelExecute", "ModelLoad", "model_execute_header",
-               "grad_allreduce", "straggler_stall", "item_sync", "ProfilerStep"]
+               "grad_allreduce", "straggler_stall", "item_sync", "ProfilerStep",
+               "aicore_freq_mhz"]
 ARGS = [None, '{"cache_hit":true}', '{"cache_hit":false}', '{"unit":"items"}',
-        '{"unit":"percent"}']
+        '{"unit":"percent"}', '{"unit":"MHz"}']
 # Dictionaries must not repeat a value (the Parquet writer's output would then depend on
 # how it unifies them): lane kinds get their own dictionary and a lane -> kind index map.
 _LANE_DICT = pa.array(LANES)
@@ -287,6 +288,9 @@ def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float
         ow = rec.opt_wait_dur[:, None]
         p.add(1, lane="stream 0", kind="sync", name=x["wait grad_allreduce"],
               ts=rec.opt_wait_ts[:, None], dur=ow, stream=0, keep=ow > 0)
+    # AI Core clock: a slow node runs its tasks at a fraction of the nominal frequency
+    p.add(1, lane="counters", kind="counter", name=x["aicore_freq_mhz"], ts=start, dur=0,
+          value=st.clock_mhz[:, None], args=5)
     busy = float(c.total.sum())
     p.add(1, lane="counters", kind="counter", name=x["host_cpu_pct"], ts=end, dur=0,
           value=np.minimum(100.0, 100.0 * busy / np.maximum(end - start, 1.0)), args=4)

@@ -124,6 +124,7 @@ class Runtime:
                    f.get("task_sched_latency_s", 2e-6) * 1e9, f.get("sync_roundtrip_s", 4e-5)
                    * 1e9, (f.get("launch_latency_s", 6e-6) + SINK_EXECUTE_S) * 1e9, rng)
         st.unit, st.flops, st.nbytes = unit, flops, nbytes
+        st.clock_mhz = float(prof.fields.get("clock_mhz", 1000)) / factor
         self._groups(st, lay)
         return st
 
