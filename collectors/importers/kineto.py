@@ -218,6 +218,7 @@ def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTra
                 batch = chunk_to_batch(chunk, side, path)
                 if batch is not None:
                     out.write_batch(batch)
+                del chunk, batch  # hold one chunk at a time, not two
     finally:
         kf.close()
     header = kf.header

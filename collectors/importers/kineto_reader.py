@@ -187,8 +187,9 @@ class KinetoFile:
             if events is None:  # the cut fell inside a string or a nested object
                 start = m.end()
                 continue
-            yield Chunk(events, index, self._offset)
             index += len(events)
+            yield Chunk(events, index - len(events), self._offset)
+            del events  # let the chunk's events go before the next one is decoded
             cut = m.end() - 1
             self._offset += cut
             self._buf = self._buf[cut:]
