@@ -37,6 +37,9 @@ SKIP_KINDS = ("step", "marker", "counter", "other")
 COMP_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
 IO_KINDS = ("data_read", "data_process", "data_fetch", "data_wait")
 TOP_N = 20
+#: a task starting at most this long after another stream's task ended, after an idle gap on its
+#: own stream, is taken to have waited for it (cross-stream event waits are rarely traced)
+LINE_UP_NS = 5_000
 
 
 _KIND = {k: i for i, k in enumerate(EVENT_KINDS)}
@@ -155,15 +158,52 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
             [src] if "corr_id" in ev.columns else np.full(n_ev, np.nan))
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
+    # time a node's lane was last busy before it (the step start for a lane's first node)
+    prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
     cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                  end_node, t, w, first, seg)
+                                  end_node, t, w, first, seg, prev_t)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
+
+
+def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, win: np.ndarray,
+                           start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray,
+                           w: np.ndarray, prev_t: np.ndarray, us: list, vs: list,
+                           ws_: list, es: list) -> np.ndarray:
+    """Cross-stream dependencies inferred where a task on another stream ends just before a
+    task starts after an idle gap on its own stream (events/waits between streams are often not
+    in the trace): edge (that end -> this start), weight = the small delay; the gap on the
+    waiting stream then weighs 0 (it was a wait). Appends to the edge lists; modifies ``w``;
+    returns the mask of events whose start is explained this way."""
+    explained = np.zeros(s.size, bool)
+    tasks = np.flatnonzero(task)
+    if tasks.size < 2:
+        return explained
+    k = start_node[tasks]
+    gap = t[k] > prev_t[k]
+    tasks, k = tasks[gap], k[gap]
+    o = np.flatnonzero(task)
+    o = o[np.argsort(wkey[o], kind="stable")]
+    start_key = wkey[tasks] - (t[end_node[tasks]] - s[tasks])  # (step, start) on wkey's scale
+    j = np.searchsorted(wkey[o], start_key, side="right") - 1
+    cand = o[np.maximum(j, 0)]
+    end_t = t[end_node[cand]]
+    # the latest task end at or before the start, inside the idle gap (so on another stream:
+    # this stream was idle), in the same step, at most LINE_UP_NS earlier
+    ok = (j >= 0) & (win[cand] == win[tasks]) & (end_t > prev_t[k]) & (end_t <= t[k]) & \
+        (t[k] - end_t <= LINE_UP_NS)
+    us.append(end_node[cand[ok]])
+    vs.append(k[ok])
+    ws_.append((t[k] - end_t)[ok])
+    es.append(np.full(int(ok.sum()), -1, np.int64))
+    w[k[ok]] = 0  # (a lane's first node has no chain edge: w is 0 there already)
+    explained[tasks[ok]] = True
+    return explained
 
 
 def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarray,
                  kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
                  start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
-                 first: np.ndarray, seg: np.ndarray
+                 first: np.ndarray, seg: np.ndarray, prev_t: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Launch -> task edges, awaited device task -> sync end and awaited loader event -> data
     wait end edges, within a step; zeroes stream gaps that were waits for a launch and the
@@ -172,17 +212,22 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
     host = _in(lane_kind, _LANE, hta_compat.HOST_LANES)
     task = ~host & _in(kind, _KIND, COMP_KINDS + ("collective",))
     eid = np.arange(s.size)
-    us, vs, ws_, es = [], [], [], []
+    us: list[np.ndarray] = []
+    vs: list[np.ndarray] = []
+    ws_: list[np.ndarray] = []
+    es: list[np.ndarray] = []
+    explained = _inferred_stream_waits(task, wkey, s, win, start_node, end_node, t, w, prev_t,
+                                       us, vs, ws_, es)
     h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
     d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
     m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
     if len(m):
         hi, di = m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
-        # the task waited for its launch when launched after the stream's previous node:
-        # then the launch delay is on the path and the stream gap is not (HTA's rule of an
-        # empty queue); otherwise the launch is a dependency only (weight 0)
+        # the task waited for its launch when launched after its stream was last busy (HTA's
+        # empty queue) and no other stream's task explains its start: then the launch delay
+        # is on the path and the stream gap is not; otherwise the launch is a dependency only
         k = start_node[di]
-        waited = first[k] | (s[hi] >= t[np.maximum(k - 1, 0)])
+        waited = (s[hi] >= prev_t[k]) & ~explained[di]
         w[k[waited & ~first[k]]] = 0
         us.append(start_node[hi])
         vs.append(k)

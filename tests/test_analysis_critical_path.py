@@ -172,3 +172,20 @@ def test_loader_lane_is_on_the_path_only_through_the_data_wait_it_feeds():
     times, _ = top(res)
     assert times == {"process batch": 40, "forward": 10}
     assert res.metrics["components_pct"]["io"] == pytest.approx(80.0)
+
+
+def test_cross_stream_wait_inferred_where_an_end_lines_up_with_a_start():
+    # stream 7: A [0,30), then waits on an event [30,62) for the allreduce, then B [62,80).
+    # link lane: allreduce [30,60), launched long before (at 1): it starts when A ends (the
+    # gradient is ready), not when launched. Path: A 30 -> allreduce 30 -> wait end (0) -> B 18
+    res = run(ev("step", "ProfilerStep#1", 0, 80),
+              ev("launch", "l1", 0, 1, corr_id=1), ev("launch", "l2", 1, 1, corr_id=2),
+              ev("launch", "l3", 2, 1, corr_id=3),
+              ev("kernel", "A", 0, 30, corr_id=1),
+              ev("collective", "allreduce", 30, 30, corr_id=2, lane="link dp", lane_kind="link"),
+              ev("sync", "wait event", 30, 32, lane="stream 7", lane_kind="device"),
+              ev("kernel", "B", 62, 18, corr_id=3))
+    times, _ = top(res)
+    assert times == {"A": 30, "allreduce": 30, "B": 18}
+    c = res.metrics["components_pct"]
+    assert [c["computation"], c["communication"]] == pytest.approx([100 * 48 / 78, 100 * 30 / 78])
