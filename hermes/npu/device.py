@@ -34,13 +34,17 @@ class UnitPeaks:
     vector: float
     ai_cpu: float
     hbm_Bps: float
+    ai_cpu_task_s: float = AI_CPU_TASK_S   # fixed cost of an AI CPU task (0 without one)
 
     @classmethod
     def of(cls, p: DeviceProfile) -> UnitPeaks:
         pf = p.peak_flops
         cube = pf.get("cube", pf.get("sm", 1e14))
         vector = pf.get("vector", cube / 16)
-        return cls(cube, vector, pf.get("ai_cpu", vector / 100), p.hbm_bw_Bps)
+        if "ai_cpu" in pf:
+            return cls(cube, vector, pf["ai_cpu"], p.hbm_bw_Bps)
+        # no AI CPU (GPUs): operators Ascend would run there run as ordinary vector kernels
+        return cls(cube, vector, vector, p.hbm_bw_Bps, 0.0)
 
     def array(self) -> np.ndarray:
         out = np.full(4, np.inf)
@@ -56,7 +60,7 @@ def task_durations(g: Graph, peaks: UnitPeaks, *, flops: np.ndarray, nbytes: np.
     if not aligned:
         bad = (unit == CUBE) & (g.inner > 0) & (g.inner % CUBE_ALIGN != 0)
         dur = np.where(bad, dur / MISALIGNED_EFF, dur)
-    dur = np.where(unit == AI_CPU, dur + AI_CPU_TASK_S, dur)
+    dur = np.where(unit == AI_CPU, dur + peaks.ai_cpu_task_s, dur)
     dur = np.where(unit == LINK, 0.0, dur)
     return dur * 1e9
 
