@@ -202,3 +202,20 @@ def test_counters_flops_and_unknown_categories(tmp_path: Path) -> None:
     assert np.isnan(ev[ev["name"] == "z"]["value"].iloc[0])
     mm = ev[ev["name"] == "aten::mm"].iloc[0]
     assert mm["flops"] == 2e9 and json.loads(mm["args"])["Input Dims"] == [[4, 8], [8, 16]]
+
+
+def test_detect_reads_only_the_start(tmp_path: Path) -> None:
+    from hermes.collectors.importers.kineto import detect
+
+    assert detect(KINETO / "big_matmul.pt.trace.json.gz")
+    plain = write_json(tmp_path / "t.json", [])
+    assert detect(plain)
+    other = tmp_path / "o.json"
+    other.write_text('{"rows": [1, 2]}')
+    assert not detect(other) and not detect(tmp_path) and not detect(tmp_path / "none.json")
+    renamed = tmp_path / "t.txt"
+    renamed.write_bytes(plain.read_bytes())
+    assert not detect(renamed)
+    # an empty traceEvents array is a valid (empty) trace
+    ev = imported([plain], tmp_path / "e.parquet").events
+    assert len(ev) == 0
