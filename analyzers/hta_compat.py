@@ -118,6 +118,8 @@ def last_step_filter(events: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     if events["name"][is_ps].nunique() < 2:
         return gpu
     last_start = int(events["ts_ns"].to_numpy(np.int64)[is_ps].max())
+    if "corr_id" not in events.columns:
+        return gpu.iloc[:0]  # no launch can be matched: HTA keeps nothing either
     host = isin(events["lane_kind"], HOST_LANES) & events["corr_id"].notna().to_numpy()
     launches = events[host & (events["ts_ns"].to_numpy(np.int64) < last_start)]
     keep = gpu["corr_id"].isin(launches["corr_id"].dropna().unique())

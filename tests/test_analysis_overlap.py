@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from hermes.analyzers.base import RankContext
@@ -119,3 +120,32 @@ def test_empty_and_one_event_traces(rows, scale):
     assert sum(m[f"{p}_pct"] for p in PARTS) == pytest.approx(100.0)
     for t in res.tables.values():
         assert (t.filter(like="dur_ns") >= 0).all().all()
+
+
+def test_parts_match_a_brute_force_timeline_on_random_traces():
+    """Every unit of time classified one by one (a slow, obvious model) against the interval
+    arithmetic, on random small traces with two steps."""
+    rng = np.random.default_rng(3)
+    kinds = [("kernel", "device", "stream 7"), ("collective", "link", "link 0"),
+             ("kernel", "device", "stream 8"), ("host_op", "host", "thread 1"),
+             ("marker", "host", "thread 1"), ("data_process", "loader", "loader 0")]
+    for _ in range(30):
+        rows = [ev("step", "ProfilerStep#1", 0, 40), ev("step", "ProfilerStep#2", 40, 50)]
+        for _ in range(int(rng.integers(0, 12))):
+            k, lk, lane = kinds[int(rng.integers(0, len(kinds)))]
+            rows.append(ev(k, "x", int(rng.integers(-5, 95)), int(rng.integers(0, 20)),
+                           lane=lane, lane_kind=lk))
+        got = run(*rows).tables["per_step"]
+        for i, (lo, hi) in enumerate([(0, 40), (40, 90)]):
+            want = dict.fromkeys(PARTS, 0)
+            for t in range(lo, hi):
+                def on(pred, t=t, evs=rows[2:]):
+                    return any(pred(r) and r["ts_ns"] <= t < r["ts_ns"] + r["dur_ns"]
+                               for r in evs)
+                c = on(lambda r: r["kind"] == "kernel")
+                m = on(lambda r: r["kind"] == "collective")
+                h = on(lambda r: r["lane_kind"] == "host" and r["kind"] == "host_op")
+                part = ("overlapped" if c and m else "computation_only" if c else
+                        "communication_only" if m else "host_bound" if h else "free")
+                want[part] += 1
+            assert {p: int(got[f"{p}_ns"].iloc[i]) // US for p in PARTS} == want
