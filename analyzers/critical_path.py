@@ -1,8 +1,10 @@
 """Critical path of each step (rank analyzer): composition by component, operators, slack.
 
-Per step window, ``cpgraph`` builds the dependency graph of the step's events (host thread
-order, launch -> device task by ``corr_id``, stream order, device task -> sync end) and finds the
-longest path. Outputs (times in ns, shares in percent):
+``build`` makes one dependency graph of all steps' events (each cut at step borders): host
+thread order, stream order, launch -> device task by ``corr_id``, awaited device task -> sync end,
+loader event -> data-wait end, and cross-stream waits inferred where one task's end lines up with
+another's start; ``cpgraph`` finds each step's longest path (docs/analysis/critical_path.md).
+Outputs (times in ns, shares in percent):
 
 * metric ``components_pct``: the path's time per component {computation, communication, host,
   io, other} / path length, summed over steps. computation = device kernels, copies, memsets;
