@@ -41,10 +41,15 @@ class UnitPeaks:
         pf = p.peak_flops
         cube = pf.get("cube", pf.get("sm", 1e14))
         vector = pf.get("vector", cube / 16)
+        # where the profile has figures measured on the real device (H100 calibration), the
+        # achievable matmul rate and HBM bandwidth replace the data-sheet peaks
+        measured = p.fields.get("measured", {})
+        cube = measured.get("matmul_bf16_flops", cube)
+        hbm = measured.get("hbm_bw_Bps", p.hbm_bw_Bps)
         if "ai_cpu" in pf:
-            return cls(cube, vector, pf["ai_cpu"], p.hbm_bw_Bps)
+            return cls(cube, vector, pf["ai_cpu"], hbm)
         # no AI CPU (GPUs): operators Ascend would run there run as ordinary vector kernels
-        return cls(cube, vector, vector, p.hbm_bw_Bps, 0.0)
+        return cls(cube, vector, vector, hbm, 0.0)
 
     def array(self) -> np.ndarray:
         out = np.full(4, np.inf)

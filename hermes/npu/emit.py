@@ -263,9 +263,8 @@ def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float
               ts=data["read_end"] - data["read_dur"], dur=data["read_dur"])
         p.add(1, lane=np.array([lane_l]), kind="data_process", name=x["process batch"],
               ts=data["proc_end"] - data["proc_dur"], dur=data["proc_dur"])
-        pin = data["fetch_dur"] - data["copy_dur"]
         p.add(1, lane="thread pin", kind="data_fetch", name=x["pin batch"],
-              ts=data["fetch_end"] - data["fetch_dur"], dur=pin)
+              ts=data["fetch_end"] - data["fetch_dur"] - data["pin_dur"], dur=data["pin_dur"])
         p.add(1, lane="copy 0", kind="memcpy_h2d", name=x["H2D batch"],
               ts=data["fetch_end"] - data["copy_dur"], dur=data["copy_dur"], stream=2,
               unit=UNITS.index("copy"), bytes=data["batch_bytes"])

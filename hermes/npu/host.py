@@ -19,9 +19,10 @@ import numpy as np
 from hermes.devices import DeviceProfile
 from hermes.npu.settings import LOG_COST_S, Settings
 
-#: Split of the profile's per-operator host overhead (``host_op_overhead_s``) into stages.
-INFER_SHARE, TILING_SHARE, ALLOC_SHARE = 0.25, 0.45, 0.10
-TILING_HIT_SHARE = 0.02        # a tiling-cache hit: hash + lookup
+#: Split of the host stack's per-operator work (the profile's ``host_op_overhead_s`` minus
+#: the launch itself) into stages; a GPU's eager dispatch is all launch (the rest is 0).
+INFER_SHARE, TILING_SHARE, ALLOC_SHARE = 0.30, 0.55, 0.15
+TILING_HIT_SHARE = 0.03        # a tiling-cache hit: hash + lookup
 ALLOC_MISS_FACTOR = 12.0       # a real device allocation vs a caching-allocator hit
 SMALL_ON_HOST_S = 2.0e-6       # computing a small-shape operator on the host CPU
 YOUNG_GC_S = 3.0e-5            # young-generation collection pause
@@ -53,7 +54,7 @@ class HostModel:
 
     def __init__(self, profile: DeviceProfile, settings: Settings) -> None:
         self.s = settings
-        self.op_s = float(profile.fields.get("host_op_overhead_s", 3e-5))
+        self.op_s = stack_s(profile)
         self.launch_s = float(profile.fields.get("launch_latency_s", 6e-6))
         self.tiling_keys = np.empty(0, np.int64)
         self.compiled_keys = np.empty(0, np.int64)
@@ -106,6 +107,14 @@ class HostModel:
         heap = s.gc_heap_objects * (FROZEN_HEAP_SHARE if s.gc_freeze else 1.0)
         pause = n_coll * YOUNG_GC_S * 1e9 + np.where(full, heap * GC_NS_PER_OBJECT, 0.0)
         return pause * (k / 1e9), full
+
+
+def stack_s(profile: DeviceProfile) -> float:
+    """Seconds of host-stack work per operator besides its launch (InferShape + tiling on a
+    miss + allocation): the per-op host overhead minus the launch latency."""
+    f = profile.fields
+    return max(float(f.get("host_op_overhead_s", 3e-5)) - float(f.get("launch_latency_s", 6e-6)),
+               0.0)
 
 
 def _seen(keys: np.ndarray, known: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from hermes.errors import UsageError
 from hermes.hooks import Collector, NullCollector, StepInfo
 from hermes.npu.device import UnitPeaks
 from hermes.npu.graph import AI_CPU, CUBE, LINK, UNIT_NAMES, VECTOR
-from hermes.npu.host import INFER_SHARE, TILING_HIT_SHARE, TILING_SHARE
+from hermes.npu.host import ALLOC_SHARE, INFER_SHARE, TILING_HIT_SHARE, TILING_SHARE, stack_s
 from hermes.npu.runtime import RunResult
 from hermes.npu.settings import Settings
 from hermes.npu.workloads import Workload
@@ -49,7 +49,7 @@ class Session:
         self.rank = rank
         self.peaks = UnitPeaks.of(self.profile)
         f = self.profile.fields
-        self.op_s = f.get("host_op_overhead_s", 3e-5) * self.s.host_slowdown
+        self.op_s = stack_s(self.profile) * self.s.host_slowdown
         self.launch_s = f.get("launch_latency_s", 6e-6) * self.s.host_slowdown
         self.sched_ns = f.get("task_sched_latency_s", 2e-6) * 1e9
         self.sync_ns = f.get("sync_roundtrip_s", 4e-5) * 1e9
@@ -158,7 +158,7 @@ class Session:
         if self.clock == "virtual":
             d2 = (TILING_HIT_SHARE if hit_box[0] else TILING_SHARE) * self.op_s * 1e9
             self._vt = t2 + d2
-        t3, d3 = self._spend(0.1 * self.op_s * 1e9, self._alloc, int(nbytes))
+        t3, d3 = self._spend(ALLOC_SHARE * self.op_s * 1e9, self._alloc, int(nbytes))
         self.corr += 1
         t4, d4 = self._spend(self.launch_s * 1e9)
         self._host_total += d1 + d2 + d3 + d4

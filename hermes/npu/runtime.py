@@ -223,7 +223,8 @@ class Runtime:
         dinfo = {"read_end": data.read_end[k], "proc_end": data.proc_end[k],
                  "fetch_end": data.fetch_end[k], "read_dur": data.read_dur,
                  "proc_dur": data.proc_dur, "fetch_dur": data.fetch_dur,
-                 "copy_dur": data.copy_dur, "batch_bytes": data.batch_bytes, **depths}
+                 "copy_dur": data.copy_dur, "pin_dur": data.pin_dur,
+                 "batch_bytes": data.batch_bytes, **depths}
         loader = f"loader {k % min(data.workers, MAX_LOADER_LANES)}"
         compute = ~st.is_link & ~rec.costs.on_host
         flops = float((st.flops[st.order[compute]]).sum() * rec.scale)
