@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-
 from hermes.analyzers.base import CAUSE_IDS
+
 from hermes.hooks import StepInfo
 from hermes.npu.emulate import plan
 from hermes.npu.inject import CAUSES
@@ -118,7 +118,8 @@ CASES: dict[str, tuple[str, int, Any]] = {
                                      and (rr.events["unit"] == "ai_cpu").sum() == 0
                                      or busy_ms(r) > 1.1 * busy_ms(b)),
     "computation.slow_node": ("vgg16", 2, lambda b, br, r, rr:
-                              r.device_busy_ns[1:, 1].mean() > 1.4 * r.device_busy_ns[1:, 0].mean()),
+                              r.device_busy_ns[1:, 1].mean()
+                              > 1.4 * r.device_busy_ns[1:, 0].mean()),
     "communication.synchronization_wait": ("vgg16", 2, lambda b, br, r, rr:
                                            step_ms(r) > step_ms(b) + 10),
     "communication.bandwidth_contention": ("vgg16", 2, lambda b, br, r, rr:

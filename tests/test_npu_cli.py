@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import hermes
 from hermes.analyzers.base import CAUSE_IDS
+
+import hermes
 from hermes.npu.opts import OPTS
 from hermes.npu.workloads import names
 from tests.conftest import run_cli

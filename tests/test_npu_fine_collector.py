@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import hermes
 from hermes.collectors.fine import FineCollector
+
+import hermes
 from hermes.hooks import Collector, StepInfo
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events

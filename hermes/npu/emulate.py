@@ -47,7 +47,8 @@ class Plan:
 
 
 def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
-         inject_specs: list[str] | tuple[str, ...] = (), opt_specs: list[str] | tuple[str, ...] = (),
+         inject_specs: list[str] | tuple[str, ...] = (),
+         opt_specs: list[str] | tuple[str, ...] = (),
          clock: str = "virtual", seed: int = 0, base: Settings | None = None) -> Plan:
     w = get_workload(workload)
     prof = get_device(device)

@@ -86,7 +86,8 @@ class GraphBuilder:
 
     def conv(self, name: str, n: int, hw: int, cin: int, cout: int, k: int, stride: int = 1,
              phase: int = FWD, **kw: Any) -> int:
-        """A k x k convolution on an hw x hw input; returns the output size. Inner axis = cin*k*k."""
+        """A k x k convolution on an hw x hw input; returns the output size.
+        Inner (reduction) axis = cin*k*k."""
         ho = max(hw // stride, 1)
         mult = 2 if phase == BWD else 1
         flops = 2.0 * n * ho * ho * cout * cin * k * k * mult
