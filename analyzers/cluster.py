@@ -92,6 +92,28 @@ def rank_table(ctx: ClusterContext) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
+def same_op_slowdown(ctx: ClusterContext, slow: list[int]) -> dict[int, float]:
+    """Per slow rank, the median over operators run on every rank of (its mean time per call /
+    the other ranks' median): ~1 means it does more work (load imbalance), > 1 that the same
+    operators run slower there (clock, thermal, a weaker device)."""
+    per: dict[int, pd.Series] = {}
+    for r, res in ctx.per_rank.items():
+        t = res["computation"].tables.get("op_time") if "computation" in res else None
+        if t is not None and len(t):
+            per[int(r)] = (t["time_ns"] / t["count"]).set_axis(t["name"].astype(str))
+    out: dict[int, float] = {}
+    for r in slow:
+        others = [v for k, v in per.items() if k not in slow]
+        if r not in per or not others:
+            continue
+        ref = pd.concat(others, axis=1).median(axis=1)
+        ratio = (per[r] / ref).dropna()
+        ratio = ratio[np.isfinite(ratio)]
+        if len(ratio):
+            out[int(r)] = round(float(ratio.median()), 4)
+    return out
+
+
 @register("cluster", scope="cluster", needs=("communication_cluster",))
 def cluster(ctx: ClusterContext) -> AnalyzerResult:
     """Slow ranks, load imbalance, pipeline bubbles and poor parallelism across ranks."""
@@ -124,6 +146,7 @@ def cluster(ctx: ClusterContext) -> AnalyzerResult:
                 f"than the fastest ((max - min) / mean > 5%)",
                 evidence={"compute_imbalance": round(comp_imb, 4),
                           "step_imbalance": round(step_imb, 4),
+                          "same_op_slowdown": same_op_slowdown(ctx, slow_c),
                           "compute_median_ms": {int(r): round(float(v), 4)
                                                 for r, v in comp.items()},
                           "top_ops": []},

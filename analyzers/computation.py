@@ -587,6 +587,11 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         for op in top_ops(sub):
             top.append({"class": c, **op})
     res.tables["top_ops"] = pd.DataFrame(top, columns=["class", "name", "time_ns", "count"])
+    # every operator's time and count: the cluster analyzer compares the same operators across
+    # ranks (slower device vs more work)
+    res.tables["op_time"] = (k.groupby("name", observed=True, sort=False)["dur_ns"]
+                             .agg(time_ns="sum", count="size").reset_index()
+                             if len(k) else pd.DataFrame(columns=["name", "time_ns", "count"]))
     steps = tuple(int(s) for s in windows["step"]) if len(windows) else ()
     ranks = (int(ctx.rank),)
     for c, cause in (("compute_bound", "compute_bound"), ("memory_bound", "memory_bound"),

@@ -65,6 +65,8 @@ def test_slow_node_by_hand() -> None:
     (f,) = [f for f in res.findings if f.id == "computation.slow_node"]
     assert f.ranks == (1,)
     assert f.time_share == pytest.approx((0.6 - 0.4) / 1.0)
+    # the same operator "k" takes 1.5x as long on rank 1: a slower device, not more work
+    assert f.evidence["same_op_slowdown"] == {1: 1.5}
     assert not [f for f in res.findings if f.category == "parallel"]
 
 
