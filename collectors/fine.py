@@ -87,12 +87,18 @@ class FineCollector:
         t0 = time.perf_counter_ns()
         table = to_table(batch)
         if producer and self.drop_kinds:
-            table = table.filter(pc.invert(pc.is_in(
-                table.column("kind").cast(pa.string()),
-                value_set=pa.array(self.drop_kinds, pa.string()))))
+            table = self._drop(table)
         self._writer.write(table)
         self.events_written += table.num_rows
         self.busy_ns += time.perf_counter_ns() - t0
+
+    def _drop(self, table: pa.Table) -> pa.Table:
+        """Rows whose kind is in ``drop_kinds`` removed (compared on dictionary indices)."""
+        kind = table.column("kind").combine_chunks()
+        drop = [i for i, k in enumerate(kind.dictionary.to_pylist()) if k in self.drop_kinds]
+        if not drop:
+            return table
+        return table.filter(pc.invert(pc.is_in(kind.indices, pa.array(drop, pa.int32()))))
 
     def on_step(self, info: StepInfo) -> None:
         self.steps_seen += 1
