@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command(
         "profile",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        options_metavar="[OPTIONS] -- python SCRIPT [ARGS]...",
     )
     def profile(
         ctx: typer.Context,
@@ -30,11 +31,10 @@ def register(app: typer.Typer) -> None:
         device: str | None = typer.Option(None, "--device",
                                           help="Device profile for MFU (h100, ascend910b...)."),
     ) -> int:
-        """Run `python SCRIPT ARGS...` with Hermes profiling; the script runs unchanged.
-
-        Argv, stdin/stdout/stderr, signals and the exit code are the script's own. Steps come
-        from hermes.step(), the emulated NPU runtime or PyTorch optimizer steps. In auto mode
-        send SIGUSR1 (or create the --trigger-file) to capture the next K steps in detail.
+        """Run `python SCRIPT ARGS...` unchanged with Hermes profiling: argv, stdio, signals
+        and the exit code are the script's own. Steps come from hermes.step(), the emulated
+        NPU runtime or PyTorch optimizer steps. In auto mode, SIGUSR1 or the --trigger-file
+        captures the next K steps in detail.
 
         Example: hermes profile --mode auto --out trace_dir -- python train.py --epochs 1
         """
