@@ -194,6 +194,22 @@ def figures_of(start: np.ndarray, end: np.ndarray, types: np.ndarray,
                       non_compute_ns=span - compute - idle, comm_ns=comm, overlap_ns=overlap)
 
 
+def hta_time_grid(ts_ns: np.ndarray, dur_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end in whole us as HTA 0.5 computes them: it parses ``ts``/``dur`` (us, with
+    up to 3 decimals) to float64, then takes ``ceil(ts)`` and ``floor(ts + dur)``.
+
+    Epoch-scale stamps (~1.7e15 us) keep only a quarter-us of their fraction in a float64, so
+    the rounding is replayed exactly: the integer us part ``q`` is exact, the fraction is
+    rounded to the float spacing at ``q``'s magnitude (``2**(exponent(q) - 52)``), the end's
+    fraction (fraction + duration, which HTA adds in float64) too. Whole-us stamps are exact."""
+    q, r = np.divmod(ts_ns, 1000)
+    _, exp2 = np.frexp(np.maximum(np.abs(q), 1).astype(np.float64))  # q = m * 2**exp2, m in [.5,1)
+    spacing = np.ldexp(1.0, exp2 - 53)  # float64 spacing at q's magnitude
+    frac = np.round((r / 1000.0) / spacing) * spacing
+    end_frac = np.round((frac + dur_ns / 1000.0) / spacing) * spacing
+    return q + np.ceil(frac).astype(np.int64), q + np.floor(end_frac).astype(np.int64)
+
+
 def hta_figures(events: pd.DataFrame) -> HtaFigures:
     """HTA's temporal breakdown and comm/comp overlap for one rank's events.
 
@@ -204,12 +220,7 @@ def hta_figures(events: pd.DataFrame) -> HtaFigures:
     gpu = last_step_filter(events, gpu_events(events))
     if len(gpu) == 0:
         return HtaFigures(0, 0, 0, 0, 0, 0)
-    # HTA holds times as float64 us: epoch-scale stamps (1.7e15 us) keep only ~0.25 us of their
-    # fraction, and the end is a float sum; replay the same float arithmetic, then round
-    ts_f = gpu["ts_ns"].to_numpy(np.int64).astype(np.float64) / 1000.0
-    end_f = ts_f + gpu["dur_ns"].to_numpy(np.int64).astype(np.float64) / 1000.0
-    s_us = np.ceil(ts_f).astype(np.int64)
-    e_us = np.floor(end_f).astype(np.int64)
+    s_us, e_us = hta_time_grid(gpu["ts_ns"].to_numpy(np.int64), gpu["dur_ns"].to_numpy(np.int64))
     f = figures_of(s_us, e_us, kernel_types(gpu), hta_merging=True)
     return HtaFigures(*(1000 * x for x in (f.kernel_time_ns, f.idle_ns, f.compute_ns,
                                              f.non_compute_ns, f.comm_ns, f.overlap_ns)))

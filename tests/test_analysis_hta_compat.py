@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 import pytest
 from hermes.analyzers.hta_compat import gpu_events, hta_figures, kernel_types
@@ -105,3 +108,20 @@ def test_hta_time_grid_rounds_start_up_and_end_down():
     df2["dur_ns"] = [2_000, 600]   # b: [5.2, 5.8) -> [6, 5): -1 us
     g = hta_figures(df2)
     assert (g.kernel_time_ns, g.compute_ns, g.idle_ns) == (5 * US, 1 * US, 4 * US)
+
+
+def test_time_grid_replays_hta_float64_parsing_of_epoch_stamps():
+    from hermes.analyzers.hta_compat import hta_time_grid
+
+    # Kineto text "1712195495505582.988" parses to the float64 ...583.0 (a quarter-us grid at
+    # 1.7e15): ceil -> ...583; end 583.0 + 4.928 -> ~587.93 -> floor ...587... as float64 math
+    ts = np.array([1712195495505582988, 1712195495505772650, 1661203462982823000, 400])
+    dur = np.array([4928, 2752, 5000, 10200])
+    s, e = hta_time_grid(ts, dur)
+    def us(x):  # the Kineto text of a ns value, parsed like json does
+        return float(f"{x // 1000}.{x % 1000:03d}")
+
+    want_s = [math.ceil(us(t)) for t in ts]
+    want_e = [math.floor(us(t) + us(d)) for t, d in zip(ts, dur, strict=True)]
+    assert s.tolist() == want_s == [1712195495505583, 1712195495505773, 1661203462982823, 1]
+    assert e.tolist() == want_e
