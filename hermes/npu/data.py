@@ -110,8 +110,8 @@ class DataPipeline:
         t = request
         r, p, fe = (np.asarray(x) for x in (self.read_end, self.proc_end, self.fetch_end))
         depths = {"data_queue": float(np.sum((r <= t) & (p > t))),
-                  "host_queue": float(np.sum(p <= t) - np.sum(fe <= t)),
-                  "device_queue": float(max(np.sum(fe <= t) - step, 0))}
+                  "host_queue": float(int(np.sum(p <= t)) - int(np.sum(fe <= t))),
+                  "device_queue": float(max(int(np.sum(fe <= t)) - step, 0))}
         ready = self.fetch_end[step]
         self.consumed.append(max(ready, request))
         return ready, depths

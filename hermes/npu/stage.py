@@ -67,6 +67,16 @@ class StepRecord:
 class Stage:
     """State of one pipeline stage: its ranks, expanded op order, host model and cursors."""
 
+    # set by the runtime after construction (device-side views of the graph, groups)
+    unit: np.ndarray             # unit codes after AI CPU fallback
+    flops: np.ndarray            # FLOPs after compute scaling
+    nbytes: np.ndarray           # HBM bytes after memory scaling
+    clock_mhz: np.ndarray        # (ranks,) AI Core clock
+    group_code: dict[str, int]   # communication group kind -> index into group_names[li]
+    group_names: list[list[str]]
+    link_occ: np.ndarray         # occurrence of each LINK op within its group kind per step
+    link_count: np.ndarray       # LINK ops of that group kind per step
+
     def __init__(self, stage: int, ranks: np.ndarray, graph: Graph, micro: int, lay: Layout,
                  s: Settings, host: HostModel, base_dur: np.ndarray, transdata: np.ndarray,
                  rank_factor: np.ndarray, sched_ns: float, sync_ns: float, sink_ns: float,
@@ -153,7 +163,7 @@ class Stage:
         edges = list(brk + 1) + [stop]
         if self.pos < self.opt_start <= stop and self.opt_start not in edges:
             edges.append(self.opt_start)
-        for end in sorted(set(e for e in edges if e > self.pos)):
+        for end in sorted({int(e) for e in edges if e > self.pos}):
             if self.pos == self.opt_start:
                 self._grad_allreduce()
             self._segment(self.pos, end, peers)

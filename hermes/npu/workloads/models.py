@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from hermes.npu.graph import AI_CPU, BWD, DTYPE_BYTES, FWD, OPT, Graph, GraphBuilder
 from hermes.npu.workloads import Workload, register
@@ -128,7 +129,9 @@ def _conv_block(g: GraphBuilder, phase: int, *, name: str, n: int, hw: int, cin:
         ops.append(lambda: g.eltwise(name, "DepthwiseConv2D", elems, phase, flops_per=2 * k * k,
                                      tensors=2, params=k * k * cout, fusible=False))
     else:
-        ops.append(lambda: g.conv(name, n, hw, cin, cout, k, stride, phase, private_fmt=True))
+        def conv() -> None:
+            g.conv(name, n, hw, cin, cout, k, stride, phase, private_fmt=True)
+        ops.append(conv)
     ops.append(lambda: g.eltwise(name + ".bn", "BatchNorm", elems, phase, flops_per=6,
                                  params=2 * cout, fusible=False))
     ops.append(lambda: g.eltwise(name + ".relu", "Relu", elems, phase))
@@ -233,7 +236,7 @@ def _recsys(tp: int, pp: int, stage: int, *, batch: int, tables: int, dim: int, 
 
 
 def _register_all() -> None:
-    img = dict(sample_storage_B=110e3, sample_device_B=224 * 224 * 3 * 2.0)
+    img: dict[str, Any] = dict(sample_storage_B=110e3, sample_device_B=224 * 224 * 3 * 2.0)
     register(Workload("resnet50", "ResNet-50 on ImageNet, batch 64 per device",
                       partial(_convnet, spec=_resnet50_spec(), batch=64, fc=[1000]),
                       64, None, process_s=1.1e-3, **img))
@@ -245,7 +248,7 @@ def _register_all() -> None:
                               head_small=60, syncs=0),
                       128, None, sample_storage_B=150e3, sample_device_B=300 * 300 * 3 * 2.0,
                       process_s=3.0e-4))
-    txt = dict(sample_device_B=0.0, process_s=2.0e-5)
+    txt: dict[str, Any] = dict(sample_device_B=0.0, process_s=2.0e-5)
     register(Workload("bert-large", "BERT-Large pre-training, seq 512, batch 32 per device",
                       partial(_transformer, layers=24, h=1024, seq=512, batch=32, vocab=30522),
                       32, 32 * 512, sample_storage_B=512 * 4.0, **txt))
@@ -261,7 +264,7 @@ def _register_all() -> None:
                               micro=4),
                       4, 4 * 2048, sample_storage_B=2048 * 4.0, microbatches=4, max_tp=8,
                       max_pp=4, **txt))
-    rec = dict(sample_device_B=40 * 4.0, process_s=2.0e-7)
+    rec: dict[str, Any] = dict(sample_device_B=40 * 4.0, process_s=2.0e-7)
     register(Workload("deepfm", "DeepFM CTR model, 39 fields, batch 131072",
                       partial(_recsys, batch=131072, tables=39, dim=16, mlp=[400, 400, 400],
                               top=[1], alltoall=False),
