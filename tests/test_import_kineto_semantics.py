@@ -10,13 +10,12 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
+from hermes.collectors.importers import get, kineto_reader
+from hermes.collectors.importers.kineto_reader import us_text_to_ns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hermes
-from hermes.collectors.importers import get
-from hermes.collectors.importers import kineto_reader
-from hermes.collectors.importers.kineto_reader import us_text_to_ns
 from hermes.errors import ImportFormatError
 from hermes.trace.validate import validate
 from tests.conftest import DATA
@@ -74,7 +73,7 @@ def test_step_durations_match_profiler_step_annotations(name: str, tmp_path: Pat
     assert sorted(want) == [3, 4, 5, 6]
     ev = imported([src], tmp_path / "o.parquet").events
     steps = ev[(ev["kind"] == "step") & (ev["lane_kind"] == "host")]
-    got = {int(s): int(d) for s, d in zip(steps["step"], steps["dur_ns"])}
+    got = {int(s): int(d) for s, d in zip(steps["step"], steps["dur_ns"], strict=True)}
     assert sorted(got) == sorted(want)
     for n, dur_us in want.items():
         assert abs(got[n] - dur_us * 1000) <= 1000

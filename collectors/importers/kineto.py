@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from hermes.collectors.importers import ImportResult, Importer, register
+from hermes.collectors.importers import Importer, ImportResult, register
 from hermes.collectors.importers.kineto_chunk import INTERMEDIATE, Side, chunk_to_batch
 from hermes.collectors.importers.kineto_map import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
 from hermes.collectors.importers.kineto_reader import KinetoFile, peek
+
 from hermes.errors import ImportFormatError
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
@@ -77,28 +77,40 @@ class _Finish:
         dc = np.concatenate(side.dev_corr) if side.dev_corr else np.zeros(0, np.int64)
         self.dev_corr = np.unique(dc)
         self.thread_names = side.thread_names
-        self.coll_rows, self.coll_vals = self._collectives(side)
+        self.coll_rows, self.coll_vals, self.group_names = self._collectives(side)
         self.dangling = 0
 
     @staticmethod
-    def _collectives(side: Side) -> tuple[np.ndarray, list[tuple[Any, Any, Any]]]:
-        """Group, sequence and bytes of each collective row (filled from record_param_comms)."""
-        filled = []
-        for row, ts, group, seq, nbytes, ext in side.colls:
-            rb, rg, rs = side.rpc.get(ext, (None, None, None)) if ext is not None else \
-                (None, None, None)
-            filled.append((row, ts, group or rg, seq if seq is not None else rs,
-                           nbytes if nbytes is not None else rb))
-        # no Seq in the trace: number the collectives of each group in time order
-        index: Counter[Any] = Counter()
-        out = []
-        for row, _ts, group, seq, nbytes in sorted(filled, key=lambda f: (f[1], f[0])):
-            if seq is None:
-                seq = index[group]
-            index[group] += 1
-            out.append((row, group, seq, nbytes))
-        out.sort()
-        return np.array([o[0] for o in out], np.int64), [o[1:] for o in out]
+    def _collectives(side: Side) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Rows and (group code, seq, bytes) of each collective, sorted by row.
+
+        What a kernel's args lack comes from the record_param_comms op of the same external
+        id; a collective without any Seq is numbered by time order within its group.
+        """
+        names = [g for g, _ in sorted(side.groups.items(), key=lambda kv: kv[1])]
+        if not side.colls:
+            return np.zeros(0, np.int64), np.zeros((0, 3), np.int64), names
+        c = np.concatenate(side.colls)  # row, ts, group, seq, bytes, ext
+        row, ts, group, seq, nbytes, ext = (c[:, i].copy() for i in range(6))
+        if side.rpc:
+            r = np.concatenate(side.rpc)  # ext, bytes, group, seq
+            r = r[np.argsort(r[:, 0], kind="stable")]
+            pos = np.clip(np.searchsorted(r[:, 0], ext), 0, len(r) - 1)
+            hit = (ext >= 0) & (r[pos, 0] == ext)
+            for col, src in ((nbytes, 1), (group, 2), (seq, 3)):
+                fill = hit & (col < 0)
+                col[fill] = r[pos[fill], src]
+        order = np.lexsort((row, ts))
+        g = group[order]
+        by_group = np.argsort(g, kind="stable")  # time order kept within each group
+        gs = g[by_group]
+        starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+        index_in_group = np.arange(len(gs)) - np.repeat(starts, np.diff(np.r_[starts, len(gs)]))
+        index = np.empty(len(g), np.int64)
+        index[order[by_group]] = index_in_group
+        seq = np.where(seq >= 0, seq, index)
+        out = np.argsort(row)
+        return row[out], np.stack([group[out], seq[out], nbytes[out]], 1), names
 
     def _lookup_corr(self, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pos = np.searchsorted(self.host_corr, corr)
@@ -154,22 +166,21 @@ class _Finish:
             "flops": b.column("flops"),
             "bytes": b.column("bytes"),
             "value": b.column("value"),
-            "coll_group": b.column("coll_group"),
-            "coll_seq": b.column("coll_seq"),
-            "coll_bytes": b.column("coll_bytes"),
             "args": b.column("args"),
         }
+        group = np.full(n, -1, np.int64)
+        seq = np.full(n, -1, np.int64)
+        nbytes = np.full(n, -1, np.int64)
         lo, hi = np.searchsorted(self.coll_rows, [first_row, first_row + n])
         if hi > lo:
-            group = b.column("coll_group").to_pylist()
-            seq = b.column("coll_seq").to_pylist()
-            nbytes = b.column("coll_bytes").to_pylist()
-            for row, (g, s, nb) in zip(self.coll_rows[lo:hi].tolist(), self.coll_vals[lo:hi]):
-                i = row - first_row
-                group[i], seq[i], nbytes[i] = g, s, nb
-            cols["coll_group"] = group
-            cols["coll_seq"] = pa.array(seq, pa.int64())
-            cols["coll_bytes"] = pa.array(nbytes, pa.int64())
+            i = self.coll_rows[lo:hi] - first_row
+            group[i], seq[i], nbytes[i] = self.coll_vals[lo:hi].T
+        coll = kind == K["collective"]
+        cols["coll_group"] = pa.DictionaryArray.from_arrays(
+            pa.array(group.astype(np.int32), mask=group < 0),
+            pa.array(self.group_names, pa.string()))
+        cols["coll_seq"] = pa.array(seq, mask=~coll | (seq < 0))
+        cols["coll_bytes"] = pa.array(nbytes, mask=~coll | (nbytes < 0))
         return cols
 
     def _lane_name(self, lane: str) -> str:

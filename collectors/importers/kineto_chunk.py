@@ -16,12 +16,25 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from hermes.collectors.importers.kineto_map import (CATEGORIES, EVENT_PHASES, FLOW_PHASES, K,
-                                                    KERNEL, LK, MEMCPY, RUNTIME, U, coll_bytes,
-                                                    coll_group, decode_args, name_info,
-                                                    raw_strings, with_source_category)
+from hermes.collectors.importers.kineto_map import (
+    CATEGORIES,
+    EVENT_PHASES,
+    FLOW_PHASES,
+    KERNEL,
+    LK,
+    MEMCPY,
+    RUNTIME,
+    K,
+    U,
+    coll_bytes,
+    coll_group,
+    decode_args,
+    name_info,
+    raw_strings,
+    with_source_category,
+)
 from hermes.collectors.importers.kineto_reader import Chunk, us_text_to_ns
+
 from hermes.errors import ImportFormatError
 
 ROLE_FLOW, ROLE_META, ROLE_EVENT = 0, 1, 2
@@ -33,8 +46,7 @@ INTERMEDIATE = pa.schema([
     ("ts_ns", pa.int64()), ("dur_ns", pa.int64()), ("step_n", pa.int32()),
     ("corr", pa.int64()), ("external_id", pa.int64()), ("stream", pa.int32()),
     ("unit", pa.int8()), ("flops", pa.float64()), ("bytes", pa.int64()),
-    ("value", pa.float64()), ("coll_group", pa.string()), ("coll_seq", pa.int64()),
-    ("coll_bytes", pa.int64()), ("args", pa.string()),
+    ("value", pa.float64()), ("args", pa.string()),
 ])
 
 
@@ -46,9 +58,11 @@ class Side:
     dev_steps: list[np.ndarray] = field(default_factory=list)
     host_corr: list[np.ndarray] = field(default_factory=list)  # rows of (corr, ts)
     dev_corr: list[np.ndarray] = field(default_factory=list)
-    rpc: dict[int, tuple[int | None, str | None, int | None]] = field(default_factory=dict)
-    colls: list[tuple[int, int, str | None, int | None, int | None, int | None]] = \
-        field(default_factory=list)  # (global row, ts, group, seq, bytes, external id)
+    # record_param_comms ops, rows of (external id, bytes, group code, seq); -1 = unknown
+    rpc: list[np.ndarray] = field(default_factory=list)
+    # collective kernels, rows of (global row, ts, group code, seq, bytes, external id)
+    colls: list[np.ndarray] = field(default_factory=list)
+    groups: dict[str, int] = field(default_factory=dict)  # process group name -> code
     thread_names: dict[str, str] = field(default_factory=dict)
     by_category: Counter[str] = field(default_factory=Counter)
     unknown: Counter[str] = field(default_factory=Counter)
@@ -91,7 +105,7 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
     pkind = np.zeros(n_pairs, np.int8)
     plane = np.zeros(n_pairs, np.int8)
     punknown = np.zeros(n_pairs, bool)
-    for u, c in zip(uniq.tolist(), counts.tolist()):
+    for u, c in zip(uniq.tolist(), counts.tolist(), strict=True):
         ph, cat = ph_dict[u // len(cat_dict)], cat_dict[u % len(cat_dict)]
         if not ph:
             first = int(np.flatnonzero(pair == u)[0])
@@ -123,7 +137,7 @@ def _thread_names(rows: list, side: Side) -> None:
     names = [r for r in rows if r.name == "thread_name"]
     if not names:
         return
-    for r, a in zip(names, decode_args([r.args for r in names])):
+    for r, a in zip(names, decode_args([r.args for r in names]), strict=True):
         if a.name and str(r.tid) not in side.thread_names:
             side.thread_names[str(r.tid)] = a.name.strip()
 
@@ -133,13 +147,29 @@ def _lanes(tids: list, dev: np.ndarray) -> pa.DictionaryArray:
     try:
         tid = np.fromiter(tids, dtype=np.int64, count=len(tids))
     except (TypeError, ValueError, OverflowError):  # string tids (Kineto's own spans)
-        return pa.array([("stream " if d else "thread ") + str(t)
-                         for d, t in zip(dev.tolist(), tids)], pa.string()).dictionary_encode()
+        labels = [("stream " if d else "thread ") + str(t)
+                  for d, t in zip(dev.tolist(), tids, strict=True)]
+        return pa.array(labels, pa.string()).dictionary_encode()
     key = tid * 2 + dev
     uniq, inverse = np.unique(key, return_inverse=True)
     labels = [("stream " if k & 1 else "thread ") + str(k >> 1) for k in uniq.tolist()]
     return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)),
                                           pa.array(labels, pa.string()))
+
+
+def _coll_info(args: list, side: Side) -> tuple[np.ndarray, ...]:
+    """(group code, seq, bytes, external id) arrays of collective args; -1 where unknown."""
+    group = np.array([_group_code(coll_group(a), side) for a in args], np.int64)
+    seq = np.array([a.seq if isinstance(a.seq, int) else -1 for a in args], np.int64)
+    nbytes = np.array([-1 if (b := coll_bytes(a)) is None else b for a in args], np.int64)
+    ext = np.array([-1 if a.external_id is None else a.external_id for a in args], np.int64)
+    return group, seq, nbytes, ext
+
+
+def _group_code(group: str | None, side: Side) -> int:
+    if group is None:
+        return -1
+    return side.groups.setdefault(group, len(side.groups))
 
 
 def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
@@ -222,12 +252,12 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     nbytes = pa.array([a.bytes for a in args]).cast(pa.int64(), safe=False) \
         if any(a.bytes is not None for a in args) else pa.nulls(n, pa.int64())
     stream = pa.array([(t if isinstance(t, int) else a.stream) if d else None
-                       for d, t, a in zip(dev_arr.tolist(), tids, args)], pa.int32())
+                       for d, t, a in zip(dev_arr.tolist(), tids, args, strict=True)], pa.int32())
 
     value = np.full(n, np.nan)
     if counter_rows.size:
         decoded = msgspec.json.decode(b"[" + b",".join(raw_args[i] for i in counter_rows) + b"]")
-        for i, d in zip(counter_rows.tolist(), decoded):
+        for i, d in zip(counter_rows.tolist(), decoded, strict=True):
             nums = [v for v in (d.values() if isinstance(d, dict) else ())
                     if isinstance(v, (int, float)) and not isinstance(v, bool)]
             value[i] = float(nums[0]) if nums else np.nan
@@ -239,22 +269,17 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
             cat = cat_dict[p % len(cat_dict)] or f"(ph {ph_dict[p // len(cat_dict)]})"
             raw_args[i] = msgspec.Raw(with_source_category(bytes(raw_args[i]), cat))
 
-    cgroup: list[str | None] = [None] * n
-    cseq: list[int | None] = [None] * n
-    cbytes: list[int | None] = [None] * n
-    coll_rows = np.flatnonzero(kind == K["collective"]).tolist()
+    coll_rows = np.flatnonzero(kind == K["collective"])
+    if coll_rows.size:
+        info = _coll_info([args[i] for i in coll_rows.tolist()], side)
+        side.colls.append(np.stack([coll_rows + side.rows, ts[coll_rows], *info], 1))
     rpc_code = next((i for i, s in enumerate(name_dict) if s == "record_param_comms"), -1)
-    rpc_rows = np.flatnonzero(name_idx == rpc_code).tolist() if rpc_code >= 0 else []
-    for i in coll_rows + rpc_rows:
-        a = args[i]
-        cgroup[i], cbytes[i] = coll_group(a), coll_bytes(a)
-        cseq[i] = a.seq if isinstance(a.seq, int) else None
-    for i in rpc_rows:
-        if args[i].external_id is not None:
-            side.rpc[args[i].external_id] = (cbytes[i], cgroup[i], cseq[i])
-    for i in coll_rows:
-        side.colls.append((side.rows + i, int(ts[i]), cgroup[i], cseq[i], cbytes[i],
-                           args[i].external_id))
+    rpc_rows = np.flatnonzero(name_idx == rpc_code) if rpc_code >= 0 else coll_rows[:0]
+    if rpc_rows.size:
+        r_group, r_seq, r_bytes, r_ext = _coll_info([args[i] for i in rpc_rows.tolist()], side)
+        keep = (r_ext >= 0) & ((r_group >= 0) | (r_seq >= 0) | (r_bytes >= 0))
+        if keep.any():
+            side.rpc.append(np.stack([r_ext, r_bytes, r_group, r_seq], 1)[keep])
 
     steps = np.flatnonzero(is_step)
     if steps.size:
@@ -272,6 +297,5 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     return pa.RecordBatch.from_arrays([
         pa.array(kind), lane_arr, pa.array(lane_kind), name_arr, pa.array(ts), pa.array(dur),
         pa.array(step_n), pa.array(corr), ext, stream, pa.array(unit), flops, nbytes,
-        pa.array(value, from_pandas=True), pa.array(cgroup, pa.string()),
-        pa.array(cseq, pa.int64()), pa.array(cbytes, pa.int64()), raw_strings(raw_args),
+        pa.array(value, from_pandas=True), raw_strings(raw_args),
     ], schema=INTERMEDIATE)

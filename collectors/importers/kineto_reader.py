@@ -208,7 +208,7 @@ class KinetoFile:
                 f"bytes {self._offset}-{self._offset + len(text)}"
             raise ImportFormatError(f"malformed JSON in traceEvents ({_msg(exc)})",
                                     path=self.path, where=where,
-                                    hint="expected a complete PyTorch profiler JSON trace") from None
+                                    hint="expected a complete PyTorch profiler trace") from None
 
     def _final(self, rest: bytes, index: int) -> tuple[list[Event], bytes]:
         """Split the last piece into its events and the text after the array (trailer)."""
