@@ -109,3 +109,12 @@ def test_demo_writes_trace_and_says_where(tmp_path):
     t = hermes.load(trace)
     assert t.meta.extra["injected_ids"] == ["io.slow_data_processing"]
     assert "num_workers=12" in stdout
+
+
+def test_max_runtime_core_number_env_turns_on_the_host_pipeline(tmp_path, monkeypatch):
+    from hermes.npu.emulate import plan
+
+    monkeypatch.setenv("MAX_RUNTIME_CORE_NUMBER", "3")
+    assert plan("resnet50").settings.pipeline
+    monkeypatch.setenv("MAX_RUNTIME_CORE_NUMBER", "1")
+    assert not plan("resnet50").settings.pipeline

@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         if list_:
             typer.echo(listing())
             return 0
-        from hermes.commands._util import check_output_path
+        from hermes.commands._util import check_output_path, progress
         from hermes.npu.emulate import emulate, plan
 
         if not workload:
@@ -65,7 +65,8 @@ def register(app: typer.Typer) -> None:
         if steps < 1:
             raise UsageError(f"--steps must be >= 1, got {steps}")
         check_output_path(out)
-        res = emulate(p, out, steps)
+        with progress(f"emulating {p.workload}", total=steps) as bar:
+            res = emulate(p, out, steps, progress=lambda done, total: bar.update(completed=done))
         causes = ", ".join(c for c, _ in p.causes) or "none"
         typer.echo(f"emulated {p.workload} on {p.device}: {ranks} rank(s), {steps} steps, "
                    f"layout dp{res.layout[0]},tp{res.layout[1]},pp{res.layout[2]}")

@@ -9,6 +9,7 @@ the trace metadata's ``extra``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,9 @@ def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
     if len(seen) != len(causes):
         raise UsageError("a cause is injected twice", hint="give each --inject once")
     optl = [opts.parse(x) for x in opt_specs]
+    if os.environ.get("MAX_RUNTIME_CORE_NUMBER", "").strip() == "3" and \
+            "pipeline" not in dict(optl):
+        optl.append(("pipeline", True))  # GE's switch for the 3-stage host pipeline
     s = inject.apply(base or Settings(), causes, ranks, int(prof.fields.get("devices_per_node",
                                                                              8)))
     s = opts.apply(s, optl)
@@ -96,7 +100,8 @@ def row_group_rows(ranks: int) -> int:
 
 
 def emulate(p: Plan, out: str | os.PathLike[str] | None, steps: int,
-            collector: Collector | None = None) -> RunResult:
+            collector: Collector | None = None,
+            progress: Callable[[int, int], None] | None = None) -> RunResult:
     """Run the plan; write the trace to ``out`` (unless a collector is given)."""
     from hermes.collectors.fine import FineCollector
 
@@ -112,7 +117,7 @@ def emulate(p: Plan, out: str | os.PathLike[str] | None, steps: int,
                               meta=p.truth())
     else:
         rt = Runtime(p.device, ranks=p.ranks, settings=p.settings, collector=collector,
-                     seed=p.seed, meta=p.truth())
+                     seed=p.seed, meta=p.truth(), progress=progress)
     try:
         result = rt.run(p.workload, steps)
     except BaseException:

@@ -14,6 +14,7 @@ The virtual clock is deterministic: same seed and settings -> the same events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,8 @@ class Runtime:
     def __init__(self, device: str | DeviceProfile = "ascend910b", *, ranks: int = 1,
                  settings: Settings | None = None, collector: Collector | None = None,
                  seed: int = 0, meta: dict[str, Any] | None = None,
-                 clock: str = "virtual") -> None:
+                 clock: str = "virtual",
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.profile = get_device(device) if isinstance(device, str) else device
         if ranks < 1:
             raise UsageError(f"--ranks must be >= 1, got {ranks}")
@@ -86,6 +88,7 @@ class Runtime:
             raise UsageError(f"clock {clock!r} with {ranks} ranks is not supported",
                              hint="virtual (any ranks) or real (one rank)")
         self.clock = clock
+        self.progress = progress  # called with (steps done, steps) after every step
         self.ranks = ranks
         self.s = settings or Settings()
         self.collector = collector or NullCollector()
@@ -208,6 +211,8 @@ class Runtime:
                 comm_ns[step, st.ranks] = rec.dev_dur[:, st.is_link].sum(axis=1) + (
                     rec.grad_dur.sum(axis=1) if rec.grad_dur.size else 0.0)
                 tasks += int(compute.sum()) * st.R
+            if self.progress is not None:
+                self.progress(step + 1, steps)
         res = RunResult(w.name, R, (dp, tp, pp), step_ns, host_ns, busy_ns, tasks, s, comm_ns)
         res.meta = {"device": prof.to_meta(), "source": "emulator",
                     "clock_offsets_ns": {r: 0 for r in range(R)} if R <= 4096 else {},
