@@ -19,18 +19,31 @@ Tables: ``kernels`` (one row per task, the roofline columns), ``classes`` (devic
 
 from __future__ import annotations
 
-import json
 import re
-from functools import lru_cache
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.opinfo import (
+    TOP_N,
+    arg_numbers,
+    arg_values,
+    base_frame,
+    clip_to_windows,
+    dtype_bytes,
+    gemm_bytes,
+    gemm_flops,
+    has,
+    input_shapes,
+    misaligned,
+    peaks,
+    rich_args,
+    step_of,
+    top_ops,
+    union_time,
+)
 from hermes.analyzers.steps import step_windows
-
-from hermes import devices
 
 #: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
 #: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
@@ -48,7 +61,6 @@ DOWNCLOCK_MIN = 0.05
 ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
 #: A finding needs at least this share of step time unless its evidence is named operators.
 MIN_SHARE = 0.01
-TOP_N = 10
 
 #: Causes whose tasks count as underutilized in the class shares (dynamic shapes cost host time,
 #: not device efficiency, so they do not).
@@ -59,259 +71,7 @@ _GEMM = re.compile(r"gemm|matmul|cutlass|xmma|nvjet|cublas|wgmma|BatchMatMul|\bm
 _FA = re.compile(r"flash|fmha|FlashAttention|scaled_dot_product|sdpa", re.I)
 
 
-# ---------------------------------------------------------------- shared helpers (also used by
-# communication.py and cluster.py)
-
-def profile_of(ctx: RankContext) -> devices.DeviceProfile | None:
-    """The device profile of a rank: by the trace's device name, else None."""
-    dev = ctx.device
-    for key in ("name", "display_name"):
-        p = devices.match(str(dev.get(key) or ""))
-        if p is not None:
-            return p
-    return None
-
-
-def arg_pattern(*keys: str) -> str:
-    """Regex capturing the value of any of ``keys`` in a JSON args string (quotes stripped)."""
-    alt = "|".join(re.escape(k) for k in keys)
-    return rf'"(?:{alt})"\s*:\s*"?\s*([^",}}]*)'
-
-
-def arg_values(args: pd.Series, *keys: str) -> pd.Series:
-    """Vectorized extraction of one args value (string, NaN where absent)."""
-    out = pd.Series(np.nan, index=args.index, dtype=object)
-    if len(args) == 0:
-        return out
-    s = args.dropna()
-    if not isinstance(s.dtype, pd.StringDtype):
-        s = s.astype("string[pyarrow]")
-    # a literal pre-filter keeps the regex off the (usually many) rows without the key
-    has = np.zeros(len(s), bool)
-    for k in keys:
-        has |= s.str.contains(f'"{k}"', regex=False).to_numpy()
-    if has.any():
-        sub = s[has]
-        out.loc[sub.index] = sub.str.extract(arg_pattern(*keys), flags=re.I, expand=False)
-    return out
-
-
-def arg_numbers(args: pd.Series, *keys: str) -> pd.Series:
-    return pd.to_numeric(arg_values(args, *keys), errors="coerce").astype("float64")
-
-
-def clip_to_windows(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Clip intervals to the step window containing their start; intervals outside every window
-    become empty (start == end)."""
-    if len(windows) == 0 or start.size == 0:
-        return start, start.copy()
-    ws = windows["start_ns"].to_numpy(np.int64)
-    we = windows["end_ns"].to_numpy(np.int64)
-    k = np.searchsorted(ws, start, side="right") - 1
-    kk = np.maximum(k, 0)
-    inside = (k >= 0) & (start < we[kk])
-    s = np.where(inside, start, 0)
-    e = np.where(inside, np.minimum(end, we[kk]), 0)
-    return s, np.maximum(e, s)
-
-
-def union_time(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame) -> int:
-    """Length (ns) of the union of intervals, clipped to the step windows."""
-    s, e = clip_to_windows(np.asarray(start, np.int64), np.asarray(end, np.int64), windows)
-    return iv.total(iv.union(s, e))
-
-
-def has(x: pd.Series, pattern: str | re.Pattern[str], case: bool = True) -> np.ndarray:
-    """Boolean mask: the value matches ``pattern`` (regex search). Runs once per distinct
-    value (categories / factorized values), so it is cheap on repetitive columns."""
-    if len(x) == 0:
-        return np.zeros(0, bool)
-    rx = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, 0 if case else re.I)
-    if isinstance(x.dtype, pd.CategoricalDtype):
-        codes, uniq = x.cat.codes.to_numpy(), x.cat.categories
-    else:
-        codes, uniq = pd.factorize(x, use_na_sentinel=True)
-    hit = np.array([bool(rx.search(str(u))) for u in uniq] + [False], bool)
-    return hit[np.where(codes >= 0, codes, len(uniq))]
-
-
-#: Keys the analyzers read from args; rows without any of them are skipped in one pass.
-ARG_KEYS = re.compile(r'"(?:Type|op_type|Accelerator Core|Task Type|task_type|OP State|op_state'
-                      r'|op state|aic_\w+|aiv_\w+|Input Dims|Input Shapes|input_shapes)"')
-
-
-def rich_args(args: pd.Series) -> pd.Series:
-    """The args (as pyarrow strings) of the rows that carry any of ``ARG_KEYS``."""
-    s = args.dropna()
-    if not isinstance(s.dtype, pd.StringDtype):
-        s = s.astype("string[pyarrow]")
-    return s[s.str.contains(ARG_KEYS.pattern, regex=True).to_numpy()] if len(s) else s
-
-
-def _category(x: pd.Series) -> pd.Series:
-    """A string column as a categorical (string methods then run once per distinct value)."""
-    if isinstance(x.dtype, pd.CategoricalDtype):
-        return x.cat.remove_unused_categories().reset_index(drop=True)
-    return x.astype("category").reset_index(drop=True)
-
-
-def _take_num(events: pd.DataFrame, col: str, idx: np.ndarray) -> np.ndarray:
-    if col not in events.columns:
-        return np.full(idx.size, np.nan)
-    arr = events[col].array.take(idx)
-    try:
-        return np.asarray(arr.to_numpy(dtype="float64", na_value=np.nan))
-    except (TypeError, ValueError):
-        return pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy("float64")
-
-
-def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns
-    (numeric ones as float64 with NaN; unit, args, coll_group, lane as objects). Only the needed
-    columns are taken, row by row index, so selecting from a wide 10M-row frame stays cheap."""
-    idx = np.flatnonzero(np.asarray(mask, bool))
-    ts = events["ts_ns"].to_numpy(np.int64)[idx]
-    dur = events["dur_ns"].to_numpy(np.int64)[idx]
-    data: dict[str, Any] = {"name": _category(pd.Series(events["name"].array.take(idx))),
-                            "ts_ns": ts, "dur_ns": dur, "end_ns": ts + dur}
-    for col in ("flops", "bytes", "value", "coll_bytes", "coll_seq", "external_id", "corr_id",
-                "stream"):
-        data[col] = _take_num(events, col, idx)
-    for col in ("unit", "args", "coll_group", "lane"):
-        data[col] = (np.asarray(events[col].array.take(idx), dtype=object)
-                     if col in events.columns else np.full(idx.size, None, dtype=object))
-    return pd.DataFrame(data)
-
-
-def top_ops(df: pd.DataFrame, n: int = TOP_N) -> list[dict[str, Any]]:
-    """The operators of ``df`` with most device time: [{name, time_ns, count}]."""
-    if len(df) == 0:
-        return []
-    g = df.groupby("name", sort=False, observed=True)["dur_ns"].agg(["sum", "count"])
-    g = g.sort_values("sum", ascending=False).head(n)
-    return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
-            for k, v in g.iterrows()]
-
-
-# ---------------------------------------------------------------- shapes
-
-@lru_cache(maxsize=4096)
-def _shapes(raw: str) -> tuple[tuple[int, ...], ...]:
-    """Input shapes from Kineto ``Input Dims`` (JSON list) or Ascend ``Input Shapes``
-    (``"81920,4096;8192,512"``)."""
-    raw = raw.strip().strip('"').strip()
-    if raw.startswith("["):
-        try:
-            val = json.loads(raw)
-        except ValueError:
-            return ()
-        return tuple(tuple(int(x) for x in s) if isinstance(s, list) and
-                     all(isinstance(x, int) for x in s) else () for s in val)
-    out = []
-    for part in raw.split(";"):
-        dims = [d for d in part.replace('"', "").split(",") if d.strip()]
-        try:
-            out.append(tuple(int(float(d)) for d in dims))
-        except ValueError:
-            out.append(())
-    return tuple(out)
-
-
-def _input_shapes(args: pd.Series) -> pd.Series:
-    """Raw shape strings from args: Ascend "Input Shapes" or Kineto "Input Dims" (a list)."""
-    out = pd.Series(np.nan, index=args.index, dtype=object)
-    s = args.dropna()
-    if not isinstance(s.dtype, pd.StringDtype):
-        s = s.astype("string[pyarrow]")
-    s = s[(s.str.contains("Input Dims", regex=False) | s.str.contains("Input Shapes", regex=False)
-           | s.str.contains("input_shapes", regex=False)).to_numpy()]
-    if len(s) == 0:
-        return out
-    dims = s.str.extract(r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I, expand=False)
-    asc = s.str.extract(r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I,
-                        expand=False)
-    out.loc[s.index] = dims.fillna(asc.str.replace('\\"', "", regex=False)).astype(object)
-    return out
-
-
-def _misaligned(raw: Any, n_inputs: int, align: int) -> bool:
-    if not isinstance(raw, str) or not raw:
-        return False
-    shapes = [s for s in _shapes(raw)[:n_inputs] if s]
-    return any(s[-1] % align != 0 for s in shapes)
-
-
-def _dtype_bytes(args: pd.Series) -> pd.Series:
-    """Element size guessed from the dtype named in args (2 unless fp32/fp64/int8 is named)."""
-    s = args.astype("string").fillna("").str.lower()
-    size = pd.Series(2.0, index=args.index)
-    size[s.str.contains(r"float64|double", regex=True)] = 8.0
-    size[s.str.contains(r'"(?:dt_)?float(?:32)?"|\bfloat\b|fp32|c10::float\b', regex=True)
-         & ~s.str.contains(r"float16|bfloat16|half|bf16|fp16", regex=True)] = 4.0
-    return size
-
-
-#: PyTorch matrix operators whose FLOPs follow from their input shapes (Kineto "Input Dims"):
-#: operator -> (index of A, index of B, B laid out as (N, K) like a Linear weight)
-_GEMM_OPS = {"mm": (0, 1, False), "matmul": (0, 1, False), "bmm": (0, 1, False),
-             "addmm": (1, 2, False), "baddbmm": (1, 2, False), "addbmm": (1, 2, False),
-             "linear": (0, 1, True), "_scaled_mm": (0, 1, False)}
-
-
-def _gemm_flops(names: pd.Series, shape_raw: pd.Series) -> pd.Series:
-    """FLOPs (2 x M x N x K, batch included) of matrix operators from their input shapes, when
-    the trace has no FLOP count (Kineto without ``with_flops``); NaN for other operators."""
-    def one(name: str, raw: Any) -> float:
-        spec = _GEMM_OPS.get(str(name).split("::")[-1])
-        if spec is None or not isinstance(raw, str):
-            return float("nan")
-        sh = _shapes(raw)
-        ia, ib, transposed = spec
-        if len(sh) <= max(ia, ib) or len(sh[ia]) < 2 or len(sh[ib]) < 1:
-            return float("nan")
-        a, b = sh[ia], sh[ib]
-        n = b[0] if transposed else b[-1]
-        return 2.0 * float(np.prod(a[:-1])) * a[-1] * n
-
-    pairs = pd.DataFrame({"n": names.astype(str), "s": shape_raw})
-    uniq = pairs.drop_duplicates()
-    val = {(r.n, r.s): one(r.n, r.s) for r in uniq.itertuples(index=False)}
-    return pd.Series([val[(n, s_)] for n, s_ in zip(pairs["n"], pairs["s"], strict=True)],
-                     index=names.index, dtype="float64")
-
-
-def _gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
-    """HBM bytes of a matmul estimated from its input shapes: both inputs read once and the
-    output written once, element size from the dtype. Computed once per distinct shape string."""
-    def elems(raw: Any) -> float:
-        sh = [s for s in _shapes(raw)[:2] if s] if isinstance(raw, str) else []
-        if len(sh) != 2:
-            return float("nan")
-        a, b = sh
-        m = int(np.prod(a[:-1])) if len(a) > 1 else 1
-        k = a[-1]
-        # B is (K, N) or, transposed, (N, K)
-        n = b[-1] if len(b) > 1 and b[-2] == k else (b[-2] if len(b) > 1 else 1)
-        return float(np.prod(a) + np.prod(b) + m * n)
-
-    uniq = {raw: elems(raw) for raw in pd.unique(shape_raw.dropna())}
-    return shape_raw.map(uniq).astype("float64") * elem
-
-
 # ---------------------------------------------------------------- the roofline table
-
-def _peaks(ctx: RankContext) -> dict[str, Any]:
-    """Peak FLOP/s per unit and per dtype, HBM bandwidth and device kind: the trace's device dict
-    first, gaps filled from the matched device profile."""
-    dev, prof = ctx.device, profile_of(ctx)
-    base = prof.to_meta() if prof is not None else {}
-    return {"peak_flops": dict(dev.get("peak_flops") or base.get("peak_flops") or {}),
-            "dtype_flops": dict(dev.get("dtype_flops") or base.get("dtype_flops") or {}),
-            "hbm_bw_Bps": float(dev.get("hbm_bw_Bps") or base.get("hbm_bw_Bps") or 0.0),
-            "kind": str(dev.get("kind") or base.get("kind") or "gpu"),
-            "clock_mhz": float(dev.get("clock_mhz") or base.get("clock_mhz") or 0.0)}
-
 
 def _from_host_ops(ev: pd.DataFrame, k: pd.DataFrame, gemm: np.ndarray) -> None:
     """Give kernels without flops/shapes those of the host operator that launched them (same
@@ -323,9 +83,9 @@ def _from_host_ops(ev: pd.DataFrame, k: pd.DataFrame, gemm: np.ndarray) -> None:
     if not hm.any():
         return
     h = base_frame(ev, hm)
-    h["shape"] = _input_shapes(h["args"])
+    h["shape"] = input_shapes(h["args"])
     h["dtype_raw"] = h["args"]
-    est = _gemm_flops(h["name"], h["shape"])
+    est = gemm_flops(h["name"], h["shape"])
     h["flops"] = h["flops"].where(h["flops"].notna(), est)
     h = h.sort_values("flops", na_position="first").drop_duplicates("external_id", keep="last")
     h = h.set_index("external_id")
@@ -352,7 +112,7 @@ def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
 def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     """The kernel table and the args (pyarrow strings) of its rows that carry known keys."""
     ev = ctx.events
-    pk = _peaks(ctx)
+    pk = peaks(ctx)
     k = base_frame(ev, (ev["kind"] == "kernel").to_numpy()) if len(ev) else \
         base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
     if len(k) == 0:
@@ -364,7 +124,7 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     typ = arg_values(args, "Type", "op_type").reindex(k.index)
     gemm = has(k["name"], _GEMM) | has(typ, _GEMM)
     k["gemm"] = gemm
-    k["shape"] = _input_shapes(args).reindex(k.index)
+    k["shape"] = input_shapes(args).reindex(k.index)
     k["host_args"] = None
     _from_host_ops(ev, k, gemm)
     core = arg_values(args, "Accelerator Core", "Task Type", "task_type").reindex(k.index)
@@ -379,7 +139,7 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     gm = pd.Series(gemm, index=k.index)
     dsrc = k["host_args"].where(k["host_args"].notna(), k["args"])[gm]
     elem = pd.Series(2.0, index=k.index)
-    elem[gm] = _dtype_bytes(dsrc)
+    elem[gm] = dtype_bytes(dsrc)
     if pk["dtype_flops"]:
         fp32 = pk["dtype_flops"].get("fp32")
         if fp32:
@@ -392,7 +152,7 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     peak_unit = peak_unit * clock
     # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
     # judge the task by a guessed bandwidth
-    est = _gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index) & k["flops"].notna()),
+    est = gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index) & k["flops"].notna()),
                       elem)
     k["bytes"] = k["bytes"].where(k["bytes"].notna() & (k["bytes"] > 0), est)
     hbm = (pk["hbm_bw_Bps"] or np.nan) * clock
@@ -407,7 +167,7 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
         k["u_compute"] = k["achieved_flops"] / peak_unit
         k["u_bandwidth"] = k["achieved_Bps"] / hbm
     k["class"] = _classify(k, args)
-    k["step"] = _step_of(k["ts_ns"].to_numpy(np.int64), windows)
+    k["step"] = step_of(k["ts_ns"].to_numpy(np.int64), windows)
     return k, args
 
 
@@ -443,17 +203,6 @@ def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(cls, CLASSES)
 
 
-def _step_of(ts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
-    if len(windows) == 0 or ts.size == 0:
-        return np.full(ts.size, -1, np.int64)
-    ws = windows["start_ns"].to_numpy(np.int64)
-    we = windows["end_ns"].to_numpy(np.int64)
-    k = np.searchsorted(ws, ts, side="right") - 1
-    kk = np.maximum(k, 0)
-    inside = (k >= 0) & (ts < we[kk])
-    return np.where(inside, windows["step"].to_numpy(np.int64)[kk], -1)
-
-
 # ---------------------------------------------------------------- underutilization causes
 
 def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None = None
@@ -470,8 +219,8 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None
     mis = np.zeros(len(k), bool)
     for sel, n_in, align in ((gemm, 2, mm_align), (fa, 3, fa_align)):
         idx = np.flatnonzero(sel & pd.notna(shape))
-        # once per distinct shape string (_shapes is cached)
-        mis[idx] = [_misaligned(shape[i], n_in, align) for i in idx]
+        # once per distinct shape string (shapes is cached)
+        mis[idx] = [misaligned(shape[i], n_in, align) for i in idx]
     state = arg_values(args, "OP State", "op_state", "op state").reindex(k.index)
     return {
         "ai_cpu": k[(k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy()],
@@ -516,7 +265,7 @@ def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[
     c = _freq_samples(ev)
     if len(c) == 0:
         return {}
-    c = c[_step_of(c["ts_ns"].to_numpy(np.int64), windows) >= 0] if len(windows) else c
+    c = c[step_of(c["ts_ns"].to_numpy(np.int64), windows) >= 0] if len(windows) else c
     vals = c["value"]
     if len(vals) == 0:
         return {}
@@ -542,7 +291,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     ev = ctx.events
     windows = step_windows(ev)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
-    pk = _peaks(ctx)
+    pk = peaks(ctx)
     k, args = _kernel_table(ctx, windows)
     causes = _causes(ctx, k, pk["kind"], args)
     # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext
 from hermes.analyzers.cluster import cluster, imbalance, slow_ranks
-from hermes.analyzers.communication import communication, communication_cluster
+from hermes.analyzers.communication import communication
+from hermes.analyzers.communication_cluster import communication_cluster
 from hermes.analyzers.computation import computation
 
 from hermes import devices

@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 from hermes.analyzers.base import ClusterContext, RankContext
-from hermes.analyzers.communication import communication, communication_cluster
+from hermes.analyzers.communication import communication
+from hermes.analyzers.communication_cluster import communication_cluster
 
 from hermes import devices
 from hermes.trace.meta import TraceMeta

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from hermes.analyzers.base import RankContext
-from hermes.analyzers.computation import _gemm_flops, computation
+from hermes.analyzers.computation import computation
+from hermes.analyzers.opinfo import gemm_flops
 
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
@@ -23,7 +24,7 @@ def test_gemm_flops_from_input_dims() -> None:
                                     [[8, 64, 128], [32, 128], [32]],   # linear(x, W[N,K], b)
                                     [[64, 128]])]                      # relu: not a GEMM
     names = pd.Series(["aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::relu"])
-    got = _gemm_flops(names, pd.Series(dims)).tolist()
+    got = gemm_flops(names, pd.Series(dims)).tolist()
     assert got[:4] == [2 * 64 * 32 * 128, 2 * 64 * 32 * 128, 2 * 4 * 64 * 32 * 128,
                        2 * 8 * 64 * 32 * 128]
     assert pd.isna(got[4])

@@ -1,0 +1,140 @@
+"""Cluster analyzer ``communication_cluster``: synchronization wait vs transmission across ranks.
+
+``communication_cluster(ctx: ClusterContext) -> AnalyzerResult`` over the per-rank
+``communication`` results: matches the same collective across ranks by ``(coll_group,
+coll_seq)`` and computes T_wait = sum_i(A_max - A_i) over the ranks' arrival times A_i,
+R_wait = 1 - T_avg/T_max with T_i = A_i - (the moment the previous collective of the group
+released every rank), the late rank, the per-rank waits and the communication matrix; where the
+trace has no wait figures, transmission causes are judged with the wait removed
+(transit_i = end_i - max_j A_j). Formulas: ``docs/analysis/communication.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, register
+from hermes.analyzers.communication import (
+    _P2P,
+    COLUMNS,
+    MATRIX_COLUMNS,
+    _finding,
+    transmission_costs,
+)
+from hermes.analyzers.computation import MIN_SHARE
+from hermes.analyzers.opinfo import top_ops
+
+
+def _per_rank(ctx: ClusterContext, name: str) -> dict[int, AnalyzerResult]:
+    return {int(r): res[name] for r, res in ctx.per_rank.items() if name in res}
+
+
+def sync_table(t: pd.DataFrame) -> pd.DataFrame:
+    """Per collective matched on >= 2 ranks by (group, seq): T_wait, R_wait, late rank."""
+    cols = ["group", "seq", "op", "ranks", "T_wait_ns", "R_wait", "late_rank", "skew_ns",
+            "transit_ns"]
+    # point-to-point transfers pair two ranks, not a group: they are not matched by sequence
+    t = t[t["seq"].notna() & ~t["op"].astype(str).str.contains(_P2P)]
+    if len(t) == 0:
+        return pd.DataFrame(columns=cols)
+    g = t.groupby(["group", "seq"], sort=False)
+    n = g["rank"].transform("size")
+    # the same collective has the same operator on every rank; a mismatch means the sequence
+    # numbers do not line up (e.g. ranks sampled from a bigger job): not matched
+    same = g["op"].transform("nunique") == 1
+    t = t[(n >= 2) & same].copy()
+    if len(t) == 0:
+        return pd.DataFrame(columns=cols)
+    g = t.groupby(["group", "seq"], sort=False)
+    a_max = g["arrive_ns"].transform("max")
+    ref = g["prev_end_ns"].transform("max")
+    t["wait_i"] = a_max - t["arrive_ns"]
+    t["T_i"] = (t["arrive_ns"] - ref).clip(lower=0)
+    t["tr_i"] = (t["end_ns"] - a_max).clip(lower=0)
+    idx_late = g["arrive_ns"].idxmax()
+    out = g.agg(op=("op", "first"), ranks=("rank", "size"), T_wait_ns=("wait_i", "sum"),
+                T_avg=("T_i", "mean"), T_max=("T_i", "max"), skew_ns=("wait_i", "max"),
+                transit_ns=("tr_i", "min")).reset_index()
+    out["R_wait"] = np.where(out["T_max"] > 0, 1.0 - out["T_avg"] / out["T_max"].where(
+        out["T_max"] > 0, 1), 0.0)
+    out["late_rank"] = t.loc[idx_late.to_numpy(), "rank"].to_numpy()
+    return out[cols].sort_values(["group", "seq"], kind="stable").reset_index(drop=True)
+
+
+@register("communication_cluster", scope="cluster")
+def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
+    """Synchronization wait vs transmission across ranks; the communication matrix."""
+    per = _per_rank(ctx, "communication")
+    res = AnalyzerResult("communication_cluster")
+    tabs = [r.tables["collectives"] for r in per.values() if len(r.tables.get("collectives", ()))]
+    t = pd.concat(tabs, ignore_index=True) if tabs else pd.DataFrame(columns=COLUMNS)
+    sync = sync_table(t)
+    res.tables["sync"] = sync
+    mats = [r.tables["matrix"] for r in per.values() if len(r.tables.get("matrix", ()))]
+    res.tables["matrix"] = (pd.concat(mats, ignore_index=True) if mats
+                            else pd.DataFrame(columns=MATRIX_COLUMNS))
+    step_total = {r: int(v.metrics.get("step_total_ns", 0)) for r, v in per.items()}
+    if len(sync) == 0:
+        res.metrics.update({"matched": 0, "R_wait_mean": 0.0, "R_wait_max": 0.0})
+        res.tables["per_rank"] = pd.DataFrame(columns=["rank", "wait_ns", "wait_share",
+                                                       "times_late"])
+        return res
+    m = t[t["seq"].notna()].merge(sync[["group", "seq", "op", "transit_ns"]],
+                                  on=["group", "seq", "op"], suffixes=("", "_matched"))
+    m["wait_i"] = m.groupby(["group", "seq"])["arrive_ns"].transform("max") - m["arrive_ns"]
+    wait = m.groupby("rank")["wait_i"].sum()
+    late = sync["late_rank"].value_counts()
+    pr = pd.DataFrame({"rank": sorted(per)})
+    pr["wait_ns"] = pr["rank"].map(wait).fillna(0).astype("int64")
+    pr["wait_share"] = [w / step_total[r] if step_total.get(r) else 0.0
+                        for r, w in zip(pr["rank"], pr["wait_ns"], strict=True)]
+    pr["times_late"] = pr["rank"].map(late).fillna(0).astype("int64")
+    res.tables["per_rank"] = pr
+    res.metrics.update({"matched": int(len(sync)), "R_wait_mean": float(sync["R_wait"].mean()),
+                        "R_wait_max": float(sync["R_wait"].max()),
+                        "T_wait_ns": int(sync["T_wait_ns"].sum()),
+                        "wait_ns_per_rank": {int(r): int(w) for r, w in
+                                             zip(pr["rank"], pr["wait_ns"], strict=True)}})
+    explicit = any(v.metrics.get("explicit_wait") for v in per.values())
+    share = float(pr["wait_share"].mean())
+    if not explicit and share >= MIN_SHARE:
+        late_ranks = tuple(int(r) for r in late.index[late == late.max()])
+        res.findings.append(Finding(
+            "communication", "synchronization_wait", min(1.0, share),
+            f"ranks wait {100 * share:.1f}% of step time for late ranks at collectives "
+            f"(R_wait mean {sync['R_wait'].mean():.2f}); late: rank(s) "
+            f"{', '.join(map(str, late_ranks))}",
+            evidence={"R_wait_mean": round(float(sync["R_wait"].mean()), 4),
+                      "R_wait_max": round(float(sync["R_wait"].max()), 4),
+                      "T_wait_ns": int(sync["T_wait_ns"].sum()),
+                      "late_ranks": list(late_ranks),
+                      "max_wait_share": round(float(pr["wait_share"].max()), 4),
+                      "top_ops": top_ops(sync.rename(columns={"op": "name", "T_wait_ns":
+                                                              "dur_ns"}))},
+            ranks=late_ranks))
+    if not explicit:  # transmission apart from waiting, from the matched arrivals
+        _cluster_transmission(res, m, step_total)
+    return res
+
+
+def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict[int, int]
+                          ) -> None:
+    """Bandwidth/retransmission causes with transit_i = end_i - max arrival (the wait removed);
+    time_share = mean over ranks of the rank's cost / its step time."""
+    m = m.copy()
+    m["transit_ns"] = (m["end_ns"] - m.groupby(["group", "seq"])["arrive_ns"].transform("max")
+                       ).clip(lower=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = m["dur_ns"].astype("float64") / m["transit_ns"].where(m["transit_ns"] > 0)
+    m["busbw_GBps"] = m["busbw_GBps"].astype("float64") * scale
+    m["overlap_compute_ns"] = np.minimum(m["overlap_compute_ns"].astype("float64"),
+                                         m["transit_ns"])
+    ranks = sorted(step_total)
+    for cause, cost in transmission_costs(m).items():
+        by_rank = cost.groupby(m["rank"]).sum()
+        shares = [by_rank.get(r, 0.0) / step_total[r] if step_total[r] else 0.0 for r in ranks]
+        share = float(np.mean(shares)) if shares else 0.0
+        if share >= MIN_SHARE:
+            hit = tuple(int(r) for r, s in zip(ranks, shares, strict=True) if s > 0)
+            res.findings.append(_finding(cause, share, m[cost > 0], hit,
+                                         cost_ns=int(cost.sum())))

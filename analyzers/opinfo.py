@@ -1,0 +1,281 @@
+"""What the analyzers know about events and operators, shared by ``computation`` and
+``communication``: column selection from a rank's event frame, args lookups (vectorized, one pass
+over the rows that carry a key), step-window clipping, input shapes (Kineto ``Input Dims``, Ascend
+``Input Shapes``), GEMM FLOPs and bytes estimated from shapes, and the device's peaks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from hermes.analyzers import intervals as iv
+from hermes.analyzers.base import RankContext
+
+from hermes import devices
+
+TOP_N = 10
+
+
+def profile_of(ctx: RankContext) -> devices.DeviceProfile | None:
+    """The device profile of a rank: by the trace's device name, else None."""
+    dev = ctx.device
+    for key in ("name", "display_name"):
+        p = devices.match(str(dev.get(key) or ""))
+        if p is not None:
+            return p
+    return None
+
+
+def arg_pattern(*keys: str) -> str:
+    """Regex capturing the value of any of ``keys`` in a JSON args string (quotes stripped)."""
+    alt = "|".join(re.escape(k) for k in keys)
+    return rf'"(?:{alt})"\s*:\s*"?\s*([^",}}]*)'
+
+
+def arg_values(args: pd.Series, *keys: str) -> pd.Series:
+    """Vectorized extraction of one args value (string, NaN where absent)."""
+    out = pd.Series(np.nan, index=args.index, dtype=object)
+    if len(args) == 0:
+        return out
+    s = args.dropna()
+    if not isinstance(s.dtype, pd.StringDtype):
+        s = s.astype("string[pyarrow]")
+    # a literal pre-filter keeps the regex off the (usually many) rows without the key
+    has = np.zeros(len(s), bool)
+    for k in keys:
+        has |= s.str.contains(f'"{k}"', regex=False).to_numpy()
+    if has.any():
+        sub = s[has]
+        out.loc[sub.index] = sub.str.extract(arg_pattern(*keys), flags=re.I, expand=False)
+    return out
+
+
+def arg_numbers(args: pd.Series, *keys: str) -> pd.Series:
+    return pd.to_numeric(arg_values(args, *keys), errors="coerce").astype("float64")
+
+
+def clip_to_windows(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Clip intervals to the step window containing their start; intervals outside every window
+    become empty (start == end)."""
+    if len(windows) == 0 or start.size == 0:
+        return start, start.copy()
+    ws = windows["start_ns"].to_numpy(np.int64)
+    we = windows["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(ws, start, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (start < we[kk])
+    s = np.where(inside, start, 0)
+    e = np.where(inside, np.minimum(end, we[kk]), 0)
+    return s, np.maximum(e, s)
+
+
+def union_time(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame) -> int:
+    """Length (ns) of the union of intervals, clipped to the step windows."""
+    s, e = clip_to_windows(np.asarray(start, np.int64), np.asarray(end, np.int64), windows)
+    return iv.total(iv.union(s, e))
+
+
+def has(x: pd.Series, pattern: str | re.Pattern[str], case: bool = True) -> np.ndarray:
+    """Boolean mask: the value matches ``pattern`` (regex search). Runs once per distinct
+    value (categories / factorized values), so it is cheap on repetitive columns."""
+    if len(x) == 0:
+        return np.zeros(0, bool)
+    rx = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, 0 if case else re.I)
+    if isinstance(x.dtype, pd.CategoricalDtype):
+        codes, uniq = x.cat.codes.to_numpy(), x.cat.categories
+    else:
+        codes, uniq = pd.factorize(x, use_na_sentinel=True)
+    hit = np.array([bool(rx.search(str(u))) for u in uniq] + [False], bool)
+    return hit[np.where(codes >= 0, codes, len(uniq))]
+
+
+#: Keys the analyzers read from args; rows without any of them are skipped in one pass.
+ARG_KEYS = re.compile(r'"(?:Type|op_type|Accelerator Core|Task Type|task_type|OP State|op_state'
+                      r'|op state|aic_\w+|aiv_\w+|Input Dims|Input Shapes|input_shapes)"')
+
+
+def rich_args(args: pd.Series) -> pd.Series:
+    """The args (as pyarrow strings) of the rows that carry any of ``ARG_KEYS``."""
+    s = args.dropna()
+    if not isinstance(s.dtype, pd.StringDtype):
+        s = s.astype("string[pyarrow]")
+    return s[s.str.contains(ARG_KEYS.pattern, regex=True).to_numpy()] if len(s) else s
+
+
+def category(x: pd.Series) -> pd.Series:
+    """A string column as a categorical (string methods then run once per distinct value)."""
+    if isinstance(x.dtype, pd.CategoricalDtype):
+        return x.cat.remove_unused_categories().reset_index(drop=True)
+    return x.astype("category").reset_index(drop=True)
+
+
+def take_num(events: pd.DataFrame, col: str, idx: np.ndarray) -> np.ndarray:
+    if col not in events.columns:
+        return np.full(idx.size, np.nan)
+    arr = events[col].array.take(idx)
+    try:
+        return np.asarray(arr.to_numpy(dtype="float64", na_value=np.nan))
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy("float64")
+
+
+def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns
+    (numeric ones as float64 with NaN; unit, args, coll_group, lane as objects). Only the needed
+    columns are taken, row by row index, so selecting from a wide 10M-row frame stays cheap."""
+    idx = np.flatnonzero(np.asarray(mask, bool))
+    ts = events["ts_ns"].to_numpy(np.int64)[idx]
+    dur = events["dur_ns"].to_numpy(np.int64)[idx]
+    data: dict[str, Any] = {"name": category(pd.Series(events["name"].array.take(idx))),
+                            "ts_ns": ts, "dur_ns": dur, "end_ns": ts + dur}
+    for col in ("flops", "bytes", "value", "coll_bytes", "coll_seq", "external_id", "corr_id",
+                "stream"):
+        data[col] = take_num(events, col, idx)
+    for col in ("unit", "args", "coll_group", "lane"):
+        data[col] = (np.asarray(events[col].array.take(idx), dtype=object)
+                     if col in events.columns else np.full(idx.size, None, dtype=object))
+    return pd.DataFrame(data)
+
+
+def top_ops(df: pd.DataFrame, n: int = TOP_N) -> list[dict[str, Any]]:
+    """The operators of ``df`` with most device time: [{name, time_ns, count}]."""
+    if len(df) == 0:
+        return []
+    g = df.groupby("name", sort=False, observed=True)["dur_ns"].agg(["sum", "count"])
+    g = g.sort_values("sum", ascending=False).head(n)
+    return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
+            for k, v in g.iterrows()]
+
+
+# ---------------------------------------------------------------- shapes
+
+@lru_cache(maxsize=4096)
+def shapes(raw: str) -> tuple[tuple[int, ...], ...]:
+    """Input shapes from Kineto ``Input Dims`` (JSON list) or Ascend ``Input Shapes``
+    (``"81920,4096;8192,512"``)."""
+    raw = raw.strip().strip('"').strip()
+    if raw.startswith("["):
+        try:
+            val = json.loads(raw)
+        except ValueError:
+            return ()
+        return tuple(tuple(int(x) for x in s) if isinstance(s, list) and
+                     all(isinstance(x, int) for x in s) else () for s in val)
+    out = []
+    for part in raw.split(";"):
+        dims = [d for d in part.replace('"', "").split(",") if d.strip()]
+        try:
+            out.append(tuple(int(float(d)) for d in dims))
+        except ValueError:
+            out.append(())
+    return tuple(out)
+
+
+def input_shapes(args: pd.Series) -> pd.Series:
+    """Raw shape strings from args: Ascend "Input Shapes" or Kineto "Input Dims" (a list)."""
+    out = pd.Series(np.nan, index=args.index, dtype=object)
+    s = args.dropna()
+    if not isinstance(s.dtype, pd.StringDtype):
+        s = s.astype("string[pyarrow]")
+    s = s[(s.str.contains("Input Dims", regex=False) | s.str.contains("Input Shapes", regex=False)
+           | s.str.contains("input_shapes", regex=False)).to_numpy()]
+    if len(s) == 0:
+        return out
+    dims = s.str.extract(r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I, expand=False)
+    asc = s.str.extract(r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I,
+                        expand=False)
+    out.loc[s.index] = dims.fillna(asc.str.replace('\\"', "", regex=False)).astype(object)
+    return out
+
+
+def misaligned(raw: Any, n_inputs: int, align: int) -> bool:
+    if not isinstance(raw, str) or not raw:
+        return False
+    found = [s for s in shapes(raw)[:n_inputs] if s]
+    return any(s[-1] % align != 0 for s in found)
+
+
+def dtype_bytes(args: pd.Series) -> pd.Series:
+    """Element size guessed from the dtype named in args (2 unless fp32/fp64/int8 is named)."""
+    s = args.astype("string").fillna("").str.lower()
+    size = pd.Series(2.0, index=args.index)
+    size[s.str.contains(r"float64|double", regex=True)] = 8.0
+    size[s.str.contains(r'"(?:dt_)?float(?:32)?"|\bfloat\b|fp32|c10::float\b', regex=True)
+         & ~s.str.contains(r"float16|bfloat16|half|bf16|fp16", regex=True)] = 4.0
+    return size
+
+
+#: PyTorch matrix operators whose FLOPs follow from their input shapes (Kineto "Input Dims"):
+#: operator -> (index of A, index of B, B laid out as (N, K) like a Linear weight)
+GEMM_OPS = {"mm": (0, 1, False), "matmul": (0, 1, False), "bmm": (0, 1, False),
+             "addmm": (1, 2, False), "baddbmm": (1, 2, False), "addbmm": (1, 2, False),
+             "linear": (0, 1, True), "_scaled_mm": (0, 1, False)}
+
+
+def gemm_flops(names: pd.Series, shape_raw: pd.Series) -> pd.Series:
+    """FLOPs (2 x M x N x K, batch included) of matrix operators from their input shapes, when
+    the trace has no FLOP count (Kineto without ``with_flops``); NaN for other operators."""
+    def one(name: str, raw: Any) -> float:
+        spec = GEMM_OPS.get(str(name).split("::")[-1])
+        if spec is None or not isinstance(raw, str):
+            return float("nan")
+        sh = shapes(raw)
+        ia, ib, transposed = spec
+        if len(sh) <= max(ia, ib) or len(sh[ia]) < 2 or len(sh[ib]) < 1:
+            return float("nan")
+        a, b = sh[ia], sh[ib]
+        n = b[0] if transposed else b[-1]
+        return 2.0 * float(np.prod(a[:-1])) * a[-1] * n
+
+    pairs = pd.DataFrame({"n": names.astype(str), "s": shape_raw})
+    uniq = pairs.drop_duplicates()
+    val = {(r.n, r.s): one(r.n, r.s) for r in uniq.itertuples(index=False)}
+    return pd.Series([val[(n, s_)] for n, s_ in zip(pairs["n"], pairs["s"], strict=True)],
+                     index=names.index, dtype="float64")
+
+
+def gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
+    """HBM bytes of a matmul estimated from its input shapes: both inputs read once and the
+    output written once, element size from the dtype. Computed once per distinct shape string."""
+    def elems(raw: Any) -> float:
+        sh = [s for s in shapes(raw)[:2] if s] if isinstance(raw, str) else []
+        if len(sh) != 2:
+            return float("nan")
+        a, b = sh
+        m = int(np.prod(a[:-1])) if len(a) > 1 else 1
+        k = a[-1]
+        # B is (K, N) or, transposed, (N, K)
+        n = b[-1] if len(b) > 1 and b[-2] == k else (b[-2] if len(b) > 1 else 1)
+        return float(np.prod(a) + np.prod(b) + m * n)
+
+    uniq = {raw: elems(raw) for raw in pd.unique(shape_raw.dropna())}
+    return shape_raw.map(uniq).astype("float64") * elem
+
+
+def peaks(ctx: RankContext) -> dict[str, Any]:
+    """Peak FLOP/s per unit and per dtype, HBM bandwidth and device kind: the trace's device dict
+    first, gaps filled from the matched device profile."""
+    dev, prof = ctx.device, profile_of(ctx)
+    base = prof.to_meta() if prof is not None else {}
+    return {"peak_flops": dict(dev.get("peak_flops") or base.get("peak_flops") or {}),
+            "dtype_flops": dict(dev.get("dtype_flops") or base.get("dtype_flops") or {}),
+            "hbm_bw_Bps": float(dev.get("hbm_bw_Bps") or base.get("hbm_bw_Bps") or 0.0),
+            "kind": str(dev.get("kind") or base.get("kind") or "gpu"),
+            "clock_mhz": float(dev.get("clock_mhz") or base.get("clock_mhz") or 0.0)}
+
+
+def step_of(ts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
+    if len(windows) == 0 or ts.size == 0:
+        return np.full(ts.size, -1, np.int64)
+    ws = windows["start_ns"].to_numpy(np.int64)
+    we = windows["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(ws, ts, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (ts < we[kk])
+    return np.where(inside, windows["step"].to_numpy(np.int64)[kk], -1)
