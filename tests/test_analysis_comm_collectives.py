@@ -199,3 +199,22 @@ def test_link_from_ascend_transports_and_p2p_matrix() -> None:
     m = r.tables["matrix"].set_index(["group", "peer"])
     assert m.loc[("pp", 3), "bytes"] == 4096 and m.loc[("pp", 3), "count"] == 2
     assert m.loc[("dp", -1), "bytes"] == 4096
+
+
+def test_cluster_derives_transmission_without_wait_figures() -> None:
+    # no importer wait figures (GPU / emulator traces): rank 0 arrives at 0, rank 1 at 100 ms,
+    # both end at 500 ms -> transit = 400 ms on both. 1 GiB all-reduce at 2^30/0.4 s x 2 (bus
+    # factor, group size unknown) = 5.37 GB/s vs NVLink 450 GB/s, a kernel running throughout
+    # -> contention costing 400 ms x (1 - 5.37/450) on each 1 s step
+    gib, ms = 2 ** 30, 1_000_000
+    rows = {r: [ev("step", "s", 0, 1000 * ms, rank=r, step=1),
+                ev("kernel", "k", 0, 600 * ms, rank=r),
+                coll("allreduce", a * ms, (500 - a) * ms, 1, gib, rank=r)]
+            for r, a in ((0, 0), (1, 100))}
+    res = cluster({r: frame(*v) for r, v in rows.items()})
+    f = {x.cause: x for x in res.findings}
+    assert f["synchronization_wait"].time_share == pytest.approx((0.1 + 0.0) / 2)
+    busbw = 2 * gib / 0.4 / 1e9
+    assert f["bandwidth_contention"].time_share == pytest.approx(0.4 * (1 - busbw / 450))
+    assert f["bandwidth_contention"].ranks == (0, 1)
+    assert "network_configuration" not in f
