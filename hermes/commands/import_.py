@@ -55,6 +55,17 @@ def _pick(sources: list[Path], forced: str | None) -> Any:
     return chosen
 
 
+def _use_system_allocator() -> None:
+    """Use Arrow's system allocator in this (short-lived, import-only) process.
+
+    mimalloc, Arrow's default, keeps freed chunk buffers cached; the system allocator hands
+    them back, which measured ~15 % lower peak RSS on the 87 MB MTIA trace at the same speed.
+    """
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def _fmt(result: Any, importer: str, n_files: int, seconds: float) -> str:
     rate = result.events / seconds if seconds > 0 else 0.0
     ranks = ",".join(str(r) for r in result.ranks) or "-"
@@ -92,6 +103,7 @@ def register(app: typer.Typer) -> None:
         """
         files = _expand(sources)
         importer = _pick(files, source_format)
+        _use_system_allocator()
         check_output_path(out)
         if out.exists() and out.is_dir() and out.suffix == ".parquet":
             raise UsageError("output path is a directory", path=out)
