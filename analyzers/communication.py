@@ -127,14 +127,20 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     t["transit_ns"] = transit.where(transit.notna(), t["dur_ns"] - t["wait_ns"])
     link = arg_values(args, "link", "link_type", "transport")
     link = link.where(link.notna() & (link != ""), _busiest_transport(args))
-    default_link = str(dev.get("intra_node_link") or "intra")
-    t["link"] = link.where(link.notna() & (link != ""), default_link).astype(str).str.lower()
-    t["peer"] = arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst")
-    cls = _link_class(t["link"])
     n = arg_numbers(args, "Group size", "group_size")
     world = len(getattr(ctx.meta, "ranks", ()) or ())
     if world >= 2:  # a group has at most every rank of the job
         n = n.fillna(float(world))
+    # without a named link: a group larger than one node crosses the inter-node network (the
+    # slower link, so its expected bandwidth is the lower one)
+    per_node = float(dev.get("devices_per_node") or 8)
+    unnamed = ~(link.notna() & (link != ""))
+    default = np.where(n.fillna(0).to_numpy() > per_node,
+                       str(dev.get("inter_node_link") or "inter"),
+                       str(dev.get("intra_node_link") or "intra"))
+    t["link"] = link.where(~unnamed, pd.Series(default, index=t.index)).astype(str).str.lower()
+    t["peer"] = arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst")
+    cls = _link_class(t["link"])
     with np.errstate(divide="ignore", invalid="ignore"):
         bw = t["bytes"] / (t["transit_ns"].where(t["transit_ns"] > 0) * 1e-9) / 1e9
     t["bw_GBps"] = bw

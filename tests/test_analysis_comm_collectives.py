@@ -218,3 +218,14 @@ def test_cluster_derives_transmission_without_wait_figures() -> None:
     assert f["bandwidth_contention"].time_share == pytest.approx(0.4 * (1 - busbw / 450))
     assert f["bandwidth_contention"].ranks == (0, 1)
     assert "network_configuration" not in f
+
+
+def test_group_larger_than_a_node_uses_the_inter_node_link() -> None:
+    # 16 ranks, 8 devices per node, no link named: the group crosses RDMA (25 GB/s on a 910B)
+    meta = TraceMeta(device=A910.device, ranks=tuple(range(16)))
+    r = communication(RankContext(0, frame(step(), coll("allreduce", 0, 100_000, 1, 64 * MB)),
+                                  meta))
+    t = r.tables["collectives"].iloc[0]
+    assert t["link"] == "rdma" and t["expected_GBps"] == 25.0
+    # bus factor of a 16-rank all-reduce: 2 x 15/16
+    assert t["busbw_GBps"] == pytest.approx(64 * MB / 100e-6 / 1e9 * 2 * 15 / 16)
