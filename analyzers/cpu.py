@@ -116,9 +116,11 @@ def _environment(meta: Any) -> dict[str, Any]:
 def _launch_excess(ev: pd.DataFrame, ctx: RankContext) -> dict[str, Any] | None:
     """How far host launch calls run above the device profile's launch latency: the fraction
     ``1 - expected / median observed`` of launch time that is not launching."""
-    from hermes.analyzers.computation import profile_of
+    from hermes import devices
 
-    prof = profile_of(ctx)
+    prof = None
+    for key in ("name", "display_name"):  # the trace's device name -> its profile
+        prof = prof or devices.match(str(ctx.device.get(key) or ""))
     expected = float(getattr(prof, "fields", {}).get("launch_latency_s", 0.0) or 0.0) * 1e9 \
         if prof is not None else 0.0
     m = (col(ev, "kind") == "launch") & (col(ev, "lane_kind") == "host")

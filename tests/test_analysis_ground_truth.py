@@ -1,0 +1,44 @@
+"""Ground truth: emulated runs with one cause injected are diagnosed with that cause.
+
+A few causes on one workload, few steps; ``benchmarks/diagnosis.py`` runs the full matrix.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import hermes
+from hermes.analyzers.invariants import check_result
+
+CAUSES = ("io.slow_data_reading", "io.slow_data_processing", "cpu.operator_compilation",
+          "cpu.garbage_collection", "cpu.environment_configuration")
+
+
+def analyze(tmp_path, inject: str | None):
+    from hermes.npu.emulate import emulate, plan
+
+    p = plan("resnet50", inject_specs=[inject] if inject else [], seed=0)
+    path = tmp_path / "run.parquet"
+    emulate(p, path, steps=6)
+    a = hermes.analyze(path)
+    assert a.meta.extra.get("injected_ids", []) == ([inject] if inject else [])
+    for rr in a.per_rank.values():
+        for res in rr.values():
+            check_result(res)
+    return a
+
+
+@pytest.mark.parametrize("cause", CAUSES)
+def test_injected_cause_leads(tmp_path, cause):
+    a = analyze(tmp_path, cause)
+    category = cause.split(".")[0]
+    top_of_category = next(f for f in a.findings if f.category == category)
+    assert top_of_category.id == cause
+    assert a.findings[0].category == category
+    assert a.bound == ("io" if category == "io" else "host")
+
+
+def test_clean_run_has_no_cause_but_computation(tmp_path):
+    a = analyze(tmp_path, None)
+    assert [f.id for f in a.findings if f.time_share >= 0.05 and f.category != "computation"] == []
+    assert a.bound == "device"
