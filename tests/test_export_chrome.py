@@ -11,11 +11,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hermes.trace import TraceMeta, chrome, open_writer, write_trace
+from hermes.trace import TraceMeta, chrome, chrome_text, open_writer, write_trace
 from tests.conftest import run_cli
 from tests.tracegen import ev, events
 
@@ -133,7 +134,7 @@ def test_clock_offsets_and_exact_large_times(tmp_path: Path) -> None:
 
 @given(st.integers(min_value=-(2**62), max_value=2**62))
 def test_us_text_is_exact(ns: int) -> None:
-    [text] = chrome.us_text([ns]).to_pylist()
+    [text] = chrome_text.us_text(np.array([ns], dtype=np.int64)).to_pylist()
     assert re.fullmatch(r"-?\d+\.\d{3}", text)
     assert Decimal(text) * 1000 == ns
 

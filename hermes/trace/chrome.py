@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -52,23 +51,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hermes.errors import OutputError, TraceFormatError
+from hermes.trace.chrome_text import FLOW_FIELDS, codes, format_batch, format_flows, mask_of
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import _check_columns, _open, conform, read_meta, trace_files
 from hermes.trace.schema import COLUMN_NAMES
 
 BATCH_ROWS = 65_536
-"""Rows formatted at once; bounds the size of one formatted chunk (~300 B per event)."""
+"""Rows formatted at once; bounds the size of one formatted chunk (~250 B per event)."""
 
 #: Track order within a process: host threads first, counters last.
 LANE_ORDER: dict[str, int] = {"host": 0, "device": 1, "copy": 2, "link": 3, "loader": 4,
                               "counter": 5}
 DEVICE_LANES = ("device", "copy", "link")
 
-#: Typed columns copied into ``args`` when non-null, in this order.
-ARG_COLUMNS: tuple[str, ...] = ("step", "corr_id", "external_id", "stream", "unit", "flops",
-                                "bytes", "value", "coll_group", "coll_seq", "coll_bytes")
-
-FLOW_CAT = "ac2g"
 _COMPACT = (",", ":")
 GZIP_LEVEL = 5  # level 9 costs ~3x the time for a few percent smaller files
 
@@ -119,14 +114,6 @@ def _batches(pf: pq.ParquetFile, f: Path, columns: list[str]) -> Iterator[pa.Rec
         yield batch
 
 
-def _codes(arr: pa.Array) -> tuple[np.ndarray, list[Any]]:
-    """Integer codes and their values for a (dictionary) column."""
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    idx = arr.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    return idx, arr.dictionary.to_pylist()
-
-
 def _natural(name: str) -> tuple[Any, ...]:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
@@ -137,8 +124,8 @@ def collect_tracks(path: str | os.PathLike[str]) -> dict[tuple[int, str], tuple[
     for _, _, batch in _row_groups(path, ["rank", "lane", "lane_kind"]):
         if batch is None or batch.num_rows == 0:
             continue
-        lane_i, lanes = _codes(batch.column(1))
-        kind_i, kinds = _codes(batch.column(2))
+        lane_i, lanes = codes(batch.column(1))
+        kind_i, kinds = codes(batch.column(2))
         ranks = batch.column(0).fill_null(0).to_numpy(zero_copy_only=False)
         trip = pd.DataFrame({"r": ranks, "l": lane_i, "k": kind_i}).drop_duplicates()
         for r, li, ki in trip.itertuples(index=False):  # one row per distinct lane
@@ -176,166 +163,6 @@ def _metadata_events(tracks: dict[tuple[int, str], tuple[int, str]]) -> list[str
 def time_shift(meta: TraceMeta) -> dict[int, int]:
     """Nanoseconds to add per rank to put every rank on rank 0's clock."""
     return {int(r): int(o) for r, o in meta.clock_offsets_ns.items()}
-
-
-def _mask_of(arr: pa.Array, value: str) -> np.ndarray:
-    """Rows of a dictionary/string column equal to ``value`` (compares distinct values only)."""
-    idx, values = _codes(arr)
-    hits = [i for i, v in enumerate(values) if v == value]
-    return np.isin(idx, hits) & pc.is_valid(arr).to_numpy(zero_copy_only=False)
-
-
-# --------------------------------------------------------------------------- formatting
-
-def us_text(ns: np.ndarray) -> pa.Array:
-    """Integer nanoseconds -> exact microsecond decimal text with 3 decimals."""
-    ns = np.asarray(ns, dtype=np.int64)
-    neg = ns < 0
-    a = np.abs(ns)
-    whole = pc.cast(pa.array(a // 1000), pa.string())
-    frac = pc.utf8_lpad(pc.cast(pa.array(a % 1000), pa.string()), width=3, padding="0")
-    text = pc.binary_join_element_wise(whole, frac, ".")
-    if neg.any():
-        text = pc.if_else(pa.array(neg), pc.binary_join_element_wise("-", text, ""), text)
-    return text
-
-
-def _json_strings(arr: pa.Array) -> pa.Array:
-    """JSON string literals of a dictionary/string column (escaping each distinct value once)."""
-    idx_arr = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()
-    lits = pa.array([None if v is None else json.dumps(v, ensure_ascii=False)
-                     for v in idx_arr.dictionary.to_pylist()], pa.string())
-    return pc.take(lits, idx_arr.indices)
-
-
-def _number_text(arr: pa.Array) -> pa.Array:
-    """JSON number text; null where null or not finite (JSON has no NaN/inf)."""
-    text = pc.cast(arr, pa.string())
-    if pa.types.is_floating(arr.type):
-        text = pc.if_else(pc.is_finite(arr), text, pa.scalar(None, pa.string()))
-    return text
-
-
-def _keyed(key: str, text: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise(f'"{key}":', text, "")  # null stays null
-
-
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
-
-
-def _args_inner(args: pa.Array) -> pa.Array:
-    """The members of each ``args`` JSON object without braces (null when empty or null).
-    A value that is not a JSON object is kept as ``"args_text": "<the text>"``."""
-    text = pc.utf8_trim_whitespace(args)
-    is_obj = pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))
-    inner = pc.utf8_trim_whitespace(pc.utf8_slice_codeunits(text, 1, -1))
-    inner = pc.if_else(pc.equal(inner, ""), pa.scalar(None, pa.string()), inner)
-    ok = pc.fill_null(is_obj, True)
-    valid = pc.filter(text, pc.fill_null(is_obj, False))
-    if len(valid):  # one C-level parse of the whole batch checks that the objects are JSON
-        joined = pc.binary_join(pa.array([valid], pa.list_(pa.string())), ",")[0].as_py()
-        try:
-            _RAW_LIST.decode(f"[{joined}]")
-        except msgspec.DecodeError:
-            ok = pc.and_(ok, pa.array([_is_json(t) for t in text.to_pylist()]))
-    if pc.all(ok).as_py() is True:
-        return inner
-    kept = pc.binary_join_element_wise('"args_text":', _json_strings(args), "")
-    return pc.if_else(ok, inner, kept)
-
-
-def _is_json(text: str | None) -> bool:
-    if text is None:
-        return True
-    if not (text.startswith("{") and text.endswith("}")):
-        return False
-    try:
-        msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        return False
-    return True
-
-
-def format_batch(batch: pa.RecordBatch, tids: np.ndarray, ts_ns: np.ndarray) -> pa.Array:
-    """One text per event, each starting with ``",\\n"`` (the array separator)."""
-    col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
-    dur_ns = col["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)
-    counter_np = _mask_of(col["kind"], "counter")
-    is_counter = pa.array(counter_np)
-    is_instant = pa.array(_mask_of(col["kind"], "marker") & (dur_ns == 0))
-    head = pc.if_else(is_counter, '{"ph":"C"',
-                      pc.if_else(is_instant, '{"ph":"i","s":"t"', '{"ph":"X"'))
-    dur = pc.if_else(pc.or_(is_counter, is_instant), "",
-                     pc.binary_join_element_wise(',"dur":', us_text(dur_ns), ""))
-    pieces = [_keyed(c, _json_strings(col[c]) if pa.types.is_dictionary(col[c].type)
-                     else _number_text(col[c]))
-              for c in ARG_COLUMNS if col[c].null_count < len(col[c])]  # skip all-null ones
-    # Each present member ends with ","; the last one's comma is trimmed (JSON members never
-    # end with a comma). (binary_join's null_handling="skip" drops all-null rows in Arrow 26.)
-    if col["args"].null_count < len(col["args"]):
-        pieces.append(_args_inner(col["args"]))
-    members = [pc.binary_join_element_wise(p, ",", "") for p in pieces] or [""]
-    general = pc.utf8_rtrim(pc.binary_join_element_wise(*members, "", null_handling="replace"),
-                            characters=",")
-    value = _keyed("value", _number_text(col["value"]))
-    args = pc.if_else(is_counter, value, general)
-    line = pc.binary_join_element_wise(
-        ",\n", head, ',"cat":', _json_strings(col["kind"]),
-        ',"name":', _json_strings(col["name"]), ',"pid":', pc.cast(col["rank"], pa.string()),
-        ',"tid":', pc.cast(pa.array(tids), pa.string()),
-        ',"ts":', us_text(ts_ns), dur, ',"args":{', args, "}}", "",
-        null_handling="replace")
-    # Counters without a value cannot be plotted: leave them out.
-    drop = counter_np & pc.is_null(col["value"]).to_numpy(zero_copy_only=False)
-    return pc.filter(line, pa.array(~drop)) if drop.any() else line
-
-
-#: Per correlated event, the fields a flow needs (compact dtypes: held for a whole file).
-FLOW_FIELDS: dict[str, type] = {"rank": np.int32, "corr_id": np.int64, "host": np.bool_,
-                                "launch": np.bool_, "ts_ns": np.int64, "tid": np.int32}
-
-
-def format_flows(ev: dict[str, np.ndarray], first_id: int) -> tuple[Iterator[pa.Array], int]:
-    """Flow events for the correlated events of one file, each text starting with ``",\\n"``.
-
-    ``ev``: arrays named as in ``FLOW_FIELDS`` (ts_ns on the output clock). Per (rank,
-    corr_id), the host event is the launch if there is one, else the earliest host event.
-    Returns (chunks of at most ``BATCH_ROWS`` device events: the ``s`` events of the flows
-    they end, then their ``f`` events; the next free flow id)."""
-    if not len(ev["rank"]):
-        return iter(()), first_id
-    # Each (rank, corr_id) group sorted: host events first (launches first, then by time),
-    # then device events by time. No pandas merge: a few index arrays instead.
-    order = np.lexsort((ev["ts_ns"], ~ev["launch"], ~ev["host"], ev["corr_id"], ev["rank"]))
-    rank, corr, host = ev["rank"][order], ev["corr_id"][order], ev["host"][order]
-    new = np.r_[True, (rank[1:] != rank[:-1]) | (corr[1:] != corr[:-1])]
-    group_start = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
-    dev = np.flatnonzero(~host & host[group_start])  # device events of groups with a host
-    if not len(dev):
-        return iter(()), first_id
-    h = group_start[dev]
-    ids = np.cumsum(np.r_[True, h[1:] != h[:-1]]) - 1 + first_id
-    starts = np.r_[True, ids[1:] != ids[:-1]]
-    cols = {"rank": rank[dev], "tid_h": ev["tid"][order[h]], "tid_d": ev["tid"][order[dev]],
-            "ts_ns_h": ev["ts_ns"][order[h]], "ts_ns_d": ev["ts_ns"][order[dev]]}
-
-    def text(ph: str, sel: slice | np.ndarray, side: str) -> pa.Array:
-        return pc.binary_join_element_wise(
-            f',\n{{"ph":"{ph}",' + ('"bp":"e",' if ph == "f" else "")
-            + f'"cat":"{FLOW_CAT}","name":"{FLOW_CAT}","id":',
-            pc.cast(pa.array(ids[sel]), pa.string()),
-            ',"pid":', pc.cast(pa.array(cols["rank"][sel]), pa.string()),
-            ',"tid":', pc.cast(pa.array(cols[f"tid_{side}"][sel]), pa.string()),
-            ',"ts":', us_text(cols[f"ts_ns_{side}"][sel]), "}", "")
-
-    def chunks() -> Iterator[pa.Array]:
-        for lo in range(0, len(ids), BATCH_ROWS):
-            part = slice(lo, lo + BATCH_ROWS)
-            first = np.flatnonzero(starts[part]) + lo
-            yield text("s", first, "h")
-            yield text("f", part, "d")
-
-    return chunks(), int(ids.max()) + 1
 
 
 # --------------------------------------------------------------------------- writing
@@ -421,7 +248,7 @@ def _write(path: str | os.PathLike[str], tracks: dict[tuple[int, str], tuple[int
 
     def flush_flows() -> None:  # flows never cross files: per-rank files hold whole ranks
         nonlocal next_id, n_flows
-        chunks, last = format_flows(_concat(corr), next_id)
+        chunks, last = format_flows(_concat(corr), next_id, BATCH_ROWS)
         corr.clear()
         n_flows += last - next_id
         next_id = last
@@ -439,7 +266,7 @@ def _write(path: str | os.PathLike[str], tracks: dict[tuple[int, str], tuple[int
             shift = time_shift(meta)
             continue
         ranks = batch.column(0).fill_null(0).to_numpy(zero_copy_only=False)
-        lane_i, lanes = _codes(batch.column(1))
+        lane_i, lanes = codes(batch.column(1))
         tids = np.zeros(len(ranks), np.int64)
         ts = batch.column(5).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         for r in np.unique(ranks):  # a handful of ranks per batch; lanes via a lookup table
@@ -473,14 +300,14 @@ def _correlated(batch: pa.RecordBatch, ranks: np.ndarray, tids: np.ndarray,
     names = batch.schema.names
     corr = batch.column(names.index("corr_id"))
     lane_kind, kind = batch.column(names.index("lane_kind")), batch.column(names.index("kind"))
-    host = _mask_of(lane_kind, "host")
+    host = mask_of(lane_kind, "host")
     device = np.zeros_like(host)
     for lk in DEVICE_LANES:
-        device |= _mask_of(lane_kind, lk)
+        device |= mask_of(lane_kind, lk)
     keep = pc.is_valid(corr).to_numpy(zero_copy_only=False) & (host | device)
-    keep &= ~_mask_of(kind, "counter")
+    keep &= ~mask_of(kind, "counter")
     cols = {"rank": ranks, "corr_id": corr.fill_null(0).to_numpy(zero_copy_only=False),
-            "host": host, "launch": _mask_of(kind, "launch"), "ts_ns": ts, "tid": tids}
+            "host": host, "launch": mask_of(kind, "launch"), "ts_ns": ts, "tid": tids}
     return {k: cols[k][keep].astype(t) for k, t in FLOW_FIELDS.items()}
 
 
