@@ -8,6 +8,7 @@ with exit code 2.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 
@@ -56,6 +57,17 @@ def _register_commands() -> None:
         register = getattr(module, "register", None)
         if register is not None:
             register(app)
+    for cmd in app.registered_commands:
+        if cmd.short_help is None:
+            cmd.short_help = _first_sentence(cmd.help or inspect.getdoc(cmd.callback) or "")
+
+
+def _first_sentence(doc: str) -> str:
+    """The command list's one-liner: the docstring's first sentence, hard line breaks removed
+    (rich help keeps them, which breaks the list's column wrapping)."""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    end = para.find(". ")
+    return para if end < 0 else para[: end + 1]
 
 
 _register_commands()

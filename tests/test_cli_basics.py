@@ -36,3 +36,20 @@ def test_console_script_exit_code_for_missing_file(tmp_path):
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
     assert res.stderr.startswith("hermes: error: ") and "missing.parquet" in res.stderr
+
+
+def test_text_outputs_get_normal_permissions(tmp_path: Path) -> None:
+    """Reports are written to a temp file (mkstemp: 0600) and renamed: the result must carry the
+    usual umask-derived mode, like any file the user's tools write."""
+    import os
+
+    from hermes.commands._util import write_text_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_text_atomic(tmp_path / "report.md", "# hi\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "report.md").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "report.md").read_text() == "# hi\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
