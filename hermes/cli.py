@@ -78,6 +78,19 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+def _quiet_stdout() -> int:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush cannot
+    print a traceback, and return 141 (128 + SIGPIPE), what a shell reports for such a reader."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns (and exits with) the exit code."""
     args = sys.argv[1:] if argv is None else argv
@@ -94,14 +107,18 @@ def main(argv: list[str] | None = None) -> int:
         if exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
         code = fail(f"{exc.format_message()}{hint}", 2)
-    except click.Exit as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except click.Abort:
+    except typer.Abort:
         code = fail("interrupted", 130)
     except KeyboardInterrupt:
         code = fail("interrupted", 130)
-    except BrokenPipeError:
-        code = 0
+    except BrokenPipeError:  # `hermes ... | head`: the reader left; stop quietly
+        code = _quiet_stdout()
+    except SystemExit as exc:  # typer exits on EPIPE even outside standalone mode
+        code = exc.code if isinstance(exc.code, int) else 1
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # typer's mark of a broken pipe
+            code = _quiet_stdout()
     except click.ClickException as exc:
         code = fail(exc.format_message(), exc.exit_code or 2)
     if argv is None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from hermes import __version__
 from tests.conftest import run_cli
@@ -13,12 +14,13 @@ def test_version():
 
 
 def test_every_command_help_has_an_example():
-    from hermes.cli import app
     import typer.main
+
+    from hermes.cli import app
 
     group = typer.main.get_command(app)
     assert group.commands, "no commands registered"
-    for name, cmd in group.commands.items():
+    for name, _cmd in group.commands.items():
         code, out, err = run_cli(name, "--help")
         assert code == 0, (name, err)
         assert "Example" in out, f"`hermes {name} --help` has no example"
@@ -53,3 +55,14 @@ def test_text_outputs_get_normal_permissions(tmp_path: Path) -> None:
     assert (tmp_path / "report.md").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "report.md").read_text() == "# hi\n"
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+
+
+def test_output_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    """`hermes ... | head -1`: the reader leaves early; no traceback, the SIGPIPE exit status."""
+    proc = subprocess.Popen([sys.executable, "-m", "hermes.cli", "--help"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()  # nobody reads: the first write hits EPIPE
+    _, err = proc.communicate(timeout=60)
+    assert err == b"", err.decode()
+    assert proc.returncode in (0, 1, 141)  # rich exits 1 on EPIPE, our own writes 141
