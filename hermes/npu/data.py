@@ -49,13 +49,13 @@ class DataPipeline:
     def __post_init__(self) -> None:
         w, s, f = self.workload, self.s, self.profile.fields
         b = w.samples_per_step
-        bw = REMOTE_STORAGE_BPS if s.remote_storage else LOCAL_STORAGE_BPS
+        bw = s.storage_Bps or (REMOTE_STORAGE_BPS if s.remote_storage else LOCAL_STORAGE_BPS)
         # Storage bandwidth is shared by all workers (reads queue on one channel), and so is
         # extracting members of one zip/tar archive (sequential); processing runs per worker.
         self.read_dur = b * (w.sample_storage_B / bw
                              + (DECODE_S_PER_SAMPLE if s.compressed else 0.0)) * 1e9
         self.proc_dur = b * w.process_s * s.process_scale * s.host_slowdown * 1e9
-        nbytes = b * w.sample_device_B
+        nbytes = b * w.sample_device_B * s.device_bytes_scale
         h2d = f.get("h2d_pinned_Bps", 2e10) if s.pin_memory else f.get("h2d_pageable_Bps", 8e9)
         self.copy_dur = nbytes / h2d * 1e9
         # pageable bandwidth already includes the driver's staging through a bounce buffer;
@@ -71,7 +71,10 @@ class DataPipeline:
         """Read and process batch k (once every batch before it is produced)."""
         w = k % self.workers
         cap = WORKER_PREFETCH_FACTOR * self.workers
-        gate = self.consumed[k - cap] if k - cap >= 0 else self.t0
+        # a worker runs at most ``cap`` batches ahead of consumption; during warm-up the
+        # device-side prefetcher takes batches out of the loader's queue, so batches beyond
+        # ``cap`` asked for before any step (prefetch > cap) wait only for the workers
+        gate = self.consumed[k - cap] if 0 <= k - cap < len(self.consumed) else self.t0
         start = max(self.worker_free[w], gate, self.storage_free)
         self.storage_free = start + self.read_dur
         self.read_end.append(start + self.read_dur)

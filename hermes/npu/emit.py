@@ -35,7 +35,7 @@ EXTRA_NAMES = ["TransData", "StreamSynchronize", "wait grad_allreduce", "gc.coll
                "grad_allreduce", "straggler_stall", "item_sync", "ProfilerStep",
                "aicore_freq_mhz"]
 ARGS = [None, '{"cache_hit":true}', '{"cache_hit":false}', '{"unit":"items"}',
-        '{"unit":"percent"}', '{"unit":"MHz"}']
+        '{"unit":"percent"}', '{"unit":"MHz"}', '{"pinned":true}', '{"pinned":false}']
 # Dictionaries must not repeat a value (the Parquet writer's output would then depend on
 # how it unifies them): lane kinds get their own dictionary and a lane -> kind index map.
 _LANE_DICT = pa.array(LANES)
@@ -267,7 +267,8 @@ def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float
               ts=data["fetch_end"] - data["fetch_dur"] - data["pin_dur"], dur=data["pin_dur"])
         p.add(1, lane="copy 0", kind="memcpy_h2d", name=x["H2D batch"],
               ts=data["fetch_end"] - data["copy_dur"], dur=data["copy_dur"], stream=2,
-              unit=UNITS.index("copy"), bytes=data["batch_bytes"])
+              unit=UNITS.index("copy"), bytes=data["batch_bytes"],
+              args=6 if st.s.pin_memory else 7)
         for q in ("data_queue", "host_queue", "device_queue"):
             p.add(1, lane="counters", kind="counter", name=x[q], ts=start, dur=0,
                   value=data[q], args=3)

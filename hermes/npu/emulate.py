@@ -44,7 +44,8 @@ class Plan:
         return {"injected": [{"id": c, "strength": k} for c, k in self.causes],
                 "injected_ids": [c for c, _ in self.causes],
                 "opts": {n: (list(v) if isinstance(v, tuple) else v) for n, v in self.opts},
-                "clock": self.clock, "device_name": self.device}
+                "clock": self.clock, "device_name": self.device,
+                **({"reference": self.settings.ref.to_meta()} if self.settings.ref else {})}
 
 
 def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
@@ -68,8 +69,13 @@ def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
     if os.environ.get("MAX_RUNTIME_CORE_NUMBER", "").strip() == "3" and \
             "pipeline" not in dict(optl):
         optl.append(("pipeline", True))  # GE's switch for the 3-stage host pipeline
-    s = inject.apply(base or Settings(), causes, ranks, int(prof.fields.get("devices_per_node",
-                                                                             8)))
+    s0 = base or Settings()
+    if causes:  # injections are scaled to this workload's healthy step (reference.py)
+        from hermes.npu.reference import step_ref
+
+        Runtime(prof, ranks=ranks, settings=s0).layout(w)  # a bad layout fails before the run
+        s0 = s0.with_(ref=step_ref(w, prof, ranks, s0))
+    s = inject.apply(s0, causes, ranks, int(prof.fields.get("devices_per_node", 8)))
     s = opts.apply(s, optl)
     _check(s, dict(optl), ranks)
     Runtime(prof, ranks=ranks, settings=s).layout(w)  # validates parallel= against --ranks

@@ -28,6 +28,7 @@ SMALL_ON_HOST_S = 2.0e-6       # computing a small-shape operator on the host CP
 YOUNG_GC_S = 3.0e-5            # young-generation collection pause
 GC_NS_PER_OBJECT = 50.0        # full collection: traversal cost per tracked object
 FROZEN_HEAP_SHARE = 0.02       # after gc.freeze(), objects still traversed
+LOG_CALLS_PER_OP = 4           # InferShape, tiling, allocation and launch each log a line
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class HostModel:
         n = len(sig)
         keys = sig.astype(np.int64) * 1_000_003 + variant
         k = s.host_slowdown * 1e9
-        log = LOG_COST_S[s.log_level] * 1e9
+        log = LOG_COST_S[s.log_level] * s.log_scale * 1e9
         on_host = small & s.host_small_ops
         hit = _seen(keys, self.tiling_keys) if s.tiling_cache else np.zeros(n, bool)
         new_compile = ~_seen(keys, self.compiled_keys) if (s.jit and variant != 0) \

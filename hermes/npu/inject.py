@@ -1,8 +1,12 @@
 """Injectable causes: every cause id of the vocabulary, each turning the knobs that produce
 the effect its analyzer looks for. ``CAUSES[id].apply(settings, strength, ranks)``.
 
-Strength 1.0 is a clear, realistic case; larger is worse. Causes that need several ranks
-(communication, slow node) declare ``min_ranks``; RDMA needs ranks beyond one node.
+Strength 1.0 makes the cause the run's bottleneck, whatever the workload: when the settings
+carry the healthy run's step (``settings.ref``, a :class:`~hermes.npu.reference.StepRef` that
+``emulate.plan`` measures), a knob is set so the cause costs about ``target_s`` = 2 x strength
+healthy steps (the mechanism stays the one ``effect`` describes, only its size is scaled);
+without a reference the knobs take fixed values. Larger strength is worse. Causes that need
+several ranks (communication, slow node) declare ``min_ranks``; RDMA needs ranks beyond one node.
 """
 
 from __future__ import annotations
@@ -10,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from hermes.analyzers.base import CAUSE_IDS
 from hermes.errors import UsageError
-from hermes.npu.settings import Settings
+from hermes.npu.data import DECODE_S_PER_SAMPLE, REMOTE_STORAGE_BPS
+from hermes.npu.host import GC_NS_PER_OBJECT, LOG_CALLS_PER_OP
+from hermes.npu.settings import LOG_COST_S, Settings
 
 Apply = Callable[[Settings, float, int], Settings]
 
@@ -36,6 +44,13 @@ def _c(cid: str, effect: str, min_ranks: int = 1, inter: bool = False) -> Callab
     return deco
 
 
+def target_s(s: Settings, k: float) -> float:
+    """Seconds per step an injected cause at strength ``k`` should cost: ``2 k`` healthy steps
+    of the workload (``s.ref``, see ``reference.py``), so the cause binds the run; 0 without a
+    reference (the knobs then keep their absolute strength-1 values)."""
+    return 2.0 * k * s.ref.step_s if s.ref is not None else 0.0
+
+
 @_c("parallel.poor_parallelism", "gradient allreduce issued after backward: communication "
     "not overlapped with computation", min_ranks=2)
 def _poor_parallel(s: Settings, k: float, n: int) -> Settings:
@@ -45,53 +60,100 @@ def _poor_parallel(s: Settings, k: float, n: int) -> Settings:
 @_c("io.slow_data_reading", "compressed archives on remote storage at low bandwidth: every "
     "queue empty, the loop waits on reads")
 def _slow_read(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(remote_storage=True, compressed=k >= 1.0,
-                   process_scale=s.process_scale / (1 + 4 * k))
+    s = s.with_(remote_storage=True, compressed=k >= 1.0,
+                process_scale=s.process_scale / (1 + 4 * k))
+    r, t = s.ref, target_s(s, k)
+    if r is not None:  # one batch takes the healthy step plus the target to read
+        nbytes = r.samples * r.sample_storage_B
+        decode = r.samples * DECODE_S_PER_SAMPLE if s.compressed else 0.0
+        left = r.step_s + t - decode
+        bw = nbytes / left if left > 0 and nbytes > 0 else REMOTE_STORAGE_BPS
+        s = s.with_(storage_Bps=min(bw, REMOTE_STORAGE_BPS))
+    return s
 
 
 @_c("io.slow_data_processing", "one loader worker, per-sample CPU processing too slow: data "
     "queue non-empty, host queue empty")
 def _slow_proc(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(num_workers=1, process_scale=s.process_scale * k)
+    r, t = s.ref, target_s(s, k)
+    scale = s.process_scale * k
+    if r is not None and r.samples * r.process_s > 0:  # one batch: healthy step + target
+        scale = max(scale, (r.step_s + t) / (r.samples * r.process_s * s.host_slowdown))
+    return s.with_(num_workers=1, process_scale=scale)
 
 
 @_c("io.slow_data_fetching", "pageable host memory, no prefetch and a big batch: host queue "
     "non-empty, device queue empty")
 def _slow_fetch(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(pin_memory=False, prefetch=0, process_scale=s.process_scale * 0.1)
+    r, t = s.ref, target_s(s, k)
+    big = 1.0
+    if r is not None and r.samples * r.sample_device_B > 0:  # the copy takes the target
+        big = max(1.0, t * r.h2d_pageable_Bps / (r.samples * r.sample_device_B))
+    return s.with_(pin_memory=False, prefetch=0, process_scale=s.process_scale * 0.1,
+                   device_bytes_scale=s.device_bytes_scale * big)
 
 
 @_c("cpu.operator_compilation", "dynamic shapes: operators recompiled for new shapes each step")
 def _compile(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(dynamic_shapes=True, shape_variants=10_000, jit=True,
-                   compile_s=s.compile_s * k)
+    r, t = s.ref, target_s(s, k)
+    cs = s.compile_s * k
+    if r is not None and r.kernels:  # every distinct kernel recompiled each step: the target
+        cs = max(cs, t / r.kernels)
+    return s.with_(dynamic_shapes=True, shape_variants=10_000, jit=True, compile_s=cs)
 
 
 @_c("cpu.operator_dispatch", "no tiling cache and a slow host stack: per-operator host work "
     "exceeds device time")
 def _dispatch(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(tiling_cache=False, host_slowdown=s.host_slowdown * (1 + k))
+    r, t = s.ref, target_s(s, k)
+    slow = 1 + k
+    if r is not None and r.ops:  # issuing a step's operators takes the healthy step + target
+        slow = max(slow, (r.step_s + t) / (r.ops * r.host_op_s))
+    return s.with_(tiling_cache=False, host_slowdown=s.host_slowdown * slow)
 
 
-@_c("cpu.host_device_sync", ".item()-style synchronous calls inside the step")
+@_c("cpu.host_device_sync", ".item()-style synchronous calls inside the step (a loop of them "
+    "where the device has drained)")
 def _sync(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(extra_syncs=int(round(20 * k)))
+    r, t = s.ref, target_s(s, k)
+    syncs = max(int(round(20 * k)), 1)
+    items = 1
+    if r is not None and r.sync_s > 0:  # the round trips of all syncs add up to the target
+        items = max(1, int(np.ceil(t / (syncs * r.sync_s))))
+    return s.with_(extra_syncs=syncs, sync_items=items)
 
 
-@_c("cpu.garbage_collection", "a large tracked heap: full GC pauses of ~100 ms")
+@_c("cpu.garbage_collection", "a large tracked heap: long full GC pauses")
 def _gc(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(gc_heap_objects=int(2_000_000 * k), gc_full_every=5, gc_threshold=700)
+    r, t = s.ref, target_s(s, k)
+    threshold, full_every, heap = 700, 5, int(2_000_000 * k)
+    if r is not None and r.objects > 0:  # two full collections a step, pausing the target
+        threshold = max(1, min(threshold, r.objects // 2))
+        young = r.objects / threshold
+        full_every = max(1, int(young // 2))
+        fulls = young / full_every
+        heap = max(heap, int(t / fulls / (GC_NS_PER_OBJECT * 1e-9 * s.host_slowdown)))
+    return s.with_(gc_heap_objects=heap, gc_full_every=full_every, gc_threshold=threshold)
 
 
 @_c("cpu.resource_contention", "a competing process using 4000 % CPU inflates host costs")
 def _contention(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(host_slowdown=s.host_slowdown * (1 + 3 * k), other_cpu_pct=4000.0 * k)
+    r, t = s.ref, target_s(s, k)
+    slow = 1 + 3 * k
+    if r is not None and r.host_s > 0:  # the inflated host stack takes the healthy step + target
+        slow = max(slow, (r.step_s + t) / r.host_s)
+    return s.with_(host_slowdown=s.host_slowdown * slow, other_cpu_pct=4000.0 * k)
 
 
-@_c("cpu.environment_configuration", "debug log level (a log line per host call) and loader "
-    "workers bound to 2 cores with taskset")
+@_c("cpu.environment_configuration", "debug log level (a log line per host call, to a slow "
+    "log sink) and loader workers bound to 2 cores with taskset")
 def _env(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(log_level="debug", taskset_cores=2)
+    r, t = s.ref, target_s(s, k)
+    scale = 1.0
+    if r is not None and r.ops:  # the log lines of a step's host calls take the target
+        per_line = LOG_COST_S["debug"] * s.host_slowdown
+        scale = max(1.0, (r.step_s + t - r.host_s) / (LOG_CALLS_PER_OP * r.ops * per_line))
+    return s.with_(log_level="debug", taskset_cores=2, log_scale=s.log_scale * scale)
 
 
 @_c("computation.compute_bound", "larger matmuls: Cube time dominates")

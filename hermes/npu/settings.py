@@ -8,7 +8,10 @@ nothing injected a run is bound by computation only.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hermes.npu.reference import StepRef
 
 #: Host cost of one logging call per level, in seconds (formatting + write of a log line).
 LOG_COST_S: dict[str, float] = {"error": 0.0, "warning": 1e-7, "info": 3e-6, "debug": 2e-5}
@@ -27,7 +30,9 @@ class Settings:
     jit: bool = True                   # compile kernels for shapes not in the kernel cache
     compile_s: float = 4.0e-4          # JIT compile per new kernel (57.9 ms/step of 762 ops)
     extra_syncs: int = 0               # .item()-style syncs inserted per step
+    sync_items: int = 1                # host round trips at each inserted sync (.item() loop)
     log_level: str = "warning"
+    log_scale: float = 1.0             # cost of a log line vs LOG_COST_S (slow log sink)
     gc_threshold: int = 700            # allocations between young-generation collections
     gc_full_every: int = 100           # young collections between full collections
     gc_heap_objects: int = 10_000      # objects a full collection traverses
@@ -42,8 +47,12 @@ class Settings:
     compressed: bool = False           # zip/tar archives: decode per sample
     taskset_cores: int = 0             # loader workers bound to this many cores (0 = unbound)
     process_scale: float = 1.0         # multiplies per-sample CPU processing
+    storage_Bps: float = 0.0           # storage read bandwidth; 0 = local NVMe / remote default
+    device_bytes_scale: float = 1.0    # multiplies bytes copied to the device per sample
     # -- device --
     aligned: bool = True               # cube inner axes multiples of 256
+    inner_offset: int = 0              # elements added to every matmul inner axis (hidden sizes
+    #                                    a few elements off a multiple of 256)
     private_format: bool = False       # TransData conversions before private-format ops
     aicpu_fallback: bool = False       # unsupported ops run on the AI CPU
     compute_scale: float = 1.0         # multiplies matmul FLOPs (bigger matmuls)
@@ -54,6 +63,7 @@ class Settings:
     grad_bucket_mb: float = 25.0       # data-parallel gradient bucket size
     align_sizes: bool = True           # pad messages to 512 B
     misaligned: bool = False           # message sizes not multiples of 512 B
+    misaligned_bw: float = 0.55        # bandwidth fraction such messages get (comm.MISALIGNED_BW)
     net_bw_factor: float = 1.0         # <1: mis-set HCCL environment
     overlap_comm: bool = True          # issue gradient allreduce during backward
     contention: float = 0.0            # concurrent comm/compute HBM and link contention
@@ -62,6 +72,8 @@ class Settings:
     late_rank: int = -1                # rank arriving late at every step (host stall)
     late_s: float = 0.0
     layout: tuple[int, int, int] | None = None   # (dp, tp, pp); None: workload default
+    # -- the healthy run injections are scaled against (``reference.py``); not a knob --
+    ref: StepRef | None = None
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
@@ -70,4 +82,4 @@ class Settings:
         """Non-default knobs (what the trace's ``extra.settings`` records)."""
         base = Settings()
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
-                if getattr(base, k) != v}
+                if k != "ref" and getattr(base, k) != v}

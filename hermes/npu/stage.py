@@ -96,8 +96,12 @@ class Stage:
         o = self.order
         self.is_link = graph.unit[o] == LINK
         self.sync = graph.sync[o].copy()
+        # host cost of each sync after the device drained: one round trip, or a loop of
+        # ``sync_items`` .item() round trips where a sync was inserted
+        self.sync_cost = np.full(self.n, sync_ns)
         if s.extra_syncs and self.fwd_end:  # .item() calls spread over the forward pass
             pos = np.linspace(0, self.fwd_end - 1, s.extra_syncs + 2)[1:-1].astype(int)
+            self.sync_cost[pos[~self.sync[pos]]] = sync_ns * max(s.sync_items, 1)
             self.sync[pos] = True
         if s.sink:  # a sunk graph cannot stop for the host inside an iteration
             self.sync[:] = False
@@ -105,7 +109,7 @@ class Stage:
         bwd_mask = (graph.phase[o] == BWD) & ~self.is_link
         if s.contention > 0 and lay.dp > 1 and s.overlap_comm:
             # gradient communication overlapping backward contends for HBM: 20-40 % slower
-            self.base_dur[:, bwd_mask] *= 1.0 + 0.5 * s.contention
+            self.base_dur[:, bwd_mask] *= 1.0 + 0.5 * min(s.contention, 0.6)
         self.transdata = transdata[o]
         self.sched, self.sync_ns, self.sink_ns = sched_ns, sync_ns, sink_ns
         self.R = len(ranks)
@@ -205,7 +209,7 @@ class Stage:
         if self.sync[hi - 1]:
             done = r.dev_ts[:, hi - 1] + r.dev_dur[:, hi - 1]
             r.sync_ts[:, hi - 1] = self.h
-            self.h = np.maximum(self.h, done) + self.sync_ns
+            self.h = np.maximum(self.h, done) + self.sync_cost[hi - 1]
             r.sync_dur[:, hi - 1] = self.h - r.sync_ts[:, hi - 1]
 
     @property
@@ -254,7 +258,8 @@ class Stage:
             done = np.broadcast_to(self.dev_free[:, None], done.shape)
         link = lay.link_for("dp")
         sizes = np.array([message_bytes(b, s) for b in self.bucket_bytes])
-        xmit = np.array([transmit_ns("allreduce", b, lay.dp, link, s) for b in sizes])
+        xmit = np.array([transmit_ns("allreduce", b, lay.dp, link, s, concurrent=s.overlap_comm)
+                         for b in sizes])
         xmit = xmit + retransmit_ns(self.rng, nb, s, link.name == "rdma")
         ts, dur = np.zeros((self.R, nb)), np.zeros((self.R, nb))
         free = self.comm_free
