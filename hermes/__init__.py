@@ -15,11 +15,14 @@ except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+source"
 
 from hermes.errors import HermesError
-from hermes.trace import Trace, TraceMeta, load
 
 # Names provided by other parts of the package, imported on first use so that
-# `import hermes` stays light (the CLI starts fast, collectors import nothing heavy).
+# `import hermes` stays light: the CLI starts without pandas/pyarrow, and collectors
+# import nothing heavy.
 _LAZY = {
+    "Trace": "hermes.trace.reader",
+    "TraceMeta": "hermes.trace.meta",
+    "load": "hermes.trace.reader",
     "profile": "hermes.collectors.api",
     "step": "hermes.collectors.api",
     "region": "hermes.collectors.api",
@@ -33,7 +36,13 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'hermes' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
 
 
-__all__ = ["HermesError", "Trace", "TraceMeta", "__version__", "load", *_LAZY]
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["HermesError", "__version__", *_LAZY]

@@ -53,17 +53,28 @@ def register(importer: Importer) -> Importer:
     return importer
 
 
+def _load(mod: str) -> None:
+    try:
+        importlib.import_module(mod)
+    except ModuleNotFoundError as exc:  # an importer not built yet in this tree
+        if exc.name != mod:
+            raise
+
+
 def _load_all() -> None:
     for mod in _MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # an importer not built yet in this tree
-            if exc.name != mod:
-                raise
+        _load(mod)
+
+
+def _module_of(name: str) -> str:
+    return f"hermes.collectors.importers.{name}"
 
 
 def get(name: str) -> Importer:
-    _load_all()
+    if name not in IMPORTERS and _module_of(name) in _MODULES:
+        _load(_module_of(name))  # only the one asked for (the Ascend one imports pandas)
+    if name not in IMPORTERS:
+        _load_all()
     try:
         return IMPORTERS[name]
     except KeyError:
@@ -72,9 +83,20 @@ def get(name: str) -> Importer:
 
 
 def detect(path: Path) -> Importer | None:
-    _load_all()
-    for imp in IMPORTERS.values():
-        if imp.detect(path):
+    """The first importer (in ``_MODULES`` order) that recognizes ``path``.
+
+    Importer modules are loaded one at a time, so detecting a Kineto file never imports the
+    others (and their heavier dependencies).
+    """
+    seen: set[str] = set()
+    for mod in _MODULES:
+        _load(mod)
+        for name in [n for n in IMPORTERS if n not in seen]:
+            seen.add(name)
+            if IMPORTERS[name].detect(path):
+                return IMPORTERS[name]
+    for name, imp in IMPORTERS.items():  # registered by other means
+        if name not in seen and imp.detect(path):
             return imp
     return None
 
