@@ -31,6 +31,12 @@ PIN_COPY_BPS = 1.0e10          # host memcpy into page-locked buffers
 WORKER_PREFETCH_FACTOR = 2     # PyTorch DataLoader prefetch_factor
 
 
+def device_bytes(w: Workload) -> float:
+    """Bytes copied to the device per sample; a workload that gives none (token ids) copies
+    what it read."""
+    return w.sample_device_B or w.sample_storage_B
+
+
 @dataclass
 class DataPipeline:
     profile: DeviceProfile
@@ -55,7 +61,7 @@ class DataPipeline:
         self.read_dur = b * (w.sample_storage_B / bw
                              + (DECODE_S_PER_SAMPLE if s.compressed else 0.0)) * 1e9
         self.proc_dur = b * w.process_s * s.process_scale * s.host_slowdown * 1e9
-        nbytes = b * w.sample_device_B * s.device_bytes_scale
+        nbytes = b * device_bytes(w) * s.device_bytes_scale
         h2d = f.get("h2d_pinned_Bps", 2e10) if s.pin_memory else f.get("h2d_pageable_Bps", 8e9)
         self.copy_dur = nbytes / h2d * 1e9
         # pageable bandwidth already includes the driver's staging through a bounce buffer;

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from hermes.devices import DeviceProfile
+from hermes.npu.data import device_bytes
 from hermes.npu.graph import OPT
 from hermes.npu.settings import Settings
 from hermes.npu.workloads import Workload
@@ -71,7 +72,7 @@ def step_ref(w: Workload, prof: DeviceProfile, ranks: int, settings: Settings) -
         comm_s=float(np.median(comm[steady])) / 1e9,
         ops=ops, kernels=int(np.unique(g.sig).size), objects=objects,
         samples=int(w.samples_per_step),
-        sample_storage_B=float(w.sample_storage_B), sample_device_B=float(w.sample_device_B),
+        sample_storage_B=float(w.sample_storage_B), sample_device_B=float(device_bytes(w)),
         process_s=float(w.process_s),
         host_op_s=float(f.get("host_op_overhead_s", 3e-5)),
         sync_s=float(f.get("sync_roundtrip_s", 4e-5)),
