@@ -5,7 +5,8 @@ rank, then the message moves in ``steps * alpha + factor * bytes / bw_eff`` (rin
 a binomial tree for broadcast). Links: HCCS/NVLink inside a node, RDMA between nodes; a group
 whose ranks span nodes runs at the inter-node figures. Effective bandwidth falls below the
 saturation size (``bw * (size / saturation) ** 0.75``), for sizes not aligned to 512 B, under a
-mis-set HCCL environment and under contention. Times in nanoseconds.
+mis-set HCCL environment and, for collectives running concurrently with computation, under
+contention. Times in nanoseconds.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 from hermes.devices import DeviceProfile
 from hermes.npu.settings import Settings
 
-#: Bandwidth fraction for messages not multiple of the link's alignment (HCCS: 512 B).
+#: Bandwidth fraction for messages not multiple of the link's alignment (HCCS: 512 B); the
+#: default of ``Settings.misaligned_bw``.
 MISALIGNED_BW = 0.55
 #: Below the saturation size bandwidth falls as (size / saturation) ** this exponent
 #: (4 MB on HCCS, saturating at 16 MB: 35 % of the link).
@@ -58,16 +60,21 @@ ALGOS = {
 }
 
 
-def transmit_ns(coll: str, nbytes: float, n: int, link: Link, s: Settings) -> float:
-    """Transmission time (ns) of one collective of ``nbytes`` per rank over ``n`` ranks."""
+def transmit_ns(coll: str, nbytes: float, n: int, link: Link, s: Settings,
+                concurrent: bool = False) -> float:
+    """Transmission time (ns) of one collective of ``nbytes`` per rank over ``n`` ranks.
+
+    ``concurrent``: the collective runs while computation and other collectives do (gradient
+    allreduce overlapping backward), so it shares links and HBM under ``s.contention``; a
+    collective issued in stream order has the link to itself."""
     if n <= 1 and coll not in ("send", "recv"):
         return 0.0
     steps, factor = ALGOS[coll](max(n, 2))
     bw = link.bw_Bps * min(1.0, nbytes / link.sat_B) ** SMALL_PACKET_EXP if nbytes > 0 \
         else link.bw_Bps
     if nbytes % link.align_B:
-        bw *= MISALIGNED_BW
-    bw *= s.net_bw_factor * (1.0 - s.contention)
+        bw *= s.misaligned_bw
+    bw *= s.net_bw_factor * ((1.0 - s.contention) if concurrent else 1.0)
     return (steps * link.alpha_s + factor * nbytes / bw) * 1e9
 
 

@@ -50,6 +50,14 @@ class Graph:
     def __len__(self) -> int:
         return len(self.name)
 
+    def offset_inner(self, extra: int) -> Graph:
+        """The same graph with every matmul's inner axis ``extra`` elements longer (FLOPs and
+        bytes grow in proportion): a model whose hidden sizes miss the unit's alignment."""
+        mm = self.inner > 0
+        grow = np.where(mm, (self.inner + extra) / np.where(mm, self.inner, 1), 1.0)
+        return Graph(**{**self.__dict__, "inner": np.where(mm, self.inner + extra, 0),
+                        "flops": self.flops * grow, "bytes": self.bytes * grow})
+
     def select(self, mask: np.ndarray) -> Graph:
         """The operators where ``mask`` is true, in order."""
         idx = np.flatnonzero(mask)

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from hermes.analyzers.base import CAUSE_IDS
 from hermes.errors import UsageError
+from hermes.npu.comm import MISALIGNED_BW
 from hermes.npu.data import DECODE_S_PER_SAMPLE, REMOTE_STORAGE_BPS
 from hermes.npu.host import GC_NS_PER_OBJECT, LOG_CALLS_PER_OP
+from hermes.npu.scale import StepScale, measure
 from hermes.npu.settings import LOG_COST_S, Settings
 
 Apply = Callable[[Settings, float, int], Settings]
@@ -156,59 +159,128 @@ def _env(s: Settings, k: float, n: int) -> Settings:
     return s.with_(log_level="debug", taskset_cores=2, log_scale=s.log_scale * scale)
 
 
+def _units(s: Settings) -> StepScale | None:
+    """Per-unit costs of the healthy step (``scale.measure``) for the reference's workload; None
+    without a reference (the knobs then keep their absolute strength-1 values)."""
+    r = s.ref
+    if r is None or not getattr(r, "workload", ""):
+        return None
+    return _measure(r.workload, r.device, r.ranks, s.with_(ref=None))
+
+
+@lru_cache(maxsize=32)
+def _measure(workload: str, device: str, ranks: int, s: Settings) -> StepScale:
+    return measure(workload, device, ranks, s)
+
+
+def _data_parallel(s: Settings, n: int) -> tuple[Settings, StepScale | None]:
+    """Causes of concurrent gradient traffic need data parallelism: a workload whose default
+    layout on ``n`` ranks has none (tensor-parallel LLMs) runs as ``n`` data-parallel replicas."""
+    sc = _units(s)
+    if sc is not None and sc.dp < 2 and s.layout is None:
+        s = s.with_(layout=(n, 1, 1))
+        sc = _units(s)
+    return s, sc
+
+
 @_c("computation.compute_bound", "larger matmuls: Cube time dominates")
 def _compute(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(compute_scale=s.compute_scale * (1 + 2 * k))
+    f = 1 + 2 * k
+    sc = _units(s)
+    if sc is not None and sc.cube_s > 0:  # Cube time (1 + 2k) x the Vector time's double
+        f = max(f, (1 + 2 * k) * 2 * sc.vector_s / sc.cube_s)
+    return s.with_(compute_scale=s.compute_scale * f)
 
 
 @_c("computation.memory_bound", "unfused elementwise traffic: Vector ops bandwidth-bound")
 def _memory(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(memory_scale=s.memory_scale * (1 + 3 * k))
+    f = 1 + 3 * k
+    sc = _units(s)
+    if sc is not None and sc.vector_s > 0:  # Vector time (1 + 3k) x the Cube time
+        f = max(f, (1 + 3 * k) * sc.cube_s / sc.vector_s)
+    return s.with_(memory_scale=s.memory_scale * f)
 
 
-@_c("computation.underutilization", "cube inner axes not multiples of 256, TransData private "
-    "formats and AI CPU fallbacks")
+@_c("computation.underutilization", "cube inner axes not multiples of 256 (hidden sizes 8 "
+    "elements off), TransData private formats and AI CPU fallbacks")
 def _underuse(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(aligned=False, private_format=True, aicpu_fallback=True)
+    return s.with_(aligned=False, inner_offset=8, private_format=True, aicpu_fallback=True)
 
 
-@_c("computation.slow_node", "one rank's AI Core clock drops to 60 %", min_ranks=2)
+@_c("computation.slow_node", "one rank's AI Core clock drops to a third (thermal throttling)",
+    min_ranks=2)
 def _slow_node(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(slow_rank=n - 1, slow_factor=1 / (1 + 0.67 * k))
+    # the others wait (f - 1) / f of the step for the slow rank: at a third of the clock, 2/3
+    return s.with_(slow_rank=n - 1, slow_factor=1 / (1 + 2 * k))
 
 
 @_c("communication.synchronization_wait", "one rank arrives late at every collective",
     min_ranks=2)
 def _late(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(late_rank=n // 2, late_s=0.02 * k)
+    late = target_s(s, k) or 0.02 * k  # the others wait the target at the first collective
+    return s.with_(late_rank=n // 2, late_s=late)
 
 
 @_c("communication.bandwidth_contention", "concurrent collectives and compute contend for "
-    "links and HBM", min_ranks=2)
+    "links and HBM: the gradient allreduce overlapping backward crawls", min_ranks=2)
 def _bw(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(contention=min(0.9, 0.6 * k))
+    s, sc = _data_parallel(s, n)
+    c = min(0.9, 0.6 * k)
+    if sc is not None and sc.grad_s > 0:  # the contended allreduce takes the step + target
+        t = 2 * k * sc.step_s
+        c = max(c, min(0.995, 1.0 - sc.grad_s / (sc.grad_s + sc.step_s + t)))
+    return s.with_(contention=c)
 
 
 @_c("communication.rdma_retransmission", "rare multi-second RDMA transmissions",
     min_ranks=9, inter=True)
 def _rdma(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(rdma_retrans_prob=min(1.0, 0.05 * k))
+    p = min(1.0, 0.05 * k)
+    sc = _units(s)
+    if sc is not None and sc.collectives:  # about k retransmissions a step (4.5 s >> a step)
+        p = max(p, min(0.5, k / sc.collectives))
+    return s.with_(rdma_retrans_prob=p)
+
+
+#: Fewest bytes a gradient bucket gets (bounds the collectives a step issues).
+MIN_BUCKET_B = 64 << 10
 
 
 @_c("communication.small_packet", "tiny gradient buckets: many small collectives", min_ranks=2)
 def _small(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(grad_bucket_mb=0.25 / k)
+    mb = 0.25 / k
+    s, sc = _data_parallel(s, n)
+    if sc is not None and sc.grad_bytes > 0:  # the largest bucket whose allreduce takes the
+        goal = sc.step_s + 2 * k * sc.step_s  # step + target (bisection on log size)
+        lo, hi = np.log(MIN_BUCKET_B), np.log(max(sc.grad_bytes, 2.0 * MIN_BUCKET_B))
+        if sc.grad_allreduce_s(np.exp(hi), s) < goal:
+            for _ in range(40):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (lo, mid) if sc.grad_allreduce_s(np.exp(mid), s) < goal else (mid, hi)
+            mb = min(mb, float(np.exp(lo)) / 2**20)
+    return s.with_(grad_bucket_mb=mb)
 
 
-@_c("communication.byte_alignment", "message sizes not multiples of 512 B", min_ranks=2)
+@_c("communication.byte_alignment", "message sizes not multiples of 512 B: the link moves them "
+    "at a fraction of its bandwidth", min_ranks=2)
 def _align(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(misaligned=True, align_sizes=False)
+    frac = MISALIGNED_BW
+    sc = _units(s)
+    if sc is not None and sc.comm_s + sc.grad_s > 0:  # the misaligned traffic takes the target
+        w = sc.comm_s + sc.grad_s
+        frac = min(frac, w / (w + sc.step_s + target_s(s, k)))
+    return s.with_(misaligned=True, align_sizes=False, misaligned_bw=frac)
 
 
 @_c("communication.network_configuration", "mis-set HCCL environment: bandwidth everywhere "
-    "at a third", min_ranks=2)
+    "at a fraction", min_ranks=2)
 def _net(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(net_bw_factor=1 / (1 + 2 * k))
+    f = 1 / (1 + 2 * k)
+    sc = _units(s)
+    if sc is not None and sc.comm_s + sc.grad_s > 0:  # all traffic takes the step + target
+        w = sc.comm_s + sc.grad_s
+        f = min(f, w / (w + sc.step_s + target_s(s, k)))
+    return s.with_(net_bw_factor=f)
 
 
 assert set(CAUSES) == set(CAUSE_IDS), set(CAUSE_IDS) ^ set(CAUSES)

@@ -106,6 +106,8 @@ class Runtime:
     def _stage(self, w: Workload, lay: Layout, stage: int, rng: np.random.Generator) -> Stage:
         s, prof = self.s, self.profile
         g = w.build(lay.tp, lay.pp, stage)
+        if s.inner_offset:  # hidden sizes off a multiple of the cube's alignment
+            g = g.offset_inner(s.inner_offset)
         if s.fusion:
             g = fuse(g)
         unit = g.unit.copy()
