@@ -200,7 +200,12 @@ def _attach_rules(findings: list[Finding], meta: Any) -> list[Finding]:
         from hermes.rules import recommend
     except ImportError:  # rule table not in this tree
         return findings
-    return [recommend(f, meta) for f in findings]
+    from dataclasses import replace
+
+    from hermes.analyzers.base import Recommendation
+
+    return [replace(f, recommendations=tuple(Recommendation(**r) for r in recommend(f, meta)))
+            for f in findings]
 
 
 def _reduce(per_rank: dict[int, dict[str, AnalyzerResult]], meta: Any) -> Analysis:
