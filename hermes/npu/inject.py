@@ -54,10 +54,17 @@ def target_s(s: Settings, k: float) -> float:
     return 2.0 * k * s.ref.step_s if s.ref is not None else 0.0
 
 
-@_c("parallel.poor_parallelism", "gradient allreduce issued after backward: communication "
-    "not overlapped with computation", min_ranks=2)
+@_c("parallel.poor_parallelism", "data parallelism whose gradient allreduce is issued after "
+    "backward, on every accumulation micro-step (no no_sync): communication not overlapped "
+    "with computation", min_ranks=2)
 def _poor_parallel(s: Settings, k: float, n: int) -> Settings:
-    return s.with_(overlap_comm=False)
+    r = s.ref
+    if r is None or r.dp_grad_s <= 0:
+        return s.with_(overlap_comm=False)
+    # as many gradient syncs as it takes for the communication to outlast the computation
+    # (what overlapping could hide is then all of the computation: about half the step)
+    syncs = max(1, int(np.ceil(1.2 * k * r.dp_device_s / r.dp_grad_s)))
+    return s.with_(overlap_comm=False, layout=(n, 1, 1), grad_syncs=syncs)
 
 
 @_c("io.slow_data_reading", "compressed archives on remote storage at low bandwidth: every "

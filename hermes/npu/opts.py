@@ -123,7 +123,7 @@ OPTS: dict[str, Opt] = {o.name: o for o in [
     Opt("hccl_env", "correct HCCL environment variables", _bool,
         lambda s, on: s.with_(net_bw_factor=1.0) if on else s, "hccl_env"),
     Opt("reschedule_comm", "overlap gradient communication with backward, one at a time", _bool,
-        lambda s, on: s.with_(overlap_comm=True, contention=0.0) if on else s,
+        lambda s, on: s.with_(overlap_comm=True, contention=0.0, grad_syncs=1) if on else s,
         "reschedule_comm"),
     Opt("isolate_slow_node", "replace the slow node / straggler", _bool,
         lambda s, on: s.with_(slow_rank=-1, slow_factor=1.0, late_rank=-1, late_s=0.0)

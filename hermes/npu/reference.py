@@ -46,6 +46,8 @@ class StepRef:
     workload: str = ""       # workload and device names (``scale.measure`` costs them per unit)
     device: str = ""
     ranks: int = 1
+    dp_device_s: float = 0.0  # pure data parallelism over the run's ranks: device time / step
+    dp_grad_s: float = 0.0    # ... and its gradient allreduce transmission per step
 
     def to_meta(self) -> dict[str, Any]:
         return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -64,6 +66,7 @@ def step_ref(w: Workload, prof: DeviceProfile, ranks: int, settings: Settings) -
     objects = int(g.objects[per_micro].sum()) * micro + int(g.objects[~per_micro].sum())
     f = prof.fields
     steady = slice(1, None)
+    dp_dev, dp_grad = _pure_dp(w, prof, ranks, settings) if ranks > 1 else (0.0, 0.0)
     comm = res.comm_ns if res.comm_ns is not None else np.zeros_like(res.step_ns)
     return StepRef(
         step_s=float(np.median(res.step_ns[steady])) / 1e9,
@@ -77,4 +80,24 @@ def step_ref(w: Workload, prof: DeviceProfile, ranks: int, settings: Settings) -
         host_op_s=float(f.get("host_op_overhead_s", 3e-5)),
         sync_s=float(f.get("sync_roundtrip_s", 4e-5)),
         h2d_pageable_Bps=float(f.get("h2d_pageable_Bps", 8e9)), dp=int(dp),
-        workload=w.name, device=prof.name, ranks=int(ranks))
+        workload=w.name, device=prof.name, ranks=int(ranks),
+        dp_device_s=dp_dev, dp_grad_s=dp_grad)
+
+
+def _pure_dp(w: Workload, prof: DeviceProfile, ranks: int, s: Settings) -> tuple[float, float]:
+    """(device s, gradient allreduce transmission s) per step of one rank when all ``ranks``
+    are data parallel: the full model per rank, its gradients allreduced every step."""
+    from hermes.npu.comm import links, message_bytes, transmit_ns
+    from hermes.npu.runtime import Runtime
+    from hermes.npu.stage import Layout
+
+    s = s.with_(layout=(ranks, 1, 1))
+    rt = Runtime(prof, ranks=ranks, settings=s)
+    res = rt.run(w, 2)
+    intra, inter = links(prof)
+    lay = Layout(ranks, 1, 1, int(prof.fields.get("devices_per_node", 8)), intra, inter)
+    st = rt._stage(w, lay, 0, np.random.default_rng(0))
+    link = lay.link_for("dp")
+    grad = sum(transmit_ns("allreduce", message_bytes(b, s), ranks, link, s)
+               for b in st.bucket_bytes)
+    return float(res.device_busy_ns[-1, 0]) / 1e9, float(grad) / 1e9

@@ -66,6 +66,8 @@ class Settings:
     misaligned_bw: float = 0.55        # bandwidth fraction such messages get (comm.MISALIGNED_BW)
     net_bw_factor: float = 1.0         # <1: mis-set HCCL environment
     overlap_comm: bool = True          # issue gradient allreduce during backward
+    grad_syncs: int = 1                # gradient allreduces per step (accumulation micro-steps
+                                       # that each sync, no ``no_sync()``)
     contention: float = 0.0            # concurrent comm/compute HBM and link contention
     rdma_retrans_prob: float = 0.0     # probability an RDMA collective hits a retransmit
     rdma_retrans_s: float = 4.5        # retransmission timeout

@@ -137,6 +137,9 @@ class Stage:
         chunks = np.maximum(np.floor(sizes[keep] / cap), 1).astype(int)
         self.bucket_pos = np.repeat(self.bucket_pos[keep], chunks)
         self.bucket_bytes = np.repeat(sizes[keep] / chunks, chunks)
+        if self.s.grad_syncs > 1:  # every accumulation micro-step allreduces the gradients
+            self.bucket_pos = np.tile(self.bucket_pos, self.s.grad_syncs)
+            self.bucket_bytes = np.tile(self.bucket_bytes, self.s.grad_syncs)
 
     # -- one step -------------------------------------------------------------------------
     def begin(self, step: int, variant: int, scale: float, start: np.ndarray,
