@@ -64,10 +64,13 @@ def render_text(analysis: Any, top: int = DEFAULT_TOP) -> str:
         ops = _top_ops(f["evidence"])
         if ops:
             lines.append(f"      top: {ops}")
-        for rec in f["recommendations"][:2]:
+        recs = f["recommendations"]
+        if recs:  # the best one; the others are in the JSON and Markdown reports
+            rec = recs[0]
             opt = f"  [--opt {rec['emulator_opt']}]" if rec.get("emulator_opt") else ""
-            lines.append(f"      -> {rec['optimization']}: {rec['how']} "
-                         f"(est. {rec['estimated_speedup']:.2f}x){opt}")
+            more = f"  (+{len(recs) - 1} more)" if len(recs) > 1 else ""
+            lines.append(f"      -> {rec['optimization']} (est. {rec['estimated_speedup']:.2f}x)"
+                         f"{opt}{more}: {rec['how']}")
     cp = d["critical_path"]
     if cp.get("components_pct"):
         comp = ", ".join(f"{k} {float(val):.1f}%" for k, val in cp["components_pct"].items())
@@ -85,6 +88,12 @@ def _ranks(ranks: list[int]) -> str:
 
 def _md_escape(s: Any) -> str:
     return str(s).replace("|", "\\|")
+
+
+def _md_rec(r: dict[str, Any]) -> str:
+    opt = f" (`hermes emulate --opt {r['emulator_opt']}`)" if r.get("emulator_opt") else ""
+    return (f"**{_md_escape(r['optimization'])}** — estimated {r['estimated_speedup']:.2f}×"
+            f"{opt}: {_md_escape(r['how'])}")
 
 
 def render_md(analysis: Any, top: int = DEFAULT_TOP) -> str:
@@ -112,13 +121,13 @@ def render_md(analysis: Any, top: int = DEFAULT_TOP) -> str:
         for i, f in enumerate(d["findings"][:top], 1):
             out.append(f"| {i} | `{f['id']}` | {f['severity']} | {100 * f['time_share']:.1f}% | "
                        f"{_md_escape(f['summary'])} | {_md_escape(_top_ops(f['evidence']))} |")
-        recs = [(f["id"], r) for f in d["findings"][:top] for r in f["recommendations"]]
-        if recs:
+        with_recs = [f for f in d["findings"][:top] if f["recommendations"]]
+        if with_recs:
             out += ["", "## Recommendations", ""]
-            for fid, r in recs:
-                opt = f" (`hermes emulate --opt {r['emulator_opt']}`)" if r.get("emulator_opt") else ""
-                out.append(f"- `{fid}` → **{_md_escape(r['optimization'])}**: {_md_escape(r['how'])}"
-                           f" — estimated {r['estimated_speedup']:.2f}×{opt}")
+        for f in with_recs:  # the best recommendation of each finding, then the others
+            r, *others = f["recommendations"]
+            out.append(f"- `{f['id']}` → {_md_rec(r)}")
+            out += [f"  - also: {_md_rec(o)}" for o in others]
     cp = d["critical_path"]
     if cp.get("components_pct"):
         out += ["", f"## Critical path (rank {cp.get('rank')})", "",
