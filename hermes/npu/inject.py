@@ -20,7 +20,7 @@ import numpy as np
 from hermes.analyzers.base import CAUSE_IDS
 from hermes.errors import UsageError
 from hermes.npu.comm import MISALIGNED_BW
-from hermes.npu.data import DECODE_S_PER_SAMPLE, REMOTE_STORAGE_BPS
+from hermes.npu.data import DECODE_S_PER_SAMPLE
 from hermes.npu.host import GC_NS_PER_OBJECT, LOG_CALLS_PER_OP
 from hermes.npu.scale import StepScale, measure
 from hermes.npu.settings import LOG_COST_S, Settings
@@ -73,12 +73,15 @@ def _slow_read(s: Settings, k: float, n: int) -> Settings:
     s = s.with_(remote_storage=True, compressed=k >= 1.0,
                 process_scale=s.process_scale / (1 + 4 * k))
     r, t = s.ref, target_s(s, k)
-    if r is not None:  # one batch takes the healthy step plus the target to read
-        nbytes = r.samples * r.sample_storage_B
-        decode = r.samples * DECODE_S_PER_SAMPLE if s.compressed else 0.0
-        left = r.step_s + t - decode
-        bw = nbytes / left if left > 0 and nbytes > 0 else REMOTE_STORAGE_BPS
-        s = s.with_(storage_Bps=min(bw, REMOTE_STORAGE_BPS))
+    if r is not None and r.samples * r.sample_storage_B > 0:
+        # one batch takes the healthy step plus the target to read: extracting archive
+        # members where that leaves a quarter of it or more to the transfer, which runs at
+        # the bandwidth that makes up the time
+        read = r.step_s + t
+        decode = r.samples * DECODE_S_PER_SAMPLE
+        compressed = s.compressed and decode <= 0.75 * read
+        left = read - (decode if compressed else 0.0)
+        s = s.with_(compressed=compressed, storage_Bps=r.samples * r.sample_storage_B / left)
     return s
 
 
@@ -88,7 +91,7 @@ def _slow_proc(s: Settings, k: float, n: int) -> Settings:
     r, t = s.ref, target_s(s, k)
     scale = s.process_scale * k
     if r is not None and r.samples * r.process_s > 0:  # one batch: healthy step + target
-        scale = max(scale, (r.step_s + t) / (r.samples * r.process_s * s.host_slowdown))
+        scale = (r.step_s + t) / (r.samples * r.process_s * s.host_slowdown)
     return s.with_(num_workers=1, process_scale=scale)
 
 
@@ -107,8 +110,10 @@ def _slow_fetch(s: Settings, k: float, n: int) -> Settings:
 def _compile(s: Settings, k: float, n: int) -> Settings:
     r, t = s.ref, target_s(s, k)
     cs = s.compile_s * k
-    if r is not None and r.kernels:  # every distinct kernel recompiled each step: the target
-        cs = max(cs, t / r.kernels)
+    if r is not None and r.kernels:
+        # every distinct kernel is recompiled each step, in all the healthy step + target (the
+        # device runs what was compiled meanwhile)
+        cs = (r.step_s + t) / (r.kernels * s.host_slowdown)
     return s.with_(dynamic_shapes=True, shape_variants=10_000, jit=True, compile_s=cs)
 
 
@@ -118,7 +123,7 @@ def _dispatch(s: Settings, k: float, n: int) -> Settings:
     r, t = s.ref, target_s(s, k)
     slow = 1 + k
     if r is not None and r.ops:  # issuing a step's operators takes the healthy step + target
-        slow = max(slow, (r.step_s + t) / (r.ops * r.host_op_s))
+        slow = (r.step_s + t) / (r.ops * r.host_op_s)
     return s.with_(tiling_cache=False, host_slowdown=s.host_slowdown * slow)
 
 
@@ -137,12 +142,14 @@ def _sync(s: Settings, k: float, n: int) -> Settings:
 def _gc(s: Settings, k: float, n: int) -> Settings:
     r, t = s.ref, target_s(s, k)
     threshold, full_every, heap = 700, 5, int(2_000_000 * k)
-    if r is not None and r.objects > 0:  # two full collections a step, pausing the target
+    if r is not None and r.objects > 0:
+        # about two full collections a step, pausing the host for the healthy step + target
+        # in all (the device runs what was queued before a pause)
         threshold = max(1, min(threshold, r.objects // 2))
         young = r.objects / threshold
         full_every = max(1, int(young // 2))
         fulls = young / full_every
-        heap = max(heap, int(t / fulls / (GC_NS_PER_OBJECT * 1e-9 * s.host_slowdown)))
+        heap = int((r.step_s + t) / fulls / (GC_NS_PER_OBJECT * 1e-9 * s.host_slowdown))
     return s.with_(gc_heap_objects=heap, gc_full_every=full_every, gc_threshold=threshold)
 
 
@@ -151,7 +158,7 @@ def _contention(s: Settings, k: float, n: int) -> Settings:
     r, t = s.ref, target_s(s, k)
     slow = 1 + 3 * k
     if r is not None and r.host_s > 0:  # the inflated host stack takes the healthy step + target
-        slow = max(slow, (r.step_s + t) / r.host_s)
+        slow = (r.step_s + t) / r.host_s
     return s.with_(host_slowdown=s.host_slowdown * slow, other_cpu_pct=4000.0 * k)
 
 
@@ -233,9 +240,10 @@ def _late(s: Settings, k: float, n: int) -> Settings:
 def _bw(s: Settings, k: float, n: int) -> Settings:
     s, sc = _data_parallel(s, n)
     c = min(0.9, 0.6 * k)
-    if sc is not None and sc.grad_s > 0:  # the contended allreduce takes the step + target
-        t = 2 * k * sc.step_s
-        c = max(c, min(0.995, 1.0 - sc.grad_s / (sc.grad_s + sc.step_s + t)))
+    if sc is not None and sc.grad_s > 0 and sc.buckets > 1:
+        # the buckets issued during backward (all but the last) take the step + target
+        g = sc.grad_s * (sc.buckets - 1) / sc.buckets
+        c = max(c, min(0.995, 1.0 - g / (g + sc.step_s + 2 * k * sc.step_s)))
     return s.with_(contention=c)
 
 
