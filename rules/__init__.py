@@ -217,8 +217,9 @@ def _scalar(v: Any) -> bool:
         isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, str)) for x in v))
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "", depth: int = 2) -> dict[str, Any]:
-    """Scalars of a (nested) mapping as identifiers: ``{"a": {"b": 1}}`` -> ``{"a_b": 1}``."""
+def _flatten(d: Mapping[str, Any], prefix: str = "", depth: int = 3) -> dict[str, Any]:
+    """Scalars of a (nested) mapping as identifiers: ``{"a": {"b": 1}}`` -> ``{"a_b": 1}``
+    (``evidence.causes.ai_cpu.share`` -> ``causes_ai_cpu_share``)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
@@ -361,18 +362,19 @@ def speedup(recovered_share: float, cap: float) -> float:
 
 def evaluate(rule: Rule, ns: Mapping[str, Any]) -> tuple[float, dict[str, Any]] | None:
     """(recovered fraction of the finding's time, parameters) or None when the rule does not
-    apply (``when`` false or not evaluable, parameters not evaluable, no recover figure)."""
+    apply (parameters not evaluable, ``when`` false or not evaluable, no recover figure).
+    Parameters are evaluated first, in table order, so ``when`` and ``recover`` can use them."""
     values = dict(ns)
+    params: dict[str, Any] = {}
+    for name, e in rule.params:  # first: ``when`` and ``recover`` may use them
+        try:
+            params[name] = values[name] = e.eval(values)
+        except Unavailable:
+            return None
     if rule.when is not None:
         try:
             if not rule.when.eval(values):
                 return None
-        except Unavailable:
-            return None
-    params: dict[str, Any] = {}
-    for name, e in rule.params:
-        try:
-            params[name] = values[name] = e.eval(values)
         except Unavailable:
             return None
     try:

@@ -93,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'rule':<34} {'opt':<20} {'share':>6} {'before':>9} {'after':>9} {'est':>6} "
           f"{'meas':>6} {'est/meas':>8}")
     for c in causes:
-        for r in calibrate(c, a.steps, a.seed):
+        try:
+            got = calibrate(c, a.steps, a.seed)
+        except Exception as exc:  # one broken case must not hide the others' figures
+            got = [{"cause": c, "rule": "-", "note": f"error: {type(exc).__name__}: {exc}"}]
+        for r in got:
             rows.append(r)
             if "note" in r:
                 print(f"{c:<34} {r['note']}")
