@@ -7,10 +7,11 @@ only their results — small tables, metrics, findings — are kept; then the cl
 those per-rank results. ``workers=N`` runs ranks in a pool of N processes (default: in-process, one
 rank after the other).
 
-Findings of the same id (and the same ``evidence.reason``, which tells apart e.g. the different
-underutilization causes) from several ranks or analyzers are merged into one: its ``time_share`` is
-the **maximum** over ranks — in synchronous training the slowest rank sets the pace, so the worst
-rank's loss is the run's loss — its evidence is that of the rank with the maximum, plus
+Symptoms are first folded into the cause that explains them (``fold_symptoms``: a slow node
+explains its own frequency drop and the other ranks' waits for it). Findings of the same id from
+several ranks or analyzers are then merged into one (sub-causes, e.g. of underutilization, live in
+its evidence): its ``time_share`` is the **maximum** over ranks — in synchronous training the
+slowest rank sets the pace, so the worst rank's loss is the run's loss — its evidence is that of the rank with the maximum, plus
 ``per_rank_share`` when more than one rank has it; ``ranks`` and ``steps`` are the unions.
 
 ``Analysis.to_dict()`` / ``to_json()`` build the ``hermes analyze --format json`` document of
@@ -34,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, RankContext, ordered
+from hermes.analyzers.computation import MIN_SHARE
 from hermes.analyzers.steps import step_windows
 from hermes.analyzers.verdict import Verdict, verdict
 from hermes.errors import UsageError
@@ -164,16 +166,12 @@ def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
             progress(i + 1, len(todo))
 
 
-def _merge_key(f: Finding) -> tuple[str, str]:
-    return f.id, str(f.evidence.get("reason", "")) if isinstance(f.evidence, dict) else ""
-
-
 def merge_findings(groups: Iterable[Iterable[Finding]]) -> list[Finding]:
-    """Merge findings of the same id (and reason) across ranks/analyzers: max share (see module)."""
-    by_key: dict[tuple[str, str], list[Finding]] = {}
+    """Merge findings of the same id across ranks/analyzers: max share (see module)."""
+    by_key: dict[str, list[Finding]] = {}
     for fs in groups:
         for f in fs:
-            by_key.setdefault(_merge_key(f), []).append(f)
+            by_key.setdefault(f.id, []).append(f)
     out: list[Finding] = []
     for fs in by_key.values():
         best = max(fs, key=lambda f: f.time_share)
@@ -192,6 +190,57 @@ def merge_findings(groups: Iterable[Iterable[Finding]]) -> list[Finding]:
         out.append(Finding(best.category, best.cause, best.time_share, best.summary, evidence,
                            ranks, steps, recommendations=best.recommendations))
     out.sort(key=lambda f: (-f.time_share, f.id))
+    return out
+
+
+def _without_frequency_drop(f: Finding, by: Finding) -> Finding | None:
+    """A rank's underutilization finding less its frequency drop (explained by ``by``)."""
+    causes = dict(f.evidence.get("causes") or {})
+    drop = causes.pop("frequency_drop", None)
+    if drop is None:
+        return f
+    share = max(0.0, f.time_share - float(drop.get("share", 0.0)))
+    if share < MIN_SHARE and not causes:
+        return None
+    reason = max(causes, key=lambda x: causes[x]["share"]) if causes else ""
+    ev = {**f.evidence, "causes": causes, "reason": reason,
+          "explained_by": {by.id: {"frequency_drop": drop}}}
+    return Finding(f.category, f.cause, share, f.summary, ev, f.ranks, f.steps,
+                   recommendations=f.recommendations)
+
+
+def fold_symptoms(groups: Iterable[Iterable[Finding]]) -> list[list[Finding]]:
+    """Fold symptoms into the cause that explains them, before findings are merged.
+
+    A slow node (``computation.slow_node``, ranks S) explains (1) the frequency drop of its own
+    ranks (their ``underutilization`` loses that part) and (2) the other ranks' waits for it:
+    a ``synchronization_wait`` whose late ranks are all in S keeps only what exceeds the slow
+    node's share. The folded part is recorded in the symptom's evidence (``explained_by``); a
+    symptom left below ``MIN_SHARE`` is dropped."""
+    groups = [list(fs) for fs in groups]
+    slow = [f for fs in groups for f in fs if f.id == "computation.slow_node"]
+    if not slow:
+        return groups
+    by = max(slow, key=lambda f: f.time_share)
+    s_ranks = {r for f in slow for r in f.ranks}
+    out: list[list[Finding]] = []
+    for fs in groups:
+        kept: list[Finding] = []
+        for f in fs:
+            g: Finding | None = f
+            if f.id == "computation.underutilization" and f.ranks and \
+                    set(f.ranks) <= s_ranks:
+                g = _without_frequency_drop(f, by)
+            elif f.id == "communication.synchronization_wait" and f.ranks and \
+                    set(f.ranks) <= s_ranks:
+                share = f.time_share - by.time_share
+                g = None if share < MIN_SHARE else Finding(
+                    f.category, f.cause, share, f.summary,
+                    {**f.evidence, "explained_by": {by.id: round(by.time_share, 6)}},
+                    f.ranks, f.steps, recommendations=f.recommendations)
+            if g is not None:
+                kept.append(g)
+        out.append(kept)
     return out
 
 
@@ -214,7 +263,7 @@ def _reduce(per_rank: dict[int, dict[str, AnalyzerResult]], meta: Any) -> Analys
         cluster[a.name] = a.fn(ClusterContext(per_rank=per_rank, meta=meta, results=cluster))
     groups = [res.findings for rr in per_rank.values() for res in rr.values()]
     groups += [res.findings for res in cluster.values()]
-    findings = _attach_rules(merge_findings(groups), meta)
+    findings = _attach_rules(merge_findings(fold_symptoms(groups)), meta)
     breakdown = []
     for r, rr in per_rank.items():
         m = rr["overlap"].metrics if "overlap" in rr else {}

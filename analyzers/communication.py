@@ -40,6 +40,9 @@ LOW_BW_RATIO = 0.8
 #: A collective whose computation overlap covers at least this share of its transmission runs
 #: "while computation runs" (contention) rather than alone (network configuration).
 OVERLAP_MIN = 0.5
+#: The link's uncontended bandwidth is the bus bandwidth this quantile of its large collectives
+#: reaches (a link that reaches its bandwidth at all is not misconfigured).
+LINK_REF_QUANTILE = 0.9
 #: RDMA retransmission: transmission >= 4 s (Hermes, msprof-analyze), and a tail outlier: at
 #: least 3x the typical transmission of the same collective.
 RETRANS_MIN_NS = 4_000_000_000
@@ -254,19 +257,23 @@ def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
     big = ~retrans & ~t["small"].astype(bool) & ~t["misaligned"].astype(bool) & (tr > 0) & \
         busbw.notna() & exp.notna()
     overlapped = t["overlap_compute_ns"].astype("float64") >= OVERLAP_MIN * tr
-    # the link's uncontended bandwidth: median bus bandwidth of the large collectives that ran
-    # with no computation overlapping (per expected bandwidth, i.e. per link class)
+    # the link's uncontended bandwidth: what its large collectives that ran with no computation
+    # overlapping demonstrably reach (the LINK_REF_QUANTILE of their bus bandwidth, per
+    # expected bandwidth, i.e. per link class); the expected bandwidth when none ran alone
     alone = big & ~overlapped
-    ref = exp.map(busbw[alone].groupby(exp[alone]).median()).fillna(exp)
+    ref = exp.map(busbw[alone].groupby(exp[alone]).quantile(LINK_REF_QUANTILE)).fillna(exp)
     ref = np.minimum(ref, exp)
     low = big & (busbw < LOW_BW_RATIO * exp)
     excess = (tr * (1.0 - busbw / exp)).where(low, 0.0).fillna(0.0)
     # a slow link itself (uncontended bandwidth < 0.8 x expected) is network configuration;
-    # what overlapped collectives lose beyond it is contention
-    net_part = (tr * (1.0 - ref / exp)).where(ref < LOW_BW_RATIO * exp, 0.0).fillna(0.0)
-    net = excess.where(~overlapped, np.minimum(excess, net_part))
+    # a collective slower than its link runs while something else uses it: contention, when
+    # computation overlaps it or when the link demonstrably runs at its bandwidth otherwise
+    link_ok = ref >= LOW_BW_RATIO * exp
+    contended = overlapped | link_ok
+    net_part = (tr * (1.0 - ref / exp)).where(~link_ok, 0.0).fillna(0.0)
+    net = excess.where(~contended, np.minimum(excess, net_part))
     return {"rdma_retransmission": (tr - ref_tr).where(retrans, 0.0).clip(lower=0),
-            "bandwidth_contention": (excess - net).where(overlapped, 0.0).clip(lower=0),
+            "bandwidth_contention": (excess - net).where(contended, 0.0).clip(lower=0),
             "network_configuration": net}
 
 

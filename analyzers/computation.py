@@ -149,6 +149,7 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     # finding), not an inefficient kernel. Both roofs scale: the AI Core's MTE pipes move data
     # from HBM at the core clock, so a downclocked core also loads more slowly.
     clock = _clock_ratio(ev, k["ts_ns"].to_numpy(np.int64), pk["clock_mhz"])
+    k["clock"] = clock
     peak_unit = peak_unit * clock
     # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
     # judge the task by a guessed bandwidth
@@ -308,9 +309,11 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         t = float(sub["dur_ns"].sum()) if len(sub) else 0.0
         u = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),
                        windows) if len(sub) else 0
+        # time at the nominal clock: what a downclocked device adds is the frequency drop's
+        clk = float((sub["dur_ns"] * sub["clock"]).sum() / t) if t > 0 else 1.0
         rows.append({"class": c, "kernels": int(len(sub)), "device_time_ns": int(t),
                      "share_pct": 100.0 * t / total_dev if total_dev else 0.0,
-                     "step_share": u / step_total if step_total else 0.0})
+                     "step_share": u / step_total * clk if step_total else 0.0})
     classes = pd.DataFrame(rows)
     busy = _device_busy(ev, windows)
     res.metrics.update({
@@ -343,8 +346,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                              if len(k) else pd.DataFrame(columns=["name", "time_ns", "count"]))
     steps = tuple(int(s) for s in windows["step"]) if len(windows) else ()
     ranks = (int(ctx.rank),)
-    for c, cause in (("compute_bound", "compute_bound"), ("memory_bound", "memory_bound"),
-                     ("underutilized", "underutilization")):
+    for c, cause in (("compute_bound", "compute_bound"), ("memory_bound", "memory_bound")):
         r = classes[classes["class"] == c].iloc[0]
         if r["step_share"] < MIN_SHARE:
             continue
@@ -359,6 +361,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                       "top_ops": top_ops(sub)},
             ranks=ranks, steps=steps))
     cause_rows = []
+    named: dict[str, dict] = {}
     for reason, sub in causes.items():
         if len(sub) == 0:
             continue
@@ -367,27 +370,51 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         ops = top_ops(sub, n=50)
         for op in ops:
             cause_rows.append({"cause": reason, **op})
-        # named operators are strong evidence: emitted whatever their share (msprof-analyze
-        # reports these operator lists without a time threshold)
-        res.findings.append(Finding(
-            "computation", "underutilization", min(1.0, share),
-            f"{_CAUSE_TEXT[reason]}: {len(sub)} tasks, {len(ops)} operators",
-            evidence={"reason": reason, "operators": [o["name"] for o in ops],
-                      "tasks": int(len(sub)), "time_ns": int(sub["dur_ns"].sum()),
-                      "top_ops": ops[:TOP_N]},
-            ranks=ranks, steps=steps))
+        named[reason] = {"share": round(min(1.0, share), 6), "text": _CAUSE_TEXT[reason],
+                         "tasks": int(len(sub)), "time_ns": int(sub["dur_ns"].sum()),
+                         "operators": [o["name"] for o in ops], "top_ops": ops[:TOP_N]}
     res.tables["causes"] = pd.DataFrame(cause_rows, columns=["cause", "name", "time_ns", "count"])
     freq = _frequency(ev, windows, pk["clock_mhz"])
     res.metrics["frequency"] = freq
+    freq_share = 0.0
     if freq and freq["drop"] >= DOWNCLOCK_MIN and step_total:
-        share = busy / step_total * freq["drop"]
-        res.findings.append(Finding(
-            "computation", "underutilization", min(1.0, share),
-            f"device clock {100 * freq['drop']:.1f}% below nominal "
-            f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
-            evidence={"reason": "frequency_drop", **{k2: round(v, 3) for k2, v in freq.items()}},
-            ranks=ranks, steps=steps))
+        freq_share = min(1.0, busy / step_total * freq["drop"])
+        named["frequency_drop"] = {
+            "share": round(freq_share, 6),
+            "text": f"device clock {100 * freq['drop']:.1f}% below nominal "
+                    f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
+            **{k2: round(v, 3) for k2, v in freq.items()}}
+    _underutilization(res, k, classes, named, freq_share, ranks, steps)
     return res
+
+
+def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
+                      named: dict[str, dict], freq_share: float, ranks: tuple[int, ...],
+                      steps: tuple[int, ...]) -> None:
+    """One ``computation.underutilization`` finding per rank: time_share = the underutilized
+    tasks' share (at the nominal clock) + the frequency drop's; its named causes (AI CPU,
+    alignment, private formats, dynamic shapes, frequency drop) in ``evidence.causes``, the
+    largest as ``evidence.reason``. Named operators are strong evidence: the finding is emitted
+    whatever its share when there are any (msprof-analyze lists them without a threshold)."""
+    r = classes[classes["class"] == "underutilized"].iloc[0]
+    share = min(1.0, float(r["step_share"]) + freq_share)
+    if share < MIN_SHARE and not named:
+        return
+    reason = max(named, key=lambda x: named[x]["share"]) if named else ""
+    sub = k[k["class"] == "underutilized"] if len(k) else k
+    parts = ", ".join(f"{x} {100 * v['share']:.1f}%" for x, v in
+                      sorted(named.items(), key=lambda kv: -kv[1]["share"]))
+    res.findings.append(Finding(
+        "computation", "underutilization", share,
+        f"{r['share_pct']:.1f}% of device task time is underutilized; "
+        f"{100 * share:.1f}% of step time" + (f" (causes: {parts})" if parts else ""),
+        evidence={"reason": reason, "causes": named,
+                  "operators": named[reason].get("operators", []) if reason else [],
+                  "share_of_device_time_pct": round(float(r["share_pct"]), 3),
+                  "no_data_pct": round(res.metrics["no_data_pct"], 3),
+                  "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
+                  "top_ops": top_ops(sub)},
+        ranks=ranks, steps=steps))
 
 
 def _per_step(k: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:

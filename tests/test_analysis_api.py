@@ -111,13 +111,39 @@ def test_every_analyzer_on_empty_and_one_event(rows):
     json.loads(a.to_json())
 
 
-def test_merge_keeps_reasons_apart_and_takes_max():
+def test_merge_one_finding_per_id_takes_max():
+    # one finding per id whatever the reason (sub-causes live in the evidence): max share, its
+    # evidence, the union of ranks
     f = [Finding("computation", "underutilization", 0.2, "a", {"reason": "ai_cpu"}, (0,)),
-         Finding("computation", "underutilization", 0.3, "b", {"reason": "alignment"}, (0,)),
+         Finding("computation", "underutilization", 0.3, "b", {"reason": "alignment"}, (2,)),
          Finding("computation", "underutilization", 0.5, "c", {"reason": "ai_cpu"}, (1,))]
     out = api.merge_findings([f])
     assert [(x.evidence["reason"], x.time_share, x.ranks) for x in out] == \
-        [("ai_cpu", 0.5, (0, 1)), ("alignment", 0.3, (0,))]
+        [("ai_cpu", 0.5, (0, 1, 2))]
+    assert out[0].evidence["per_rank_share"] == {"0": 0.2, "1": 0.5, "2": 0.3}
+
+
+def test_slow_node_folds_its_frequency_drop_and_the_waits_for_it():
+    slow = Finding("computation", "slow_node", 0.6, "s", {}, (1,))
+    under = Finding("computation", "underutilization", 0.65, "u",
+                    {"reason": "frequency_drop",
+                     "causes": {"frequency_drop": {"share": 0.6},
+                                "ai_cpu": {"share": 0.05}}}, (1,))
+    under0 = Finding("computation", "underutilization", 0.05, "u0",
+                     {"reason": "ai_cpu", "causes": {"ai_cpu": {"share": 0.05}}}, (0,))
+    wait = Finding("communication", "synchronization_wait", 0.7, "w", {}, (1,))
+    other_wait = Finding("communication", "synchronization_wait", 0.2, "w2", {}, (3,))
+    folded = api.fold_symptoms([[under0], [under], [slow, wait]])
+    out = {f.id: f for f in api.merge_findings(folded)}
+    u = out["computation.underutilization"]
+    assert u.time_share == pytest.approx(0.05) and u.ranks == (0, 1)
+    assert "frequency_drop" not in u.evidence["causes"] or u.evidence["reason"] == "ai_cpu"
+    w = out["communication.synchronization_wait"]
+    assert w.time_share == pytest.approx(0.7 - 0.6)           # what the slow node leaves
+    assert w.evidence["explained_by"] == {"computation.slow_node": 0.6}
+    # a wait for a rank that is not slow is not explained by the slow node
+    kept = api.fold_symptoms([[slow, other_wait]])[0]
+    assert [f.time_share for f in kept] == [0.6, 0.2]
 
 
 def test_verdict_rule():

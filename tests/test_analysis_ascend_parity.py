@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -47,8 +48,10 @@ def kernel_details_events(csv: Path) -> pd.DataFrame:
 
 
 def by_reason(result) -> dict[str, object]:
-    return {f.evidence.get("reason"): f for f in result.findings
-            if f.id == "computation.underutilization" and "reason" in f.evidence}
+    """The named causes of the (one) underutilization finding, as findings of their own."""
+    return {reason: SimpleNamespace(time_share=sub["share"], evidence=sub)
+            for f in result.findings if f.id == "computation.underutilization"
+            for reason, sub in f.evidence["causes"].items()}
 
 
 def test_older_cann_ai_cpu_operators(shared_traces: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import json
 
 import pandas as pd
@@ -130,7 +132,10 @@ def test_underutilization_causes_ascend_style() -> None:
     )
     r = run(df, A910B)
     check(r)
-    by = {f.evidence.get("reason"): f for f in r.findings if f.cause == "underutilization"}
+    (u,) = [f for f in r.findings if f.cause == "underutilization"]   # one finding, causes inside
+    by = {k: SimpleNamespace(time_share=v["share"], evidence=v)
+          for k, v in u.evidence["causes"].items()}
+    assert u.evidence["reason"] == "shape_affinity"                   # the largest named cause
     assert by["ai_cpu"].evidence["operators"] == ["Cast1"]
     assert by["ai_cpu"].time_share == pytest.approx(0.03)
     assert sorted(by["shape_affinity"].evidence["operators"]) == ["FA", "MatMul1"]
@@ -162,10 +167,13 @@ def test_frequency_drop() -> None:
                ev("counter", "GPU frequency (MHz)", 500_000, 0, lane_kind="counter", lane="c",
                   value=1782.0))
     r = run(df)
-    f = [f for f in r.findings if f.evidence.get("reason") == "frequency_drop"]
-    assert len(f) == 1
-    assert f[0].evidence["drop"] == pytest.approx(0.1)
-    assert f[0].time_share == pytest.approx(0.5 * 0.1)
+    (f,) = [f for f in r.findings if f.cause == "underutilization"]
+    assert f.evidence["reason"] == "frequency_drop"
+    assert f.evidence["causes"]["frequency_drop"]["drop"] == pytest.approx(0.1)
+    assert f.time_share == pytest.approx(0.5 * 0.1)
+    # the GEMM's time at the nominal clock is compute-bound; the rest is the frequency drop's
+    (cb,) = [f for f in r.findings if f.cause == "compute_bound"]
+    assert cb.time_share == pytest.approx(0.5 * 0.9)
     k = r.tables["kernels"].iloc[0]
     assert k["u_compute"] == pytest.approx(0.75)
     assert k["class"] == "compute_bound"

@@ -26,7 +26,7 @@ LANE_KIND = {"thread": "host", "stream": "device", "copy": "copy", "link": "link
              "counters": "counter", "loader": "loader"}
 KINDS = ["compile", "gc", "infer_shape", "tiling", "alloc", "launch", "host_op", "kernel",
          "collective", "sync", "step", "data_read", "data_process", "data_fetch", "data_wait",
-         "memcpy_h2d", "counter", "python", "runtime"]
+         "memcpy_h2d", "counter", "python", "runtime", "marker"]
 UNITS = list(UNIT_NAMES[:3]) + ["link", "host", "copy"]
 EXTRA_NAMES = ["TransData", "StreamSynchronize", "wait grad_allreduce", "gc.collect(gen0)",
                "gc.collect(full)", "next(batch)", "read batch", "process batch", "pin batch",
@@ -282,7 +282,9 @@ def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float
               keep=wait > 0)
     stall = rec.stall[:, None]
     if (stall > 0).any():
-        p.add(1, lane="thread 0", kind="python", name=x["straggler_stall"], ts=start + wait,
+        # a range annotating the late start (its cause lies outside the emulated stack), not
+        # host work of the framework
+        p.add(1, lane="thread 0", kind="marker", name=x["straggler_stall"], ts=start + wait,
               dur=stall, keep=stall > 0)
     if len(rec.opt_wait_dur) and (rec.opt_wait_dur > 0).any():
         ow = rec.opt_wait_dur[:, None]

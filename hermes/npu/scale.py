@@ -34,6 +34,7 @@ class StepScale:
     grad_s: float                   # data-parallel gradient allreduce transmission
     grad_bytes: float               # gradient bytes allreduced per step
     collectives: int                # collectives per step (stream-ordered + gradient buckets)
+    buckets: int                    # gradient buckets per step (0 without data parallelism)
     dp: int
     tp: int
     pp: int
@@ -103,6 +104,7 @@ def measure(workload: str, device: str, ranks: int, settings: Settings | None = 
             host_s=float(costs.total.sum()) * 1e-9, comm_s=float(comm), grad_s=grad,
             grad_bytes=grad_b if dp > 1 else 0.0,
             collectives=int(st.is_link.sum()) + (len(st.bucket_bytes) if dp > 1 else 0),
+            buckets=len(st.bucket_bytes) if dp > 1 else 0,
             dp=dp, tp=tp, pp=pp, vector_by_type=by_type, dp_link=lay.link_for("dp"))
         if best is None or sc.step_s > best.step_s:
             best = sc

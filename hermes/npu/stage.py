@@ -261,8 +261,11 @@ class Stage:
             done = np.broadcast_to(self.dev_free[:, None], done.shape)
         link = lay.link_for("dp")
         sizes = np.array([message_bytes(b, s) for b in self.bucket_bytes])
-        xmit = np.array([transmit_ns("allreduce", b, lay.dp, link, s, concurrent=s.overlap_comm)
-                         for b in sizes])
+        # a bucket issued while backward still computes shares links and HBM with it (and with
+        # the buckets before it); the last one, issued when backward ends, has the link alone
+        conc = (done.max(axis=0) < self.dev_free.max()) & s.overlap_comm
+        xmit = np.array([transmit_ns("allreduce", b, lay.dp, link, s, concurrent=bool(c))
+                         for b, c in zip(sizes, conc, strict=True)])
         xmit = xmit + retransmit_ns(self.rng, nb, s, link.name == "rdma")
         ts, dur = np.zeros((self.R, nb)), np.zeros((self.R, nb))
         free = self.comm_free
