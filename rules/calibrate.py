@@ -36,7 +36,7 @@ CASES: dict[str, tuple[str, int]] = {
     "computation.underutilization": ("resnet50", 1),
     "computation.slow_node": ("vgg16", 2),
     "communication.synchronization_wait": ("vgg16", 2),
-    "communication.bandwidth_contention": ("vgg16", 2),
+    "communication.bandwidth_contention": ("moe", 4),
     "communication.small_packet": ("vgg16", 2),
     "communication.byte_alignment": ("resnet50", 2),
     "communication.network_configuration": ("resnet50", 2),
