@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import hermes.rules
 import pytest
 
 import hermes
@@ -90,3 +91,18 @@ def test_injected_cause_gets_its_rule_and_the_opt_helps(cause, tmp_path):
     assert rec.emulator_opt is not None and rec.emulator_opt.split("=")[0] == opt_name
     after = run(tmp_path / "after", workload, ranks, cause, [rec.emulator_opt])
     assert after < before, (cause, before, after)
+
+
+def test_broken_rule_table_is_one_line_exit_2(slow_processing, tmp_path, monkeypatch):
+    bad = tmp_path / "rules.toml"
+    bad.write_text('version = 1\n[[rule]]\nid = "x.one"\ncause = "cpu.garbage_collection"\n'
+                   'optimization = "o"\nhow = "h"\nrecover = 1.5\nbasis = "b"\n')
+
+    def broken(*args, **kwargs):
+        return hermes.rules.load_rules(bad)
+
+    monkeypatch.setattr(hermes.rules, "recommend", broken)
+    code, out, err = run_cli("analyze", str(slow_processing[0]))
+    assert code == 2
+    assert "(x.one), field 'recover'" in err and "Traceback" not in err
+    assert err.strip().count("\n") == 0
