@@ -46,7 +46,8 @@ def runtime_kind(name: str, corr: object, device_corrs: set) -> str:
 def expected_counts(path: Path) -> Counter:
     events = load_json(path)["traceEvents"]
     device_corrs = {e["args"]["correlation"] for e in events
-                    if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
+                    if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync",
+                                        "mtia_ccp_events")
                     and "correlation" in e.get("args", {})}
     out: Counter = Counter()
     for e in events:
@@ -67,6 +68,11 @@ def expected_counts(path: Path) -> Counter:
         elif cat == "gpu_memcpy":
             kind = "memcpy_h2d" if "HtoD" in name else "memcpy_d2h" if "DtoH" in name \
                 else "memcpy_d2d"
+        elif cat == "mtia_ccp_events":  # MTIA command processor: kernels and 'dma*' copies
+            direction = e.get("args", {}).get("direction")
+            kind = "kernel" if not name.startswith("dma") else \
+                {"HOST_TO_DEVICE": "memcpy_h2d", "DEVICE_TO_HOST": "memcpy_d2h"}.get(
+                    direction, "memcpy_d2d")
         elif cat in PLAIN:
             kind = PLAIN[cat]
         else:

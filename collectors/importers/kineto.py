@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from hermes.collectors.importers import Importer, ImportResult, register
-from hermes.collectors.importers.kineto_chunk import INTERMEDIATE, Side, chunk_to_batch
+from hermes.collectors.importers.kineto_arrow import dictionary, from_numpy, strings, to_numpy
+from hermes.collectors.importers.kineto_chunk import DEVICE_SEP, INTERMEDIATE, Side, chunk_to_batch
 from hermes.collectors.importers.kineto_map import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
 from hermes.collectors.importers.kineto_reader import KinetoFile, peek
 
@@ -33,7 +34,7 @@ from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
 
 NAME = "kineto"
 #: Rows per Parquet row group: small enough to bound memory, large enough to compress well.
-ROW_GROUP_ROWS = 32 * 1024
+ROW_GROUP_ROWS = 64 * 1024
 _MARKERS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
 
 
@@ -77,6 +78,8 @@ class _Finish:
         dc = np.concatenate(side.dev_corr) if side.dev_corr else np.zeros(0, np.int64)
         self.dev_corr = np.unique(dc)
         self.thread_names = side.thread_names
+        self.multi_device = len(side.device_pids) > 1
+        self.lane_kinds = from_numpy(np.arange(len(LANE_KIND_NAMES), dtype=np.int32))
         self.coll_rows, self.coll_vals, self.group_names = self._collectives(side)
         self.dangling = 0
 
@@ -122,10 +125,10 @@ class _Finish:
 
     def batch(self, b: pa.RecordBatch, first_row: int) -> dict[str, Any]:
         n = b.num_rows
-        kind = b.column("kind").to_numpy().copy()
-        lane_kind = b.column("lane_kind").to_numpy()
-        ts = b.column("ts_ns").to_numpy()
-        corr = b.column("corr").to_numpy()
+        kind = to_numpy(b.column("kind")).copy()
+        lane_kind = to_numpy(b.column("lane_kind"))
+        ts = to_numpy(b.column("ts_ns"))
+        corr = to_numpy(b.column("corr"))
         dev = lane_kind == LK["device"]
         has_corr = corr >= 0
         # a runtime call whose correlation reaches a device event enqueued work: a launch
@@ -135,34 +138,31 @@ class _Finish:
         found, launch_step = self._lookup_corr(np.where(has_corr, corr, -1))
         dangling = dev & has_corr & ~found
         self.dangling += int(dangling.sum())
-        step = b.column("step_n").to_numpy().astype(np.int64)
+        step = to_numpy(b.column("step_n")).astype(np.int64)
         free = step < 0
         host_step = _in_window(ts, self.host_win)
         dev_step = np.where(has_corr & found & (launch_step >= 0), launch_step,
                             _in_window(ts, self.dev_win))
         step = np.where(free, np.where(dev, dev_step, host_step), step)
-        corr_out = pa.array(corr, mask=~has_corr | dangling)
+        corr_out = from_numpy(corr, ~has_corr | dangling)
 
         lanes = b.column("lane")
         names = [self._lane_name(s) for s in lanes.dictionary.to_pylist()]
-        lanes = pa.DictionaryArray.from_arrays(lanes.indices, pa.array(names, pa.string()))
-        unit = b.column("unit").to_numpy()
+        lanes = pa.DictionaryArray.from_arrays(lanes.indices, strings(names))
+        unit = to_numpy(b.column("unit"))
         cols: dict[str, Any] = {
-            "rank": np.full(n, self.rank, np.int32),
+            "rank": from_numpy(np.full(n, self.rank, np.int32)),
             "lane": lanes,
-            "lane_kind": pa.DictionaryArray.from_arrays(
-                pa.array(lane_kind.astype(np.int32)), pa.array(LANE_KIND_NAMES)),
-            "kind": pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)),
-                                                   pa.array(KINDS)),
+            "lane_kind": dictionary(lane_kind.astype(np.int32), LANE_KIND_NAMES),
+            "kind": dictionary(kind.astype(np.int32), KINDS),
             "name": b.column("name"),
             "ts_ns": b.column("ts_ns"),
             "dur_ns": b.column("dur_ns"),
-            "step": pa.array(step.astype(np.int32), mask=step < 0),
+            "step": from_numpy(step.astype(np.int32), step < 0),
             "corr_id": corr_out,
             "external_id": b.column("external_id"),
             "stream": b.column("stream"),
-            "unit": pa.DictionaryArray.from_arrays(
-                pa.array(unit.astype(np.int32), mask=unit < 0), pa.array(UNIT_NAMES)),
+            "unit": dictionary(np.maximum(unit, 0).astype(np.int32), UNIT_NAMES, unit < 0),
             "flops": b.column("flops"),
             "bytes": b.column("bytes"),
             "value": b.column("value"),
@@ -176,14 +176,16 @@ class _Finish:
             i = self.coll_rows[lo:hi] - first_row
             group[i], seq[i], nbytes[i] = self.coll_vals[lo:hi].T
         coll = kind == K["collective"]
-        cols["coll_group"] = pa.DictionaryArray.from_arrays(
-            pa.array(group.astype(np.int32), mask=group < 0),
-            pa.array(self.group_names, pa.string()))
-        cols["coll_seq"] = pa.array(seq, mask=~coll | (seq < 0))
-        cols["coll_bytes"] = pa.array(nbytes, mask=~coll | (nbytes < 0))
+        cols["coll_group"] = dictionary(np.maximum(group, 0).astype(np.int32), self.group_names,
+                                        group < 0)
+        cols["coll_seq"] = from_numpy(seq, ~coll | (seq < 0))
+        cols["coll_bytes"] = from_numpy(nbytes, ~coll | (nbytes < 0))
         return cols
 
     def _lane_name(self, lane: str) -> str:
+        if DEVICE_SEP in lane:  # '<pid>SEP stream <id>': the device only where there are several
+            pid, _, rest = lane.partition(DEVICE_SEP)
+            return f"gpu {pid} {rest}" if self.multi_device else rest
         if not lane.startswith("thread "):
             return lane
         tid = lane[7:]
@@ -255,7 +257,8 @@ def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTra
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
     """Import Kineto files (one per rank) into one Hermes trace at ``out``."""
     progress: Callable[[int], None] | None = options.get("progress")
-    writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS)
+    writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
+                         threaded=True)
     ranks: dict[int, Path] = {}
     by_kind: Counter[str] = Counter()
     by_cat: Counter[str] = Counter()

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from hermes.collectors.importers.kineto_arrow import dictionary, from_numpy, utf8_buffers
 from hermes.collectors.importers.kineto_map import (
     CATEGORIES,
+    CCP,
     EVENT_PHASES,
     FLOW_PHASES,
     KERNEL,
     LK,
     MEMCPY,
+    NO_INT,
     RUNTIME,
     K,
     U,
@@ -30,7 +33,6 @@ from hermes.collectors.importers.kineto_map import (
     coll_group,
     decode_args,
     name_info,
-    raw_strings,
     with_source_category,
 )
 from hermes.collectors.importers.kineto_reader import Chunk, us_text_to_ns
@@ -64,6 +66,9 @@ class Side:
     colls: list[np.ndarray] = field(default_factory=list)
     groups: dict[str, int] = field(default_factory=dict)  # process group name -> code
     thread_names: dict[str, str] = field(default_factory=dict)
+    #: pid of every device-side event: more than one means a multi-device process, whose
+    #: device lanes are then named 'gpu <pid> stream <id>'
+    device_pids: set = field(default_factory=set)
     by_category: Counter[str] = field(default_factory=Counter)
     unknown: Counter[str] = field(default_factory=Counter)
     flows: int = 0
@@ -72,48 +77,59 @@ class Side:
     ts_min: int | None = None
 
 
-def _encode(values: list[object]) -> tuple[np.ndarray, list[object]]:
-    """Dictionary-encode a list of str/None: (indices with nulls -> len(dictionary), dictionary)."""
-    enc = pa.array(values, type=pa.string()).dictionary_encode()
-    dictionary = enc.dictionary.to_pylist()
-    idx = pc.fill_null(enc.indices, len(dictionary)).to_numpy()
-    return idx, dictionary + [None]
+_PH, _CAT, _NAME = attrgetter("ph"), attrgetter("cat"), attrgetter("name")
+_PID, _TID, _TS, _DUR, _ARGS = (attrgetter(a) for a in ("pid", "tid", "ts", "dur", "args"))
+#: separates the device (pid) from the stream in phase 1 lane labels; phase 2 names the lane
+DEVICE_SEP = "\x1f"
 
 
-def _role(ph: str, cat: str | None) -> tuple[int, int, int, bool]:
-    """(role, kind code, lane-kind code, kept as unknown) of a (phase, category) pair."""
+def _codes(values: list) -> tuple[np.ndarray, list]:
+    """Dictionary codes of hashable values (few distinct ones): (int32 codes, distinct values)."""
+    keys = {k: i for i, k in enumerate(dict.fromkeys(values))}
+    return np.fromiter(map(keys.__getitem__, values), np.int32, len(values)), list(keys)
+
+
+def _take(items: list, idx: np.ndarray) -> list:
+    return list(map(items.__getitem__, idx.tolist()))
+
+
+def _role(ph: str, cat: str | None) -> tuple[int, int, int, bool, bool]:
+    """(role, kind code, lane-kind code, kept as unknown, stream from args) of (phase, cat)."""
     if ph in FLOW_PHASES:
-        return ROLE_FLOW, 0, 0, False
+        return ROLE_FLOW, 0, 0, False, False
     if ph == "M":
-        return ROLE_META, 0, 0, False
+        return ROLE_META, 0, 0, False, False
     if ph == "C":
-        return ROLE_EVENT, K["counter"], LK["counter"], False
+        return ROLE_EVENT, K["counter"], LK["counter"], False, False
     rule = CATEGORIES.get(cat or "")
     if ph in EVENT_PHASES and rule is not None:
-        return ROLE_EVENT, rule.kind, LK[rule.lane_kind], False
-    return ROLE_EVENT, K["other"], LK["host"], True
+        return ROLE_EVENT, rule.kind, LK[rule.lane_kind], False, rule.stream_from_args
+    return ROLE_EVENT, K["other"], LK["host"], True, False
 
 
 def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | None:
     evs = chunk.events
-    ph_idx, ph_dict = _encode([e.ph for e in evs])
-    cat_idx, cat_dict = _encode([e.cat for e in evs])
-    pair = ph_idx * len(cat_dict) + cat_idx
-    uniq, counts = np.unique(pair, return_counts=True)
-    n_pairs = len(ph_dict) * len(cat_dict)
+    ph_code, ph_dict = _codes(list(map(_PH, evs)))
+    cat_code, cat_dict = _codes(list(map(_CAT, evs)))
+    n_cat = len(cat_dict)
+    pair = ph_code * n_cat + cat_code
+    n_pairs = len(ph_dict) * n_cat
+    counts = np.bincount(pair, minlength=n_pairs)
     role = np.zeros(n_pairs, np.int8)
     pkind = np.zeros(n_pairs, np.int8)
     plane = np.zeros(n_pairs, np.int8)
     punknown = np.zeros(n_pairs, bool)
-    for u, c in zip(uniq.tolist(), counts.tolist(), strict=True):
-        ph, cat = ph_dict[u // len(cat_dict)], cat_dict[u % len(cat_dict)]
+    pargs = np.zeros(n_pairs, bool)
+    for u in np.flatnonzero(counts).tolist():
+        ph, cat = ph_dict[u // n_cat], cat_dict[u % n_cat]
+        c = int(counts[u])
         if not ph:
             first = int(np.flatnonzero(pair == u)[0])
             raise ImportFormatError("event has no 'ph' (phase)", path=path,
                                     where=f"event {chunk.first_index + first}",
                                     hint="expected Chrome-trace events such as "
                                          '{"ph": "X", "name": ..., "ts": ..., "dur": ...}')
-        role[u], pkind[u], plane[u], punknown[u] = _role(str(ph), cat)
+        role[u], pkind[u], plane[u], punknown[u], pargs[u] = _role(str(ph), cat)
         key = cat if cat else f"(ph {ph})"
         side.by_category[key] += c
         if punknown[u]:
@@ -123,38 +139,70 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
     row_role = role[pair]
     meta_rows = np.flatnonzero(row_role == ROLE_META)
     if meta_rows.size:
-        _thread_names([evs[i] for i in meta_rows.tolist()], side)
+        _thread_names(_take(evs, meta_rows), side)
     sel = np.flatnonzero(row_role == ROLE_EVENT)
     if sel.size == 0:
         return None
-    rows = [evs[i] for i in sel.tolist()]
+    rows = evs if sel.size == len(evs) else _take(evs, sel)
     rpair = pair[sel]
-    return _events_batch(rows, sel, rpair, pkind, plane, punknown, cat_dict, ph_dict, chunk,
-                         side, path)
+    return _events_batch(rows, sel, rpair, pkind, plane, punknown, pargs, cat_dict, ph_dict,
+                         chunk, side, path)
 
 
 def _thread_names(rows: list, side: Side) -> None:
+    """First non-empty ``thread_name`` per tid (metadata events repeat: decode each once)."""
     names = [r for r in rows if r.name == "thread_name"]
     if not names:
         return
-    for r, a in zip(names, decode_args([r.args for r in names]), strict=True):
-        if a.name and str(r.tid) not in side.thread_names:
-            side.thread_names[str(r.tid)] = a.name.strip()
+    distinct = dict.fromkeys(zip(map(str, map(_TID, names)), map(bytes, map(_ARGS, names))))
+    keys = [k for k in distinct if k[0] not in side.thread_names]
+    if not keys:
+        return
+    for (tid, _), a in zip(keys, decode_args([msgspec.Raw(k[1]) for k in keys]), strict=True):
+        if a.name and tid not in side.thread_names:
+            side.thread_names[tid] = a.name.strip()
 
 
-def _lanes(tids: list, dev: np.ndarray) -> pa.DictionaryArray:
-    """'thread <tid>' / 'stream <tid>' per row, built once per distinct (tid, lane kind)."""
+def _ints(values: list) -> np.ndarray | None:
+    """int64 array of Python ints; None when some value is not an int (string tids)."""
     try:
-        tid = np.fromiter(tids, dtype=np.int64, count=len(tids))
-    except (TypeError, ValueError, OverflowError):  # string tids (Kineto's own spans)
-        labels = [("stream " if d else "thread ") + str(t)
-                  for d, t in zip(dev.tolist(), tids, strict=True)]
-        return pa.array(labels, pa.string()).dictionary_encode()
-    key = tid * 2 + dev
-    uniq, inverse = np.unique(key, return_inverse=True)
-    labels = [("stream " if k & 1 else "thread ") + str(k >> 1) for k in uniq.tolist()]
-    return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)),
-                                          pa.array(labels, pa.string()))
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _lanes(tids: list, rows: list, dev: np.ndarray, dev_id: np.ndarray | None,
+           side: Side) -> pa.DictionaryArray:
+    """Lane labels: 'thread <tid>' for host rows, '<pid>SEP stream <id>' for device rows
+    (phase 2 drops or spells out the pid), built once per distinct lane."""
+    tid = _ints(tids)
+    dev_rows = np.flatnonzero(dev)
+    pids = list(map(_PID, _take(rows, dev_rows))) if dev_rows.size else []
+    side.device_pids.update(pids)
+    pid = _ints(pids)
+    if tid is not None and pid is not None:
+        ident = tid if dev_id is None else np.where(dev & (dev_id != NO_INT), dev_id, tid)
+        dev_pid = np.zeros(len(tids), np.int64)
+        dev_pid[dev_rows] = pid
+        # one int per (device?, pid, id) from the codes of each part: a 1-D unique is cheap
+        u_pid, c_pid = np.unique(dev_pid, return_inverse=True)
+        u_id, c_id = np.unique(ident, return_inverse=True)
+        key = (dev.astype(np.int64) * len(u_pid) + c_pid.reshape(-1)) * len(u_id) + \
+            c_id.reshape(-1)
+        uniq, inverse = np.unique(key, return_inverse=True)
+        labels = []
+        for k in uniq.tolist():
+            rest, i = divmod(k, len(u_id))
+            d, p = divmod(rest, len(u_pid))
+            labels.append(f"{u_pid[p]}{DEVICE_SEP}stream {u_id[i]}" if d else
+                          f"thread {u_id[i]}")
+        return dictionary(inverse.reshape(-1), labels)
+    labels = [f"thread {t}" for t in tids]
+    for j, r in enumerate(dev_rows.tolist()):
+        i = tids[r] if dev_id is None or dev_id[r] == NO_INT else int(dev_id[r])
+        labels[r] = f"{pids[j]}{DEVICE_SEP}stream {i}"
+    codes, uniq_labels = _codes(labels)
+    return dictionary(codes, uniq_labels)
 
 
 def _coll_info(args: list, side: Side) -> tuple[np.ndarray, ...]:
@@ -162,7 +210,7 @@ def _coll_info(args: list, side: Side) -> tuple[np.ndarray, ...]:
     group = np.array([_group_code(coll_group(a), side) for a in args], np.int64)
     seq = np.array([a.seq if isinstance(a.seq, int) else -1 for a in args], np.int64)
     nbytes = np.array([-1 if (b := coll_bytes(a)) is None else b for a in args], np.int64)
-    ext = np.array([-1 if a.external_id is None else a.external_id for a in args], np.int64)
+    ext = np.array([-1 if a.external_id == NO_INT else a.external_id for a in args], np.int64)
     return group, seq, nbytes, ext
 
 
@@ -172,28 +220,37 @@ def _group_code(group: str | None, side: Side) -> int:
     return side.groups.setdefault(group, len(side.groups))
 
 
+def _name_codes(names: list) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes of event names as text (None -> '', numbers -> their text)."""
+    codes, uniq = _codes(names)
+    text = [u if isinstance(u, str) else "" if u is None else str(u) for u in uniq]
+    if len(set(text)) < len(text):  # e.g. None and "" both read as ""
+        canon, text = _codes(text)
+        codes = canon[codes]
+    return codes, text
+
+
+def _column(args: list, field_name: str, dtype: type) -> np.ndarray:
+    return np.fromiter(map(attrgetter(field_name), args), dtype, len(args))
+
+
 def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
-                  plane: np.ndarray, punknown: np.ndarray, cat_dict: list, ph_dict: list,
-                  chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch:
+                  plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
+                  ph_dict: list, chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch:
     n = len(rows)
     where0 = chunk.first_index
-    names = [r.name for r in rows]
-    try:
-        name_idx, name_dict = _encode(names)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        name_idx, name_dict = _encode([r if isinstance(r, str) else
-                                       ("" if r is None else str(r)) for r in names])
-    name_dict[-1] = ""
-    infos = [name_info(s or "") for s in name_dict]
+    name_idx, name_dict = _name_codes(list(map(_NAME, rows)))
+    infos = [name_info(s) for s in name_dict]
     step_by_name = np.array([i.step for i in infos], np.int32)
     dw_by_name = np.array([i.data_wait for i in infos], bool)
     nccl_by_name = np.array([i.nccl for i in infos], bool)
     rt_by_name = np.array([i.runtime_kind for i in infos], np.int8)
     mc_by_name = np.array([i.memcpy_kind for i in infos], np.int8)
+    dma_by_name = np.array([i.dma for i in infos], bool)
 
     try:
-        ts, has_ts = us_text_to_ns([r.ts for r in rows])
-        dur, _ = us_text_to_ns([r.dur for r in rows])
+        ts, has_ts = us_text_to_ns(list(map(_TS, rows)))
+        dur, _ = us_text_to_ns(list(map(_DUR, rows)))
     except ValueError as exc:
         i = int(exc.args[0])
         raise ImportFormatError("'ts'/'dur' is not a number", path=path,
@@ -211,6 +268,15 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     tmin = int(ts.min())
     side.ts_min = tmin if side.ts_min is None else min(side.ts_min, tmin)
 
+    raw_args = list(map(_ARGS, rows))
+    args = decode_args(raw_args)
+    corr = _column(args, "correlation", np.int64)
+    corr[corr == NO_INT] = -1
+    ext = _column(args, "external_id", np.int64)
+    flops = _column(args, "flops", np.float64)
+    nbytes = _column(args, "bytes", np.float64)
+    arg_stream = _column(args, "stream", np.int64)
+
     base = pkind[rpair]
     lane_kind = plane[rpair]
     kind = base.copy()
@@ -220,6 +286,15 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     kind[m] = np.where(nccl_by_name[name_idx[m]], K["collective"], K["kernel"])
     m = base == MEMCPY
     kind[m] = mc_by_name[name_idx[m]]
+    m = base == CCP
+    if m.any():
+        kind[m] = K["kernel"]
+        dma = np.flatnonzero(m & dma_by_name[name_idx])
+        if dma.size:
+            kind[dma] = [_DMA_KINDS.get(args[i].direction or "", K["memcpy_d2d"])
+                         for i in dma.tolist()]
+            size = _column(_take(args, dma), "size", np.float64)
+            nbytes[dma] = np.where(np.isnan(nbytes[dma]), size, nbytes[dma])
     step_n = step_by_name[name_idx]
     is_step = (base == K["marker"]) & (step_n >= 0)
     kind[is_step] = K["step"]
@@ -229,30 +304,37 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     step_n = np.where(is_step, step_n, -1).astype(np.int32)
 
     unit = np.full(n, -1, np.int8)
-    unit[kind == K["kernel"]] = U["sm"]
+    unit[(kind == K["kernel"]) & (base != CCP)] = U["sm"]  # MTIA has no SMs: left empty
     unit[kind == K["collective"]] = U["link"]
     unit[np.isin(kind, [K["memcpy_h2d"], K["memcpy_d2h"], K["memcpy_d2d"], K["memset"]])] = \
         U["copy"]
 
-    tids = [r.tid for r in rows]
+    tids = list(map(_TID, rows))
     dev_arr = lane_kind == LK["device"]
+    from_args = pargs[rpair] & dev_arr
+    # device stream: the tid (CUDA writes the stream there), or args.stream where the category
+    # says so (MTIA) or the tid is not a number
+    tid_int = _ints(tids)
+    if tid_int is not None:
+        stream_v = np.where(from_args, arg_stream, tid_int)
+    else:
+        stream_v = np.array([a if f or not isinstance(t, int) else t for t, a, f in
+                             zip(tids, arg_stream.tolist(), from_args.tolist(), strict=True)],
+                            np.int64)
+    stream_null = ~dev_arr | (stream_v == NO_INT) | (stream_v < -2 ** 31) | \
+        (stream_v >= 2 ** 31)
+    stream = from_numpy(np.where(stream_null, 0, stream_v).astype(np.int32), stream_null)
+    lane_id = np.where(from_args & (arg_stream != NO_INT), arg_stream, NO_INT) \
+        if from_args.any() else None
+
     counter_rows = np.flatnonzero(kind == K["counter"])
-    lane_arr = _lanes(tids, dev_arr)
+    lane_arr = _lanes(tids, rows, dev_arr, lane_id, side)
     if counter_rows.size:
         lanes = lane_arr.to_pylist()
         for i in counter_rows.tolist():
             lanes[i] = f"counter {name_dict[name_idx[i]]}"
-        lane_arr = pa.array(lanes, pa.string()).dictionary_encode()
-
-    raw_args = [r.args for r in rows]
-    args = decode_args(raw_args)
-    corr = np.array([-1 if a.correlation is None else a.correlation for a in args], np.int64)
-    ext = pa.array([a.external_id for a in args], pa.int64())
-    flops = pa.array([a.flops for a in args], pa.float64())
-    nbytes = pa.array([a.bytes for a in args]).cast(pa.int64(), safe=False) \
-        if any(a.bytes is not None for a in args) else pa.nulls(n, pa.int64())
-    stream = pa.array([(t if isinstance(t, int) else a.stream) if d else None
-                       for d, t, a in zip(dev_arr.tolist(), tids, args, strict=True)], pa.int32())
+        codes, uniq = _codes(lanes)
+        lane_arr = dictionary(codes, uniq)
 
     value = np.full(n, np.nan)
     if counter_rows.size:
@@ -271,12 +353,12 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
 
     coll_rows = np.flatnonzero(kind == K["collective"])
     if coll_rows.size:
-        info = _coll_info([args[i] for i in coll_rows.tolist()], side)
+        info = _coll_info(_take(args, coll_rows), side)
         side.colls.append(np.stack([coll_rows + side.rows, ts[coll_rows], *info], 1))
     rpc_code = next((i for i, s in enumerate(name_dict) if s == "record_param_comms"), -1)
     rpc_rows = np.flatnonzero(name_idx == rpc_code) if rpc_code >= 0 else coll_rows[:0]
     if rpc_rows.size:
-        r_group, r_seq, r_bytes, r_ext = _coll_info([args[i] for i in rpc_rows.tolist()], side)
+        r_group, r_seq, r_bytes, r_ext = _coll_info(_take(args, rpc_rows), side)
         keep = (r_ext >= 0) & ((r_group >= 0) | (r_seq >= 0) | (r_bytes >= 0))
         if keep.any():
             side.rpc.append(np.stack([r_ext, r_bytes, r_group, r_seq], 1)[keep])
@@ -292,10 +374,16 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     side.dev_corr.append(corr[has_corr & dev_arr])
     side.rows += n
 
-    name_arr = pa.DictionaryArray.from_arrays(pa.array(name_idx.astype(np.int32)),
-                                              pa.array(name_dict, pa.string()))
+    no_bytes = np.isnan(nbytes) | (np.abs(nbytes) >= 2 ** 63)
     return pa.RecordBatch.from_arrays([
-        pa.array(kind), lane_arr, pa.array(lane_kind), name_arr, pa.array(ts), pa.array(dur),
-        pa.array(step_n), pa.array(corr), ext, stream, pa.array(unit), flops, nbytes,
-        pa.array(value, from_pandas=True), raw_strings(raw_args),
+        from_numpy(kind), lane_arr, from_numpy(lane_kind), dictionary(name_idx, name_dict),
+        from_numpy(ts), from_numpy(dur), from_numpy(step_n), from_numpy(corr),
+        from_numpy(ext, ext == NO_INT), stream, from_numpy(unit),
+        from_numpy(flops, np.isnan(flops)),
+        from_numpy(np.where(no_bytes, 0, nbytes).astype(np.int64), no_bytes),
+        from_numpy(value, np.isnan(value)), utf8_buffers(raw_args),
     ], schema=INTERMEDIATE)
+
+
+_DMA_KINDS = {"HOST_TO_DEVICE": K["memcpy_h2d"], "DEVICE_TO_HOST": K["memcpy_d2h"],
+              "DEVICE_TO_DEVICE": K["memcpy_d2d"]}

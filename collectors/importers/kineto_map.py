@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import msgspec
-import numpy as np
-import pyarrow as pa
 
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS, UNITS
 
@@ -26,13 +24,17 @@ UNIT_NAMES: tuple[str, ...] = tuple(UNITS)
 U = {k: i for i, k in enumerate(UNIT_NAMES)}
 
 # Pseudo-kinds refined by the event name (negative so they never collide with real kinds).
-RUNTIME, KERNEL, MEMCPY = -1, -2, -3
+RUNTIME, KERNEL, MEMCPY, CCP = -1, -2, -3, -4
+#: "absent" for the integer args fields (a JSON int is never this small in a Kineto trace)
+NO_INT = -(2 ** 63)
 
 
 @dataclass(frozen=True)
 class CategoryRule:
     kind: int  # an index into KINDS, or a pseudo-kind refined by name
-    lane_kind: str  # "host" (lane 'thread <tid>') or "device" (lane 'stream <tid>')
+    lane_kind: str  # "host" (lane 'thread <tid>') or "device" (lane 'stream <id>')
+    #: the stream is args.stream (MTIA: tid is the firmware thread); else tid, as CUDA writes
+    stream_from_args: bool = False
 
 
 #: What each Kineto category becomes. Anything else is kept as kind 'other' on a host lane.
@@ -50,6 +52,9 @@ CATEGORIES: dict[str, CategoryRule] = {
     "gpu_memset": CategoryRule(K["memset"], "device"),
     "gpu_user_annotation": CategoryRule(K["marker"], "device"),
     "cuda_sync": CategoryRule(K["sync"], "device"),
+    # MTIA device-side (command processor) events: kernels, and DMA copies named 'dma_*'
+    # whose args.direction gives the copy direction and args.size its bytes
+    "mtia_ccp_events": CategoryRule(CCP, "device", stream_from_args=True),
 }
 #: Event phases that carry an event (complete, instant, counter); others are flows/metadata.
 EVENT_PHASES = frozenset({"X", "i", "I", "C"})
@@ -83,6 +88,7 @@ class NameInfo:
     nccl: bool
     runtime_kind: int
     memcpy_kind: int
+    dma: bool  # an MTIA DMA request (HTA's memory-kernel pattern '^dma')
 
 
 @lru_cache(maxsize=1 << 16)
@@ -105,6 +111,7 @@ def name_info(name: str) -> NameInfo:
         nccl=bool(_NCCL.match(name)),
         runtime_kind=K[runtime],
         memcpy_kind=K[memcpy],
+        dma=name.startswith("dma"),
     )
 
 
@@ -116,13 +123,19 @@ def dtype_bytes(dtype: object) -> int | None:
 
 
 class Args(msgspec.Struct, gc=False):
-    """The args fields Hermes turns into columns; the whole args text is kept as well."""
+    """The args fields Hermes turns into columns; the whole args text is kept as well.
 
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    flops: float | None = None
-    bytes: int | float | None = None
-    stream: int | None = None
+    The fields read for every event are plain ints/floats with an "absent" value (``NO_INT``,
+    NaN), so whole columns come out with one ``np.fromiter`` each.
+    """
+
+    correlation: int = NO_INT
+    external_id: int = msgspec.field(default=NO_INT, name="External id")
+    flops: float = float("nan")
+    bytes: float = float("nan")
+    stream: int = NO_INT
+    direction: str | None = None  # MTIA DMA: HOST_TO_DEVICE, DEVICE_TO_HOST, ...
+    size: float = float("nan")  # MTIA DMA: bytes
     in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
     out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
     dtype: str | None = None
@@ -158,13 +171,15 @@ def _tolerant(d: object) -> Args:
     for f in Args.__struct_fields__:
         key = Args.__struct_encode_fields__[Args.__struct_fields__.index(f)]
         v = d.get(key)
-        if f in ("correlation", "external_id", "stream", "in_nelems", "out_nelems"):
+        if f in ("correlation", "external_id", "stream"):
             v = _as_int(v)
-        elif f in ("flops", "bytes"):
+            v = NO_INT if v is None or not -2 ** 63 < v < 2 ** 63 else v
+        elif f in ("in_nelems", "out_nelems", "seq"):
+            v = _as_int(v)
+        elif f in ("flops", "bytes", "size"):
             v = _as_float(v)
-        elif f == "seq":
-            v = _as_int(v)
-        elif f in ("dtype", "pg_desc", "name") and v is not None:
+            v = float("nan") if v is None else v
+        elif f in ("dtype", "pg_desc", "name", "direction") and v is not None:
             v = str(v)
         elif f == "pg_name" and v is not None:
             v = str(v)
@@ -209,10 +224,3 @@ def with_source_category(args_text: bytes, category: str) -> bytes:
     return head + b", " + body
 
 
-def raw_strings(raws: list[msgspec.Raw]) -> pa.StringArray:
-    """One Arrow string array over the raw JSON texts, without a Python string per row."""
-    n = len(raws)
-    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int32)  # a chunk holds a few MB of text
-    np.cumsum(lens, out=offsets[1:])
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(b"".join(raws)))

@@ -16,7 +16,9 @@ their decimal text (:func:`us_text_to_ns`), never through a float.
 from __future__ import annotations
 
 import gzip
+import queue
 import re
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,7 +35,12 @@ from hermes.errors import ImportFormatError
 
 #: Bytes of JSON text per decoded chunk (bounds memory; ~40-60k events of pretty-printed Kineto).
 CHUNK_BYTES = 4 * 1024 * 1024
-_READ_BYTES = 1024 * 1024
+#: Decompressed bytes per read of the background reader thread, and how many reads it may run
+#: ahead of the decoder (zlib releases the GIL, so decompression overlaps decoding).
+_READ_BYTES = 2 * 1024 * 1024
+_READ_AHEAD = 4
+#: Where a chunk is cut: the first event boundary in the last this-many bytes of the text read.
+_CUT_WINDOW = 64 * 1024
 #: How far into a file the ``"traceEvents"`` key may start (headers hold INFO logs).
 _MAX_HEADER = 64 * 1024 * 1024
 _EMPTY_ARGS = msgspec.Raw(b"{}")
@@ -79,6 +86,9 @@ class KinetoFile:
     _offset: int = 0  # decompressed offset of _buf[0]
     _prefix: bytes = b""
     _decoded: int = 0  # decompressed bytes read so far
+    _blocks: queue.Queue | None = None
+    _pump: threading.Thread | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
 
     def compressed_pos(self) -> int:
         """Bytes of the file on disk consumed so far (for progress)."""
@@ -88,20 +98,38 @@ class KinetoFile:
             return 0
 
     # -- low level ----------------------------------------------------------------------
+    def _pump_blocks(self) -> None:
+        """Background thread: read (and decompress) blocks into the queue; b"" at the end,
+        an exception object if reading fails."""
+        assert self._stream is not None and self._blocks is not None
+        while not self._stop.is_set():
+            try:
+                block = self._stream.read(_READ_BYTES)
+            except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
+                self._blocks.put(exc)
+                return
+            self._blocks.put(block)
+            if not block:
+                return
+
     def _read(self) -> bytes:
-        assert self._stream is not None
-        try:
-            block = self._stream.read(_READ_BYTES)
-            self._decoded += len(block)
-            return block
-        except EOFError:
+        assert self._blocks is not None
+        item = self._blocks.get()
+        if isinstance(item, bytes):
+            self._decoded += len(item)
+            if not item:
+                self._blocks.put(item)  # stay at the end for later reads
+            return item
+        self._blocks.put(item)
+        if isinstance(item, EOFError):
             raise ImportFormatError("truncated gzip: the compressed stream ends early",
                                     path=self.path,
                                     where=f"compressed byte {self.compressed_pos()}",
                                     hint="the file was cut short; copy it again") from None
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise ImportFormatError(f"cannot decompress: {exc}", path=self.path,
+        if isinstance(item, (gzip.BadGzipFile, zlib.error, OSError)):
+            raise ImportFormatError(f"cannot decompress: {item}", path=self.path,
                                     hint="expected a gzip-compressed Kineto JSON trace") from None
+        raise item
 
     def open(self) -> KinetoFile:
         try:
@@ -109,10 +137,28 @@ class KinetoFile:
         except OSError as exc:
             raise ImportFormatError(f"cannot read: {exc.strerror}", path=self.path) from None
         self._stream = gzip.GzipFile(fileobj=self._raw) if _is_gz(self.path) else self._raw
-        self._find_events_array()
+        self._blocks = queue.Queue(maxsize=_READ_AHEAD)
+        self._stop.clear()
+        self._pump = threading.Thread(target=self._pump_blocks, name="hermes-kineto-read",
+                                      daemon=True)
+        self._pump.start()
+        try:
+            self._find_events_array()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def close(self) -> None:
+        self._stop.set()
+        if self._pump is not None and self._blocks is not None:
+            while self._pump.is_alive():  # unblock a reader waiting on a full queue
+                try:
+                    self._blocks.get(timeout=0.05)
+                except queue.Empty:
+                    pass
+            self._pump.join()
+        self._pump = None
         for s in (self._stream, self._raw):
             if s is not None:
                 s.close()
@@ -147,65 +193,78 @@ class KinetoFile:
 
     # -- chunks -------------------------------------------------------------------------
     def chunks(self, progress: Callable[[int], None] | None = None) -> Iterator[Chunk]:
-        """Yield the events in chunks of about CHUNK_BYTES; fills ``header`` when done."""
+        """Yield the events in chunks of about CHUNK_BYTES; fills ``header`` when done.
+
+        The text read so far is a list of blocks; a chunk is cut at the first ``}, {`` in the
+        last ``_CUT_WINDOW`` bytes of the last block (anywhere in it if there is none), and its
+        events are decoded from one join of ``[``, the blocks and ``]`` (one copy of the text).
+        """
         index = 0
         eof = False
-        start = 0  # where the next boundary search may begin in _buf
+        parts: list[bytes] = [self._buf] if self._buf else []
+        have = len(self._buf)
+        need_more = False
         while True:
-            if not eof and len(self._buf) < CHUNK_BYTES:
-                # gather blocks first and join once: appending to bytes copies the whole buffer
-                blocks = [self._buf]
-                have = len(self._buf)
-                while have < CHUNK_BYTES:
-                    block = self._read()
-                    if not block:
-                        eof = True
-                        break
-                    blocks.append(block)
-                    have += len(block)
-                self._buf = b"".join(blocks)
-                if progress is not None:
-                    progress(self.compressed_pos())
-            m = None
-            if len(self._buf) >= CHUNK_BYTES:
-                m = _BOUNDARY.search(self._buf, max(start, CHUNK_BYTES * 3 // 4))
-            if m is None and not eof:
-                start = max(start, len(self._buf) - 64)
+            while not eof and (have < CHUNK_BYTES or need_more):
                 block = self._read()
-                if block:
-                    self._buf += block
-                    continue
-                eof = True
-            if m is None:
-                events, trailer = self._final(self._buf, index)
+                if not block:
+                    eof = True
+                    break
+                parts.append(block)
+                have += len(block)
+                need_more = False
+            if progress is not None:
+                progress(self.compressed_pos())
+            if eof:
+                rest = b"".join(parts)
+                events, trailer = self._final(rest, index)
                 if events:
                     yield Chunk(events, index, self._offset)
                 self._parse_header(trailer)
                 return
-            text = self._buf[:m.start() + 1]
-            events = self._try_decode(text, index, final=False)
-            if events is None:  # the cut fell inside a string or a nested object
-                start = m.end()
+            cut = self._cut(parts, index)
+            if cut is None:  # no complete event boundary yet: read on
+                parts = [b"".join(parts)]
+                need_more = True
                 continue
+            events, rest = cut
             index += len(events)
             yield Chunk(events, index - len(events), self._offset)
             del events  # let the chunk's events go before the next one is decoded
-            cut = m.end() - 1
-            self._offset += cut
-            self._buf = self._buf[cut:]
-            start = 0
+            self._offset += have - len(rest)
+            parts = [rest] if rest else []
+            have = len(rest)
 
-    def _try_decode(self, text: bytes, index: int, final: bool) -> list[Event] | None:
+    def _cut(self, parts: list[bytes], index: int) -> tuple[list[Event], bytes] | None:
+        """Decode the events before the last usable boundary of ``parts[-1]``; (events, text
+        after the boundary), or None when the last part holds no boundary that decodes."""
+        last = parts[-1]
+        m = _BOUNDARY.search(last, max(0, len(last) - _CUT_WINDOW))
+        if m is None:
+            m = _BOUNDARY.search(last)
+        view = memoryview(last)
+        while m is not None:
+            text = [*parts[:-1], view[:m.start() + 1]]
+            events = self._try_decode(text, index, final=False)
+            if events is not None:
+                return events, last[m.end() - 1:]
+            m = _BOUNDARY.search(last, m.end())  # the cut fell inside a string: try the next
+        return None
+
+    def _try_decode(self, text: bytes | list[bytes | memoryview], index: int,
+                    final: bool) -> list[Event] | None:
+        pieces = [text] if isinstance(text, bytes) else text
+        length = sum(len(t) for t in pieces)
         try:
-            return _EVENTS.decode(b"[" + text + b"]")
+            return _EVENTS.decode(b"".join([b"[", *pieces, b"]"]))
         except msgspec.ValidationError as exc:
             raise self._validation_error(exc, index) from None
         except msgspec.DecodeError as exc:
             pos = _error_pos(exc)
-            if not final and (pos is None or pos >= len(text)):
+            if not final and (pos is None or pos >= length):
                 return None
             where = f"byte {self._offset + pos - 1}" if pos is not None else \
-                f"bytes {self._offset}-{self._offset + len(text)}"
+                f"bytes {self._offset}-{self._offset + length}"
             raise ImportFormatError(f"malformed JSON in traceEvents ({_msg(exc)})",
                                     path=self.path, where=where,
                                     hint="expected a complete PyTorch profiler trace") from None

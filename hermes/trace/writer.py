@@ -5,6 +5,12 @@ output is written under a temporary name in the target directory and renamed int
 :meth:`TraceWriter.close`, so a reader never sees a partial file and a failed write leaves the
 previous file (if any) untouched.
 
+Only the dictionary-typed columns (lane, kind, name, ...) are dictionary-encoded in Parquet:
+high-cardinality columns such as ``args`` would fill a dictionary page, then fall back to plain
+encoding after the work is done (measured: 25 % slower and 25 % larger on a Kineto import).
+``threaded=True`` encodes and compresses row groups on a background thread (Arrow releases the
+GIL there), overlapping them with whatever produces the next rows; at most two row groups wait.
+
 Usage::
 
     with TraceWriter("run.parquet", TraceMeta(source="emulator")) as w:
@@ -14,7 +20,9 @@ Usage::
 from __future__ import annotations
 
 import os
+import queue
 import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +37,8 @@ from hermes.trace.meta import TraceMeta
 from hermes.trace.schema import COLUMNS, arrow_schema
 
 DEFAULT_ROW_GROUP_ROWS = 256 * 1024
+#: Columns Parquet dictionary-encodes: the ones the schema stores as dictionaries.
+DICTIONARY_COLUMNS: list[str] = [c.name for c in COLUMNS if pa.types.is_dictionary(c.type)]
 
 
 def to_table(columns: Mapping[str, Any] | pa.Table | Any) -> pa.Table:
@@ -110,7 +120,7 @@ class TraceWriter:
     """Write one Parquet trace file, streamed in row groups, atomically published on close."""
 
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None,
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, threaded: bool = False) -> None:
         self.path = Path(path)
         self.meta = meta or TraceMeta()
         self.row_group_rows = int(row_group_rows)
@@ -125,12 +135,50 @@ class TraceWriter:
         os.close(fd)
         self._tmp = Path(tmp)
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
-            self._tmp, arrow_schema(self.meta.to_kv()), compression="zstd")
+            self._tmp, arrow_schema(self.meta.to_kv()), compression="zstd",
+            use_dictionary=DICTIONARY_COLUMNS)
         self._buffer: list[pa.Table] = []
         self._buffered = 0
         self.rows_written = 0
         self._ranks: set[int] = set()
         self._closed = False
+        self._queue: queue.Queue[pa.Table | None] | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        if threaded:
+            self._queue = queue.Queue(maxsize=2)
+            self._thread = threading.Thread(target=self._drain, name="hermes-trace-writer",
+                                            daemon=True)
+            self._thread.start()
+
+    def _drain(self) -> None:
+        """Background thread: write queued tables until None arrives."""
+        assert self._queue is not None
+        while True:
+            table = self._queue.get()
+            if table is None:
+                return
+            if self._error is not None:
+                continue  # keep draining so the producer never blocks
+            try:
+                self._write_group(table)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                self._error = exc
+
+    def _write_group(self, table: pa.Table) -> None:
+        assert self._writer is not None
+        self._writer.write_table(table, row_group_size=max(self.row_group_rows, 1))
+
+    def _check(self) -> None:
+        if self._error is not None:
+            exc, self._error = self._error, None
+            raise exc
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
 
     def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
         table = to_table(batch)
@@ -143,12 +191,16 @@ class TraceWriter:
             self._flush()
 
     def _flush(self) -> None:
+        self._check()
         if not self._buffer or self._writer is None:
             return
-        table = pa.concat_tables(self._buffer)
+        table = pa.concat_tables(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
         self._buffer.clear()
         self._buffered = 0
-        self._writer.write_table(table, row_group_size=max(self.row_group_rows, 1))
+        if self._queue is not None:
+            self._queue.put(table)
+        else:
+            self._write_group(table)
         self.rows_written += table.num_rows
 
     def close(self, meta: TraceMeta | None = None) -> Path:
@@ -158,6 +210,8 @@ class TraceWriter:
         if meta is not None:
             self.meta = meta
         self._flush()
+        self._stop_thread()
+        self._check()
         final = self.meta
         if not final.ranks:
             final = final.with_(ranks=tuple(sorted(self._ranks)))
@@ -174,6 +228,8 @@ class TraceWriter:
         if self._closed:
             return
         self._buffer.clear()
+        self._stop_thread()
+        self._error = None
         if self._writer is not None:
             try:
                 self._writer.close()
@@ -201,10 +257,11 @@ class RankedTraceWriter:
     """
 
     def __init__(self, directory: str | os.PathLike[str], meta: TraceMeta | None = None,
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, threaded: bool = False) -> None:
         self.directory = Path(directory)
         self.meta = meta or TraceMeta()
         self.row_group_rows = row_group_rows
+        self.threaded = threaded
         if self.directory.exists() and not self.directory.is_dir():
             raise OutputError("exists and is not a directory", path=self.directory)
         if not self.directory.parent.is_dir():
@@ -221,15 +278,15 @@ class RankedTraceWriter:
         w = self._writers.get(rank)
         if w is None:
             w = TraceWriter(self.rank_path(rank), self.meta.with_(ranks=(int(rank),)),
-                            self.row_group_rows)
+                            self.row_group_rows, threaded=self.threaded)
             self._writers[rank] = w
         return w
 
     def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
         table = to_table(batch)
-        ranks = table.column("rank").to_numpy()
-        for r in np.unique(ranks):
-            part = table.filter(pa.array(ranks == r)) if len(np.unique(ranks)) > 1 else table
+        ranks = pc.unique(table.column("rank")).to_pylist()
+        for r in sorted(ranks):
+            part = table.filter(pc.equal(table.column("rank"), r)) if len(ranks) > 1 else table
             self.writer(int(r)).write(part)
 
     def close(self, meta: TraceMeta | None = None) -> Path:
@@ -259,12 +316,13 @@ class RankedTraceWriter:
 
 
 def open_writer(path: str | os.PathLike[str], meta: TraceMeta | None = None,
-                row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> TraceWriter | RankedTraceWriter:
+                row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+                threaded: bool = False) -> TraceWriter | RankedTraceWriter:
     """A single-file writer for ``*.parquet`` paths, a per-rank directory writer otherwise."""
     p = Path(path)
     if p.suffix == ".parquet":
-        return TraceWriter(p, meta, row_group_rows)
-    return RankedTraceWriter(p, meta, row_group_rows)
+        return TraceWriter(p, meta, row_group_rows, threaded=threaded)
+    return RankedTraceWriter(p, meta, row_group_rows, threaded=threaded)
 
 
 def write_trace(path: str | os.PathLike[str], events: Any, meta: TraceMeta | None = None) -> Path:
