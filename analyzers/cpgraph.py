@@ -25,6 +25,7 @@ event's slack; the path itself is read back from Dijkstra's predecessors.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,8 +68,9 @@ class Graph:
         return self.t[self.cv] >= self.t[self.cu]
 
 
-def _edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All edges (u, v, lost time), duplicates reduced to the least lost."""
+def edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All edges (u, v, lost time), duplicates reduced to the least lost, sorted by (u, v).
+    Compute once and pass to :func:`longest` and :func:`longest_from`."""
     k = np.flatnonzero(~g.first_of_lane())
     fwd = g.forward_cross()
     u = np.concatenate([k - 1, g.cu[fwd]]).astype(np.int64)
@@ -82,66 +84,111 @@ def _edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return u[keep], v[keep], lost[keep]
 
 
+_edges = edges
+
+
 def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
-    """Dijkstra from a virtual source (node ``n``) with edges source -> i weighing start[i]."""
-    src = np.full(n, n, np.int64)
-    rows = np.concatenate([u, src])
-    cols = np.concatenate([v, np.arange(n)])
-    data = np.concatenate([lost, start]).astype(np.float64)
-    # explicit zeros are edges in a csr matrix built this way (pairs are unique)
-    m = sp.csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
+    """Dijkstra from a virtual source (node ``n``) with edges source -> i weighing start[i].
+
+    The CSR matrix is built directly in canonical form (rows in order, columns sorted within a
+    row, no duplicates: the pairs are unique), the form scipy would sort a COO input into, so
+    Dijkstra sees the same graph; explicit zeros are edges in a csr matrix built this way."""
+    idx = np.int32 if n + 1 + u.size < 2**31 - 1 else np.int64
+    o = np.lexsort((v, u)) if u.size > 1 and not _sorted_pairs(u, v) else None
+    if o is not None:
+        u, v, lost = u[o], v[o], lost[o]
+    indptr = np.zeros(n + 2, idx)
+    np.cumsum(np.bincount(u, minlength=n), out=indptr[1:n + 1])
+    indptr[n + 1] = indptr[n] + n
+    indices = np.concatenate([v.astype(idx), np.arange(n, dtype=idx)])
+    data = np.concatenate([lost.astype(np.float64), start.astype(np.float64)])
+    m = sp.csr_matrix((data, indices, indptr), shape=(n + 1, n + 1))
+    m.has_sorted_indices = True
+    m.has_canonical_format = True
     d, pred = dijkstra(m, directed=True, indices=n, return_predecessors=True)
     return np.rint(d[:n]).astype(np.int64), pred[:n].astype(np.int64)
 
 
-def longest(g: Graph) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_pairs(u: np.ndarray, v: np.ndarray) -> bool:
+    """(u, v) pairs strictly increasing (lexicographically)."""
+    du = np.diff(u)
+    return bool(((du > 0) | ((du == 0) & (np.diff(v) > 0))).all())
+
+
+def longest(g: Graph, e: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
     """Forward longest-path length (ns) ending at each node, and each node's predecessor on
-    it (-1 or the virtual source ``g.n``: the path starts there)."""
+    it (-1 or the virtual source ``g.n``: the path starts there). ``e``: :func:`edges` of ``g``."""
     if g.n == 0:
         z = np.empty(0, np.int64)
         return z, z
     t0 = int(g.t.min())
-    u, v, lost = _edges(g)
+    u, v, lost = edges(g) if e is None else e
     d, pred = _shortest(g.n, u, v, lost, g.t - t0)
     return (g.t - t0) - d, pred
 
 
-def longest_from(g: Graph) -> np.ndarray:
+def longest_from(g: Graph, e: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                 ) -> np.ndarray:
     """Longest path (ns) starting at each node (the backward pass, on the reversed graph)."""
     if g.n == 0:
         return np.empty(0, np.int64)
     t1 = int(g.t.max())
-    u, v, lost = _edges(g)
+    u, v, lost = edges(g) if e is None else e
     d, _ = _shortest(g.n, v, u, lost, t1 - g.t)
     return (t1 - g.t) - d
 
 
-def backtrack(g: Graph, dist: np.ndarray, pred: np.ndarray, end: int | None = None
-              ) -> tuple[np.ndarray, np.ndarray]:
+class CrossIndex:
+    """Lookup of the forward cross edges by (source, target) node, built once per graph."""
+
+    def __init__(self, g: Graph) -> None:
+        fwd = g.forward_cross()
+        self.n = g.n
+        key = g.cu[fwd] * g.n + g.cv[fwd]
+        o = np.argsort(key, kind="stable")
+        self.key = key[o]
+        self.ce = g.ce[fwd][o]
+        self.cw = g.cw[fwd][o]
+
+    def find(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(attributed event, weight) of the first cross edge a -> b (as ``np.argsort`` +
+        ``searchsorted`` on the sorted keys, clipped to the last edge)."""
+        i = np.clip(np.searchsorted(self.key, a * self.n + b), 0, max(self.key.size - 1, 0))
+        return self.ce[i], self.cw[i]
+
+
+def path_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
+    """Nodes of the path ending at ``end``, first to last, following Dijkstra's predecessors
+    (a predecessor outside 0..n-1 ends the walk). One cheap step per node on the path."""
+    p = memoryview(np.ascontiguousarray(pred, np.int64))
+    out = array("q", [end])
+    k = end
+    while True:
+        q = p[k]
+        if q < 0 or q >= n:
+            break
+        k = q
+        out.append(k)
+    return np.frombuffer(out, np.int64)[::-1]
+
+
+def backtrack(g: Graph, dist: np.ndarray, pred: np.ndarray, end: int | None = None,
+              index: CrossIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Events on the longest path ending at node ``end`` (default: the longest of all) and the
-    time each contributes: (event ids, ns); -1 for lane gaps. Walks Dijkstra's predecessors."""
+    time each contributes: (event ids, ns); -1 for lane gaps. Walks Dijkstra's predecessors.
+    ``index``: the graph's :class:`CrossIndex` (built here when not given)."""
     if g.n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    n = g.n
-    p = pred
     k = int(np.argmax(dist)) if end is None else int(end)
-    path = [k]
-    while 0 <= p[k] < n:  # one step per node on the path
-        k = int(p[k])
-        path.append(k)
-    nodes = np.array(path[::-1], np.int64)
+    nodes = path_nodes(pred, k, g.n)
     a, b = nodes[:-1], nodes[1:]
     chain = (b == a + 1) & (g.lane[np.minimum(b, g.n - 1)] == g.lane[a])
     ev = np.where(chain, g.seg_event[b], -1)
     wt = np.where(chain, g.w[b], 0)
     if (~chain).any() and g.cu.size:
-        fwd = g.forward_cross()
-        key = g.cu[fwd] * g.n + g.cv[fwd]
-        o = np.argsort(key, kind="stable")
-        q = a[~chain] * g.n + b[~chain]
-        i = np.clip(np.searchsorted(key[o], q), 0, max(o.size - 1, 0))
-        hit = o[i]
-        ev[~chain] = g.ce[fwd][hit]
-        wt[~chain] = g.cw[fwd][hit]
+        index = CrossIndex(g) if index is None else index
+        if index.key.size:
+            ev[~chain], wt[~chain] = index.find(a[~chain], b[~chain])
     return ev.astype(np.int64), wt.astype(np.int64)

@@ -88,29 +88,56 @@ def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray,
     return pd.Categorical.from_codes(codes, categories=list(COMPONENTS))
 
 
+#: Steps are analyzed in groups of about this many events (clipped pieces): each group is one
+#: graph and one Dijkstra, so memory stays bounded on traces of tens of millions of events (steps
+#: share no edge, so grouping does not change any path).
+CHUNK_EVENTS = 2_000_000
+
+
+class _Events:
+    """Per-event arrays of a rank's events, computed once (codes, not strings)."""
+
+    def __init__(self, ev: pd.DataFrame) -> None:
+        self.ts = ev["ts_ns"].to_numpy(np.int64)
+        self.te = self.ts + ev["dur_ns"].to_numpy(np.int64)
+        self.kind = _codes(ev["kind"], _KIND).astype(np.int8)
+        self.lane_kind = _codes(ev["lane_kind"], _LANE).astype(np.int8)
+        self.nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)
+        lane_codes = ev["lane"].astype("category").cat.codes.to_numpy()
+        self.lanes = int(lane_codes.max(initial=0)) + 1
+        self.lane = lane_codes.astype(np.int64)
+        self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
+            np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
+        self.name = ev["name"].array
+
+
 def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
     """One graph for all steps: every event is cut at step borders and clipped to each step it
     overlaps; chains are per (step, lane) and cross edges stay within a step, so the steps are
-    disconnected parts of one graph (one Dijkstra for all). Returns the graph and the event
-    copies (index = graph event id): name, kind, component, start, end, win (window index)."""
-    ts = ev["ts_ns"].to_numpy(np.int64)
-    s, e, win, src = split_by_windows(ts, ts + ev["dur_ns"].to_numpy(np.int64), windows)
-    kind = _codes(ev["kind"], _KIND)[src]
-    lane_kind = _codes(ev["lane_kind"], _LANE)[src]
+    disconnected parts of one graph. Returns the graph and the event copies (index = graph
+    event id): name, kind, component, start, end, win (window index)."""
+    return _build(_Events(ev), np.arange(len(ev)), windows)
+
+
+def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
+           ) -> tuple[cpgraph.Graph, pd.DataFrame]:
+    """:func:`build` on the events ``sel`` (indices into ``pre``, ascending)."""
+    s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
+    src = sel[src]
+    kind = pre.kind[src].astype(np.int64)
+    lane_kind = pre.lane_kind[src].astype(np.int64)
     keep = ~_in(kind, _KIND, SKIP_KINDS) & (lane_kind != _LANE["counter"])
     s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
     n_ev = s.size
-    nccl = (hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)[src]
-            & (kind == _KIND["kernel"]))
-    lane_codes = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)
-    lane = win * (int(lane_codes.max(initial=0)) + 1) + lane_codes[src]  # chain per (step, lane)
+    nccl = pre.nccl[src] & (kind == _KIND["kernel"])
+    lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
     ws = windows["start_ns"].to_numpy(np.int64)
     span = int((windows["end_ns"] - windows["start_ns"]).to_numpy(np.int64).max(initial=0)) + 1
     comp = _component(kind, lane_kind, nccl, _inside_data(lane, s - ws[win], e - ws[win], kind,
                                                           span))
     kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
                                          categories=list(_KIND_NAMES))
-    info = pd.DataFrame({"name": ev["name"].array.take(src), "kind": kind_cat,
+    info = pd.DataFrame({"name": pre.name.take(src), "kind": kind_cat,
                          "component": comp, "start": s, "end": e, "win": win,
                          "loader": lane_kind == _LANE["loader"]})
     if n_ev == 0:
@@ -156,8 +183,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
     w[(seg < 0) & _in(lane_kind[nev], _LANE, hta_compat.HOST_LANES)] = 0
-    corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-            [src] if "corr_id" in ev.columns else np.full(n_ev, np.nan))
+    corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
@@ -264,26 +290,71 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
             np.concatenate(ws_).astype(np.int64), np.concatenate(es).astype(np.int64))
 
 
+def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """Groups of consecutive windows (sorted by start) of about ``CHUNK_EVENTS`` events each:
+    (first window, end window, indices of the events overlapping them)."""
+    nw = ws.size
+    lo = np.searchsorted(we, pre.ts, side="right")  # first window ending after the start
+    hi = np.searchsorted(ws, pre.te, side="left")   # windows starting before the end
+    inside = lo < hi
+    if nw <= 1 or int(inside.sum()) <= CHUNK_EVENTS:
+        return [(0, nw, np.flatnonzero(inside))]
+    cnt = np.bincount(lo[inside], minlength=nw)
+    group = (np.cumsum(cnt) - 1) // CHUNK_EVENTS
+    cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), nw]
+    lo, hi = lo.astype(np.int32), hi.astype(np.int32)
+    return [(a, b, np.flatnonzero(inside & (lo < b) & (hi > a)))
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+
 def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
                                                              pd.DataFrame]:
     """Longest path of every step: (length ns per window, lane-gap ns on it per window,
-    per-event-copy table with cp_ns and slack_ns)."""
+    per-event-copy table with cp_ns and slack_ns). Steps are independent: they are solved in
+    groups of consecutive steps (``CHUNK_EVENTS``), one graph each."""
     nw = len(windows)
-    g, info = build(ev, windows)
     length = np.zeros(nw, np.int64)
     gap_ns = np.zeros(nw, np.int64)
+    pre = _Events(ev)
+    o = np.argsort(windows["start_ns"].to_numpy(np.int64), kind="stable")
+    wsorted = windows.iloc[o]
+    ws = wsorted["start_ns"].to_numpy(np.int64)
+    we = wsorted["end_ns"].to_numpy(np.int64)
+    infos = []
+    for a, b, sel in _chunks(pre, ws, we) if nw else [(0, 0, np.empty(0, np.int64))]:
+        g, info = _build(pre, sel, wsorted.iloc[a:b])
+        cp, slack = _solve(g, info, b - a, length[a:b], gap_ns[a:b])
+        info["cp_ns"] = cp
+        info["slack_ns"] = slack
+        info["win"] = o[a + info["win"].to_numpy(np.int64)]
+        infos.append(info)
+        del g
+    # back from sorted order to the windows' order
+    out_len, out_gap = np.empty_like(length), np.empty_like(gap_ns)
+    out_len[o], out_gap[o] = length, gap_ns
+    info = infos[0] if len(infos) == 1 else pd.concat(infos, ignore_index=True)
+    return out_len, out_gap, info
+
+
+def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
+           gap_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Longest path of each of the ``nw`` windows of one graph: fills ``length`` and ``gap_ns``
+    (views), returns (cp_ns, slack_ns) per event of the graph."""
     if g.n == 0:
-        info["cp_ns"] = np.zeros(0, np.int64)
-        info["slack_ns"] = np.zeros(0, np.int64)
-        return length, gap_ns, info
-    dist, pred = cpgraph.longest(g)
-    bwd = cpgraph.longest_from(g)
+        return np.zeros(len(info), np.int64), np.zeros(len(info), np.int64)
+    e = cpgraph.edges(g)
+    dist, pred = cpgraph.longest(g, e)
+    bwd = cpgraph.longest_from(g, e)
+    del e
     node_ev = _node_events(g)
-    node_win = info["win"].to_numpy(np.int64)[node_ev]
+    win = info["win"].to_numpy(np.int64)
+    node_win = win[node_ev]
     loader_node = info["loader"].to_numpy(bool)[node_ev]
+    del node_ev
     # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
     bounds = np.searchsorted(node_win, np.arange(nw + 1))
-    cp = np.zeros(len(info), np.int64)
+    index = cpgraph.CrossIndex(g)
+    evs, wts = [], []
     for i in range(nw):
         a, b = int(bounds[i]), int(bounds[i + 1])
         if a == b:
@@ -293,16 +364,19 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
         d = np.where(loader_node[a:b], -1, dist[a:b])
         end = a + int(np.argmax(d))
         length[i] = int(dist[end])
-        on_ev, on_w = cpgraph.backtrack(g, dist, pred, end)
+        on_ev, on_w = cpgraph.backtrack(g, dist, pred, end, index)
         gap = on_ev < 0
-        cp += np.bincount(on_ev[~gap], weights=on_w[~gap], minlength=len(info)).astype(np.int64)
+        evs.append(on_ev[~gap])
+        wts.append(on_w[~gap])
         gap_ns[i] = int(on_w[gap].sum())
+    cp = np.zeros(len(info), np.int64)
+    if evs:
+        cp = np.bincount(np.concatenate(evs), weights=np.concatenate(wts),
+                         minlength=len(info)).astype(np.int64)
     # longest path through a node = fwd + bwd; an event's slack uses the better of its two nodes
     through_node = dist + bwd
     through = np.maximum(through_node[g.event_start], through_node[g.event_end])
-    info["cp_ns"] = cp
-    info["slack_ns"] = np.maximum(length[info["win"].to_numpy(np.int64)] - through, 0)
-    return length, gap_ns, info
+    return cp, np.maximum(length[win] - through, 0)
 
 
 def _node_events(g: cpgraph.Graph) -> np.ndarray:
