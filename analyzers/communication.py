@@ -41,8 +41,9 @@ LOW_BW_RATIO = 0.8
 #: "while computation runs" (contention) rather than alone (network configuration).
 OVERLAP_MIN = 0.5
 #: The link's uncontended bandwidth is the bus bandwidth this quantile of its large collectives
-#: reaches (a link that reaches its bandwidth at all is not misconfigured).
-LINK_REF_QUANTILE = 0.9
+#: reaches: the best one, since no transfer runs faster than its link allows -- a link that
+#: reaches its bandwidth once is not misconfigured, and its slower transfers shared it.
+LINK_REF_QUANTILE = 1.0
 #: RDMA retransmission: transmission >= 4 s (Hermes, msprof-analyze), and a tail outlier: at
 #: least 3x the typical transmission of the same collective.
 RETRANS_MIN_NS = 4_000_000_000
