@@ -87,7 +87,6 @@ def _emulated_workload(variant: str, steps: int, out: Path, model: str) -> list[
     step's start to the next: the collector's work between steps (writing a detailed step's
     events) counts, as it does for a training job."""
     from hermes.collectors.api import Session
-
     from hermes.hooks import NullCollector
     from hermes.npu.graph import LINK, UNIT_NAMES
     from hermes.npu.real import Session as Npu

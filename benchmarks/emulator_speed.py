@@ -35,7 +35,6 @@ print(res.device_tasks, time.perf_counter() - t, res.layout)
 
 def tasks_per_s(workload: str, ranks: int, steps: int, trace: bool) -> tuple[float, int]:
     from hermes.collectors.fine import FineCollector
-
     from hermes.hooks import NullCollector
     from hermes.npu import Runtime
     from hermes.npu.emulate import row_group_rows

@@ -85,7 +85,6 @@ def verdict(inject: list[str], opt: list[str]) -> str:
     if importlib.util.find_spec("hermes.analyzers.api") is None:
         return "n/a (analysis not installed)"
     from hermes.analyzers.api import analyze
-
     from hermes.npu.emulate import emulate, plan
 
     with tempfile.TemporaryDirectory() as d:

@@ -71,10 +71,9 @@ def hta_side(files: list[Path]) -> dict[str, dict]:
 
 def hermes_side(f: Path, tmp: Path) -> dict:
     """Our figures per rank: import with the Kineto importer, then ``hta_compat``."""
+    import hermes
     from hermes.analyzers.hta_compat import hta_figures
     from hermes.collectors import importers
-
-    import hermes
 
     t0 = time.perf_counter()
     out = tmp / (f.name.split(".")[0] + ".parquet")

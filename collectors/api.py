@@ -39,7 +39,6 @@ from hermes.collectors import pyhooks
 from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
 from hermes.collectors.fine import FineCollector
 from hermes.collectors.monitor import Monitor
-
 from hermes.errors import HermesError, OutputError, UsageError
 from hermes.hooks import Collector, EventBatch, NullCollector, StepInfo
 from hermes.trace.meta import TraceMeta

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+
 from hermes.collectors import pyhooks
 
 _BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
@@ -124,7 +125,6 @@ class TorchDriver:
         t_on, t_off = self._t_on, perf_counter_ns()
         prof.stop()
         from hermes.collectors import importers
-
         from hermes.errors import HermesError
         from hermes.trace.reader import load
 

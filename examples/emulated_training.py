@@ -17,7 +17,6 @@ import argparse
 import statistics
 
 from hermes.collectors.fine import FineCollector
-
 from hermes.npu.real import Session
 from hermes.trace.meta import TraceMeta
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hermes.collectors.api import collector
-
 import hermes
+from hermes.collectors.api import collector
 from hermes.npu.real import Session
 
 

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes.analyzers.base import CAUSE_IDS
-from hermes.rules.expr import Expr, ExprError, Unavailable, compile_expr
-
 from hermes.errors import HermesError
+from hermes.rules.expr import Expr, ExprError, Unavailable, compile_expr
 
 RULES_PATH = Path(__file__).with_name("rules.toml")
 SCHEMA_VERSION = 1

@@ -20,9 +20,9 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.computation import computation
-
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.writer import to_table
@@ -115,7 +115,6 @@ def test_newer_cann_shapes_and_dynamic_operators(shared_traces: Path) -> None:
 
 def _ascend_importer():
     from hermes.collectors import importers
-
     from hermes.errors import HermesError
 
     try:

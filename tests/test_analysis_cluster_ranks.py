@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+
+from hermes import devices
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext
 from hermes.analyzers.cluster import cluster, imbalance, slow_ranks
 from hermes.analyzers.communication import communication
 from hermes.analyzers.communication_cluster import communication_cluster
 from hermes.analyzers.computation import computation
-
-from hermes import devices
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.schema import arrow_schema

@@ -6,11 +6,11 @@ import json
 
 import pandas as pd
 import pytest
+
+from hermes import devices
 from hermes.analyzers.base import ClusterContext, RankContext
 from hermes.analyzers.communication import communication
 from hermes.analyzers.communication_cluster import communication_cluster
-
-from hermes import devices
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.schema import arrow_schema

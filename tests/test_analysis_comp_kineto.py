@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.computation import computation
 from hermes.analyzers.opinfo import gemm_flops
-
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.writer import to_table
@@ -47,9 +47,8 @@ def test_flops_estimated_when_the_trace_has_none() -> None:
 
 
 def test_big_matmul_is_compute_bound(shared_traces: Path, tmp_path: Path) -> None:
-    from hermes.collectors import importers
-
     import hermes
+    from hermes.collectors import importers
 
     try:
         imp = importers.get("kineto")

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.computation import U_THRESHOLD, computation
 
 from hermes import devices
+from hermes.analyzers.base import RankContext
+from hermes.analyzers.computation import U_THRESHOLD, computation
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.schema import arrow_schema

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+
 from hermes.analyzers import cpgraph
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.critical_path import analyze
 from hermes.analyzers.invariants import check_result
-
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events
 

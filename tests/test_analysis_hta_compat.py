@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hermes.analyzers.hta_compat import gpu_events, hta_figures, kernel_types
 
+from hermes.analyzers.hta_compat import gpu_events, hta_figures, kernel_types
 from tests.tracegen import ev, events
 
 US = 1000  # HTA rounds times to whole microseconds: the hand-made traces are in us

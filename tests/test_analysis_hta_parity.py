@@ -12,11 +12,11 @@ import json
 import statistics
 
 import pytest
+
+import hermes
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.invariants import check_result
 from hermes.analyzers.overlap import analyze
-
-import hermes
 from hermes.errors import UsageError
 
 TOL = 0.5

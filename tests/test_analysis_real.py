@@ -1,4 +1,4 @@
-"""Real PyTorch/Kineto traces of an H100 (../shared/traces/kineto-h100): verdicts and top findings."""
+"""Real PyTorch/Kineto traces of an H100 (../shared/traces/kineto-h100): verdicts, top findings."""
 
 from __future__ import annotations
 

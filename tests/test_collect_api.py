@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hermes.collectors import api
 
 import hermes
 from hermes import devices
+from hermes.collectors import api
 from hermes.errors import OutputError, UsageError
 
 

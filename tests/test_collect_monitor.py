@@ -9,10 +9,10 @@ import signal
 import numpy as np
 import pandas as pd
 import pytest
-from hermes.collectors.auto import AutoTrigger
-from hermes.collectors.monitor import Monitor, robust_z, slowest_ranks
 
 import hermes
+from hermes.collectors.auto import AutoTrigger
+from hermes.collectors.monitor import Monitor, robust_z, slowest_ranks
 from hermes.hooks import StepInfo
 from hermes.trace.validate import check_events
 from hermes.trace.writer import to_table

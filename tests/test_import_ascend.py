@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hermes.collectors.importers import detect, get
 
 import hermes
+from hermes.collectors.importers import detect, get
 from hermes.trace.validate import validate
 
 DATA = Path(__file__).resolve().parent / "data" / "ascend"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hermes.collectors.importers import detect, get
-from hermes.collectors.importers.ascend_common import us_to_ns
 
 import hermes
+from hermes.collectors.importers import detect, get
+from hermes.collectors.importers.ascend_common import us_to_ns
 from hermes.errors import ImportFormatError
 from hermes.trace.validate import validate
 

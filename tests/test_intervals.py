@@ -15,11 +15,16 @@ def brute(intervals, lo=0, hi=200):
 
 
 def as_cover(u, lo=0, hi=200):
-    return brute(list(zip(u[0].tolist(), u[1].tolist())), lo, hi)
+    return brute(list(zip(u[0].tolist(), u[1].tolist(), strict=True)), lo, hi)
 
 
-ivs = st.lists(st.tuples(st.integers(0, 190), st.integers(0, 10)).map(lambda t: (t[0], t[0] + t[1])),
-               max_size=30)
+ivs = st.lists(st.tuples(st.integers(0, 190), st.integers(0, 10))
+               .map(lambda t: (t[0], t[0] + t[1])), max_size=30)
+
+
+def arrays(a):
+    return (np.array([x[0] for x in a], dtype=np.int64),
+            np.array([x[1] for x in a], dtype=np.int64))
 
 
 def test_union_by_hand():
@@ -31,8 +36,8 @@ def test_union_by_hand():
 @settings(max_examples=200, deadline=None)
 @given(ivs, ivs)
 def test_set_operations_match_brute_force(a, b):
-    ua = iv.union(np.array([x[0] for x in a], dtype=np.int64), np.array([x[1] for x in a], dtype=np.int64))
-    ub = iv.union(np.array([x[0] for x in b], dtype=np.int64), np.array([x[1] for x in b], dtype=np.int64))
+    ua = iv.union(*arrays(a))
+    ub = iv.union(*arrays(b))
     ca, cb = brute(a), brute(b)
     assert (as_cover(ua) == ca).all()
     assert (as_cover(iv.intersect(ua, ub)) == (ca & cb)).all()
@@ -41,7 +46,7 @@ def test_set_operations_match_brute_force(a, b):
     # disjoint, sorted, non-touching
     assert (ua[0][1:] > ua[1][:-1]).all()
     if a:
-        s = np.array([x[0] for x in a]); e = np.array([x[1] for x in a])
+        s, e = arrays(a)
         got = iv.overlap_per_interval(s, e, ub)
         want = [int((cb[x0:x1]).sum()) for x0, x1 in a]
         assert got.tolist() == want

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from hermes.analyzers.base import CAUSE_IDS
-
 import hermes
+from hermes.analyzers.base import CAUSE_IDS
 from hermes.npu.opts import OPTS
 from hermes.npu.workloads import names
 from tests.conftest import run_cli

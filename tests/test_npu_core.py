@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hermes.collectors.fine import FineCollector
 
 import hermes
+from hermes.collectors.fine import FineCollector
 from hermes.devices import get as get_device
 from hermes.npu import Runtime, Settings
 from hermes.npu.comm import links, transmit_ns

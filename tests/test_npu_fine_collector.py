@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from hermes.collectors.fine import FineCollector
-
 import hermes
+from hermes.collectors.fine import FineCollector
 from hermes.hooks import Collector, StepInfo
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events

@@ -9,7 +9,6 @@ import sysconfig
 import tomllib
 import venv
 import zipfile
-from pathlib import Path
 
 from tests.conftest import REPO
 

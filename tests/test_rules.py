@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hermes.analyzers.base import CAUSE_IDS, Finding
-from hermes.rules import TABLE, RuleError, context, evaluate, load_rules, recommend, speedup
 
+from hermes.analyzers.base import CAUSE_IDS, Finding
 from hermes.devices import get as get_device
 from hermes.npu import opts
+from hermes.rules import TABLE, RuleError, context, evaluate, load_rules, recommend, speedup
 from hermes.trace.meta import TraceMeta
 from tests.conftest import REPO
 

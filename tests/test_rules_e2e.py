@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import hermes.rules
 import pytest
 
 import hermes
+import hermes.rules
 from hermes.npu.emulate import emulate, plan
 from tests.conftest import run_cli
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from hermes import devices
 from hermes.collectors.importers import (
     Importer,
     ImportResult,
@@ -40,8 +42,6 @@ from hermes.collectors.importers import (
     register,
 )
 from hermes.collectors.importers.ascend_common import FRAME_COLUMNS, concat, encode_args
-
-from hermes import devices
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from hermes.collectors.importers.ascend_common import (
     NA_TOKENS,
     frame,

@@ -27,8 +27,7 @@ def progress(description: str, total: float | None = None) -> Iterator[Any]:
     if not is_tty():
         yield _NoProgress()
         return
-    from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     cols = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn()]
     with Progress(*cols, transient=True, console=_stderr_console()) as prog:

@@ -13,7 +13,8 @@ from hermes.errors import UsageError
 def register(app: typer.Typer) -> None:
     @app.command("analyze")
     def analyze_cmd(
-        trace: Path = typer.Argument(..., help="Trace file (.parquet) or directory of per-rank files."),
+        trace: Path = typer.Argument(
+            ..., help="Trace file (.parquet) or directory of per-rank files."),
         fmt: str = typer.Option("text", "--format", "-f", help="Output format: text, json or md."),
         out: Path | None = typer.Option(None, "--out", "-o",
                                         help="Write the report to this file (atomically) "

@@ -46,7 +46,8 @@ def _ranges(ranks: list[int]) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate_cmd(
-        path: Path = typer.Argument(..., help="Trace file (.parquet) or directory of per-rank files."),
+        path: Path = typer.Argument(
+            ..., help="Trace file (.parquet) or directory of per-rank files."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> int:
         """Check a Hermes trace (version, columns, types, durations, correlation ids) and
