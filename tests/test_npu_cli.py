@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import hermes
 from hermes.analyzers.base import CAUSE_IDS
 from hermes.npu.opts import OPTS
@@ -107,7 +109,12 @@ def test_demo_writes_trace_and_says_where(tmp_path):
     assert trace.exists() and str(trace) in stdout
     t = hermes.load(trace)
     assert t.meta.extra["injected_ids"] == ["io.slow_data_processing"]
-    assert "num_workers=12" in stdout
+    # the next step it prints applies the top finding's best recommendation
+    top = json.loads((out / "analysis.json").read_text())["findings"][0]
+    assert top["id"] == "io.slow_data_processing"
+    fix = next(r["emulator_opt"] for r in top["recommendations"] if r["emulator_opt"])
+    assert fix.startswith("num_workers=") and int(fix.split("=")[1]) > 1
+    assert stdout.rstrip().splitlines()[-1].endswith(f"--opt {fix}")
 
 
 def test_max_runtime_core_number_env_turns_on_the_host_pipeline(tmp_path, monkeypatch):

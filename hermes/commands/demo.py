@@ -10,7 +10,7 @@ import typer
 from hermes.errors import OutputError
 
 #: The demo job: ResNet50 with one data-loader worker (I/O-bound, as in the published case),
-#: and the fix to try next.
+#: and the fix printed when the analysis has no applicable recommendation.
 DEMO_WORKLOAD = "resnet50"
 DEMO_INJECT = ("io.slow_data_processing",)
 DEMO_FIX = "num_workers=12"
@@ -45,6 +45,7 @@ def register(app: typer.Typer) -> None:
                    f"(num_workers=1): median step {res.median_step_ms:.1f} ms")
         typer.echo(f"  trace:    {trace}")
         wrote = [trace]
+        fix = DEMO_FIX  # the top finding's best applicable recommendation, once analyzed
         if importlib.util.find_spec("hermes.analyzers.api") is not None:
             from hermes.analyzers.api import analyze
 
@@ -63,8 +64,10 @@ def register(app: typer.Typer) -> None:
             if "text" in RENDERERS:
                 typer.echo("")
                 typer.echo(RENDERERS["text"](analysis, top=3))
+            fix = next((r.emulator_opt for f in analysis.findings[:1]
+                        for r in getattr(f, "recommendations", ()) if r.emulator_opt), fix)
         else:
             typer.echo("  (analysis not available in this installation)")
         typer.echo(f"next: hermes emulate {DEMO_WORKLOAD} --out {out / 'fixed.parquet'} "
-                   + " ".join(f"--inject {c}" for c in DEMO_INJECT) + f" --opt {DEMO_FIX}")
+                   + " ".join(f"--inject {c}" for c in DEMO_INJECT) + f" --opt {fix}")
         return 0
