@@ -109,3 +109,80 @@ def test_failed_rank_directory_import_leaves_nothing(tmp_path: Path) -> None:
     code, _, stderr = run_cli("import", str(SMALL), str(bad), "--out", str(out))
     assert code == 2 and "bad.json" in stderr and "event 0" in stderr
     assert not out.exists()
+
+
+# -- --rank and --device ------------------------------------------------------------------
+def _profile(name: str) -> dict:
+    from hermes import devices
+
+    return devices.get(name).to_meta()
+
+
+def test_rank_option_sets_the_rank_of_a_file_without_distributed_info(tmp_path: Path) -> None:
+    out = tmp_path / "r3.parquet"
+    code, stdout, stderr = run_cli("import", str(SMALL), "--rank", "3", "--out", str(out),
+                                   "--json")
+    assert code == 0, stderr
+    assert json.loads(stdout)["ranks"] == [3]
+    trace = hermes.load(out)
+    assert set(trace.events["rank"]) == {3} and len(trace.events) == 660
+    assert list(trace.meta.ranks) == [3]
+
+
+def test_rank_option_does_not_override_distributed_info(tmp_path: Path) -> None:
+    out = tmp_path / "r.parquet"
+    code, stdout, _ = run_cli("import", str(KINETO / "sampled_rank-1.json.gz"), "--rank", "5",
+                              "--out", str(out), "--json")
+    summary = json.loads(stdout)
+    assert code == 0 and summary["ranks"] == [1]
+    assert any("rank 1" in w and "5" in w for w in summary["warnings"])
+
+
+def test_rank_option_with_several_files_is_exit_2(tmp_path: Path) -> None:
+    srcs = [str(KINETO / "sampled_rank-0.json.gz"), str(KINETO / "sampled_rank-1.json.gz")]
+    code, _, stderr = run_cli("import", *srcs, "--rank", "2", "--out",
+                              str(tmp_path / "o.parquet"))
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert "--rank" in stderr and "2 were given" in stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_negative_rank_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, stderr = run_cli("import", str(SMALL), "--rank", "-1", "--out",
+                              str(tmp_path / "o.parquet"))
+    assert code == 2 and "Traceback" not in stderr
+
+
+def test_device_option_fills_a_trace_without_device_properties(tmp_path: Path) -> None:
+    # sampled_rank-0 has an empty deviceProperties list: no device profile without --device
+    src = str(KINETO / "sampled_rank-0.json.gz")
+    assert run_cli("import", src, "--out", str(tmp_path / "a.parquet"))[0] == 0
+    assert hermes.load(tmp_path / "a.parquet").meta.device == {}
+    code, _, stderr = run_cli("import", src, "--device", "H100", "--out",
+                              str(tmp_path / "b.parquet"))
+    assert code == 0, stderr
+    device = hermes.load(tmp_path / "b.parquet").meta.device
+    assert device["name"] == "h100" and device["peak_flops"]["sm"] > 0
+
+
+def test_device_option_does_not_replace_known_device_properties(tmp_path: Path) -> None:
+    code, _, _ = run_cli("import", str(SMALL), "--device", "ascend910b", "--out",
+                         str(tmp_path / "o.parquet"))
+    device = hermes.load(tmp_path / "o.parquet").meta.device
+    assert code == 0 and device["name"] == "NVIDIA H100 80GB HBM3"
+    assert device["display_name"] == _profile("h100")["display_name"]
+
+
+def test_unknown_device_is_exit_2_listing_the_profiles(tmp_path: Path) -> None:
+    code, _, stderr = run_cli("import", str(SMALL), "--device", "tpu-v5", "--out",
+                              str(tmp_path / "o.parquet"))
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert "tpu-v5" in stderr and all(n in stderr for n in ("h100", "ascend910a", "ascend910b"))
+    assert not list(tmp_path.iterdir())
+
+
+def test_help_shows_rank_and_device_examples() -> None:
+    code, stdout, _ = run_cli("import", "--help")
+    text = " ".join(stdout.split())  # rich wraps lines at the terminal width
+    assert code == 0
+    assert "--rank 3 --device h100" in text and "e.g. --rank 3" in text

@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from hermes.collectors.importers import Importer, ImportResult, register
 from hermes.collectors.importers.kineto_arrow import dictionary, from_numpy, strings, to_numpy
 from hermes.collectors.importers.kineto_chunk import DEVICE_SEP, INTERMEDIATE, Side, chunk_to_batch
 from hermes.collectors.importers.kineto_map import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
 from hermes.collectors.importers.kineto_reader import KinetoFile, peek
-
-from hermes.errors import ImportFormatError
+from hermes.errors import ImportFormatError, UsageError
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
 
@@ -202,15 +202,17 @@ def _rank_of(header: dict[str, Any]) -> int | None:
     return None
 
 
-def _device_meta(header: dict[str, Any]) -> dict[str, Any]:
-    props = header.get("deviceProperties")
-    if not isinstance(props, list) or not props or not isinstance(props[0], dict):
-        return {}
+def _device_meta(header: dict[str, Any], fallback: str | None = None) -> dict[str, Any]:
+    """The device profile matching the file's ``deviceProperties``; where they are missing or
+    name no known device, the profile ``fallback`` (``--device``), if given."""
     from hermes import devices
 
+    props = header.get("deviceProperties")
+    if not isinstance(props, list) or not props or not isinstance(props[0], dict):
+        return devices.get(fallback).to_meta() if fallback else {}
     name = str(props[0].get("name", ""))
     meta: dict[str, Any] = {}
-    profile = devices.match(name)
+    profile = devices.match(name) or (devices.get(fallback) if fallback else None)
     if profile is not None:
         meta.update(profile.to_meta())
     meta.update({"name": name, "count": len(props), "kineto": props[0]})
@@ -257,6 +259,11 @@ def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTra
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
     """Import Kineto files (one per rank) into one Hermes trace at ``out``."""
     progress: Callable[[int], None] | None = options.get("progress")
+    #: rank of a single file without distributedInfo (else files take their order's rank)
+    rank_option: int | None = options.get("rank")
+    if rank_option is not None and len(sources) > 1:
+        raise UsageError(f"rank {rank_option} given for {len(sources)} files",
+                         hint="a rank option applies to a single file")
     writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
                          threaded=True)
     ranks: dict[int, Path] = {}
@@ -277,8 +284,12 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
                     if progress is not None:
                         progress(base + pos)
 
+                fallback = i if rank_option is None else int(rank_option)
                 rank, side, header, kinds, dangling = _import_file(
-                    src, i, writer, Path(tmp), step_progress)
+                    src, fallback, writer, Path(tmp), step_progress)
+                if rank_option is not None and rank != rank_option:
+                    warnings.append(f"{src.name}: the file names rank {rank} "
+                                    f"(distributedInfo); rank option {rank_option} not used")
                 done += size
                 if rank in ranks:
                     raise ImportFormatError(f"rank {rank} appears twice (also in {ranks[rank]})",
@@ -288,7 +299,7 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
                 by_kind.update(kinds)
                 by_cat.update(side.by_category)
                 unknown.update(side.unknown)
-                device = device or _device_meta(header)
+                device = device or _device_meta(header, options.get("device"))
                 extra[str(rank)] = {k: header[k] for k in
                                     ("baseTimeNanoseconds", "traceName", "distributedInfo",
                                      "schemaVersion", "displayTimeUnit") if k in header}

@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pyarrow as pa
+
 from hermes.collectors.importers.kineto_arrow import dictionary, from_numpy, utf8_buffers
 from hermes.collectors.importers.kineto_map import (
     CATEGORIES,
@@ -36,7 +37,6 @@ from hermes.collectors.importers.kineto_map import (
     with_source_category,
 )
 from hermes.collectors.importers.kineto_reader import Chunk, us_text_to_ns
-
 from hermes.errors import ImportFormatError
 
 ROLE_FLOW, ROLE_META, ROLE_EVENT = 0, 1, 2

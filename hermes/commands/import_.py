@@ -55,6 +55,34 @@ def _pick(sources: list[Path], forced: str | None) -> Any:
     return chosen
 
 
+def _device_profile(name: str) -> str:
+    """The shipped device profile ``name`` (its name or an alias, any case) names exactly."""
+    from hermes import devices
+
+    want = name.strip().lower()
+    for prof in devices.profiles().values():
+        names = [prof.name, prof.display_name, *prof.fields.get("aliases", [])]
+        if want in (n.lower() for n in names):
+            return prof.name
+    raise UsageError(f"unknown device profile {name!r}", where="--device",
+                     hint=f"valid: {', '.join(sorted(devices.profiles()))}")
+
+
+def _options(files: list[Path], rank: int | None, device: str | None) -> dict[str, Any]:
+    """Importer options from ``--rank`` / ``--device``, checked against the sources."""
+    options: dict[str, Any] = {}
+    if rank is not None:
+        if len(files) > 1:
+            raise UsageError(f"--rank {rank} names the rank of one source, but {len(files)} "
+                             "were given", where="--rank",
+                             hint="import the files one by one, or drop --rank: several Kineto "
+                                  "files take their ranks from distributedInfo or their order")
+        options["rank"] = rank
+    if device is not None:
+        options["device"] = _device_profile(device)
+    return options
+
+
 def _use_system_allocator() -> None:
     """Use Arrow's system allocator in this (short-lived, import-only) process.
 
@@ -94,14 +122,25 @@ def register(app: typer.Typer) -> None:
         source_format: str | None = typer.Option(None, "--from",
                                                  help="Force an importer (kineto, ascend) "
                                                       "instead of detecting it."),
+        rank: int | None = typer.Option(None, "--rank", min=0,
+                                        help="Rank of a single source that does not name one "
+                                             "(Kineto: no distributedInfo), e.g. --rank 3."),
+        device: str | None = typer.Option(None, "--device",
+                                          help="Device profile for a trace that does not "
+                                               "describe its device (Kineto: no known "
+                                               "deviceProperties), e.g. --device h100; an "
+                                               "unknown name lists the shipped ones."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> int:
         """Import PyTorch profiler (Kineto) JSON or Ascend profiler output into a Hermes
         trace, then print events per kind, ranks and unknown categories kept.
 
         Example: hermes import rank0.pt.trace.json.gz rank1.pt.trace.json.gz --out run.parquet
+
+        Example: hermes import worker.pt.trace.json --rank 3 --device h100 --out r3.parquet
         """
         files = _expand(sources)
+        options = _options(files, rank, device)
         importer = _pick(files, source_format)
         _use_system_allocator()
         check_output_path(out)
@@ -110,8 +149,8 @@ def register(app: typer.Typer) -> None:
         total = sum(f.stat().st_size for f in files if f.is_file()) or None
         start = time.perf_counter()
         with progress(f"importing ({importer.name})", total=total) as bar:
-            result = importer.run(files, out, {"progress": lambda done: bar.update(
-                completed=done)})
+            options["progress"] = lambda done: bar.update(completed=done)
+            result = importer.run(files, out, options)
         seconds = time.perf_counter() - start
         if as_json:
             typer.echo(dumps({
