@@ -216,7 +216,8 @@ def test_injection_costs_two_healthy_steps(workload, cause):
     base, _ = run(workload, steps=4)
     res, rec = run(workload, inject=[cause], steps=8)
     ref = rec.meta["extra"]["reference"]
-    assert ref["step_s"] * 1e3 == pytest.approx(step_ms(base), rel=1e-6)
+    # the reference is a healthy run of its own: equal but for the 2 % task jitter's draws
+    assert ref["step_s"] * 1e3 == pytest.approx(step_ms(base), rel=0.01)
     # the last 4 steps' mean: past the loader's warm-up prefetch, GC pauses on some steps only
     ratio = float(np.mean(res.step_ns[4:])) / 1e6 / step_ms(base)
     assert 2.6 < ratio < 4.0, ratio

@@ -74,6 +74,10 @@ class Settings:
     late_rank: int = -1                # rank arriving late at every step (host stall)
     late_s: float = 0.0
     layout: tuple[int, int, int] | None = None   # (dp, tp, pp); None: workload default
+    # -- run-to-run variation: device task durations x lognormal(sigma), mean 1, drawn from the
+    # seed (same seed, same trace). Kernel durations of one operator vary by a few % on real
+    # accelerators (clock boost, memory refresh, cache state); 0 gives the bare cost model.
+    jitter: float = 0.02
     # -- the healthy run injections are scaled against (``reference.py``); not a knob --
     ref: StepRef | None = None
 

@@ -118,6 +118,7 @@ class Stage:
         self.comm_free = np.zeros(self.R)
         self.sends: dict[tuple[str, int], np.ndarray] = {}
         self.seq: dict[str, int] = {}
+        self.noise: np.ndarray | None = None  # this step's duration factors (Settings.jitter)
         self._buckets()
 
     def _buckets(self) -> None:
@@ -162,6 +163,8 @@ class Stage:
             message_bytes(b * scale, self.s) for b in g.comm_bytes[o[self.is_link]]]
         self.rec = rec
         self.pos = 0
+        sigma = self.s.jitter
+        self.noise = self.rng.lognormal(-sigma * sigma / 2, sigma, shape) if sigma > 0 else None
         return rec
 
     def run_until(self, stop: int, peers: dict[int, Stage]) -> None:
@@ -197,7 +200,10 @@ class Stage:
         arrival = launch_end + self.sched
         if s.sink:  # every task was delivered at load; each iteration waits for the execute
             arrival = np.broadcast_to(launch_end[:, :1] + self.sched, launch_end.shape)
-        dur = self.base_dur[:, lo:hi] * r.scale + self.transdata[lo:hi]
+        dur = self.base_dur[:, lo:hi] * r.scale
+        if self.noise is not None:
+            dur = dur * self.noise[:, lo:hi]
+        dur = dur + self.transdata[lo:hi]
         dur = np.where(c.on_host[lo:hi], 0.0, dur)
         last_link = self.is_link[hi - 1]
         m = hi - lo - (1 if last_link else 0)
