@@ -14,8 +14,9 @@
   tiling, allocation, launches, runtime calls).
 * ``resource_contention`` is carved out of the dispatch time: the fraction of leaf host calls'
   time that is *inflation* — an event lasting over ``INFLATION`` x the median of its name (names
-  seen >= ``MIN_CALLS`` times) contributes ``dur - median`` — times the dispatch time. It is
-  reported when that fraction reaches ``CONTENTION_MIN_FRACTION``, or ``CONTENTION_MIN_FRACTION_CPU``
+  seen >= ``MIN_CALLS`` times, not copies or syncs, at least half inside device-idle time)
+  contributes ``dur - median`` — times the dispatch time; it needs ``MIN_INFLATED`` such calls
+  with the largest ``SPREAD_TOP`` under ``SPREAD_MAX`` of the excess (else 0). It is reported when that fraction reaches ``CONTENTION_MIN_FRACTION``, or ``CONTENTION_MIN_FRACTION_CPU``
   when CPU-% counter samples of other processes exceed ``OTHER_CPU_MIN_PCT``.
 * ``garbage_collection`` also gets msprof-analyze's *conjectured GC*: device-and-host-idle gaps of
   at least ``GC_GAP_NS`` when the trace records no GC events.
@@ -44,6 +45,15 @@ STRONG_COUNT = 20
 GC_GAP_NS = 200_000_000
 INFLATION = 2.0
 MIN_CALLS = 5
+#: Contention slows many calls, not a few: at least this many inflated calls, and the largest
+#: ``SPREAD_TOP`` of them below ``SPREAD_MAX`` of the excess (a handful of huge calls is one-off
+#: setup -- context creation, lazy module loading -- not another process taking the cores).
+MIN_INFLATED = 5
+SPREAD_TOP = 3
+SPREAD_MAX = 0.5
+#: Calls that block by design are not inflated by contention: copies (a D2H copy to pageable
+#: memory waits for the device) and synchronizations.
+BLOCKING_NAME = r"(?i)memcpy|synchroniz"
 CONTENTION_MIN_FRACTION = 0.2
 CONTENTION_MIN_FRACTION_CPU = 0.05
 OTHER_CPU_MIN_PCT = 50.0
@@ -132,12 +142,13 @@ def _launch_excess(ev: pd.DataFrame, ctx: RankContext) -> dict[str, Any] | None:
             "launch_expected_us": expected / 1e3}
 
 
-def _inflation(ev: pd.DataFrame, dispatch: np.ndarray) -> dict[str, Any]:
+def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[str, Any]:
     """Fraction of leaf host-call time that exceeds each name's median (see module docstring)."""
     leaf = dispatch & np.isin(col(ev, "kind"), LEAF_KINDS)
     if not leaf.any():
         leaf = dispatch
-    sub = ev.loc[leaf, ["name", "dur_ns"]]
+    leaf &= ~name_matches(ev["name"], BLOCKING_NAME)
+    sub = ev.loc[leaf, ["name", "ts_ns", "dur_ns"]]
     if len(sub) == 0:
         return {"fraction": 0.0, "events": 0, "names": []}
     names = sub["name"].astype(str)
@@ -145,13 +156,23 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray) -> dict[str, Any]:
     med = g.transform("median").to_numpy(np.float64)
     cnt = g.transform("count").to_numpy(np.int64)
     dur = sub["dur_ns"].to_numpy(np.float64)
-    inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med)
+    ts = sub["ts_ns"].to_numpy(np.int64)
+    # a call that outlasts its median while the device is busy is back-pressure (a full launch
+    # queue), not contention: only calls at least half inside device-idle time count
+    in_idle = iv.overlap_per_interval(ts, ts + sub["dur_ns"].to_numpy(np.int64), idle) \
+        >= 0.5 * dur
+    inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med) & in_idle
     excess = np.where(inflated, dur - med, 0.0)
     total = float(dur[cnt >= MIN_CALLS].sum())
+    n_inflated = int(inflated.sum())
+    spread = excess.sum() > 0 and \
+        float(np.sort(excess)[-SPREAD_TOP:].sum()) < SPREAD_MAX * float(excess.sum())
+    if n_inflated < MIN_INFLATED or not spread:
+        excess = np.zeros_like(excess)  # sporadic stalls: not evidence of contention
     top = pd.Series(excess, index=names.to_numpy()).groupby(level=0).sum()
     top = top[top > 0].sort_values(ascending=False).head(10)
     return {"fraction": float(excess.sum() / total) if total else 0.0,
-            "events": int(inflated.sum()),
+            "events": int((excess > 0).sum()),
             "names": [{"name": str(k), "excess_ns": int(v)} for k, v in top.items()]}
 
 
@@ -211,7 +232,7 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     for other_cls in ("io", "garbage_collection", "operator_compilation", "host_device_sync",
                       "environment_configuration"):
         specific |= cls[other_cls]
-    infl = _inflation(ev, cls["operator_dispatch"] & ~specific)
+    infl = _inflation(ev, cls["operator_dispatch"] & ~specific, idle)
     other = _other_cpu(ev)
     busy_cpu = bool(other and other["mean_pct"] >= OTHER_CPU_MIN_PCT)
     env = _environment(ctx.meta)

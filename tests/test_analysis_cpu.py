@@ -72,18 +72,37 @@ def test_data_waits_are_left_to_io():
     assert res.findings == [] and res.metrics["io_wait_ns"] == 500
 
 
-def test_inflated_calls_are_contention():
-    # 10 launches back to back from 0: eight of 100 ns, two of 1000 ns (> 2 x median 100);
-    # excess 2 x 900 = 1800 of 2800 ns -> fraction 0.643 >= 0.2; all in device idle [0, 9000)
-    rows = [ev("step", "s#1", 0, 10_000), ev("kernel", "k", 9000, 1000, stream=7)]
+def launches(durations, kernel_at=19_000):
+    """Launches back to back from 0 in a 20 us step; one kernel at ``kernel_at``."""
+    rows = [ev("step", "s#1", 0, 20_000), ev("kernel", "k", kernel_at, 1000, stream=7)]
     t = 0
-    for d in [100, 100, 1000, 100, 100, 100, 1000, 100, 100, 100]:
+    for d in durations:
         rows.append(ev("launch", "cudaLaunchKernel", t, d))
         t += d
-    res = run(*rows)
-    assert shares(res) == {"resource_contention": 0.18, "operator_dispatch": 0.1}
+    return rows
+
+
+def test_inflated_calls_are_contention():
+    # 20 launches: 13 of 100 ns, 7 of 1000 ns (> 2 x median 100), all in device idle [0, 19000);
+    # excess 7 x 900 = 6300 of 8300 ns -> fraction 0.759 >= 0.2, spread (top 3 = 3/7 < 1/2);
+    # host-bound 8300 ns: contention 8300 x 0.759 = 6300 (0.315 of the step), dispatch 2000
+    res = run(*launches([100, 1000] * 7 + [100] * 6))
+    assert shares(res) == {"resource_contention": 0.315, "operator_dispatch": 0.1}
     f = next(f for f in res.findings if f.cause == "resource_contention")
-    assert f.evidence["inflated_ops"] == [{"name": "cudaLaunchKernel", "excess_ns": 1800}]
+    assert f.evidence["inflated_ops"] == [{"name": "cudaLaunchKernel", "excess_ns": 6300}]
+
+
+def test_a_few_huge_calls_are_setup_not_contention():
+    # two 5000 ns launches among 18 of 100 ns: excess held by 2 calls (< 5, and top 3 = 100 %)
+    res = run(*launches([5000, 5000] + [100] * 18))
+    assert shares(res) == {"operator_dispatch": 0.59}
+
+
+def test_slow_launches_while_the_device_is_busy_are_back_pressure():
+    # the same 7 slow launches, but the device is busy over them: a full launch queue
+    rows = launches([100, 1000] * 7 + [100] * 6, kernel_at=0)
+    rows[1] = ev("kernel", "k", 0, 19_000, stream=7)
+    assert "resource_contention" not in shares(run(*rows))
 
 
 def test_uniform_cost_is_not_contention():
