@@ -3,21 +3,22 @@
 ``cpu(ctx: RankContext) -> AnalyzerResult`` (needs ``overlap``'s ``device_idle`` gaps). Definitions
 (formulas and thresholds in ``docs/analysis/cpu.md``):
 
-* ``HB`` = device-idle time (``I``) during which a host lane works (``H``: host-lane events other than
-  step/marker/counter): ``HB = I ∩ H`` — overlap's ``host_bound`` part.
-* ``HB`` is claimed by the first matching class, in this order (a host op that *contains* a sync or a
-  compile loses that time to the more specific cause): data waits (left to the ``io`` analyzer),
+* ``HB`` = device-idle time (``I``) during which a host lane works (``H``: host-lane events other
+  than step/marker/counter): ``HB = I ∩ H`` — overlap's ``host_bound`` part.
+* ``HB`` is claimed by the first matching class, in this order (a host op that *contains* a sync or
+  a compile loses that time to the more specific cause): data waits (left to the ``io`` analyzer),
   ``garbage_collection`` (``gc`` events), ``operator_compilation`` (``compile`` events, compile
-  functions), ``host_device_sync`` (``sync`` events on host lanes, blocking D2H copies issued on the
-  host, ``*Synchronize``, ``aten::item`` / ``_local_scalar_dense``), ``environment_configuration``
-  (logging calls), then ``operator_dispatch`` (every other host activity: framework ops, InferShape,
-  tiling, allocation, launches, runtime calls).
-* ``resource_contention`` is carved out of the dispatch time: the fraction of leaf host calls'
-  time that is *inflation* — an event lasting over ``INFLATION`` x the median of its name (names
-  seen >= ``MIN_CALLS`` times, not copies or syncs, at least half inside device-idle time)
-  contributes ``dur - median`` — times the dispatch time; it needs ``MIN_INFLATED`` such calls
-  with the largest ``SPREAD_TOP`` under ``SPREAD_MAX`` of the excess (else 0). It is reported when that fraction reaches ``CONTENTION_MIN_FRACTION``, or ``CONTENTION_MIN_FRACTION_CPU``
-  when CPU-% counter samples of other processes exceed ``OTHER_CPU_MIN_PCT``.
+  functions), ``host_device_sync`` (``sync`` events on host lanes, blocking D2H copies issued on
+  the host, ``*Synchronize``, ``aten::item`` / ``_local_scalar_dense``),
+  ``environment_configuration`` (logging calls), then ``operator_dispatch`` (every other host
+  activity: framework ops, InferShape, tiling, allocation, launches, runtime calls).
+* ``resource_contention`` is carved out of the dispatch time: the fraction of leaf host calls' time
+  that is *inflation* — an event lasting over ``INFLATION`` x the median of its name (names seen >=
+  ``MIN_CALLS`` times, not copies or syncs, at least half inside device-idle time) contributes
+  ``dur - median`` — times the dispatch time; it needs ``MIN_INFLATED`` such calls with the largest
+  ``SPREAD_TOP`` under ``SPREAD_MAX`` of the excess (else 0). It is reported when that fraction
+  reaches ``CONTENTION_MIN_FRACTION``, or ``CONTENTION_MIN_FRACTION_CPU`` when CPU-% counter
+  samples of other processes exceed ``OTHER_CPU_MIN_PCT``.
 * ``garbage_collection`` also gets msprof-analyze's *conjectured GC*: device-and-host-idle gaps of
   at least ``GC_GAP_NS`` when the trace records no GC events.
 * ``time_share`` = claimed time / sum of step durations; a finding needs ``MIN_SHARE``, except
@@ -33,8 +34,16 @@ import pandas as pd
 
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
-from hermes.analyzers.io import (col, data_wait_mask, device_idle, name_matches, per_step_ns,
-                                 spans, top_names, windows_union)
+from hermes.analyzers.io import (
+    col,
+    data_wait_mask,
+    device_idle,
+    name_matches,
+    per_step_ns,
+    spans,
+    top_names,
+    windows_union,
+)
 from hermes.analyzers.steps import step_windows
 
 MIN_SHARE = 0.01
@@ -69,9 +78,9 @@ OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)
 #: Leaf host calls whose cost should not vary by call (allocation and tiling are bimodal by nature:
 #: cache hit vs miss), so a call far above its name's median was slowed from outside.
 LEAF_KINDS = ("launch", "runtime", "infer_shape")
-#: Recorded environment settings (``meta.extra`` ``settings``/``environment``/``env``) that make every
-#: host call pay for logging: DESIGN's "log level" environment cause (ASCEND_GLOBAL_LOG_LEVEL 0/1 =
-#: debug/info).
+#: Recorded environment settings (``meta.extra`` ``settings``/``environment``/``env``) that make
+#: every host call pay for logging: DESIGN's "log level" environment cause
+#: (ASCEND_GLOBAL_LOG_LEVEL 0/1 = debug/info).
 VERBOSE_LOG = {"log_level": ("debug", "info"), "ASCEND_GLOBAL_LOG_LEVEL": ("0", "1")}
 HOST_WORK_EXCLUDED = ("step", "marker", "counter")
 CAUSE_TEXT = {
@@ -222,7 +231,8 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     host_any = spans(ev, (col(ev, "lane_kind") == "host")
                      & ~np.isin(col(ev, "kind"), HOST_WORK_EXCLUDED))
     free = iv.subtract(iv.intersect(idle, windows_union(windows)), host_any)
-    long_free = (free[0][(free[1] - free[0]) >= GC_GAP_NS], free[1][(free[1] - free[0]) >= GC_GAP_NS])
+    long_gap = (free[1] - free[0]) >= GC_GAP_NS
+    long_free = (free[0][long_gap], free[1][long_gap])
     conjectured = iv.EMPTY if gc_instrumented else long_free
     claimed["garbage_collection"] = iv.union(
         np.concatenate([claimed["garbage_collection"][0], conjectured[0]]),
