@@ -16,6 +16,35 @@ HTA = (("idle_pct", "idle"), ("compute_pct", "compute"), ("non_compute_pct", "no
        ("comm_comp_overlap_pct", "comm/comp overlap"))
 DEFAULT_TOP = 10
 BAR = 30
+#: Operator names in text/Markdown reports are cut to this many characters (the JSON keeps them
+#: whole): demangled CUDA kernel names run to thousands of characters of template arguments.
+NAME_WIDTH = 100
+#: How the critical path's components read in reports (keys as in the JSON).
+CP_LABELS = {"other": "gaps"}
+
+
+def short_name(name: Any, width: int = NAME_WIDTH) -> str:
+    """A readable operator name: a long C++ signature loses its ``void`` return type, then its
+    template arguments and parameter list (``kernel<...>(...)``), then is cut with an ellipsis."""
+    s = str(name)
+    if len(s) <= width:
+        return s
+    if s.startswith("void "):
+        s = s[5:]
+    out, depth = [], 0
+    for ch in s:  # collapse everything nested inside <...> and (...)
+        if ch in "<(":
+            if depth == 0:
+                out.append(ch + "...")
+            depth += 1
+        elif ch in ">)" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(">" if ch == ">" else ")")
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out)
+    return s if len(s) <= width else s[:width - 3] + "..."
 
 
 def _bar(pct: float) -> str:
@@ -29,8 +58,8 @@ def _top_ops(ev: dict[str, Any], n: int = 3) -> str:
     for op in ops[:n]:
         if isinstance(op, dict):
             t = op.get("time_ns")
-            out.append(f"{op.get('name')}" + (f" ({t / 1e6:.3f} ms)" if isinstance(t, (int, float))
-                                               else ""))
+            ms = f" ({t / 1e6:.3f} ms)" if isinstance(t, (int, float)) else ""
+            out.append(short_name(op.get("name")) + ms)
     return "; ".join(out)
 
 
@@ -73,17 +102,21 @@ def render_text(analysis: Any, top: int = DEFAULT_TOP) -> str:
                          f"{opt}{more}: {rec['how']}")
     cp = d["critical_path"]
     if cp.get("components_pct"):
-        comp = ", ".join(f"{k} {float(val):.1f}%" for k, val in cp["components_pct"].items())
+        comp = ", ".join(f"{CP_LABELS.get(k, k)} {float(val):.1f}%"
+                         for k, val in cp["components_pct"].items())
         lines += ["", f"Critical path (rank {cp.get('rank')}): {comp}"]
         for op in (cp.get("top_ops") or [])[:5]:
-            lines.append(f"  {op.get('name')}  {float(op.get('time_ns') or 0) / 1e6:.3f} ms")
+            lines.append(f"  {short_name(op.get('name'))}  "
+                         f"{float(op.get('time_ns') or 0) / 1e6:.3f} ms")
     return "\n".join(lines) + "\n"
 
 
 def _ranks(ranks: list[int]) -> str:
     if not ranks:
         return "-"
-    return ",".join(map(str, ranks)) if len(ranks) <= 6 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
+    if len(ranks) <= 6:
+        return ",".join(map(str, ranks))
+    return f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
 
 
 def _md_escape(s: Any) -> str:
@@ -131,7 +164,8 @@ def render_md(analysis: Any, top: int = DEFAULT_TOP) -> str:
     cp = d["critical_path"]
     if cp.get("components_pct"):
         out += ["", f"## Critical path (rank {cp.get('rank')})", "",
-                ", ".join(f"{k} {float(v):.1f}%" for k, v in cp["components_pct"].items())]
+                ", ".join(f"{CP_LABELS.get(k, k)} {float(v):.1f}%"
+                          for k, v in cp["components_pct"].items())]
     return "\n".join(out) + "\n"
 
 
