@@ -28,6 +28,7 @@ from hermes.collectors.importers.kineto_map import (
     MEMCPY,
     NO_INT,
     RUNTIME,
+    Args,
     K,
     U,
     coll_bytes,
@@ -85,6 +86,9 @@ DEVICE_SEP = "\x1f"
 
 def _codes(values: list) -> tuple[np.ndarray, list]:
     """Dictionary codes of hashable values (few distinct ones): (int32 codes, distinct values)."""
+    n = len(values)
+    if n and values[-1] == values[0] == values[n >> 1] and values.count(values[0]) == n:
+        return np.zeros(n, np.int32), [values[0]]  # one value (a chunk of metadata, say)
     keys = {k: i for i, k in enumerate(dict.fromkeys(values))}
     return np.fromiter(map(keys.__getitem__, values), np.int32, len(values)), list(keys)
 
@@ -150,17 +154,39 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
 
 
 def _thread_names(rows: list, side: Side) -> None:
-    """First non-empty ``thread_name`` per tid (metadata events repeat: decode each once)."""
-    names = [r for r in rows if r.name == "thread_name"]
-    if not names:
+    """First non-empty ``thread_name`` per tid (metadata events repeat: decode each once).
+
+    Only the first event of each tid not named yet is decoded; the rare tid whose first name
+    is empty has all its events looked at."""
+    name_idx, names = _codes(list(map(_NAME, rows)))
+    if "thread_name" not in names:
         return
-    distinct = dict.fromkeys(zip(map(str, map(_TID, names)), map(bytes, map(_ARGS, names))))
-    keys = [k for k in distinct if k[0] not in side.thread_names]
-    if not keys:
+    rows = _take(rows, np.flatnonzero(name_idx == names.index("thread_name")))
+    tid_idx, tids = _codes(list(map(_TID, rows)))
+    text = [str(t) for t in tids]
+    if len(set(text)) < len(text):  # 7 and "7" are one tid
+        canon, text = _codes(text)
+        tid_idx = canon[tid_idx]
+    new = np.array([t not in side.thread_names for t in text], bool)
+    if not new.any():
         return
-    for (tid, _), a in zip(keys, decode_args([msgspec.Raw(k[1]) for k in keys]), strict=True):
-        if a.name and tid not in side.thread_names:
-            side.thread_names[tid] = a.name.strip()
+    first = np.full(len(text), len(rows), np.int64)
+    np.minimum.at(first, tid_idx, np.arange(len(rows)))
+    firsts = np.sort(first[new])
+    args = decode_args(list(map(_ARGS, _take(rows, firsts))))
+    unnamed = []
+    for i, a in zip(firsts.tolist(), args, strict=True):
+        if a.name:
+            side.thread_names[text[tid_idx[i]]] = a.name.strip()
+        else:
+            unnamed.append(tid_idx[i])
+    if unnamed:  # the first name was empty: the first non-empty one of any later event
+        for r in _take(rows, np.flatnonzero(np.isin(tid_idx, unnamed))):
+            tid = str(r.tid)
+            if tid not in side.thread_names:
+                a = decode_args([r.args])[0]
+                if a.name:
+                    side.thread_names[tid] = a.name.strip()
 
 
 def _ints(values: list) -> np.ndarray | None:
@@ -205,13 +231,26 @@ def _lanes(tids: list, rows: list, dev: np.ndarray, dev_id: np.ndarray | None,
     return dictionary(codes, uniq_labels)
 
 
+_COLL_KEY = attrgetter("pg_name", "pg_desc", "in_nelems", "out_nelems", "dtype", "seq")
+
+
 def _coll_info(args: list, side: Side) -> tuple[np.ndarray, ...]:
-    """(group code, seq, bytes, external id) arrays of collective args; -1 where unknown."""
-    group = np.array([_group_code(coll_group(a), side) for a in args], np.int64)
-    seq = np.array([a.seq if isinstance(a.seq, int) else -1 for a in args], np.int64)
-    nbytes = np.array([-1 if (b := coll_bytes(a)) is None else b for a in args], np.int64)
-    ext = np.array([-1 if a.external_id == NO_INT else a.external_id for a in args], np.int64)
-    return group, seq, nbytes, ext
+    """(group code, seq, bytes, external id) arrays of collective args; -1 where unknown.
+
+    The fields repeat (same group, sizes and dtype over many calls): each distinct
+    combination is worked out once, only the sequence number varies per row."""
+    idx, keys = _codes(list(map(_COLL_KEY, args)))
+    group = np.empty(len(keys), np.int64)
+    nbytes = np.empty(len(keys), np.int64)
+    seq = np.empty(len(keys), np.int64)
+    for j, (pg_name, pg_desc, in_n, out_n, dtype, s) in enumerate(keys):
+        a = Args(pg_name=pg_name, pg_desc=pg_desc, in_nelems=in_n, out_nelems=out_n,
+                 dtype=dtype)
+        group[j] = _group_code(coll_group(a), side)
+        nbytes[j] = -1 if (b := coll_bytes(a)) is None else b
+        seq[j] = s if isinstance(s, int) else -1
+    ext = _column(args, "external_id", np.int64)
+    return group[idx], seq[idx], nbytes[idx], np.where(ext == NO_INT, -1, ext)
 
 
 def _group_code(group: str | None, side: Side) -> int:

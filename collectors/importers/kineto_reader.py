@@ -86,12 +86,19 @@ class KinetoFile:
     _offset: int = 0  # decompressed offset of _buf[0]
     _prefix: bytes = b""
     _decoded: int = 0  # decompressed bytes read so far
+    _pos: int = 0  # compressed bytes read so far, as of the last block read
     _blocks: queue.Queue | None = None
     _pump: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def compressed_pos(self) -> int:
-        """Bytes of the file on disk consumed so far (for progress)."""
+        """Bytes of the file on disk consumed so far (for progress and error positions).
+
+        The reading thread records it after each block: asking the file here would wait for
+        the lock that thread holds while it reads and decompresses."""
+        return self._pos
+
+    def _tell(self) -> int:
         try:
             return self._raw.tell() if self._raw is not None else 0
         except (OSError, ValueError):
@@ -106,8 +113,10 @@ class KinetoFile:
             try:
                 block = self._stream.read(_READ_BYTES)
             except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
+                self._pos = self._tell()
                 self._blocks.put(exc)
                 return
+            self._pos = self._tell()
             self._blocks.put(block)
             if not block:
                 return
