@@ -77,7 +77,7 @@ def edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     v = np.concatenate([k, g.cv[fwd]]).astype(np.int64)
     w = np.concatenate([g.w[k], g.cw[fwd]]).astype(np.int64)
     lost = np.maximum((g.t[v] - g.t[u]) - w, 0)
-    order = np.lexsort((lost, v, u))
+    order = sort_by_key(u * g.n + v, lost)  # as np.lexsort((lost, v, u)): pairs < n**2
     u, v, lost = u[order], v[order], lost[order]
     keep = np.ones(u.size, bool)
     keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
@@ -85,6 +85,23 @@ def edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _edges = edges
+
+
+def sort_by_key(key: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """The permutation of ``np.lexsort((tie, key))`` (stable: equal pairs keep their order),
+    computed as one stable argsort of ``key`` -- a merge of the already sorted runs the graph's
+    arrays consist of, far cheaper than lexsort's sorts of every key -- followed by a lexsort
+    of only the runs of equal keys."""
+    a = np.argsort(key, kind="stable")
+    ks = key[a]
+    eq = ks[1:] == ks[:-1]
+    if eq.any():
+        m = np.zeros(ks.size, bool)
+        m[1:] |= eq
+        m[:-1] |= eq
+        p = np.flatnonzero(m)
+        a[p] = a[p][np.lexsort((tie[a[p]], ks[p]))]
+    return a
 
 
 def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
@@ -95,7 +112,8 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
     row, no duplicates: the pairs are unique), the form scipy would sort a COO input into, so
     Dijkstra sees the same graph; explicit zeros are edges in a csr matrix built this way."""
     idx = np.int32 if n + 1 + u.size < 2**31 - 1 else np.int64
-    o = np.lexsort((v, u)) if u.size > 1 and not _sorted_pairs(u, v) else None
+    o = np.argsort(u.astype(np.int64) * n + v, kind="stable") \
+        if u.size > 1 and not _sorted_pairs(u, v) else None  # pairs are unique: = lexsort
     if o is not None:
         u, v, lost = u[o], v[o], lost[o]
     indptr = np.zeros(n + 2, idx)

@@ -35,9 +35,9 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
 from hermes.analyzers.io import (
-    col,
     data_wait_mask,
     device_idle,
+    is_,
     name_matches,
     per_step_ns,
     spans,
@@ -94,16 +94,16 @@ CAUSE_TEXT = {
 
 
 def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
-    kind = col(ev, "kind")
-    host = col(ev, "lane_kind") == "host"
-    work = host & ~np.isin(kind, HOST_WORK_EXCLUDED)
+    host = is_(ev, "lane_kind", "host")
+    work = host & ~is_(ev, "kind", *HOST_WORK_EXCLUDED)
     names = ev["name"]
-    io = data_wait_mask(ev) | (host & np.isin(kind, ("data_read", "data_process", "data_fetch")))
+    io = data_wait_mask(ev) | (host & is_(ev, "kind", "data_read", "data_process", "data_fetch"))
     return {
         "io": io,
-        "garbage_collection": work & ((kind == "gc") | name_matches(names, GC_NAME)),
-        "operator_compilation": work & ((kind == "compile") | name_matches(names, COMPILE_NAME)),
-        "host_device_sync": work & ((kind == "sync") | (kind == "memcpy_d2h")
+        "garbage_collection": work & (is_(ev, "kind", "gc") | name_matches(names, GC_NAME)),
+        "operator_compilation": work & (is_(ev, "kind", "compile")
+                                        | name_matches(names, COMPILE_NAME)),
+        "host_device_sync": work & (is_(ev, "kind", "sync", "memcpy_d2h")
                                     | name_matches(names, SYNC_NAME)),
         "environment_configuration": work & name_matches(names, LOG_NAME),
         "operator_dispatch": work,
@@ -111,7 +111,7 @@ def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
 
 
 def _other_cpu(ev: pd.DataFrame) -> dict[str, float] | None:
-    m = (col(ev, "kind") == "counter") & name_matches(ev["name"], OTHER_CPU_NAME)
+    m = is_(ev, "kind", "counter") & name_matches(ev["name"], OTHER_CPU_NAME)
     if not m.any():
         return None
     v = pd.to_numeric(ev.loc[m, "value"], errors="coerce").dropna()
@@ -142,7 +142,7 @@ def _launch_excess(ev: pd.DataFrame, ctx: RankContext) -> dict[str, Any] | None:
         prof = prof or devices.match(str(ctx.device.get(key) or ""))
     expected = float(getattr(prof, "fields", {}).get("launch_latency_s", 0.0) or 0.0) * 1e9 \
         if prof is not None else 0.0
-    m = (col(ev, "kind") == "launch") & (col(ev, "lane_kind") == "host")
+    m = is_(ev, "kind", "launch") & is_(ev, "lane_kind", "host")
     if expected <= 0 or not m.any():
         return None
     observed = float(np.median(ev.loc[m, "dur_ns"].to_numpy(np.float64)))
@@ -153,15 +153,16 @@ def _launch_excess(ev: pd.DataFrame, ctx: RankContext) -> dict[str, Any] | None:
 
 def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[str, Any]:
     """Fraction of leaf host-call time that exceeds each name's median (see module docstring)."""
-    leaf = dispatch & np.isin(col(ev, "kind"), LEAF_KINDS)
+    leaf = dispatch & is_(ev, "kind", *LEAF_KINDS)
     if not leaf.any():
         leaf = dispatch
     leaf &= ~name_matches(ev["name"], BLOCKING_NAME)
     sub = ev.loc[leaf, ["name", "ts_ns", "dur_ns"]]
     if len(sub) == 0:
         return {"fraction": 0.0, "events": 0, "names": []}
-    names = sub["name"].astype(str)
-    g = sub.groupby(names, observed=True)["dur_ns"]
+    # grouped by the categorical's codes (one group per distinct name, as by the strings)
+    names = sub["name"]
+    g = sub.groupby(names, observed=True, sort=False)["dur_ns"]
     med = g.transform("median").to_numpy(np.float64)
     cnt = g.transform("count").to_numpy(np.int64)
     dur = sub["dur_ns"].to_numpy(np.float64)
@@ -178,7 +179,8 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[s
         float(np.sort(excess)[-SPREAD_TOP:].sum()) < SPREAD_MAX * float(excess.sum())
     if n_inflated < MIN_INFLATED or not spread:
         excess = np.zeros_like(excess)  # sporadic stalls: not evidence of contention
-    top = pd.Series(excess, index=names.to_numpy()).groupby(level=0).sum()
+    pos = excess > 0  # (rows without excess add nothing to a name's sum)
+    top = pd.Series(excess[pos], index=names[pos].astype(str).to_numpy()).groupby(level=0).sum()
     top = top[top > 0].sort_values(ascending=False).head(10)
     return {"fraction": float(excess.sum() / total) if total else 0.0,
             "events": int((excess > 0).sum()),
@@ -186,10 +188,10 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[s
 
 
 def _dispatch_evidence(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
-    kind = col(ev, "kind")
-    dev = np.isin(col(ev, "lane_kind"), ("device", "copy")) & (kind == "kernel")
-    launches = int(((kind == "launch") & (col(ev, "lane_kind") == "host")).sum())
-    host_ops = (kind == "host_op") & (col(ev, "lane_kind") == "host")
+    dev = is_(ev, "lane_kind", "device", "copy") & is_(ev, "kind", "kernel")
+    host = is_(ev, "lane_kind", "host")
+    launches = int((is_(ev, "kind", "launch") & host).sum())
+    host_ops = is_(ev, "kind", "host_op") & host
     k = ev.loc[dev, "dur_ns"].to_numpy(np.int64)
     n_steps = max(len(windows), 1)
     return {"launches_per_step": round(launches / n_steps, 1),
@@ -227,9 +229,8 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
         claimed[name] = iv.intersect(remaining, u)
         remaining = iv.subtract(remaining, u)
     # conjectured GC: long device-and-host-idle gaps, only when GC is not instrumented
-    gc_instrumented = bool((col(ev, "kind") == "gc").any())
-    host_any = spans(ev, (col(ev, "lane_kind") == "host")
-                     & ~np.isin(col(ev, "kind"), HOST_WORK_EXCLUDED))
+    gc_instrumented = bool(is_(ev, "kind", "gc").any())
+    host_any = spans(ev, is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *HOST_WORK_EXCLUDED))
     free = iv.subtract(iv.intersect(idle, windows_union(windows)), host_any)
     long_gap = (free[1] - free[0]) >= GC_GAP_NS
     long_free = (free[0][long_gap], free[1][long_gap])
@@ -287,10 +288,10 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
             for other_cls in ("io", "garbage_collection", "operator_compilation",
                               "host_device_sync", "environment_configuration"):
                 specific |= cls[other_cls]
-            mask = cls["operator_dispatch"] & ~specific & ~np.isin(col(ev, "kind"), ("python",))
+            mask = cls["operator_dispatch"] & ~specific & ~is_(ev, "kind", "python")
         n = int(mask.sum()) if c != "resource_contention" else infl["events"]
         if c == "environment_configuration" and env_frac:
-            mask = mask | (cls["operator_dispatch"] & (col(ev, "kind") == "launch"))
+            mask = mask | (cls["operator_dispatch"] & is_(ev, "kind", "launch"))
         strong = c in ("operator_compilation", "host_device_sync") and n >= STRONG_COUNT
         if share < MIN_SHARE and not (strong and share > 0):
             continue

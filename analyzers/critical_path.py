@@ -152,7 +152,7 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     n_is_start = np.concatenate([np.ones(n_ev, np.int64), np.zeros(n_ev, np.int64)])
     # equal times: ends before starts; starts outer (longer) first; ends inner (shorter) first
     tie = np.concatenate([-dur, dur])
-    order = np.lexsort((n_ev_id, tie, n_is_start, n_t, n_lane))
+    order = _node_order(n_ev_id, tie, n_is_start, n_t, n_lane)
     t, ln, nev, st = n_t[order], n_lane[order], n_ev_id[order], n_is_start[order]
     n = t.size
     pos = np.empty(n, np.int64)
@@ -191,6 +191,21 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
                                   end_node, t, w, first, seg, prev_t)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
+
+
+def _node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
+                lane: np.ndarray) -> np.ndarray:
+    """``np.lexsort((ev_id, tie, is_start, t, lane))`` for nodes laid out as [starts, ends] of
+    events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys): one
+    int64 key (lane, t, is_start) sorted stably, ties by ``tie`` (``cpgraph.sort_by_key``)."""
+    if t.size == 0:
+        return np.empty(0, np.int64)
+    t0 = int(t.min())
+    span = int(t.max()) - t0 + 1
+    if (int(lane.max()) + 1) * span * 2 >= 2**62 or int(lane.min()) < 0:
+        return np.lexsort((ev_id, tie, is_start, t, lane))
+    key = (lane * span + (t - t0)) * 2 + is_start
+    return cpgraph.sort_by_key(key, tie)
 
 
 def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, win: np.ndarray,

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
-from hermes.analyzers.io import col, data_wait_mask, name_matches, per_step_ns, spans
+from hermes.analyzers.io import data_wait_mask, is_, name_matches, per_step_ns, spans
 from hermes.analyzers.steps import step_windows
 
 MIN_STEPS = 5
@@ -47,16 +47,14 @@ COMPONENTS: dict[str, tuple[str, str]] = {
 
 
 def _component_masks(ev: pd.DataFrame) -> dict[str, np.ndarray]:
-    kind = col(ev, "kind")
-    lane_kind = col(ev, "lane_kind")
-    host = lane_kind == "host"
     return {
-        "gc": kind == "gc",
+        "gc": is_(ev, "kind", "gc"),
         "data_wait": data_wait_mask(ev),
-        "checkpoint": (host | (lane_kind == "loader")) & name_matches(ev["name"], CHECKPOINT_NAME),
-        "compile": kind == "compile",
-        "sync": host & (kind == "sync"),
-        "communication": (kind == "collective") | (lane_kind == "link"),
+        "checkpoint": is_(ev, "lane_kind", "host", "loader")
+        & name_matches(ev["name"], CHECKPOINT_NAME),
+        "compile": is_(ev, "kind", "compile"),
+        "sync": is_(ev, "lane_kind", "host") & is_(ev, "kind", "sync"),
+        "communication": is_(ev, "kind", "collective") | is_(ev, "lane_kind", "link"),
     }
 
 

@@ -78,6 +78,16 @@ def col(events: pd.DataFrame, name: str) -> np.ndarray:
     return s.astype(str).to_numpy(dtype=object)
 
 
+def is_(events: pd.DataFrame, name: str, *values: str) -> np.ndarray:
+    """Mask of the rows whose string column ``name`` is one of ``values`` (as
+    ``np.isin(col(events, name), values)``), decided once per category: no per-row strings."""
+    s = events[name] if len(events) else None
+    if s is None or not isinstance(s.dtype, pd.CategoricalDtype):
+        return np.isin(col(events, name), values) if len(events) else np.zeros(0, bool)
+    hit = np.array([str(c) in values for c in s.cat.categories] + ["nan" in values], bool)
+    return hit[s.cat.codes.to_numpy()]  # code -1 (missing) reads the trailing "nan"
+
+
 def spans(events: pd.DataFrame, mask: np.ndarray | None = None) -> iv.Union:
     """Union of the events' [ts, ts + dur) (those selected by ``mask``)."""
     s = events["ts_ns"].to_numpy(np.int64)
@@ -98,7 +108,7 @@ def device_idle(ctx: RankContext, windows: pd.DataFrame) -> iv.Union:
         t = ov.tables["device_idle"]
         return iv.union(t["start_ns"].to_numpy(np.int64), t["end_ns"].to_numpy(np.int64))
     ev = ctx.events
-    dev = np.isin(col(ev, "lane_kind"), DEVICE_LANES) & ~np.isin(col(ev, "kind"), NOT_HOST_WORK)
+    dev = is_(ev, "lane_kind", *DEVICE_LANES) & ~is_(ev, "kind", *NOT_HOST_WORK)
     return iv.subtract(windows_union(windows), spans(ev, dev))
 
 
@@ -122,18 +132,17 @@ def data_wait_mask(events: pd.DataFrame) -> np.ndarray:
     """Host-lane data waits: ``data_wait`` events and DataLoader ``__next__`` ranges."""
     if len(events) == 0:
         return np.zeros(0, bool)
-    host = col(events, "lane_kind") == "host"
-    return host & ((col(events, "kind") == "data_wait") | name_matches(events["name"],
+    host = is_(events, "lane_kind", "host")
+    return host & (is_(events, "kind", "data_wait") | name_matches(events["name"],
                                                                        DATA_WAIT_NAME))
 
 
 # ------------------------------------------------------------------ queue rule
 def _queue_samples(events: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    kind = col(events, "kind")
-    names = col(events, "name")
+    counter = is_(events, "kind", "counter")
     out = {}
     for q in QUEUES:
-        m = (kind == "counter") & (names == q)
+        m = counter & is_(events, "name", q)
         if m.any():
             sub = events[m].sort_values("ts_ns", kind="stable")
             out[q] = (sub["ts_ns"].to_numpy(np.int64),
@@ -179,14 +188,13 @@ def classify_by_queues(e: iv.Union, queues: dict[str, tuple[np.ndarray, np.ndarr
 
 def _classify_by_events(events: pd.DataFrame, e: iv.Union) -> dict[str, float]:
     """Time of ``e`` per class from the loader activity during it (see module docstring)."""
-    kind = col(events, "kind")
-    lane_kind = col(events, "lane_kind")
-    workers = np.isin(lane_kind, ("host", "loader"))
-    read = (kind == "data_read") | (workers & name_matches(events["name"], READ_NAME)
-                                    & ~np.isin(kind, ("data_wait", "data_process")))
-    proc = kind == "data_process"
-    fetch = (kind == "data_fetch") | (workers & ((kind == "memcpy_h2d")
-                                                 | name_matches(events["name"], FETCH_NAME)))
+    workers = is_(events, "lane_kind", "host", "loader")
+    read = is_(events, "kind", "data_read") | (
+        workers & name_matches(events["name"], READ_NAME)
+        & ~is_(events, "kind", "data_wait", "data_process"))
+    proc = is_(events, "kind", "data_process")
+    fetch = is_(events, "kind", "data_fetch") | (
+        workers & (is_(events, "kind", "memcpy_h2d") | name_matches(events["name"], FETCH_NAME)))
     total = float(iv.total(e))
     t = {k: float(iv.total(iv.intersect(e, spans(events, m)))) for k, m in
          (("reading", read), ("processing", proc), ("fetching", fetch))}
@@ -197,16 +205,16 @@ def _classify_by_events(events: pd.DataFrame, e: iv.Union) -> dict[str, float]:
 
 
 def _h2d(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
-    kind = col(events, "kind")
-    lane_kind = col(events, "lane_kind")
-    dev = np.isin(lane_kind, DEVICE_LANES)
-    h2d = dev & (kind == "memcpy_h2d")
+    dev = is_(events, "lane_kind", *DEVICE_LANES)
+    h2d = dev & is_(events, "kind", "memcpy_h2d")
     if not h2d.any():
         return {"count": 0, "pageable": 0, "bytes": 0, "exposed_pageable_ns": 0}
-    text = events["name"].astype(str) + " " + events["args"].astype(str).fillna("") \
-        if "args" in events.columns else events["name"].astype(str)
-    pageable = h2d & name_matches(text, PAGEABLE)
-    kernels = spans(events, dev & (kind == "kernel"))
+    sub = events.loc[h2d]  # the name + args text of the copies only
+    text = sub["name"].astype(str) + " " + sub["args"].astype(str).fillna("") \
+        if "args" in events.columns else sub["name"].astype(str)
+    pageable = h2d.copy()
+    pageable[h2d] = name_matches(text, PAGEABLE)
+    kernels = spans(events, dev & is_(events, "kind", "kernel"))
     exposed = iv.intersect(iv.subtract(spans(events, pageable), kernels), windows_union(windows))
     b = pd.to_numeric(events.loc[h2d, "bytes"], errors="coerce") if "bytes" in events.columns \
         else pd.Series(dtype=float)

@@ -123,10 +123,12 @@ def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = No
         except (pa.ArrowInvalid, OSError) as exc:
             raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})", path=f,
                                    hint="the file may be truncated; re-create it") from None
-        if rank_set is not None:
+        if rank_set is not None and not (meta.ranks and rank_set.issuperset(meta.ranks)):
+            # the footer does not vouch that every row is wanted: filter, unless all are
             mask = pc.is_in(table.column("rank"), value_set=pa.array(sorted(rank_set),
                                                                            pa.int32()))
-            table = table.filter(mask)
+            if pc.sum(mask).as_py() != table.num_rows:  # (a filter copies every column)
+                table = table.filter(mask)
         yield conform(table, want, f), meta, f
 
 
@@ -172,10 +174,18 @@ def load_table(path: str | os.PathLike[str], columns: Sequence[str] | None = Non
     return pa.concat_tables(tables), TraceMeta.merge(metas)
 
 
-def table_to_pandas(table: pa.Table) -> pd.DataFrame:
-    df = table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+def table_to_pandas(table: pa.Table, destroy: bool = False) -> pd.DataFrame:
+    """Events as pandas (dictionary columns as categoricals, nullable ints as ``Int64``/
+    ``Int32``, required ints as numpy). ``destroy``: free the table's buffers column by column
+    while converting (lower peak memory; ``table`` must not be used afterwards). Columns are
+    kept as separate blocks (no consolidation copy)."""
+    df = table.to_pandas(types_mapper=_PANDAS_TYPES.get, split_blocks=True,
+                         self_destruct=destroy)
     for name in _NON_NULL_INT & set(df.columns):  # required ints: plain numpy int64/int32
-        df[name] = df[name].astype(str(table.schema.field(name).type))
+        col = df[name]
+        # no nulls (checked on reading): the masked array's data is the column, no copy
+        df[name] = col.array.to_numpy() if isinstance(col.dtype, pd.api.extensions.
+                                                      ExtensionDtype) else col
     return df
 
 
@@ -187,4 +197,4 @@ def load(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
     (per-rank files of other ranks are not opened beyond their footer).
     """
     table, meta = load_table(path, columns, ranks)
-    return Trace(events=table_to_pandas(table), meta=meta, path=Path(path))
+    return Trace(events=table_to_pandas(table, destroy=True), meta=meta, path=Path(path))
