@@ -122,8 +122,26 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         code = fail(exc.format_message(), exc.exit_code or 2)
     if argv is None:
+        if code == 0 and args and args[0] in _QUICK_EXIT:
+            _quick_exit(code)
         sys.exit(code)
     return code
+
+
+#: Commands that close everything they write before returning: a console run ends without the
+#: interpreter's teardown (~60 ms after an import: freeing every module and Arrow's pools).
+_QUICK_EXIT = frozenset({"import"})
+
+
+def _quick_exit(code: int) -> None:
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: the normal exit reports it
+        return
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -135,7 +135,8 @@ class _Finish:
         # a runtime call whose correlation reaches a device event enqueued work: a launch
         runtime = (kind == K["runtime"]) & has_corr
         if runtime.any() and len(self.dev_corr):
-            kind[runtime & np.isin(corr, self.dev_corr)] = K["launch"]
+            pos = np.minimum(np.searchsorted(self.dev_corr, corr), len(self.dev_corr) - 1)
+            kind[runtime & (self.dev_corr[pos] == corr)] = K["launch"]
         found, launch_step = self._lookup_corr(np.where(has_corr, corr, -1))
         dangling = dev & has_corr & ~found
         self.dangling += int(dangling.sum())

@@ -8,8 +8,9 @@ events), so phase 1 stores raw-ish columns plus small side arrays (:class:`Side`
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import count
 from operator import attrgetter
 from pathlib import Path
 
@@ -89,8 +90,17 @@ def _codes(values: list) -> tuple[np.ndarray, list]:
     n = len(values)
     if n and values[-1] == values[0] == values[n >> 1] and values.count(values[0]) == n:
         return np.zeros(n, np.int32), [values[0]]  # one value (a chunk of metadata, say)
-    keys = {k: i for i, k in enumerate(dict.fromkeys(values))}
-    return np.fromiter(map(keys.__getitem__, values), np.int32, len(values)), list(keys)
+    # one pass in C: a missing key gets the next number, in order of first appearance
+    keys: defaultdict = defaultdict(count().__next__)
+    return np.fromiter(map(keys.__getitem__, values), np.int32, n), list(keys)
+
+
+def _member(values: np.ndarray, *members: int) -> np.ndarray:
+    """``values`` in ``members`` (np.isin imports numpy.ma, ~40 ms, on first use)."""
+    out = values == members[0]
+    for m in members[1:]:
+        out |= values == m
+    return out
 
 
 def _take(items: list, idx: np.ndarray) -> list:
@@ -181,7 +191,9 @@ def _thread_names(rows: list, side: Side) -> None:
         else:
             unnamed.append(tid_idx[i])
     if unnamed:  # the first name was empty: the first non-empty one of any later event
-        for r in _take(rows, np.flatnonzero(np.isin(tid_idx, unnamed))):
+        wanted = np.zeros(len(text), bool)
+        wanted[unnamed] = True
+        for r in _take(rows, np.flatnonzero(wanted[tid_idx])):
             tid = str(r.tid)
             if tid not in side.thread_names:
                 a = decode_args([r.args])[0]
@@ -337,7 +349,7 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     step_n = step_by_name[name_idx]
     is_step = (base == K["marker"]) & (step_n >= 0)
     kind[is_step] = K["step"]
-    host_like = np.isin(base, [K["host_op"], K["marker"], K["python"]]) & \
+    host_like = _member(base, K["host_op"], K["marker"], K["python"]) & \
         (lane_kind == LK["host"]) & ~is_step
     kind[host_like & dw_by_name[name_idx]] = K["data_wait"]
     step_n = np.where(is_step, step_n, -1).astype(np.int32)
@@ -345,7 +357,7 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     unit = np.full(n, -1, np.int8)
     unit[(kind == K["kernel"]) & (base != CCP)] = U["sm"]  # MTIA has no SMs: left empty
     unit[kind == K["collective"]] = U["link"]
-    unit[np.isin(kind, [K["memcpy_h2d"], K["memcpy_d2h"], K["memcpy_d2d"], K["memset"]])] = \
+    unit[_member(kind, K["memcpy_h2d"], K["memcpy_d2h"], K["memcpy_d2d"], K["memset"])] = \
         U["copy"]
 
     tids = list(map(_TID, rows))

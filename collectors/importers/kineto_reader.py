@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import msgspec
 import numpy as np
@@ -46,10 +46,16 @@ _MAX_HEADER = 64 * 1024 * 1024
 _EMPTY_ARGS = msgspec.Raw(b"{}")
 
 
+#: The Chrome trace event phases. Decoded as a Literal, every event's ``ph`` is one shared
+#: string object, which makes coding phases per chunk cheaper than new strings would.
+Phase = Literal["X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "e", "n", "S", "T", "p",
+                "F", "P", "O", "N", "D", "R", "c", "(", ")", "V", "v", "="]
+
+
 class Event(msgspec.Struct, gc=False):
     """One Kineto event; ts/dur/args are kept as raw JSON text."""
 
-    ph: str = ""
+    ph: Phase = ""  # type: ignore[assignment] # "" (missing) is reported by the importer
     cat: str | None = None
     name: str | int | float | None = ""
     pid: int | str | float | None = 0
@@ -59,7 +65,27 @@ class Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = _EMPTY_ARGS
 
 
-_EVENTS = msgspec.json.Decoder(list[Event])
+class AnyPhaseEvent(Event, gc=False):
+    """An event whose phase may be any string (read when a chunk holds an unknown one)."""
+
+    ph: str = ""
+
+
+class _Events:
+    """Decoder of a ``[...]`` text of events: phases from the fixed list, any string else."""
+
+    def __init__(self) -> None:
+        self._known = msgspec.json.Decoder(list[Event])
+        self._any = msgspec.json.Decoder(list[AnyPhaseEvent])
+
+    def decode(self, text: bytes | bytearray | memoryview) -> list[Event]:
+        try:
+            return self._known.decode(text)
+        except msgspec.ValidationError:
+            return self._any.decode(text)  # type: ignore[return-value]
+
+
+_EVENTS = _Events()
 _ANY = msgspec.json.Decoder()
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
