@@ -129,3 +129,13 @@ def test_long_free_gap_is_conjectured_gc_unless_gc_is_traced():
 def test_empty_and_one_event(rows):
     res = run(*rows)
     assert all(0 <= f.time_share <= 1 for f in res.findings)
+
+
+def test_profiler_span_is_not_host_work():
+    # Kineto's "PyTorch Profiler (0)" ('Trace' category, kind other) covers the whole capture:
+    # it must not turn the free time [500, 800) into dispatch time (overlap excludes it too)
+    res = run(*TRACE, ev("other", "PyTorch Profiler (0)", 0, 1000))
+    assert shares(res) == {"operator_compilation": 0.1, "host_device_sync": 0.05,
+                           "garbage_collection": 0.1, "environment_configuration": 0.05,
+                           "operator_dispatch": 0.2}
+    assert res.metrics["host_bound_ns"] == 500
