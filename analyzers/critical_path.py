@@ -154,9 +154,11 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     tie = np.concatenate([-dur, dur])
     order = _node_order(n_ev_id, tie, n_is_start, n_t, n_lane)
     t, ln, nev, st = n_t[order], n_lane[order], n_ev_id[order], n_is_start[order]
+    del n_t, n_lane, n_ev_id, n_is_start, tie  # (peak memory: free node-sized temporaries early)
     n = t.size
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n)
+    del order
     start_node, end_node = pos[:n_ev], pos[n_ev:]
     first = np.ones(n, bool)
     first[1:] = ln[1:] != ln[:-1]
@@ -175,8 +177,10 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
         j = cand[np.maximum(k, 0)]
         ok &= ln[j] == ln[q]
         active[q[ok]] = nev[j[ok]]
+    del depth, starts, st
     seg = np.full(n, -1, np.int64)
     seg[1:] = np.where(first[1:], -1, active[:-1])
+    del active
     w = np.zeros(n, np.int64)
     w[1:] = np.where(first[1:], 0, t[1:] - t[:-1])
     w[(seg >= 0) & (kind[np.maximum(seg, 0)] == _KIND["sync"])] = 0  # waiting is not work
@@ -326,7 +330,8 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
                                                              pd.DataFrame]:
     """Longest path of every step: (length ns per window, lane-gap ns on it per window,
     per-event-copy table with cp_ns and slack_ns). Steps are independent: they are solved in
-    groups of consecutive steps (``CHUNK_EVENTS``), one graph each."""
+    groups of consecutive steps (``CHUNK_EVENTS``), one graph each. The table has one row per
+    event copy: name, kind, component, dur_ns (clipped), win, cp_ns, slack_ns."""
     nw = len(windows)
     length = np.zeros(nw, np.int64)
     gap_ns = np.zeros(nw, np.int64)
@@ -339,11 +344,13 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     for a, b, sel in _chunks(pre, ws, we) if nw else [(0, 0, np.empty(0, np.int64))]:
         g, info = _build(pre, sel, wsorted.iloc[a:b])
         cp, slack = _solve(g, info, b - a, length[a:b], gap_ns[a:b])
-        info["cp_ns"] = cp
-        info["slack_ns"] = slack
-        info["win"] = o[a + info["win"].to_numpy(np.int64)]
-        infos.append(info)
         del g
+        # only what the tables need is kept across chunks (peak memory)
+        infos.append(pd.DataFrame({
+            "name": info["name"], "kind": info["kind"], "component": info["component"],
+            "dur_ns": info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64),
+            "win": o[a + info["win"].to_numpy(np.int64)], "cp_ns": cp, "slack_ns": slack}))
+        del info
     # back from sorted order to the windows' order
     out_len, out_gap = np.empty_like(length), np.empty_like(gap_ns)
     out_len[o], out_gap[o] = length, gap_ns
@@ -429,13 +436,10 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
                              "length_ns": length,
                              **{f"{c}_ns": by[:, i] for i, c in enumerate(COMPONENTS)}})
     comp_ns = {c: int(by[:, i].sum()) for i, c in enumerate(COMPONENTS)}
-    infos = [info]
     total_len = int(per_step["length_ns"].sum()) if len(per_step) else 0
     total_dur = int(per_step["dur_ns"].sum()) if len(per_step) else 0
-    if infos and sum(len(i) for i in infos):
-        allev = pd.concat(infos, ignore_index=True)
-        ops = allev.assign(dur_ns=allev["end"] - allev["start"]).groupby(
-            ["name", "kind"], as_index=False, observed=True).agg(
+    if len(info):
+        ops = info.groupby(["name", "kind"], as_index=False, observed=True).agg(
             count=("cp_ns", "size"), dur_ns=("dur_ns", "sum"), cp_time_ns=("cp_ns", "sum"),
             min_slack_ns=("slack_ns", "min"), median_slack_ns=("slack_ns", "median"))
         ops = ops.sort_values(["cp_time_ns", "dur_ns"], ascending=False, kind="stable")

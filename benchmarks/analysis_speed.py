@@ -1,19 +1,33 @@
-"""Speed and memory of the full analysis on a large synthetic single-rank trace.
+"""Speed and memory of the full analysis on a large synthetic single-rank trace, HTA beside it.
 
     python benchmarks/analysis_speed.py [--events 10000000] [--repeat 3] [--keep PATH]
+                                        [--hta-sizes 500000,1000000] [--hta-repeat 1] [--no-hta]
 
-Writes a synthetic trace (default 10M events, one rank: steps of host ops, launches, kernels with
-correlation ids, a collective, syncs, data waits, GC, queue counters), then runs
-``hermes.analyze(path)`` in a fresh child process ``--repeat`` times and prints the median wall
-time and the peak RSS (``ru_maxrss`` of the child) against the targets (<= 60 s, <= 4 GB on 2 cores).
-HTA is not run on this trace (its JSON input would be ~2 GB and, at HTA's published ~6-7x JSON size
-in memory, beyond this machine); its published parse rate is printed beside ours as a reference.
+1. Hermes at scale: writes a synthetic trace (default 10M events, one rank: steps of host ops,
+   launches, kernels with correlation ids, a sync, a data wait, GC, queue counters), then runs
+   ``hermes.analyze(path)`` in a fresh child process ``--repeat`` times and prints the median
+   wall time and peak RSS (``ru_maxrss`` of the child) against the targets (<= 60 s, <= 4 GB on
+   2 cores).
+2. HTA beside Hermes, measured: HolisticTraceAnalysis 0.5 cannot hold a 10M-event trace in this
+   machine's memory, so the comparison runs at the sizes ``--hta-sizes`` (events). The same
+   synthetic generator writes each size as Kineto JSON (``cpu_op`` / ``cuda_runtime`` launches /
+   ``kernel`` with ``correlation`` and ``stream``, ``ProfilerStep#N`` annotations, counters), and
+   on that one file:
+   * HTA (in its own venv, ``benchmarks/hta_env.py``): ``TraceAnalysis`` load + temporal
+     breakdown + comm/comp overlap (its critical-path analysis is left out: it builds a Python
+     graph per step and does not finish on these sizes in the time budget);
+   * Hermes: the ``hermes import`` process on the JSON (wall time), then the full
+     ``hermes.analyze`` of the result (every analyzer, critical path included);
+   each side's seconds (measured inside the child, from before its imports) and peak RSS
+   (``wait4`` of the child, so the interpreter and imports count), medians over
+   ``--hta-repeat`` runs, and the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -100,12 +114,154 @@ print(json.dumps({"s": dt, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru
                   "findings": [f.id for f in a.findings[:3]], "bound": a.bound}))
 """
 
+# HTA 0.5 in its venv: load + temporal breakdown + comm/comp overlap of one Kineto file.
+HTA_CHILD = """
+import json, logging, os, sys, tempfile, time, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+t = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+d = tempfile.mkdtemp()
+os.symlink(os.path.abspath(sys.argv[1]), os.path.join(d, os.path.basename(sys.argv[1])))
+ta = TraceAnalysis(trace_dir=d)
+t_load = time.perf_counter() - t
+tb = ta.get_temporal_breakdown(visualize=False)
+ov = ta.get_comm_comp_overlap(visualize=False)
+r = tb.to_dict("records")[0]
+print(json.dumps({"s": time.perf_counter() - t, "load_s": t_load,
+                  "idle_pct": float(r["idle_time_pctg"]),
+                  "compute_pct": float(r["compute_time_pctg"]),
+                  "overlap_pct": float(ov.to_dict("records")[0]["comp_comm_overlap_pctg"])}))
+"""
+
+HERMES_ANALYZE_CHILD = """
+import json, sys, time
+t = time.perf_counter()
+import hermes
+a = hermes.analyze(sys.argv[1])
+o = a.breakdown.iloc[0]
+print(json.dumps({"s": time.perf_counter() - t, "idle_pct": float(o["idle_pct"]),
+                  "compute_pct": float(o["compute_pct"]),
+                  "overlap_pct": float(o["comm_comp_overlap_pct"])}))
+"""
+
+
+def run_measured(cmd: list[str]) -> tuple[dict[str, float], float]:
+    """Run a child; (its last stdout line as JSON -- or ``{"s": wall seconds}`` when it prints
+    none --, its peak RSS in GiB from ``wait4``)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd[:3])} ... failed: {err.read().decode()[-2000:]}")
+        out.seek(0)
+        lines = out.read().decode().strip().splitlines()
+    rec = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"s": wall}
+    return rec, usage.ru_maxrss / 2**20
+
+
+# -- Kineto JSON of the same synthetic trace ------------------------------------------------
+_CAT = {"host_op": "cpu_op", "launch": "cuda_runtime", "kernel": "kernel",
+        "step": "user_annotation", "data_wait": "user_annotation", "gc": "cpu_op",
+        "sync": "cuda_runtime", "runtime": "cuda_runtime"}
+
+
+def _us(ns: int) -> str:
+    """Exact microseconds text of integer nanoseconds (Kineto's ts/dur unit)."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def kineto_events(cols: dict[str, object]) -> list[str]:
+    """One step's columns (``synth_step``) as Kineto trace-event JSON records."""
+    out = []
+    for kind, name, ts, dur, corr, stream, value in zip(
+            cols["kind"], cols["name"], cols["ts_ns"], cols["dur_ns"],
+            cols["corr_id"], cols["stream"], cols["value"], strict=True):
+        name = json.dumps(str(name))
+        if kind == "counter":
+            out.append(f'{{"ph": "C", "cat": "counter", "name": {name}, "pid": 1, "tid": 1, '
+                       f'"ts": {_us(int(ts))}, "args": {{"value": {value}}}}}')
+            continue
+        if kind == "kernel":
+            pid, tid = 0, int(stream)
+            args = f'{{"device": 0, "stream": {int(stream)}, "correlation": {corr}}}'
+        else:
+            pid, tid = 1, 1
+            args = f'{{"correlation": {corr}}}' if corr is not None else "{}"
+        out.append(f'{{"ph": "X", "cat": "{_CAT[str(kind)]}", "name": {name}, "pid": {pid}, '
+                   f'"tid": {tid}, "ts": {_us(int(ts))}, "dur": {_us(int(dur))}, '
+                   f'"args": {args}}}')
+    return out
+
+
+def write_kineto(path: Path, events: int, seed: int = 0) -> int:
+    """The synthetic trace of ``write_synthetic(events, seed)`` as one rank's Kineto JSON."""
+    rng = np.random.default_rng(seed)
+    steps = max(1, events // (3 * OPS_PER_STEP + 8))
+    n, t = 0, 0
+    with open(path, "w") as f:
+        f.write('{"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1}, '
+                '"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], '
+                '"traceEvents": [\n')
+        for s in range(steps):
+            cols, t = synth_step(s, t, rng)
+            recs = kineto_events(cols)
+            f.write(("" if s == 0 else ",\n") + ",\n".join(recs))
+            n += len(recs)
+        f.write("\n]}\n")
+    return n
+
+
+def compare_hta(sizes: list[int], repeat: int, tmp: Path) -> None:
+    """HTA and Hermes on the same Kineto JSON at each size (see the module docstring)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from hta_env import ensure_hta_venv
+
+    hta_py = str(ensure_hta_venv())
+    print(f"\nHTA 0.5 beside Hermes on the same Kineto JSON (sizes HTA fits in memory; "
+          f"{repeat} run(s) each, medians):")
+    print(f"  {'events':>10} {'JSON MB':>8} | {'HTA s':>7} {'HTA GiB':>8} | {'import s':>8} "
+          f"{'GiB':>5} {'analyze s':>9} {'GiB':>5} {'total s':>7} | {'time ratio':>10} "
+          f"{'RSS ratio':>9} | idle% HTA/ours")
+    for size in sizes:
+        js = tmp / f"synthetic_{size}.json"
+        n = write_kineto(js, size)
+        pq_path = tmp / f"synthetic_{size}.parquet"
+        hta, imp, ana = [], [], []
+        for _ in range(repeat):
+            hta.append(run_measured([hta_py, "-c", HTA_CHILD, str(js)]))
+            # the whole `hermes import` process (wall time, interpreter start included)
+            imp.append(run_measured([sys.executable, "-m", "hermes.cli", "import", str(js),
+                                     "--out", str(pq_path)]))
+            ana.append(run_measured([sys.executable, "-c", HERMES_ANALYZE_CHILD, str(pq_path)]))
+
+        def med(rs: list[tuple[dict[str, float], float]]) -> tuple[float, float]:
+            return statistics.median(r[0]["s"] for r in rs), statistics.median(r[1] for r in rs)
+
+        (hs, hm), (is_, im), (as_, am) = med(hta), med(imp), med(ana)
+        ours_s, ours_m = is_ + as_, max(im, am)
+        print(f"  {n:>10,} {js.stat().st_size / 1e6:>8.0f} | {hs:>7.1f} {hm:>8.2f} | {is_:>8.1f} "
+              f"{im:>5.2f} {as_:>9.1f} {am:>5.2f} {ours_s:>7.1f} | {ours_s / hs:>10.3f} "
+              f"{ours_m / hm:>9.3f} | {hta[0][0]['idle_pct']:.2f}/{ana[0][0]['idle_pct']:.2f}")
+        js.unlink()
+    print("  (ratios are Hermes / HTA: Hermes = import + the full analysis, every analyzer and "
+          "the critical path;\n   HTA = load + temporal breakdown + comm/comp overlap only; peak "
+          "RSS of each child process)")
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", default="", help="write the trace here and keep it")
+    ap.add_argument("--hta-sizes", default="500000,1000000",
+                    help="comma-separated event counts for the HTA comparison (HTA 0.5 needs "
+                         "~10 GB per million events: 10M does not fit)")
+    ap.add_argument("--hta-repeat", type=int, default=1, help="runs per side and size (median)")
+    ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.keep) if args.keep else Path(tmp) / "synthetic.parquet"
@@ -120,21 +276,20 @@ def main(argv: list[str] | None = None) -> int:
             n = pq.ParquetFile(path).metadata.num_rows
         runs = []
         for i in range(args.repeat):
-            out = subprocess.run([sys.executable, "-c", CHILD, str(path)], check=True,
-                                 capture_output=True, text=True).stdout
-            r = json.loads(out.strip().splitlines()[-1])
+            r, _ = run_measured([sys.executable, "-c", CHILD, str(path)])
             runs.append(r)
             print(f"  run {i + 1}: {r['s']:.1f} s, peak RSS {r['rss_kb'] / 2**20:.2f} GiB, "
                   f"bound {r['bound']}, top {r['findings']}")
-        med = statistics.median(r["s"] for r in runs)
-        rss = max(r["rss_kb"] for r in runs) / 2**20
-        print(f"hermes analyze, {n:,} events: median {med:.1f} s ({n / med / 1e6:.2f} M events/s; "
-              f"target <= {TARGET_S:.0f} s: {med / TARGET_S:.2f}x of budget), peak RSS "
-              f"{rss:.2f} GiB (target <= {TARGET_RSS_GB:.0f} GB: "
-              f"{rss * 2**30 / (TARGET_RSS_GB * 1e9):.2f}x of budget)")
-        print("HTA (HolisticTraceAnalysis 0.5) parses ~55k events/s (DOMAIN.md): "
-              f"~{n / 55_000:.0f} s just to load {n:,} events, "
-              f"{n / 55_000 / med:.1f}x our full analysis")
+        if runs:
+            med = statistics.median(r["s"] for r in runs)
+            rss = statistics.median(r["rss_kb"] for r in runs) / 2**20
+            print(f"hermes analyze, {n:,} events: median {med:.1f} s ({n / med / 1e6:.2f} M "
+                  f"events/s; target <= {TARGET_S:.0f} s: {med / TARGET_S:.2f}x of budget), "
+                  f"median peak RSS {rss:.2f} GiB (target <= {TARGET_RSS_GB:.0f} GB: "
+                  f"{rss * 2**30 / (TARGET_RSS_GB * 1e9):.2f}x of budget)")
+        if not args.no_hta:
+            sizes = [int(x) for x in args.hta_sizes.split(",") if x.strip()]
+            compare_hta(sizes, max(1, args.hta_repeat), Path(tmp))
     return 0
 
 

@@ -196,5 +196,58 @@ def load(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
     ``columns`` projects (only those columns are read); ``ranks`` keeps only those ranks
     (per-rank files of other ranks are not opened beyond their footer).
     """
+    files = trace_files(path)
+    if len(files) == 1 and (columns is None or len(columns)):
+        df, meta = _load_file(files[0], columns, ranks)
+        if df is not None:
+            return Trace(events=df, meta=meta, path=Path(path))
     table, meta = load_table(path, columns, ranks)
     return Trace(events=table_to_pandas(table, destroy=True), meta=meta, path=Path(path))
+
+
+def _load_file(f: Path, columns: Sequence[str] | None, ranks: Iterable[int] | None
+               ) -> tuple[pd.DataFrame | None, TraceMeta]:
+    """One file loaded column by column: each column is read, rank-filtered, conformed and
+    converted to pandas before the next is read, so the Arrow copy of the whole table never
+    exists beside the DataFrame (peak memory about the DataFrame's size). The same frame as
+    ``table_to_pandas(load_table(...))``; None when the footer's rank list excludes every
+    wanted rank (the general path builds the empty frame)."""
+    want = list(columns) if columns is not None else list(COLUMN_NAMES)
+    unknown = [c for c in want if c not in COLUMN_NAMES]
+    if unknown:
+        raise TraceFormatError(f"unknown column(s) {', '.join(unknown)}",
+                               hint=f"valid columns: {', '.join(COLUMN_NAMES)}")
+    pf = _open(f)
+    meta = read_meta(f, pf)
+    _check_columns(f, pf.schema_arrow)
+    rank_set = None if ranks is None else {int(r) for r in ranks}
+    if rank_set is not None and meta.ranks and not rank_set.intersection(meta.ranks):
+        return None, meta
+
+    def read(name: str) -> pa.Table:
+        try:
+            return pf.read(columns=[name])
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})", path=f,
+                                   hint="the file may be truncated; re-create it") from None
+
+    mask = None
+    if rank_set is not None and not rank_set.issuperset(meta.ranks or ()):
+        mask = pc.is_in(read("rank").column("rank"),
+                        value_set=pa.array(sorted(rank_set), pa.int32()))
+        if pc.sum(mask).as_py() == len(mask):
+            mask = None
+    nrows = pf.metadata.num_rows if mask is None else int(pc.sum(mask).as_py() or 0)
+    names = set(pf.schema_arrow.names)
+    full = arrow_schema()
+    cols: dict[str, pd.Series] = {}
+    for name in want:
+        if name in names:
+            t = read(name)
+            if mask is not None:
+                t = t.filter(mask)
+        else:  # written by an older version: nulls (conform's rule)
+            t = pa.Table.from_arrays([pa.nulls(nrows, full.field(name).type)], names=[name])
+        cols[name] = table_to_pandas(conform(t, [name], f), destroy=True)[name]
+        del t
+    return pd.DataFrame(cols, copy=False), meta
