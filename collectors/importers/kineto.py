@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from hermes.collectors.importers import Importer, ImportResult, register
 from hermes.collectors.importers.kineto_arrow import dictionary, from_numpy, strings, to_numpy
@@ -177,6 +176,10 @@ class _Finish:
         if hi > lo:
             i = self.coll_rows[lo:hi] - first_row
             group[i], seq[i], nbytes[i] = self.coll_vals[lo:hi].T
+        # events per kind, kinds in order of first appearance (as the summary lists them)
+        uniq, first_at, counts = np.unique(kind, return_index=True, return_counts=True)
+        order = np.argsort(first_at)
+        self.kind_counts = list(zip(uniq[order].tolist(), counts[order].tolist(), strict=True))
         coll = kind == K["collective"]
         cols["coll_group"] = dictionary(np.maximum(group, 0).astype(np.int32), self.group_names,
                                         group < 0)
@@ -255,9 +258,8 @@ def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTra
         for b in pa.ipc.open_stream(src):
             cols = finish.batch(b, first)
             first += b.num_rows
-            counts = pc.value_counts(cols["kind"].dictionary.take(cols["kind"].indices))
-            for item in counts.to_pylist():
-                by_kind[item["values"]] += item["counts"]
+            for k, n in finish.kind_counts:
+                by_kind[KINDS[k]] += n
             writer.write(cols)
             pool.release_unused()
     spool.unlink(missing_ok=True)

@@ -38,7 +38,7 @@ from hermes.collectors.importers.kineto_map import (
     name_info,
     with_source_category,
 )
-from hermes.collectors.importers.kineto_reader import Chunk, us_text_to_ns
+from hermes.collectors.importers.kineto_reader import Chunk, float_us_to_ns, us_text_to_ns
 from hermes.errors import ImportFormatError
 
 ROLE_FLOW, ROLE_META, ROLE_EVENT = 0, 1, 2
@@ -144,23 +144,41 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
                                     hint="expected Chrome-trace events such as "
                                          '{"ph": "X", "name": ..., "ts": ..., "dur": ...}')
         role[u], pkind[u], plane[u], punknown[u], pargs[u] = _role(str(ph), cat)
+    row_role = role[pair]
+    sel = np.flatnonzero(row_role == ROLE_EVENT)
+    rows = evs if sel.size == len(evs) else _take(evs, sel)
+    times = None
+    if chunk.float_time:  # nothing is recorded in side before this: a retry starts clean
+        times = _float_times(rows)
+        if times is None:
+            return chunk_to_batch(chunk.exact(), side, path)
+    for u in np.flatnonzero(counts).tolist():
+        ph, cat = ph_dict[u // n_cat], cat_dict[u % n_cat]
+        c = int(counts[u])
         key = cat if cat else f"(ph {ph})"
         side.by_category[key] += c
         if punknown[u]:
             side.unknown[key] += c
         if role[u] == ROLE_FLOW:
             side.flows += c
-    row_role = role[pair]
     meta_rows = np.flatnonzero(row_role == ROLE_META)
     if meta_rows.size:
         _thread_names(_take(evs, meta_rows), side)
-    sel = np.flatnonzero(row_role == ROLE_EVENT)
     if sel.size == 0:
         return None
-    rows = evs if sel.size == len(evs) else _take(evs, sel)
     rpair = pair[sel]
     return _events_batch(rows, sel, rpair, pkind, plane, punknown, pargs, cat_dict, ph_dict,
-                         chunk, side, path)
+                         chunk, side, path, times)
+
+
+def _float_times(rows: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(ts ns, ts present, dur ns) of events read with double times; None unless exact."""
+    n = len(rows)
+    ts = float_us_to_ns(np.fromiter(map(_TS, rows), np.float64, n))
+    dur = float_us_to_ns(np.fromiter(map(_DUR, rows), np.float64, n)) if ts else None
+    if ts is None or dur is None:
+        return None
+    return ts[0], ts[1], dur[0]
 
 
 def _thread_names(rows: list, side: Side) -> None:
@@ -287,7 +305,9 @@ def _column(args: list, field_name: str, dtype: type) -> np.ndarray:
 
 def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
                   plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
-                  ph_dict: list, chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch:
+                  ph_dict: list, chunk: Chunk, side: Side, path: Path,
+                  times: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  ) -> pa.RecordBatch:
     n = len(rows)
     where0 = chunk.first_index
     name_idx, name_dict = _name_codes(list(map(_NAME, rows)))
@@ -300,8 +320,11 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     dma_by_name = np.array([i.dma for i in infos], bool)
 
     try:
-        ts, has_ts = us_text_to_ns(list(map(_TS, rows)))
-        dur, _ = us_text_to_ns(list(map(_DUR, rows)))
+        if times is not None:
+            ts, has_ts, dur = times
+        else:
+            ts, has_ts = us_text_to_ns(list(map(_TS, rows)))
+            dur, _ = us_text_to_ns(list(map(_DUR, rows)))
     except ValueError as exc:
         i = int(exc.args[0])
         raise ImportFormatError("'ts'/'dur' is not a number", path=path,

@@ -71,14 +71,30 @@ class AnyPhaseEvent(Event, gc=False):
     ph: str = ""
 
 
+class FloatTimeEvent(Event, gc=False):
+    """An event whose ts/dur are read as doubles (NaN: missing). Cheaper than raw text, and
+    exact where :func:`float_us_to_ns` says so; else the chunk is read again as text."""
+
+    ts: float = float("nan")  # type: ignore[assignment]
+    dur: float = float("nan")  # type: ignore[assignment]
+
+
 class _Events:
-    """Decoder of a ``[...]`` text of events: phases from the fixed list, any string else."""
+    """Decoder of a ``[...]`` text of events: phases from the fixed list, any string else;
+    ``float_time``: ts/dur as doubles first (any value that is not a number: as text)."""
 
     def __init__(self) -> None:
+        self._float = msgspec.json.Decoder(list[FloatTimeEvent])
         self._known = msgspec.json.Decoder(list[Event])
         self._any = msgspec.json.Decoder(list[AnyPhaseEvent])
 
-    def decode(self, text: bytes | bytearray | memoryview) -> list[Event]:
+    def decode(self, text: bytes | bytearray | memoryview,
+               float_time: bool = False) -> list[Event]:
+        if float_time:
+            try:
+                return self._float.decode(text)  # type: ignore[return-value]
+            except msgspec.ValidationError:
+                pass
         try:
             return self._known.decode(text)
         except msgspec.ValidationError:
@@ -98,6 +114,21 @@ class Chunk:
     events: list[Event]
     first_index: int  # index of the first event in the file's traceEvents array
     byte_offset: int  # offset of the chunk's text in the (decompressed) file
+    #: the ``[...]`` text the events were decoded from, while they hold ts/dur as doubles
+    text: bytes | None = None
+    reader: KinetoFile | None = None
+
+    @property
+    def float_time(self) -> bool:
+        return self.text is not None
+
+    def exact(self) -> Chunk:
+        """The same chunk with ts/dur as raw text; the file's later chunks are read so too
+        (a file whose times a double cannot hold exactly, such as epoch-scale ones)."""
+        assert self.text is not None
+        if self.reader is not None:
+            self.reader.float_time = False
+        return Chunk(_EVENTS.decode(self.text), self.first_index, self.byte_offset)
 
 
 @dataclass
@@ -106,6 +137,9 @@ class KinetoFile:
 
     path: Path
     header: dict[str, Any] = field(default_factory=dict)
+    #: decode ts/dur as doubles (see ``Chunk.exact``) until one chunk cannot
+    float_time: bool = True
+    _text: bytes | None = None  # the last text decoded with float times
     _stream: BinaryIO | None = None
     _raw: BinaryIO | None = None
     _buf: bytes = b""
@@ -254,7 +288,7 @@ class KinetoFile:
                 rest = b"".join(parts)
                 events, trailer = self._final(rest, index)
                 if events:
-                    yield Chunk(events, index, self._offset)
+                    yield self._chunk(events, index)
                 self._parse_header(trailer)
                 return
             cut = self._cut(parts, index)
@@ -264,11 +298,21 @@ class KinetoFile:
                 continue
             events, rest = cut
             index += len(events)
-            yield Chunk(events, index - len(events), self._offset)
+            yield self._chunk(events, index - len(events))
             del events  # let the chunk's events go before the next one is decoded
             self._offset += have - len(rest)
             parts = [rest] if rest else []
             have = len(rest)
+
+    def _chunk(self, events: list[Event], index: int) -> Chunk:
+        text, self._text = self._text, None
+        return Chunk(events, index, self._offset, text, self)
+
+    def _decode(self, text: bytes) -> list[Event]:
+        events = _EVENTS.decode(text, self.float_time)
+        float_time = bool(events) and type(events[0]) is FloatTimeEvent
+        self._text = text if float_time else None
+        return events
 
     def _cut(self, parts: list[bytes], index: int) -> tuple[list[Event], bytes] | None:
         """Decode the events before the last usable boundary of ``parts[-1]``; (events, text
@@ -291,7 +335,7 @@ class KinetoFile:
         pieces = [text] if isinstance(text, bytes) else text
         length = sum(len(t) for t in pieces)
         try:
-            return _EVENTS.decode(b"".join([b"[", *pieces, b"]"]))
+            return self._decode(b"".join([b"[", *pieces, b"]"]))
         except msgspec.ValidationError as exc:
             raise self._validation_error(exc, index) from None
         except msgspec.DecodeError as exc:
@@ -312,7 +356,7 @@ class KinetoFile:
         ends = [m.end() for m in _ARRAY_END.finditer(rest)]
         for end in reversed(ends[-64:]):
             try:
-                return _EVENTS.decode(b"[" + rest[:end]), rest[end:]
+                return self._decode(b"[" + rest[:end]), rest[end:]
             except msgspec.ValidationError as exc:
                 raise self._validation_error(exc, index) from None
             except msgspec.DecodeError:
@@ -381,6 +425,29 @@ def peek(path: Path, n: int = 4096) -> bytes:
 
 # -- exact microsecond text -> integer nanoseconds -----------------------------------------
 _POW10 = np.array([10 ** k for k in range(19)], dtype=np.int64)
+
+
+#: Below this many microseconds (~51 days) a double holds every value to well within 0.5 ns.
+_EXACT_US = 2.0 ** 42
+
+
+def float_us_to_ns(us: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Microseconds read as doubles (NaN: missing) -> ``(ns, present)``, exactly what
+    :func:`us_text_to_ns` gives for their text; None when that cannot be told from the
+    doubles (the text path then decides).
+
+    For |t| < 2^42 us, the double d of a decimal text t is within 2^-12 us of it, so
+    N = rint(d * 1000) is t * 1000 for a text with three decimals; and whenever N / 1000 is
+    again d, |t * 1000 - N| < 0.49 ns, so N is also what rounding the text gives.
+    """
+    present = ~np.isnan(us)
+    v = np.where(present, us, 0.0)
+    if len(v) and not (np.abs(v) < _EXACT_US).all():
+        return None
+    ns = np.rint(v * 1000.0)
+    if not (ns / 1000.0 == v).all():
+        return None
+    return ns.astype(np.int64), present
 
 
 def us_text_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,104 @@
+"""The Kineto importer's shortcuts give what the general path gives.
+
+Times read as doubles where that is provably exact (else as text), phases outside the fixed
+list, thread names whose first event is empty, and chunks whose events all look alike.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import msgspec
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hermes
+from hermes.collectors.importers import get, kineto_reader
+from hermes.collectors.importers.kineto_reader import float_us_to_ns, us_text_to_ns
+
+_ANY_PLACES = st.integers(0, 6).flatmap(lambda places: st.lists(
+    st.decimals(min_value=Decimal("-1e13"), max_value=Decimal("9e15"), places=places,
+                allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANY_PLACES)
+def test_double_times_are_used_only_when_exact(values: list[Decimal]) -> None:
+    texts = [str(v).encode() for v in values]
+    want, _ = kineto_reader._us_text_to_ns_numpy([msgspec.Raw(t) for t in texts], len(texts))
+    got = float_us_to_ns(np.array([float(t) for t in texts]))
+    if got is not None:  # when the doubles are trusted, they give the text's answer
+        assert got[0].tolist() == want.tolist() and got[1].all()
+
+
+@given(st.lists(st.decimals(min_value=Decimal("-4e12"), max_value=Decimal("4e12"), places=3,
+                            allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
+def test_three_decimals_below_2_42_us_are_always_exact(values: list[Decimal]) -> None:
+    got = float_us_to_ns(np.array([float(v) for v in values]))
+    assert got is not None and got[0].tolist() == [int(v * 1000) for v in values]
+
+
+def test_double_time_edges() -> None:
+    # half a nanosecond and a fourth decimal cannot be told from the double: text decides
+    assert float_us_to_ns(np.array([0.0005])) is None
+    assert float_us_to_ns(np.array([1.2345])) is None
+    assert float_us_to_ns(np.array([1.7e15])) is None  # epoch scale
+    ns, present = float_us_to_ns(np.array([3605057436108.407, np.nan, -2.5]))
+    assert ns.tolist() == [3605057436108407, 0, -2500] and present.tolist() == [1, 0, 1]
+    assert us_text_to_ns([msgspec.Raw(b"3605057436108.407")])[0].tolist() == [ns[0]]
+
+
+def _events(n: int, base: str, name: str = "op") -> list[dict]:
+    return [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 2,
+             "ts": float(Decimal(base) + i), "dur": 1.25} for i in range(n)]
+
+
+def test_file_switches_to_text_times_mid_way(tmp_path: Path, monkeypatch: object) -> None:
+    # small times first (doubles), then epoch-scale ones: that chunk and the rest as text
+    monkeypatch.setattr(kineto_reader, "CHUNK_BYTES", 2048)  # type: ignore[attr-defined]
+    events = _events(60, "10.125")
+    events += [{"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": 2,
+                "ts": 1700000000123456.789, "dur": 0.001}]
+    events += _events(60, "20.5")
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events})
+                   .replace("1700000000123456.8", "1700000000123456.789"))
+    assert b"1700000000123456.789" in src.read_bytes()
+    get("kineto").run([src], tmp_path / "o.parquet", {})
+    ev = hermes.load(tmp_path / "o.parquet").events
+    late = ev[ev["name"] == "late"].iloc[0]
+    assert late["ts_ns"] == 1700000000123456789 and late["dur_ns"] == 1
+    ops = ev[ev["name"] == "op"].sort_values("ts_ns")
+    assert ops["ts_ns"].tolist()[:2] == [10125, 11125]
+    assert ops["ts_ns"].tolist()[-1] == 79500 and set(ops["dur_ns"]) == {1250}
+
+
+def test_unknown_phase_is_kept_as_other(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 2, "ts": 1, "dur": 2},
+              {"ph": "Z", "name": "zed", "pid": 1, "tid": 2, "ts": 3, "args": {"k": 1}}]
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    result = get("kineto").run([src], tmp_path / "o.parquet", {})
+    assert result.unknown_kept == {"(ph Z)": 1}
+    ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
+    assert ev.loc["zed", "kind"] == "other" and ev.loc["zed", "ts_ns"] == 3000
+    assert json.loads(ev.loc["zed", "args"]) == {"source_category": "(ph Z)", "k": 1}
+
+
+def test_thread_name_first_non_empty_one_wins(tmp_path: Path) -> None:
+    def meta(tid: object, name: str) -> dict:
+        return {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": name}}
+
+    events = [meta(2, ""), meta(3, "worker"), meta("2", " main "), meta(2, "later"),
+              meta(3, "renamed"),
+              {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 2, "ts": 1, "dur": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 3, "ts": 1, "dur": 1}]
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    get("kineto").run([src], tmp_path / "o.parquet", {})
+    ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
+    assert ev.loc["a", "lane"] == "thread 2 (main)"
+    assert ev.loc["b", "lane"] == "thread 3 (worker)"
