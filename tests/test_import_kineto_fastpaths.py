@@ -63,17 +63,24 @@ def test_file_switches_to_text_times_mid_way(tmp_path: Path, monkeypatch: object
     events += [{"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": 2,
                 "ts": 1700000000123456.789, "dur": 0.001}]
     events += _events(60, "20.5")
+    # then a duration a double cannot settle (half a nanosecond): text for both from there
+    events += [{"ph": "X", "cat": "cpu_op", "name": "half", "pid": 1, "tid": 2, "ts": 90.0,
+                "dur": 1.2345}]
+    events += _events(60, "100.75")
     src = tmp_path / "t.json"
     src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events})
                    .replace("1700000000123456.8", "1700000000123456.789"))
-    assert b"1700000000123456.789" in src.read_bytes()
+    assert b"1700000000123456.789" in src.read_bytes() and b"1.2345" in src.read_bytes()
     get("kineto").run([src], tmp_path / "o.parquet", {})
     ev = hermes.load(tmp_path / "o.parquet").events
     late = ev[ev["name"] == "late"].iloc[0]
     assert late["ts_ns"] == 1700000000123456789 and late["dur_ns"] == 1
+    half = ev[ev["name"] == "half"].iloc[0]
+    assert half["ts_ns"] == 90000 and half["dur_ns"] == 1235  # a fourth decimal rounds up
     ops = ev[ev["name"] == "op"].sort_values("ts_ns")
     assert ops["ts_ns"].tolist()[:2] == [10125, 11125]
-    assert ops["ts_ns"].tolist()[-1] == 79500 and set(ops["dur_ns"]) == {1250}
+    assert ops["ts_ns"].tolist()[-1] == 159750 and set(ops["dur_ns"]) == {1250}
+    assert len(ops) == 180
 
 
 def test_unknown_phase_is_kept_as_other(tmp_path: Path) -> None:

@@ -38,7 +38,15 @@ from hermes.collectors.importers.kineto_map import (
     name_info,
     with_source_category,
 )
-from hermes.collectors.importers.kineto_reader import Chunk, float_us_to_ns, us_text_to_ns
+from hermes.collectors.importers.kineto_reader import (
+    BOTH_FLOAT,
+    DUR_FLOAT,
+    TEXT,
+    Chunk,
+    float_us_to_ns,
+    time_mode,
+    us_text_to_ns,
+)
 from hermes.errors import ImportFormatError
 
 ROLE_FLOW, ROLE_META, ROLE_EVENT = 0, 1, 2
@@ -147,11 +155,11 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
     row_role = role[pair]
     sel = np.flatnonzero(row_role == ROLE_EVENT)
     rows = evs if sel.size == len(evs) else _take(evs, sel)
-    times = None
-    if chunk.float_time:  # nothing is recorded in side before this: a retry starts clean
-        times = _float_times(rows)
-        if times is None:
-            return chunk_to_batch(chunk.exact(), side, path)
+    # times read as doubles are checked before anything is recorded in side: a chunk read
+    # again starts clean
+    times = _float_times(rows)
+    if isinstance(times, int):
+        return chunk_to_batch(chunk.exact(times), side, path)
     for u in np.flatnonzero(counts).tolist():
         ph, cat = ph_dict[u // n_cat], cat_dict[u % n_cat]
         c = int(counts[u])
@@ -171,14 +179,24 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
                          chunk, side, path, times)
 
 
-def _float_times(rows: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(ts ns, ts present, dur ns) of events read with double times; None unless exact."""
+Times = tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]
+
+
+def _float_times(rows: list) -> Times | int:
+    """(ts ns, ts present, dur ns) of the times read as doubles (None: read as text), or the
+    time mode to read the chunk again with when a double does not give the exact value."""
+    mode = time_mode(rows)
     n = len(rows)
-    ts = float_us_to_ns(np.fromiter(map(_TS, rows), np.float64, n))
-    dur = float_us_to_ns(np.fromiter(map(_DUR, rows), np.float64, n)) if ts else None
-    if ts is None or dur is None:
-        return None
-    return ts[0], ts[1], dur[0]
+    ts = dur = None
+    if mode == BOTH_FLOAT:
+        ts = float_us_to_ns(np.fromiter(map(_TS, rows), np.float64, n))
+        if ts is None:
+            return DUR_FLOAT
+    if mode >= DUR_FLOAT:
+        dur = float_us_to_ns(np.fromiter(map(_DUR, rows), np.float64, n))
+        if dur is None:
+            return TEXT
+    return (ts[0] if ts else None, ts[1] if ts else None, dur[0] if dur else None)
 
 
 def _thread_names(rows: list, side: Side) -> None:
@@ -306,8 +324,7 @@ def _column(args: list, field_name: str, dtype: type) -> np.ndarray:
 def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
                   plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
                   ph_dict: list, chunk: Chunk, side: Side, path: Path,
-                  times: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-                  ) -> pa.RecordBatch:
+                  times: Times = (None, None, None)) -> pa.RecordBatch:
     n = len(rows)
     where0 = chunk.first_index
     name_idx, name_dict = _name_codes(list(map(_NAME, rows)))
@@ -320,10 +337,10 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     dma_by_name = np.array([i.dma for i in infos], bool)
 
     try:
-        if times is not None:
-            ts, has_ts, dur = times
-        else:
+        ts, has_ts, dur = times
+        if ts is None or has_ts is None:
             ts, has_ts = us_text_to_ns(list(map(_TS, rows)))
+        if dur is None:
             dur, _ = us_text_to_ns(list(map(_DUR, rows)))
     except ValueError as exc:
         i = int(exc.args[0])

@@ -73,32 +73,52 @@ class AnyPhaseEvent(Event, gc=False):
 
 class FloatTimeEvent(Event, gc=False):
     """An event whose ts/dur are read as doubles (NaN: missing). Cheaper than raw text, and
-    exact where :func:`float_us_to_ns` says so; else the chunk is read again as text."""
+    exact where :func:`float_us_to_ns` says so; else the chunk is read again (``Chunk.exact``).
+    """
 
     ts: float = float("nan")  # type: ignore[assignment]
     dur: float = float("nan")  # type: ignore[assignment]
 
 
+class TextStartEvent(Event, gc=False):
+    """An event whose ts is raw text and dur a double: epoch-scale start times, durations
+    that a double holds exactly."""
+
+    dur: float = float("nan")  # type: ignore[assignment]
+
+
+#: How ts/dur are read: both as doubles, ts as text and dur as a double, both as text.
+BOTH_FLOAT, DUR_FLOAT, TEXT = 2, 1, 0
+
+
 class _Events:
     """Decoder of a ``[...]`` text of events: phases from the fixed list, any string else;
-    ``float_time``: ts/dur as doubles first (any value that is not a number: as text)."""
+    ts/dur as ``mode`` says, falling back to text where a value is not a number."""
 
     def __init__(self) -> None:
-        self._float = msgspec.json.Decoder(list[FloatTimeEvent])
+        self._float = {BOTH_FLOAT: msgspec.json.Decoder(list[FloatTimeEvent]),
+                       DUR_FLOAT: msgspec.json.Decoder(list[TextStartEvent])}
         self._known = msgspec.json.Decoder(list[Event])
         self._any = msgspec.json.Decoder(list[AnyPhaseEvent])
 
-    def decode(self, text: bytes | bytearray | memoryview,
-               float_time: bool = False) -> list[Event]:
-        if float_time:
-            try:
-                return self._float.decode(text)  # type: ignore[return-value]
-            except msgspec.ValidationError:
-                pass
+    def decode(self, text: bytes | bytearray | memoryview, mode: int = TEXT) -> list[Event]:
+        for m in (BOTH_FLOAT, DUR_FLOAT):
+            if mode >= m:
+                try:
+                    return self._float[m].decode(text)  # type: ignore[return-value]
+                except msgspec.ValidationError:
+                    pass
         try:
             return self._known.decode(text)
         except msgspec.ValidationError:
             return self._any.decode(text)  # type: ignore[return-value]
+
+
+def time_mode(events: list[Event]) -> int:
+    """How the events' ts/dur were read (``BOTH_FLOAT``, ``DUR_FLOAT`` or ``TEXT``)."""
+    kind = type(events[0]) if events else Event
+    return BOTH_FLOAT if kind is FloatTimeEvent else DUR_FLOAT if kind is TextStartEvent \
+        else TEXT
 
 
 _EVENTS = _Events()
@@ -114,21 +134,20 @@ class Chunk:
     events: list[Event]
     first_index: int  # index of the first event in the file's traceEvents array
     byte_offset: int  # offset of the chunk's text in the (decompressed) file
-    #: the ``[...]`` text the events were decoded from, while they hold ts/dur as doubles
+    #: the ``[...]`` text the events were decoded from, while some of their times are doubles
     text: bytes | None = None
     reader: KinetoFile | None = None
 
-    @property
-    def float_time(self) -> bool:
-        return self.text is not None
-
-    def exact(self) -> Chunk:
-        """The same chunk with ts/dur as raw text; the file's later chunks are read so too
-        (a file whose times a double cannot hold exactly, such as epoch-scale ones)."""
+    def exact(self, mode: int) -> Chunk:
+        """The same chunk read again with times as ``mode`` says; the file's later chunks
+        are read so too (a file whose start times a double cannot hold exactly, such as
+        epoch-scale ones, goes on with ``DUR_FLOAT``)."""
         assert self.text is not None
         if self.reader is not None:
-            self.reader.float_time = False
-        return Chunk(_EVENTS.decode(self.text), self.first_index, self.byte_offset)
+            self.reader.time_mode = min(self.reader.time_mode, mode)
+        events = _EVENTS.decode(self.text, mode)
+        text = self.text if time_mode(events) != TEXT else None
+        return Chunk(events, self.first_index, self.byte_offset, text, self.reader)
 
 
 @dataclass
@@ -137,9 +156,9 @@ class KinetoFile:
 
     path: Path
     header: dict[str, Any] = field(default_factory=dict)
-    #: decode ts/dur as doubles (see ``Chunk.exact``) until one chunk cannot
-    float_time: bool = True
-    _text: bytes | None = None  # the last text decoded with float times
+    #: how ts/dur are decoded: doubles until a chunk cannot be (see ``Chunk.exact``)
+    time_mode: int = BOTH_FLOAT
+    _text: bytes | None = None  # the last text decoded with some times as doubles
     _stream: BinaryIO | None = None
     _raw: BinaryIO | None = None
     _buf: bytes = b""
@@ -309,9 +328,8 @@ class KinetoFile:
         return Chunk(events, index, self._offset, text, self)
 
     def _decode(self, text: bytes) -> list[Event]:
-        events = _EVENTS.decode(text, self.float_time)
-        float_time = bool(events) and type(events[0]) is FloatTimeEvent
-        self._text = text if float_time else None
+        events = _EVENTS.decode(text, self.time_mode)
+        self._text = text if time_mode(events) != TEXT else None
         return events
 
     def _cut(self, parts: list[bytes], index: int) -> tuple[list[Event], bytes] | None:
