@@ -29,7 +29,6 @@ from typing import Any, BinaryIO, Literal
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from hermes.errors import ImportFormatError
 
@@ -489,6 +488,8 @@ def us_text_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
     try:
         # Arrow parses decimal text exactly; a decimal with scale 3 is stored as the integer
         # value * 10^3, i.e. the nanoseconds, in the low 64 bits of each 128-bit slot
+        import pyarrow.compute as pc  # here: only text times need it (~30 ms to import)
+
         dec = pc.cast(text, pa.decimal128(30, 3))
         ns = np.frombuffer(dec.buffers()[1], dtype=np.int64)[::2][dec.offset:dec.offset + n]
         hi = np.frombuffer(dec.buffers()[1], dtype=np.int64)[1::2][dec.offset:dec.offset + n]

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hermes.errors import OutputError, TraceFormatError
@@ -102,6 +101,23 @@ def _as_array(values: Any, typ: pa.DataType, name: str) -> pa.Array | pa.Chunked
         return pa.array(values, type=typ, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
         raise TraceFormatError(f"column {name!r} cannot be stored as {typ}: {exc}") from None
+
+
+def _ranks(table: pa.Table) -> set[int]:
+    """The distinct ranks of a table (numpy on the int32 buffers: pyarrow.compute costs
+    ~30 ms to import, which a Kineto import otherwise never needs)."""
+    out: set[int] = set()
+    for chunk in table.column("rank").chunks:
+        if chunk.null_count:
+            import pyarrow.compute as pc
+
+            out.update(r for r in pc.unique(chunk).to_pylist() if r is not None)
+            continue
+        values = np.frombuffer(chunk.buffers()[1], np.int32, chunk.offset + len(chunk))
+        values = values[chunk.offset:]
+        if len(values):
+            out.update(np.unique(values, return_index=True)[0].tolist())
+    return out
 
 
 def _umask() -> int:
@@ -184,7 +200,7 @@ class TraceWriter:
         table = to_table(batch)
         if table.num_rows == 0:
             return
-        self._ranks.update(int(r) for r in pc.unique(table.column("rank")).to_pylist())
+        self._ranks.update(_ranks(table))
         self._buffer.append(table)
         self._buffered += table.num_rows
         if self._buffered >= self.row_group_rows:
@@ -284,8 +300,10 @@ class RankedTraceWriter:
 
     def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
         table = to_table(batch)
-        ranks = pc.unique(table.column("rank")).to_pylist()
-        for r in sorted(ranks):
+        import pyarrow.compute as pc
+
+        ranks = sorted(_ranks(table))
+        for r in ranks:
             part = table.filter(pc.equal(table.column("rank"), r)) if len(ranks) > 1 else table
             self.writer(int(r)).write(part)
 
