@@ -134,7 +134,12 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     unit = unit.where(unit.notna(), np.where(gemm, "cube" if pk["kind"] != "gpu" else "sm",
                                              default)).astype(str)
     k["unit"] = unit
-    peak_unit = unit.replace({"mix": "cube"}).map(pk["peak_flops"]).astype("float64")
+    # = unit.replace({"mix": "cube"}).map(peak_flops), decided once per distinct unit
+    codes, uniq = pd.factorize(unit)
+    pf = pk["peak_flops"]
+    per = pd.Series(pd.Series(uniq, dtype=object).replace({"mix": "cube"}).map(pf)
+                    .astype("float64").to_numpy())
+    peak_unit = pd.Series(np.append(per.to_numpy(), np.nan)[codes], index=k.index)
     # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
     gm = pd.Series(gemm, index=k.index)
     dsrc = k["host_args"].where(k["host_args"].notna(), k["args"])[gm]

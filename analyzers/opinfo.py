@@ -140,7 +140,7 @@ def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     for col in ("unit", "args", "coll_group", "lane"):
         data[col] = (np.asarray(events[col].array.take(idx), dtype=object)
                      if col in events.columns else np.full(idx.size, None, dtype=object))
-    return pd.DataFrame(data)
+    return pd.DataFrame(data, copy=False)  # (fresh arrays: no consolidation copy needed)
 
 
 def top_ops(df: pd.DataFrame, n: int = TOP_N) -> list[dict[str, Any]]:

@@ -59,7 +59,8 @@ def components(events: pd.DataFrame) -> dict[str, iv.Union]:
     comm = device & (isin(kind, COMM_KINDS) | isin(lane_kind, ("link",)) | nccl)
     comp = device & ~comm & isin(kind, COMP_KINDS)
     host = isin(lane_kind, ("host",)) & ~isin(kind, HOST_IDLE_KINDS)
-    return {k: iv.union(*_intervals(events[m])) for k, m in (("C", comp), ("M", comm), ("H", host))}
+    s, e = _intervals(events)  # (masked arrays, not masked copies of the whole frame)
+    return {k: iv.union(s[m], e[m]) for k, m in (("C", comp), ("M", comm), ("H", host))}
 
 
 def parts(u: dict[str, iv.Union]) -> dict[str, iv.Union]:
