@@ -109,3 +109,19 @@ def test_thread_name_first_non_empty_one_wins(tmp_path: Path) -> None:
     ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
     assert ev.loc["a", "lane"] == "thread 2 (main)"
     assert ev.loc["b", "lane"] == "thread 3 (worker)"
+
+
+def test_unknown_category_mid_file(tmp_path: Path, monkeypatch: object) -> None:
+    # known categories decode as shared strings until a chunk holds another one
+    monkeypatch.setattr(kineto_reader, "CHUNK_BYTES", 2048)  # type: ignore[attr-defined]
+    events = _events(50, "1") + [{"ph": "X", "cat": "my_cat", "name": "mine", "pid": 1,
+                                  "tid": 2, "ts": 70, "dur": 3}] + _events(50, "100")
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    result = get("kineto").run([src], tmp_path / "o.parquet", {})
+    assert result.by_source_category == {"cpu_op": 100, "my_cat": 1}
+    assert result.unknown_kept == {"my_cat": 1} and result.by_kind == {"host_op": 100,
+                                                                        "other": 1}
+    ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
+    assert json.loads(ev.loc["mine", "args"]) == {"source_category": "my_cat"}
+    assert ev.loc["mine", "ts_ns"] == 70000 and ev.loc["mine", "dur_ns"] == 3000

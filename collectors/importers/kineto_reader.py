@@ -65,60 +65,76 @@ class Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = _EMPTY_ARGS
 
 
-class AnyPhaseEvent(Event, gc=False):
-    """An event whose phase may be any string (read when a chunk holds an unknown one)."""
-
-    ph: str = ""
-
-
-class FloatTimeEvent(Event, gc=False):
-    """An event whose ts/dur are read as doubles (NaN: missing). Cheaper than raw text, and
-    exact where :func:`float_us_to_ns` says so; else the chunk is read again (``Chunk.exact``).
-    """
-
-    ts: float = float("nan")  # type: ignore[assignment]
-    dur: float = float("nan")  # type: ignore[assignment]
-
-
-class TextStartEvent(Event, gc=False):
-    """An event whose ts is raw text and dur a double: epoch-scale start times, durations
-    that a double holds exactly."""
-
-    dur: float = float("nan")  # type: ignore[assignment]
-
+#: Categories PyTorch writes. Decoded as a Literal too (while a file holds no other).
+Category = Literal[
+    "cpu_op", "user_annotation", "gpu_user_annotation", "python_function", "kernel",
+    "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cuda_sync", "ac2g", "fwdbwd",
+    "Trace", "overhead", "cpu_instant_event", "mtia_runtime", "mtia_ccp_events",
+    "xpu_runtime", "privateuse1_runtime", "gpu_memory_usage", "cpu_memory_usage"]
 
 #: How ts/dur are read: both as doubles, ts as text and dur as a double, both as text.
 BOTH_FLOAT, DUR_FLOAT, TEXT = 2, 1, 0
+#: How names are read: phase and category from the lists above, phase only, neither.
+KNOWN_CATEGORIES, KNOWN_PHASES, ANY_NAMES = 2, 1, 0
+
+_NAN = float("nan")
+_TIME_TYPES: dict[int, tuple[Any, Any, Any]] = {  # (ts type, dur type, default)
+    BOTH_FLOAT: (float, float, _NAN), DUR_FLOAT: (msgspec.Raw, float, None),
+    TEXT: (msgspec.Raw, msgspec.Raw, None)}
+_NAME_TYPES: dict[int, tuple[Any, Any]] = {  # (ph type, cat type)
+    KNOWN_CATEGORIES: (Phase, Category | None), KNOWN_PHASES: (Phase, str | None),
+    ANY_NAMES: (str, str | None)}
+
+
+def _event_type(mode: int, names: int) -> type[Event]:
+    """The Event variant whose times are read as ``mode`` says and names as ``names`` does.
+
+    Doubles (NaN: missing) are cheaper than raw text and exact where
+    :func:`float_us_to_ns` says so; else the chunk is read again (``Chunk.exact``). Literal
+    phases and categories are one shared string each, cheaper to code per chunk."""
+    if (mode, names) == (TEXT, KNOWN_PHASES):
+        return Event
+    ts_t, dur_t, _ = _TIME_TYPES[mode]
+    ph_t, cat_t = _NAME_TYPES[names]
+    fields: list[tuple[str, Any, Any]] = [("ph", ph_t, ""), ("cat", cat_t, None)]
+    fields += [(f, t, _NAN if t is float else msgspec.Raw()) for f, t in
+               (("ts", ts_t), ("dur", dur_t))]
+    return msgspec.defstruct(f"Event{mode}{names}", fields, bases=(Event,),  # type: ignore
+                             gc=False)
+
+
+#: (time mode, names mode) of each event type, and the type of each pair
+EVENT_TYPES: dict[tuple[int, int], type[Event]] = {
+    (m, n): _event_type(m, n) for m in (BOTH_FLOAT, DUR_FLOAT, TEXT)
+    for n in (KNOWN_CATEGORIES, KNOWN_PHASES, ANY_NAMES)}
+_MODES: dict[type, tuple[int, int]] = {t: k for k, t in EVENT_TYPES.items()}
 
 
 class _Events:
-    """Decoder of a ``[...]`` text of events: phases from the fixed list, any string else;
-    ts/dur as ``mode`` says, falling back to text where a value is not a number."""
+    """Decoder of a ``[...]`` text of events: times as ``mode`` and names as ``names`` say,
+    or the next looser way wherever a value does not fit; the loosest is plain text."""
 
     def __init__(self) -> None:
-        self._float = {BOTH_FLOAT: msgspec.json.Decoder(list[FloatTimeEvent]),
-                       DUR_FLOAT: msgspec.json.Decoder(list[TextStartEvent])}
-        self._known = msgspec.json.Decoder(list[Event])
-        self._any = msgspec.json.Decoder(list[AnyPhaseEvent])
+        self._decoders = {k: msgspec.json.Decoder(list[t]) for k, t in EVENT_TYPES.items()}
 
-    def decode(self, text: bytes | bytearray | memoryview, mode: int = TEXT) -> list[Event]:
-        for m in (BOTH_FLOAT, DUR_FLOAT):
-            if mode >= m:
-                try:
-                    return self._float[m].decode(text)  # type: ignore[return-value]
-                except msgspec.ValidationError:
-                    pass
-        try:
-            return self._known.decode(text)
-        except msgspec.ValidationError:
-            return self._any.decode(text)  # type: ignore[return-value]
+    def decode(self, text: bytes | bytearray | memoryview, mode: int = TEXT,
+               names: int = KNOWN_PHASES) -> list[Event]:
+        tries = [(m, n) for m in range(mode, TEXT - 1, -1) for n in range(names, -1, -1)]
+        for key in tries[:-1]:
+            try:
+                return self._decoders[key].decode(text)  # type: ignore[no-any-return]
+            except msgspec.ValidationError:
+                pass
+        return self._decoders[tries[-1]].decode(text)  # type: ignore[no-any-return]
 
 
 def time_mode(events: list[Event]) -> int:
     """How the events' ts/dur were read (``BOTH_FLOAT``, ``DUR_FLOAT`` or ``TEXT``)."""
-    kind = type(events[0]) if events else Event
-    return BOTH_FLOAT if kind is FloatTimeEvent else DUR_FLOAT if kind is TextStartEvent \
-        else TEXT
+    return _MODES[type(events[0])][0] if events else TEXT
+
+
+def names_mode(events: list[Event]) -> int:
+    return _MODES[type(events[0])][1] if events else ANY_NAMES
 
 
 _EVENTS = _Events()
@@ -143,9 +159,11 @@ class Chunk:
         are read so too (a file whose start times a double cannot hold exactly, such as
         epoch-scale ones, goes on with ``DUR_FLOAT``)."""
         assert self.text is not None
+        names = KNOWN_PHASES
         if self.reader is not None:
             self.reader.time_mode = min(self.reader.time_mode, mode)
-        events = _EVENTS.decode(self.text, mode)
+            names = self.reader.names_mode
+        events = _EVENTS.decode(self.text, mode, names)
         text = self.text if time_mode(events) != TEXT else None
         return Chunk(events, self.first_index, self.byte_offset, text, self.reader)
 
@@ -158,6 +176,8 @@ class KinetoFile:
     header: dict[str, Any] = field(default_factory=dict)
     #: how ts/dur are decoded: doubles until a chunk cannot be (see ``Chunk.exact``)
     time_mode: int = BOTH_FLOAT
+    #: how phases and categories are decoded: Literals until a chunk holds another name
+    names_mode: int = KNOWN_CATEGORIES
     _text: bytes | None = None  # the last text decoded with some times as doubles
     _stream: BinaryIO | None = None
     _raw: BinaryIO | None = None
@@ -328,8 +348,10 @@ class KinetoFile:
         return Chunk(events, index, self._offset, text, self)
 
     def _decode(self, text: bytes) -> list[Event]:
-        events = _EVENTS.decode(text, self.time_mode)
+        events = _EVENTS.decode(text, self.time_mode, self.names_mode)
         self._text = text if time_mode(events) != TEXT else None
+        if events:
+            self.names_mode = min(self.names_mode, names_mode(events))
         return events
 
     def _cut(self, parts: list[bytes], index: int) -> tuple[list[Event], bytes] | None:
