@@ -128,6 +128,49 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
     return np.rint(d[:n]).astype(np.int64), pred[:n].astype(np.int64)
 
 
+def _dijkstra_csr(n: int, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                  start: np.ndarray, preds: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`_shortest` on edges already in canonical CSR form (``indptr`` of n + 1 rows)."""
+    idx = np.int32 if n + 1 + indices.size < 2**31 - 1 else np.int64
+    ip = np.empty(n + 2, idx)
+    ip[:n + 1] = indptr
+    ip[n + 1] = ip[n] + n
+    ind = np.concatenate([indices.astype(idx, copy=False), np.arange(n, dtype=idx)])
+    dat = np.concatenate([data.astype(np.float64, copy=False), start.astype(np.float64)])
+    m = sp.csr_matrix((dat, ind, ip), shape=(n + 1, n + 1))
+    m.has_sorted_indices = True
+    m.has_canonical_format = True
+    if preds:
+        d, pred = dijkstra(m, directed=True, indices=n, return_predecessors=True)
+        return np.rint(d[:n]).astype(np.int64), pred[:n].astype(np.int64)
+    d = dijkstra(m, directed=True, indices=n, return_predecessors=False)
+    return np.rint(d[:n]).astype(np.int64), None
+
+
+def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`longest` and :func:`longest_from` of ``g`` (dist, pred, bwd), the edges computed
+    once. The reversed graph's CSR is the forward CSR's transpose (scipy's ``tocsc``: a
+    counting sort, rows ascending within each column), i.e. the same canonical arrays
+    :func:`_shortest` sorts the reversed pairs into, so Dijkstra sees the same graphs."""
+    if g.n == 0:
+        z = np.empty(0, np.int64)
+        return z, z, z
+    n = g.n
+    u, v, lost = edges(g)  # sorted by (u, v), unique: canonical CSR order
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])
+    fw = sp.csr_matrix((lost.astype(np.float64), v, indptr), shape=(n, n))
+    fw.has_sorted_indices = True
+    fw.has_canonical_format = True
+    del u, v, lost
+    t0, t1 = int(g.t.min()), int(g.t.max())
+    d, pred = _dijkstra_csr(n, fw.indptr, fw.indices, fw.data, g.t - t0, True)
+    rv = fw.tocsc()
+    del fw
+    b, _ = _dijkstra_csr(n, rv.indptr, rv.indices, rv.data, t1 - g.t, False)
+    return (g.t - t0) - d, pred, (t1 - g.t) - b
+
+
 def _sorted_pairs(u: np.ndarray, v: np.ndarray) -> bool:
     """(u, v) pairs strictly increasing (lexicographically)."""
     du = np.diff(u)

@@ -364,10 +364,7 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     (views), returns (cp_ns, slack_ns) per event of the graph."""
     if g.n == 0:
         return np.zeros(len(info), np.int64), np.zeros(len(info), np.int64)
-    e = cpgraph.edges(g)
-    dist, pred = cpgraph.longest(g, e)
-    bwd = cpgraph.longest_from(g, e)
-    del e
+    dist, pred, bwd = cpgraph.both(g)
     node_ev = _node_events(g)
     win = info["win"].to_numpy(np.int64)
     node_win = win[node_ev]
