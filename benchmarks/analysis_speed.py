@@ -1,7 +1,7 @@
 """Speed and memory of the full analysis on a large synthetic single-rank trace, HTA beside it.
 
     python benchmarks/analysis_speed.py [--events 10000000] [--repeat 3] [--keep PATH]
-                                        [--hta-sizes 500000,1000000] [--hta-repeat 1] [--no-hta]
+                                        [--hta-sizes 500000,1000000] [--hta-repeat 3] [--no-hta]
 
 1. Hermes at scale: writes a synthetic trace (default 10M events, one rank: steps of host ops,
    launches, kernels with correlation ids, a sync, a data wait, GC, queue counters), then runs
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hta-sizes", default="500000,1000000",
                     help="comma-separated event counts for the HTA comparison (HTA 0.5 needs "
                          "~10 GB per million events: 10M does not fit)")
-    ap.add_argument("--hta-repeat", type=int, default=1, help="runs per side and size (median)")
+    ap.add_argument("--hta-repeat", type=int, default=3, help="runs per side and size (median)")
     ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
