@@ -13,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hermes.collectors.importers import get
 
+from hermes.collectors.importers import get
 from hermes.trace.validate import validate
 from tests.conftest import DATA, SHARED_TRACES
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
-from hermes.collectors.importers import get, kineto_reader
-from hermes.collectors.importers.kineto_reader import us_text_to_ns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hermes
+from hermes.collectors.importers import get, kineto_reader
+from hermes.collectors.importers.kineto_reader import us_text_to_ns
 from hermes.errors import ImportFormatError
 from hermes.trace.validate import validate
 from tests.conftest import DATA

@@ -107,7 +107,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("coll_seq", pa.int64(), True, "-",
            "sequence number of the collective within its group (same on every member rank)"),
     Column("coll_bytes", pa.int64(), True, "B", "message size of the collective per rank"),
-    Column("args", pa.string(), True, "-", "JSON object with everything else (shapes, dtypes, ...)"),
+    Column("args", pa.string(), True, "-",
+           "JSON object with everything else (shapes, dtypes, ...)"),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
