@@ -11,8 +11,9 @@ Symptoms are first folded into the cause that explains them (``fold_symptoms``: 
 explains its own frequency drop and the other ranks' waits for it). Findings of the same id from
 several ranks or analyzers are then merged into one (sub-causes, e.g. of underutilization, live in
 its evidence): its ``time_share`` is the **maximum** over ranks — in synchronous training the
-slowest rank sets the pace, so the worst rank's loss is the run's loss — its evidence is that of the rank with the maximum, plus
-``per_rank_share`` when more than one rank has it; ``ranks`` and ``steps`` are the unions.
+slowest rank sets the pace, so the worst rank's loss is the run's loss — its evidence is that of
+the rank with the maximum, plus ``per_rank_share`` when more than one rank has it; ``ranks`` and
+``steps`` are the unions.
 
 ``Analysis.to_dict()`` / ``to_json()`` build the ``hermes analyze --format json`` document of
 DESIGN.md (``schema: "hermes.analysis/1"``).
@@ -337,7 +338,7 @@ class Analysis:
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
-        """``"analyzer.table"`` -> DataFrame; per-rank tables concatenated with a ``rank`` column."""
+        """``"analyzer.table"`` -> DataFrame; per-rank tables concatenated with a rank column."""
         if self._tables is None:
             parts: dict[str, list[pd.DataFrame]] = {}
             for r, rr in self.per_rank.items():

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, register
 from hermes.analyzers.computation import MIN_SHARE
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, register
 from hermes.analyzers.communication import (
     _P2P,

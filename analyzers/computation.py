@@ -23,6 +23,7 @@ import re
 
 import numpy as np
 import pandas as pd
+
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
 from hermes.analyzers.opinfo import (

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
 from hermes.analyzers import cpgraph, hta_compat
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.steps import split_by_windows, step_windows
-
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS
 
 COMPONENTS = ("computation", "communication", "host", "io", "other")

@@ -1,19 +1,20 @@
-"""Invariants every analyzer result must satisfy; one checker, called after every analyzer in tests.
+"""Invariants every analyzer result must satisfy; one checker, called after every analyzer in
+tests.
 
 ``problems(result) -> list[str]`` lists what is wrong (empty when the result is sound);
 ``check_result(result)`` raises :class:`InvariantError` listing them. Checked:
 
-* partitions sum to 100 %: the five overlap parts (``computation_only_pct``, ``communication_only_pct``,
-  ``overlapped_pct``, ``host_bound_pct``, ``free_pct``) in the metrics and in every row of a table
-  that has them; critical-path ``components_pct`` (when not empty);
+* partitions sum to 100 %: the five overlap parts (``computation_only_pct``,
+  ``communication_only_pct``, ``overlapped_pct``, ``host_bound_pct``, ``free_pct``) in the metrics
+  and in every row of a table that has them; critical-path ``components_pct`` (when not empty);
 * shares within range: findings' ``time_share`` in 0..1, every ``*_pct`` metric and table column in
   0..100, every ``share`` / ``*_share`` value in 0..1;
 * critical path <= step time: a table with ``path_ns`` (or ``length_ns``) and ``dur_ns`` columns;
 * no negative durations: table columns named ``dur_ns``, ``*_dur_ns``, ``time_ns``, ``*_time_ns``,
   ``slack_ns`` and the ``<part>_ns`` columns of a partition.
 
-Tolerances: percentages may exceed their bounds by ``PCT_TOL`` (float rounding of sums of
-integer ns); nothing else is tolerated.
+Tolerances: percentages may exceed their bounds by ``PCT_TOL`` (float rounding of sums of integer
+ns); nothing else is tolerated.
 """
 
 from __future__ import annotations

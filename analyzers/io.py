@@ -1,21 +1,23 @@
 """Rank analyzer ``io``: queue-based I/O analysis — is the device starved of data, and why?
 
-``io(ctx: RankContext) -> AnalyzerResult`` (needs ``overlap`` for its ``device_idle`` gaps; computes
-them itself when overlap did not run). Definitions (formulas in ``docs/analysis/io.md``):
+``io(ctx: RankContext) -> AnalyzerResult`` (needs ``overlap`` for its ``device_idle`` gaps;
+computes them itself when overlap did not run). Definitions (formulas in ``docs/analysis/io.md``):
 
-* ``I`` = device-idle time (step windows minus device busy), ``W`` = the training loop's data waits:
-  host-lane ``data_wait`` events and host events named like a DataLoader ``__next__``; when the trace
-  has no data waits but has a ``device_queue`` counter, ``W`` = the time that queue is empty.
-  ``E = I ∩ W`` is the device-idle time the data wait explains.
-* Each instant of ``E`` is classified by **Hermes's queue rule** when ``data_queue`` / ``host_queue``
-  / ``device_queue`` counter samples exist (each sample holds until the next one of its queue):
-  device queue non-empty -> no I/O bottleneck; else host queue non-empty -> ``slow_data_fetching``;
-  else data queue non-empty -> ``slow_data_processing``; else ``slow_data_reading``.
-* Without queue counters, by what runs during ``E``: reading (``data_read`` events, host/loader events
-  named like file reads), processing (``data_process`` events), fetching (``data_fetch`` events,
-  ``pin_memory``, host-side H2D copies); ``|E|`` is split in proportion to the three overlaps. When
-  nothing but the wait itself is recorded — a single-process PyTorch DataLoader, whose ``__next__``
-  runs dataset ``__getitem__`` and collate on the training thread — ``E`` is data processing.
+* ``I`` = device-idle time (step windows minus device busy), ``W`` = the training loop's data
+  waits: host-lane ``data_wait`` events and host events named like a DataLoader ``__next__``; when
+  the trace has no data waits but has a ``device_queue`` counter, ``W`` = the time that queue is
+  empty. ``E = I ∩ W`` is the device-idle time the data wait explains.
+* Each instant of ``E`` is classified by **Hermes's queue rule** when ``data_queue`` /
+  ``host_queue`` / ``device_queue`` counter samples exist (each sample holds until the next one of
+  its queue): device queue non-empty -> no I/O bottleneck; else host queue non-empty ->
+  ``slow_data_fetching``; else data queue non-empty -> ``slow_data_processing``; else
+  ``slow_data_reading``.
+* Without queue counters, by what runs during ``E``: reading (``data_read`` events, host/loader
+  events named like file reads), processing (``data_process`` events), fetching (``data_fetch``
+  events, ``pin_memory``, host-side H2D copies); ``|E|`` is split in proportion to the three
+  overlaps. When nothing but the wait itself is recorded — a single-process PyTorch DataLoader,
+  whose ``__next__`` runs dataset ``__getitem__`` and collate on the training thread — ``E`` is
+  data processing.
 * Fetching also gets the *exposed pageable H2D copy* time: device H2D copies from pageable memory
   (``Pageable`` in the name or ``"pinned": false`` in args) not overlapped by any kernel.
 * ``time_share`` = classified time / sum of step durations; a finding needs ``MIN_SHARE``.

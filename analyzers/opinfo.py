@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import RankContext
 
 from hermes import devices
+from hermes.analyzers import intervals as iv
+from hermes.analyzers.base import RankContext
 
 TOP_N = 10
 

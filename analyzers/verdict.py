@@ -1,20 +1,22 @@
-"""The run's verdict ``bound``: what holds it back — ``host``, ``device``, ``io`` or ``communication``.
+"""The run's verdict ``bound``: what holds it back — ``host``, ``device``, ``io`` or
+``communication``.
 
-``verdict(breakdown, findings) -> Verdict`` from the overlap breakdown of every rank (the five parts of
-step wall time, in %) and the merged findings. The rule (documented in ``docs/analysis/index.md``):
+``verdict(breakdown, findings) -> Verdict`` from the overlap breakdown of every rank (the five
+parts of step wall time, in %) and the merged findings. The rule (documented in
+``docs/analysis/index.md``):
 
 1. Average the five parts over ranks and group them into three shares of step time:
-   ``device`` = computation_only + overlapped (the device computes; communication, if any, is hidden),
-   ``communication`` = communication_only (the device only communicates),
+   ``device`` = computation_only + overlapped (the device computes; communication, if any, is
+   hidden), ``communication`` = communication_only (the device only communicates),
    ``idle`` = host_bound + free (the device does nothing).
-2. If ``communication`` is the largest of the three, the run is ``communication``-bound; if ``device``
-   is the largest (ties go to the device), it is ``device``-bound.
+2. If ``communication`` is the largest of the three, the run is ``communication``-bound; if
+   ``device`` is the largest (ties go to the device), it is ``device``-bound.
 3. Otherwise the device mostly waits for the host. It waits for *data* — ``io``-bound — when the
-   ``io.*`` findings explain at least ``IO_MIN_SHARE`` of step time and at least as much as the ``cpu.*``
-   findings (both summed over causes); else the run is ``host``-bound.
+   ``io.*`` findings explain at least ``IO_MIN_SHARE`` of step time and at least as much as the
+   ``cpu.*`` findings (both summed over causes); else the run is ``host``-bound.
 
-Without an overlap breakdown (no device events) the verdict falls back to the findings: ``io`` when the
-io findings lead the cpu findings, else ``host``.
+Without an overlap breakdown (no device events) the verdict falls back to the findings: ``io`` when
+the io findings lead the cpu findings, else ``host``.
 """
 
 from __future__ import annotations
