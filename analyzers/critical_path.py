@@ -41,7 +41,7 @@ IO_KINDS = ("data_read", "data_process", "data_fetch", "data_wait")
 TOP_N = 20
 #: a task starting at most this long after another stream's task ended, after an idle gap on its
 #: own stream, is taken to have waited for it (cross-stream event waits are rarely traced)
-LINE_UP_NS = 5_000
+LINE_UP_NS = 20_000
 
 
 _KIND = {k: i for i, k in enumerate(EVENT_KINDS)}
@@ -268,6 +268,13 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
     h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
     d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
     m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
+    # a device-lane gap before an event whose launch is not in the trace (no corr_id, or no
+    # host event with it in the step: sampled traces, MTIA DMA requests, CUPTI sync records)
+    # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay
+    launched = np.zeros(s.size, bool)
+    launched[m["d"].to_numpy(np.int64)] = True
+    unknown = ~host & ~launched & ~explained
+    w[start_node[unknown]] = 0
     if len(m):
         hi, di = m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
         # the task waited for its launch when launched after its stream was last busy (HTA's

@@ -76,6 +76,12 @@ def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding])
         return Verdict("io", device, comm, idle, io, cpu,
                        f"the device is idle {100 * idle:.1f}% of step time; waiting for data "
                        f"explains {100 * io:.1f}%")
-    return Verdict("host", device, comm, idle, io, cpu,
-                   f"the device is idle {100 * idle:.1f}% of step time; host causes explain "
-                   f"{100 * cpu:.1f}%, data waits {100 * io:.1f}%")
+    reason = (f"the device is idle {100 * idle:.1f}% of step time; host causes explain "
+              f"{100 * cpu:.1f}%, data waits {100 * io:.1f}%")
+    free = _mean(breakdown, "free_pct")
+    if has_parts and free > idle - free:
+        # most of the idle time has no recorded host work either: say so, not just "host"
+        reason += (f"; for {100 * free:.1f}% of step time nothing is recorded on the host "
+                   "either (code the profiler did not capture: Python without with_stack, "
+                   "sleeps, file or network I/O, another process)")
+    return Verdict("host", device, comm, idle, io, cpu, reason)

@@ -156,6 +156,11 @@ def test_verdict_rule():
     assert verdict([dict(part, computation_only_pct=50, host_bound_pct=20)], [io]).bound == "device"
     assert verdict([dict(part, communication_only_pct=60, host_bound_pct=0, free_pct=20)],
                    []).bound == "communication"
+    # host-bound, and most of the idle time has nothing recorded on the host either: the
+    # reason says so (free 20% < host-bound 50% here: it does not)
+    assert "nothing is recorded" not in verdict([part], [cpu]).reason
+    v = verdict([dict(part, host_bound_pct=10, free_pct=60)], [cpu])
+    assert v.bound == "host" and "for 60.0% of step time nothing is recorded" in v.reason
 
 
 def test_invariant_checker_catches_broken_results():

@@ -189,3 +189,32 @@ def test_cross_stream_wait_inferred_where_an_end_lines_up_with_a_start():
     assert times == {"A": 30, "allreduce": 30, "B": 18}
     c = res.metrics["components_pct"]
     assert [c["computation"], c["communication"]] == pytest.approx([100 * 48 / 78, 100 * 30 / 78])
+
+
+def test_stream_gap_before_a_task_with_no_launch_in_the_trace_is_not_a_delay():
+    # H [0,40) on the host; stream 7: K1 [0,10), K2 [90,100), neither with a launch in the
+    # trace (sampled traces, MTIA DMA requests): nothing shows K2 was ready at 10, so the 80 ns
+    # gap is no device-side delay. Longest path: H 40 (not K1 10 + gap 80 + K2 10 = 100).
+    res = run(ev("step", "ProfilerStep#1", 0, 100), ev("host_op", "H", 0, 40),
+              ev("kernel", "K1", 0, 10, stream=7), ev("kernel", "K2", 90, 10, stream=7))
+    times, _ = top(res)
+    assert times == {"H": 40}
+    assert res.metrics["components_pct"]["other"] == 0
+    assert res.metrics["length_pct"] == pytest.approx(40.0)
+
+
+def test_cross_stream_wait_inferred_up_to_line_up_ns():
+    # stream 7: A [0,30us); stream 9: B [42us,62us), launched at 2 ns (queued long before): it
+    # waited 12 us (< LINE_UP_NS = 20 us) for A, not for its launch. Path: A 30 us -> 12 us
+    # wait (a gap: other) -> B 20 us; without the inferred edge it would be the launch delay
+    # l2 -> B, 42 us of host time.
+    us = 1000
+    res = run(ev("step", "ProfilerStep#1", 0, 62 * us),
+              ev("launch", "l1", 0, 1, corr_id=1), ev("launch", "l2", 2, 1, corr_id=2),
+              ev("kernel", "A", 0, 30 * us, corr_id=1, stream=7),
+              ev("kernel", "B", 42 * us, 20 * us, corr_id=2, stream=9, lane="stream 9"))
+    times, _ = top(res)
+    assert times == {"A": 30 * us, "B": 20 * us}
+    c = res.metrics["components_pct"]
+    assert [c["computation"], c["other"], c["host"]] == pytest.approx(
+        [100 * 50 / 62, 100 * 12 / 62, 0])
