@@ -69,14 +69,21 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
         cut.write_bytes(gzip.compress(fh.read()[:200_000]))
     emptydir = tmp / "emptydir"
     emptydir.mkdir()
-    return {"empty": (empty, "empty"), "random": (rand, "random.json"),
+    ev = {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 5, "dur": 1}
+    huge = tmp / "huge.json"
+    huge.write_text(json.dumps({"traceEvents": [ev, dict(ev, ts=1e30)]}))
+    word = tmp / "word.json"
+    word.write_text(json.dumps({"traceEvents": [ev, dict(ev, dur="soon")]}))
+    return {"huge ts": (huge, "(event 1): 'ts' 1e+30 us is out of range"),
+            "text dur": (word, "(event 1): 'ts'/'dur' is not a number"),
+            "empty": (empty, "empty"), "random": (rand, "random.json"),
             "truncated gzip": (trunc, "truncated gzip"), "not a trace": (notrace, "other.json"),
             "cut json": (cut, "cut.json.gz"), "empty directory": (emptydir, "no trace files"),
             "missing": (tmp / "nope.json", "no such file")}
 
 
 @pytest.mark.parametrize("case", ["empty", "random", "truncated gzip", "not a trace", "cut json",
-                                  "empty directory", "missing"])
+                                  "empty directory", "missing", "huge ts", "text dur"])
 @pytest.mark.parametrize("forced", [False, True])
 def test_bad_input_is_one_line_exit_2_and_no_output(case: str, forced: bool,
                                                     tmp_path: Path) -> None:

@@ -344,8 +344,19 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
             dur, _ = us_text_to_ns(list(map(_DUR, rows)))
     except ValueError as exc:
         i = int(exc.args[0])
-        raise ImportFormatError("'ts'/'dur' is not a number", path=path,
-                                where=f"event {where0 + int(sel[i])}",
+        where = f"event {where0 + int(sel[i])}"
+        for field, get in (("ts", _TS), ("dur", _DUR)):
+            raw = get(rows[i])
+            try:
+                value = float(raw if isinstance(raw, (int, float, str)) else bytes(raw) or b"0")
+            except (TypeError, ValueError):
+                continue
+            if abs(value) * 1e3 >= 2 ** 63:
+                raise ImportFormatError(
+                    f"'{field}' {value:g} us is out of range", path=path, where=where,
+                    hint="expected microseconds that fit in 64-bit nanoseconds "
+                         "(|value| < 9.2e15 us, about 292 years)") from None
+        raise ImportFormatError("'ts'/'dur' is not a number", path=path, where=where,
                                 hint="expected microseconds as a JSON number") from None
     if not has_ts.all():
         i = int(np.flatnonzero(~has_ts)[0])
