@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpgraph, hta_compat
+from hermes.analyzers import cpgraph, hta_compat, opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.steps import split_by_windows, step_windows
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS
@@ -109,6 +109,27 @@ class _Events:
         self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
             np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
         self.name = ev["name"].array
+        # the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '; '' on single-device traces)
+        cats = ev["lane"].astype("category").cat.categories.astype(str)
+        dev_names = cats.str.replace(r"stream -?\d+( sync)?$", "", regex=True)
+        dev_codes = pd.Index(dev_names).factorize()[0].astype(np.int64)
+        self.device = dev_codes[lane_codes] if len(cats) else np.zeros(len(ev), np.int64)
+        self.stream = (pd.to_numeric(ev["stream"], errors="coerce").to_numpy(
+            np.float64, na_value=np.nan) if "stream" in ev.columns
+            else np.full(len(ev), np.nan))
+        # CUPTI 'Stream Wait Event' records: the stream that waits, the stream and the event
+        # record (the cudaEventRecord call's correlation id) it waits for
+        self.wait_stream = np.full(len(ev), -1, np.int64)
+        self.wait_record = np.full(len(ev), -1, np.int64)
+        swe = (self.kind == _KIND["sync"]) & (ev["name"] == "Stream Wait Event").to_numpy(bool)
+        if swe.any() and "args" in ev.columns:
+            a = ev["args"][swe]
+            ws_ = opinfo.arg_numbers(a, "wait_on_stream").to_numpy()
+            wr = opinfo.arg_numbers(a, "wait_on_cuda_event_record_corr_id").to_numpy()
+            ok = ~np.isnan(ws_) & ~np.isnan(wr) & (wr >= 0)
+            idx = np.flatnonzero(swe)[ok]
+            self.wait_stream[idx] = ws_[ok].astype(np.int64)
+            self.wait_record[idx] = wr[ok].astype(np.int64)
 
 
 def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
@@ -192,8 +213,9 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
+    waits = (pre.device[src], pre.stream[src], pre.wait_stream[src], pre.wait_record[src])
     cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                  end_node, t, w, first, seg, prev_t)
+                                  end_node, t, w, first, seg, prev_t, waits)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
@@ -215,15 +237,16 @@ def _node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.
 def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, win: np.ndarray,
                            start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray,
                            w: np.ndarray, prev_t: np.ndarray, us: list, vs: list,
-                           ws_: list, es: list) -> np.ndarray:
+                           ws_: list, es: list, skip: np.ndarray) -> np.ndarray:
     """Cross-stream dependencies inferred where a task on another stream ends just before a
     task starts after an idle gap on its own stream (events/waits between streams are often not
     in the trace): edge (that end -> this start), weight = the small delay; the gap on the
     waiting stream then weighs 0 (it was a wait). Appends to the edge lists; modifies ``w``;
-    returns the mask of events whose start is explained this way."""
+    returns the mask of events whose start is explained this way (``skip``: tasks whose start
+    is explained already, by a traced event wait)."""
     explained = np.zeros(s.size, bool)
-    tasks = np.flatnonzero(task)
-    if tasks.size < 2:
+    tasks = np.flatnonzero(task & ~skip)
+    if tasks.size < 1 or np.count_nonzero(task) < 2:
         return explained
     k = start_node[tasks]
     gap = t[k] > prev_t[k]
@@ -247,10 +270,58 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
     return explained
 
 
+def _event_waits(task: np.ndarray, corr: np.ndarray, win: np.ndarray, t: np.ndarray,
+                 start_node: np.ndarray, end_node: np.ndarray, w: np.ndarray,
+                 prev_t: np.ndarray, launch_s: np.ndarray, waits: tuple[np.ndarray, ...],
+                 us: list, vs: list, ws_: list, es: list) -> np.ndarray:
+    """Cross-stream dependencies traced by CUPTI 'Stream Wait Event' records (Kineto
+    ``cuda_sync``, with ``wait_on_stream`` and the event record's correlation id): the last task
+    of the recording stream launched before the record (correlation ids grow in API call order)
+    -> the first task of the waiting stream launched after the wait call. Edge weight: the
+    delay from that end to this start when the wait held the task back (the end fell in the
+    task's idle gap, after its launch); the gap then weighs 0. Appends to the edge lists;
+    modifies ``w``; returns the mask of tasks whose start is explained this way."""
+    device, stream, wait_stream, wait_record = waits
+    explained = np.zeros(t.size // 2, bool)
+    q = np.flatnonzero((wait_record >= 0) & ~np.isnan(corr) & ~np.isnan(stream))
+    tk = np.flatnonzero(task & ~np.isnan(corr) & ~np.isnan(stream))
+    if q.size == 0 or tk.size == 0:
+        return explained
+    # (window, device, stream) groups of the tasks and of both lookups of every wait
+    groups = np.concatenate([
+        np.stack([win[tk], device[tk], stream[tk].astype(np.int64)], 1),
+        np.stack([win[q], device[q], wait_stream[q]], 1),
+        np.stack([win[q], device[q], stream[q].astype(np.int64)], 1)])
+    inv = np.unique(groups, axis=0, return_inverse=True)[1].reshape(-1)
+    g_t, g_a, g_w = inv[:tk.size], inv[tk.size:tk.size + q.size], inv[tk.size + q.size:]
+    c_t, c_q = corr[tk].astype(np.int64), corr[q].astype(np.int64)
+    big = int(max(c_t.max(), c_q.max(), wait_record[q].max())) + 2
+    key = g_t * big + c_t
+    o = np.argsort(key, kind="stable")
+    key, tk, g_t = key[o], tk[o], g_t[o]
+    ja = np.searchsorted(key, g_a * big + wait_record[q], side="left") - 1
+    jw = np.searchsorted(key, g_w * big + c_q, side="right")
+    ja_c, jw_c = np.clip(ja, 0, key.size - 1), np.clip(jw, 0, key.size - 1)
+    ok = (ja >= 0) & (jw < key.size) & (g_t[ja_c] == g_a) & (g_t[jw_c] == g_w)
+    a, v = tk[ja_c[ok]], tk[jw_c[ok]]
+    ta, kv = t[end_node[a]], start_node[v]
+    fwd = ta <= t[kv]  # (an edge back in time: clocks disagree, dropped)
+    a, v, ta, kv = a[fwd], v[fwd], ta[fwd], kv[fwd]
+    bound = (ta > prev_t[kv]) & (ta >= launch_s[v])
+    us.append(end_node[a])
+    vs.append(kv)
+    ws_.append(np.where(bound, t[kv] - ta, 0))
+    es.append(np.full(a.size, -1, np.int64))
+    w[kv[bound]] = 0
+    explained[v[bound]] = True
+    return explained
+
+
 def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarray,
                  kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
                  start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
-                 first: np.ndarray, seg: np.ndarray, prev_t: np.ndarray
+                 first: np.ndarray, seg: np.ndarray, prev_t: np.ndarray,
+                 waits: tuple[np.ndarray, ...]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Launch -> task edges, awaited device task -> sync end and awaited loader event -> data
     wait end edges, within a step; zeroes stream gaps that were waits for a launch and the
@@ -263,11 +334,15 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
     vs: list[np.ndarray] = []
     ws_: list[np.ndarray] = []
     es: list[np.ndarray] = []
-    explained = _inferred_stream_waits(task, wkey, s, win, start_node, end_node, t, w, prev_t,
-                                       us, vs, ws_, es)
     h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
     d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
     m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
+    launch_s = np.full(s.size, np.iinfo(np.int64).min)  # launch start of each task (min: none)
+    launch_s[m["d"].to_numpy(np.int64)] = s[m["h"].to_numpy(np.int64)]
+    explained = _event_waits(task, corr, win, t, start_node, end_node, w, prev_t, launch_s,
+                             waits, us, vs, ws_, es)
+    explained |= _inferred_stream_waits(task, wkey, s, win, start_node, end_node, t, w, prev_t,
+                                        us, vs, ws_, es, explained)
     # a device-lane gap before an event whose launch is not in the trace (no corr_id, or no
     # host event with it in the step: sampled traces, MTIA DMA requests, CUPTI sync records)
     # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay

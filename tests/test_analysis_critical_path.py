@@ -218,3 +218,29 @@ def test_cross_stream_wait_inferred_up_to_line_up_ns():
     c = res.metrics["components_pct"]
     assert [c["computation"], c["other"], c["host"]] == pytest.approx(
         [100 * 50 / 62, 100 * 12 / 62, 0])
+
+
+def test_traced_stream_wait_event_links_the_recording_stream_to_the_waiting_one():
+    # CUPTI 'Stream Wait Event' (Kineto cuda_sync): stream 9 waits for the event recorded on
+    # stream 7 by cudaEventRecord (corr 2) after A. B (launched at 4 ns, long before) starts
+    # 50 us after A ends: too late for an inferred line-up, but the traced wait links them.
+    # Path: A 30 us -> the wait 50 us (other) -> B 20 us = the step.
+    us = 1000
+    wait_args = '{"wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2, "stream": 9}'
+    rows = (ev("step", "ProfilerStep#1", 0, 100 * us),
+            ev("launch", "cudaLaunchKernel", 0, 1, corr_id=1),
+            ev("runtime", "cudaEventRecord", 2, 1, corr_id=2),
+            ev("launch", "cudaStreamWaitEvent", 3, 1, corr_id=3),
+            ev("launch", "cudaLaunchKernel", 4, 1, corr_id=4),
+            ev("kernel", "A", 0, 30 * us, corr_id=1, stream=7),
+            ev("sync", "Stream Wait Event", 3, 1, corr_id=3, stream=9, lane="stream 9 sync",
+               lane_kind="device", args=wait_args),
+            ev("kernel", "B", 80 * us, 20 * us, corr_id=4, stream=9, lane="stream 9"))
+    res = run(*rows)
+    times, _ = top(res)
+    assert times == {"A": 30 * us, "B": 20 * us}
+    c = res.metrics["components_pct"]
+    assert [c["computation"], c["other"], c["host"]] == pytest.approx([50, 50, 0])
+    # without the record (no args), B waited for nothing traced: its launch delay is the path
+    res = run(*rows[:6], dict(rows[6], args="{}"), rows[7])
+    assert res.metrics["components_pct"]["host"] == pytest.approx(80.0, abs=0.01)

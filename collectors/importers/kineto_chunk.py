@@ -431,6 +431,14 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
 
     counter_rows = np.flatnonzero(kind == K["counter"])
     lane_arr = _lanes(tids, rows, dev_arr, lane_id, side)
+    sync_rows = (base == K["sync"]) & dev_arr
+    if sync_rows.any():
+        # CUPTI sync records (cuda_sync) carry the *host* call's times on the stream's track:
+        # a lane of their own ('stream 7 sync'), so they never nest with the stream's kernels
+        labels = lane_arr.dictionary.to_pylist()
+        codes = lane_arr.indices.to_numpy(zero_copy_only=False).copy()
+        codes[sync_rows] += len(labels)
+        lane_arr = dictionary(codes, labels + [f"{lb} sync" for lb in labels])
     if counter_rows.size:
         lanes = lane_arr.to_pylist()
         for i in counter_rows.tolist():
