@@ -10,7 +10,8 @@
   ``garbage_collection`` (``gc`` events), ``operator_compilation`` (``compile`` events, compile
   functions), ``host_device_sync`` (``sync`` events on host lanes, blocking D2H copies issued on
   the host, ``*Synchronize``, ``aten::item`` / ``_local_scalar_dense``),
-  ``environment_configuration`` (logging calls), then ``operator_dispatch`` (every other host
+  ``environment_configuration`` (logging calls, and one-off runtime start-up: context creation,
+  library handles, module loading, ``INIT_NAME``), then ``operator_dispatch`` (every other host
   activity: framework ops, InferShape, tiling, allocation, launches, runtime calls).
 * ``resource_contention`` is carved out of the dispatch time: the fraction of leaf host calls' time
   that is *inflation* — an event lasting over ``INFLATION`` x the median of its name (names seen >=
@@ -73,6 +74,13 @@ GC_NAME = r"(?i)(^|[^a-z])gc([^a-z]|$)|garbage.?collect"
 COMPILE_NAME = r"(?i)aclopCompile|jit.?compil|compile_fx|torch_compile|dynamo.*compile"
 SYNC_NAME = r"(?i)synchroniz|^aten::item$|_local_scalar_dense|aclrtSynchronize"
 LOG_NAME = r"(?i)^(?!aten::)(.*(logging|dlog|slog|log_write|write_log|printf?\b)|log)\b"
+#: One-off start-up calls of the device runtime (context creation, the first call that creates it
+#: lazily, library handles, module loading): paid once per run, not per step.
+INIT_NAME = (r"(?i)^(cu|hip)Init$|DevicePrimaryCtx|^(cu|hip)CtxCreate|"
+             r"^cudaDeviceGetStreamPriorityRange$|^(cuda|hip)GetDeviceCount$|"
+             r"^(cuda|hip)GetDeviceProperties|^(cu|hip)ModuleLoad|^cuLibraryLoad|"
+             r"^(cudnn|miopen|cublas|cublasLt|hipblas|hipblasLt|rocblas)Create(Handle)?$|"
+             r"^nccl\w*CommInit|^acl(Init|rtSetDevice|rtCreateContext)$")
 OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)|" \
                  r"(other|steal|foreign|background).*cpu"
 #: Leaf host calls whose cost should not vary by call (allocation and tiling are bimodal by nature:
@@ -90,6 +98,8 @@ CAUSE_TEXT = {
     "operator_compilation": "operators are compiled at run time",
     "host_device_sync": "the host blocks on the device (synchronize, .item(), blocking copies)",
     "environment_configuration": "host time goes to logging / environment overheads",
+    "initialization": "one-off start-up runs inside the profiled steps (device runtime "
+                      "initialization, library handles, module loading)",
     "operator_dispatch": "the host dispatches operators slower than the device runs them",
     "resource_contention": "host calls run slower than their usual cost (CPU contention)",
 }
@@ -107,7 +117,9 @@ def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
                                         | name_matches(names, COMPILE_NAME)),
         "host_device_sync": work & (is_(ev, "kind", "sync", "memcpy_d2h")
                                     | name_matches(names, SYNC_NAME)),
-        "environment_configuration": work & name_matches(names, LOG_NAME),
+        "environment_configuration": work & (name_matches(names, LOG_NAME)
+                                             | name_matches(names, INIT_NAME)),
+        "initialization": work & name_matches(names, INIT_NAME),
         "operator_dispatch": work,
     }
 
@@ -212,7 +224,7 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     res = AnalyzerResult("cpu")
     windows = step_windows(ev)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
-    causes = list(CAUSE_TEXT)
+    causes = [c for c in CAUSE_TEXT if c != "initialization"]
     res.metrics.update({"step_total_ns": step_total, "host_bound_ns": 0,
                         **{f"{c}_share": 0.0 for c in causes}})
     empty = {"step": np.empty(0, np.int64), "dur_ns": np.empty(0, np.int64),
@@ -241,6 +253,9 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
         np.concatenate([claimed["garbage_collection"][0], conjectured[0]]),
         np.concatenate([claimed["garbage_collection"][1], conjectured[1]]))
     times = {c: float(iv.total(claimed[c])) for c in causes if c in claimed}
+    # the start-up part of the environment time (its own wording and rule)
+    init_t = float(iv.total(iv.intersect(claimed["environment_configuration"],
+                                         spans(ev, cls["initialization"]))))
     specific = np.zeros(len(ev), bool)
     for other_cls in ("io", "garbage_collection", "operator_compilation", "host_device_sync",
                       "environment_configuration"):
@@ -305,6 +320,14 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
             evidence.update(dispatch_ev)
         if c in ("resource_contention", "environment_configuration"):
             evidence.update({"launch_excess": excess, "environment": env})
+        text = CAUSE_TEXT[c]
+        if c == "environment_configuration":
+            init_share = round(min(1.0, init_t / times[c]), 4) if times[c] else 0.0
+            evidence.update({"initialization_ms": round(init_t / 1e6, 3),
+                             "initialization_share": init_share})
+            if init_share >= 0.5:
+                text = CAUSE_TEXT["initialization"]
+                evidence["top_ops"] = top_names(ev, cls["initialization"])
         if c == "resource_contention":
             evidence.update({"inflation_fraction": round(cont_frac, 4),
                              "inflated_ops": infl["names"], "other_process_cpu": other})
@@ -314,6 +337,6 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
             evidence["conjectured_gaps"] = int(conjectured[0].size)
         steps = tuple(int(s) for s, v in zip(table["step"], table[f"{c}_ns"], strict=True) if v > 0)
         res.findings.append(Finding("cpu", c, share,
-                                    f"{CAUSE_TEXT[c]}: {100 * share:.1f}% of step time",
+                                    f"{text}: {100 * share:.1f}% of step time",
                                     evidence=evidence, ranks=(int(ctx.rank),), steps=steps))
     return res

@@ -109,27 +109,29 @@ class _Events:
         self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
             np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
         self.name = ev["name"].array
-        # the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '; '' on single-device traces)
-        cats = ev["lane"].astype("category").cat.categories.astype(str)
-        dev_names = cats.str.replace(r"stream -?\d+( sync)?$", "", regex=True)
-        dev_codes = pd.Index(dev_names).factorize()[0].astype(np.int64)
-        self.device = dev_codes[lane_codes] if len(cats) else np.zeros(len(ev), np.int64)
-        self.stream = (pd.to_numeric(ev["stream"], errors="coerce").to_numpy(
-            np.float64, na_value=np.nan) if "stream" in ev.columns
-            else np.full(len(ev), np.nan))
-        # CUPTI 'Stream Wait Event' records: the stream that waits, the stream and the event
-        # record (the cudaEventRecord call's correlation id) it waits for
-        self.wait_stream = np.full(len(ev), -1, np.int64)
-        self.wait_record = np.full(len(ev), -1, np.int64)
+        # CUPTI 'Stream Wait Event' records (Kineto cuda_sync): the stream that waits, the
+        # stream and the event record (the cudaEventRecord call's correlation id) it waits for;
+        # with the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '). Only kept when a trace
+        # has such records (None otherwise: no per-event arrays on traces without them).
+        self.waits: tuple[np.ndarray, ...] | None = None
         swe = (self.kind == _KIND["sync"]) & (ev["name"] == "Stream Wait Event").to_numpy(bool)
-        if swe.any() and "args" in ev.columns:
+        if swe.any() and "args" in ev.columns and "stream" in ev.columns:
             a = ev["args"][swe]
-            ws_ = opinfo.arg_numbers(a, "wait_on_stream").to_numpy()
-            wr = opinfo.arg_numbers(a, "wait_on_cuda_event_record_corr_id").to_numpy()
-            ok = ~np.isnan(ws_) & ~np.isnan(wr) & (wr >= 0)
-            idx = np.flatnonzero(swe)[ok]
-            self.wait_stream[idx] = ws_[ok].astype(np.int64)
-            self.wait_record[idx] = wr[ok].astype(np.int64)
+            w_s = opinfo.arg_numbers(a, "wait_on_stream").to_numpy()
+            w_r = opinfo.arg_numbers(a, "wait_on_cuda_event_record_corr_id").to_numpy()
+            ok = ~np.isnan(w_s) & ~np.isnan(w_r) & (w_r >= 0)
+            if ok.any():
+                idx = np.flatnonzero(swe)[ok]
+                wait_stream = np.full(len(ev), -1, np.int64)
+                wait_record = np.full(len(ev), -1, np.int64)
+                wait_stream[idx] = w_s[ok].astype(np.int64)
+                wait_record[idx] = w_r[ok].astype(np.int64)
+                cats = ev["lane"].astype("category").cat.categories.astype(str)
+                dev = pd.Index(cats.str.replace(r"stream -?\d+( sync)?$", "", regex=True))
+                device = dev.factorize()[0].astype(np.int64)[lane_codes]
+                stream = pd.to_numeric(ev["stream"], errors="coerce").to_numpy(
+                    np.float64, na_value=np.nan)
+                self.waits = (device, stream, wait_stream, wait_record)
 
 
 def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
@@ -213,7 +215,7 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
-    waits = (pre.device[src], pre.stream[src], pre.wait_stream[src], pre.wait_record[src])
+    waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
     cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
                                   end_node, t, w, first, seg, prev_t, waits)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
@@ -272,7 +274,8 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
 
 def _event_waits(task: np.ndarray, corr: np.ndarray, win: np.ndarray, t: np.ndarray,
                  start_node: np.ndarray, end_node: np.ndarray, w: np.ndarray,
-                 prev_t: np.ndarray, launch_s: np.ndarray, waits: tuple[np.ndarray, ...],
+                 prev_t: np.ndarray, launch_s: np.ndarray,
+                 waits: tuple[np.ndarray, ...] | None,
                  us: list, vs: list, ws_: list, es: list) -> np.ndarray:
     """Cross-stream dependencies traced by CUPTI 'Stream Wait Event' records (Kineto
     ``cuda_sync``, with ``wait_on_stream`` and the event record's correlation id): the last task
@@ -281,8 +284,10 @@ def _event_waits(task: np.ndarray, corr: np.ndarray, win: np.ndarray, t: np.ndar
     delay from that end to this start when the wait held the task back (the end fell in the
     task's idle gap, after its launch); the gap then weighs 0. Appends to the edge lists;
     modifies ``w``; returns the mask of tasks whose start is explained this way."""
-    device, stream, wait_stream, wait_record = waits
     explained = np.zeros(t.size // 2, bool)
+    if waits is None:
+        return explained
+    device, stream, wait_stream, wait_record = waits
     q = np.flatnonzero((wait_record >= 0) & ~np.isnan(corr) & ~np.isnan(stream))
     tk = np.flatnonzero(task & ~np.isnan(corr) & ~np.isnan(stream))
     if q.size == 0 or tk.size == 0:
@@ -321,7 +326,7 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
                  kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
                  start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
                  first: np.ndarray, seg: np.ndarray, prev_t: np.ndarray,
-                 waits: tuple[np.ndarray, ...]
+                 waits: tuple[np.ndarray, ...] | None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Launch -> task edges, awaited device task -> sync end and awaited loader event -> data
     wait end edges, within a step; zeroes stream gaps that were waits for a launch and the

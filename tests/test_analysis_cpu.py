@@ -139,3 +139,29 @@ def test_profiler_span_is_not_host_work():
                            "garbage_collection": 0.1, "environment_configuration": 0.05,
                            "operator_dispatch": 0.2}
     assert res.metrics["host_bound_ns"] == 500
+
+
+def test_one_off_start_up_is_environment_time_with_its_own_rule():
+    # step [0, 1000): cudaDeviceGetStreamPriorityRange [0, 600) creates the CUDA context
+    # lazily, then aten::add [600, 700) launches k [750, 1000). Device idle [0, 750), host busy
+    # [0, 700): start-up 600 -> environment 0.6 (all of it start-up), dispatch 0.1.
+    from hermes.rules import recommend
+
+    res = run(ev("step", "ProfilerStep#1", 0, 1000),
+              ev("runtime", "cudaDeviceGetStreamPriorityRange", 0, 600),
+              ev("host_op", "aten::add", 600, 100),
+              ev("launch", "cudaLaunchKernel", 650, 20, corr_id=1),
+              ev("kernel", "k", 750, 250, corr_id=1, stream=7))
+    assert shares(res) == {"environment_configuration": 0.6, "operator_dispatch": 0.1}
+    env = next(f for f in res.findings if f.cause == "environment_configuration")
+    assert env.evidence["initialization_share"] == 1.0
+    assert env.evidence["initialization_ms"] == 0.001  # (600 ns, in ms to 3 decimals)
+    assert env.summary.startswith("one-off start-up")
+    assert [o["name"] for o in env.evidence["top_ops"]] == ["cudaDeviceGetStreamPriorityRange"]
+    # the warm-up rule alone: no logging or core-binding advice for start-up
+    assert [r["rule"] for r in recommend(env)] == ["cpu.env_warmup"]
+    # a logging call is still logging: the log-level rule, not the warm-up one
+    log = next(f for f in run(*TRACE).findings if f.cause == "environment_configuration")
+    assert log.evidence["initialization_share"] == 0.0
+    assert "cpu.env_warmup" not in [r["rule"] for r in recommend(log)]
+    assert "cpu.env_log_level" in [r["rule"] for r in recommend(log)]
