@@ -282,6 +282,14 @@ def io(ctx: RankContext) -> AnalyzerResult:
         table[f"{k}_ns"] = ps
     res.tables["per_step"] = pd.DataFrame(table)
     wait_top = top_names(ev, waits)
+    # PyTorch names the loader's iterator: a single-process one loads in the training process
+    # (num_workers=0); a multi-process one has workers (how many, the trace does not say)
+    wait_names = pd.Series(ev.loc[waits, "name"].astype(str).unique(), dtype=str)
+    loader: dict[str, Any] = {}
+    if wait_names.str.contains("_MultiProcessingDataLoaderIter", regex=False).any():
+        loader = {"loader": "multi-process"}
+    elif wait_names.str.contains("_SingleProcessDataLoaderIter", regex=False).any():
+        loader = {"loader": "single-process", "num_workers": 0}
     for k, cause in CAUSE_OF.items():
         share = min(1.0, times[k] / step_total)
         res.metrics[f"{k}_share"] = share
@@ -296,7 +304,7 @@ def io(ctx: RankContext) -> AnalyzerResult:
             f"{k}_ms": round(times[k] / 1e6, 6), "steps_total_ms": round(step_total / 1e6, 6),
             "h2d_copies": h2d["count"], "h2d_pageable": h2d["pageable"],
             "exposed_pageable_h2d_ms": round(h2d["exposed_pageable_ns"] / 1e6, 6),
-            "top_ops": wait_top,
+            "top_ops": wait_top, **loader,
         }
         if by_class is not None:
             evidence["no_bottleneck_ms"] = round(res.metrics["no_bottleneck_ns"] / 1e6, 6)

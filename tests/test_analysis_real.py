@@ -44,6 +44,12 @@ def test_dataloader_starved_is_io_bound_by_processing(analyses):
     assert top.id == "io.slow_data_processing"
     assert top.evidence["data_wait_ms"] > 0
     assert "DataLoader" in top.evidence["top_ops"][0]["name"]
+    # _SingleProcessDataLoaderIter: the training process loads (num_workers=0), and the advice
+    # starts from there
+    assert (top.evidence["loader"], top.evidence["num_workers"]) == ("single-process", 0)
+    rec = next(r.to_dict() for r in top.recommendations
+               if r.to_dict()["rule"] == "io.processing_more_workers")
+    assert "(now 0 worker(s): loading in the training process)" in rec["how"]
 
 
 def test_balanced_is_host_bound_without_io(analyses):

@@ -288,3 +288,19 @@ def test_rule_table_ships_in_the_wheel():
     assert cfg["package-dir"]["hermes.rules"] == "rules"
     assert "*.toml" in cfg["package-data"]["hermes.rules"]
     assert (REPO / "rules" / "rules.toml").is_file()
+
+
+def test_more_workers_from_a_single_process_loader():
+    # num_workers=0 (the trace's _SingleProcessDataLoaderIter), 60 % waiting: the training
+    # process loads a batch in 0.6 of the step; workers overlap it with the 0.4 of compute:
+    # 0.6 / 0.4 = 1.5 workers, x1.25 -> ceil(1.875) = 2; wait left max(0, 0.6/2 - 0.4) = 0
+    # -> all recovered -> 2.5x
+    recs = by_rule(recommend(finding("io.slow_data_processing", 0.6, num_workers=0), ASCEND))
+    rec = recs["io.processing_more_workers"]
+    assert rec["estimated_speedup"] == 2.5
+    assert "num_workers=2," in rec["how"]
+    assert "(now 0 worker(s): loading in the training process)" in rec["how"]
+    # 90 % waiting: 0.9 / 0.1 x 1.25 = 11.25 -> 12 workers; wait left max(0, 0.075 - 0.1) = 0
+    rec = by_rule(recommend(finding("io.slow_data_processing", 0.9, num_workers=0),
+                            ASCEND))["io.processing_more_workers"]
+    assert "num_workers=12," in rec["how"] and rec["estimated_speedup"] == 10.0
