@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import intervals as iv
+from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
 from hermes.analyzers.steps import step_windows
 
@@ -290,6 +291,12 @@ def io(ctx: RankContext) -> AnalyzerResult:
         loader = {"loader": "multi-process"}
     elif wait_names.str.contains("_SingleProcessDataLoaderIter", regex=False).any():
         loader = {"loader": "single-process", "num_workers": 0}
+    # a collector that saw the DataLoader records its workers in the waits' args
+    workers = (opinfo.arg_numbers(ev.loc[waits, "args"], "num_workers").dropna()
+               if "args" in ev.columns and waits.any() else pd.Series(dtype=float))
+    if len(workers):
+        n = int(workers.max())
+        loader = {"loader": "multi-process" if n > 0 else "single-process", "num_workers": n}
     for k, cause in CAUSE_OF.items():
         share = min(1.0, times[k] / step_total)
         res.metrics[f"{k}_share"] = share

@@ -143,11 +143,12 @@ def loader_waits(iterable: Iterable[T], name: str = "next batch") -> Iterator[T]
         yield item
 
 
-def note_data_wait(name: str, t0: int, dur: int) -> None:
-    """Add one data wait of ``dur`` ns that started at ``t0`` to the active recorder."""
+def note_data_wait(name: str, t0: int, dur: int, args: str | None = None) -> None:
+    """Add one data wait of ``dur`` ns that started at ``t0`` to the active recorder (``args``:
+    the loader's configuration as a JSON object, e.g. ``{"num_workers": 0}``)."""
     rec = _active
     if rec is None:
         return
     rec.data_wait_ns += dur
     if rec.detail:
-        rec.record("data_wait", name, t0, dur)
+        rec.record("data_wait", name, t0, dur, args)

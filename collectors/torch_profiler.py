@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import json
 import re
 import sys
 import tempfile
@@ -169,10 +170,28 @@ class TorchDriver:
             try:
                 return original(it)
             finally:
-                pyhooks.note_data_wait("DataLoader.__next__", t0, perf_counter_ns() - t0)
+                pyhooks.note_data_wait("DataLoader.__next__", t0, perf_counter_ns() - t0,
+                                       _loader_args(it))
 
         __next__._hermes = True  # type: ignore[attr-defined]
         cls.__next__ = __next__
+
+
+def _loader_args(it: Any) -> str | None:
+    """The DataLoader's configuration (workers, pinned memory, prefetch) as a JSON object, worked
+    out once per iterator: the io analysis and the rules start from what the run used."""
+    cached = getattr(it, "_hermes_args", None)
+    if cached is None:
+        conf = {"num_workers": getattr(it, "_num_workers", None),
+                "pin_memory": getattr(it, "_pin_memory", None),
+                "prefetch_factor": getattr(it, "_prefetch_factor", None)}
+        cached = json.dumps({k: v for k, v in conf.items()
+                             if isinstance(v, (bool, int)) and not isinstance(v, float)})
+        try:
+            it._hermes_args = cached
+        except AttributeError:  # an iterator with __slots__: work it out each time
+            pass
+    return cached
 
 
 def _base_time_ns(path: Path) -> int | None:

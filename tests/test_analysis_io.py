@@ -57,6 +57,18 @@ def test_single_process_loader_wait_is_processing():
     assert f.evidence["top_ops"][0]["name"].endswith("__next__")
     assert res.metrics["method"] == "events"
     assert res.tables["per_step"]["processing_ns"].tolist() == [400]
+    # the iterator's class says the training process loads: num_workers=0
+    assert (f.evidence["loader"], f.evidence["num_workers"]) == ("single-process", 0)
+
+
+def test_loader_workers_from_the_waits_args():
+    # `hermes profile` records the DataLoader's configuration on its waits
+    res = run(ev("step", "ProfilerStep#1", 0, 1000),
+              ev("data_wait", "DataLoader.__next__", 0, 400,
+                 args='{"num_workers": 4, "pin_memory": true}'),
+              ev("kernel", "gemm", 500, 400, stream=7))
+    f = res.findings[0]
+    assert (f.evidence["loader"], f.evidence["num_workers"]) == ("multi-process", 4)
 
 
 def test_wait_covered_by_device_work_explains_nothing():

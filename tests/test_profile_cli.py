@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -205,3 +206,8 @@ def test_pytorch_example_yields_host_ops_and_steps(tmp_path: Path) -> None:
     # the profiler starts at the first optimizer step (wait = 1 step): steps 1.. have operators
     assert set(ops.step.astype(int)) >= {1, 2, 3, 4}
     assert (ev.kind == "data_wait").sum() >= 5
+    # the DataLoader's configuration rides on its waits (the example loads in-process)
+    waits = ev[(ev.kind == "data_wait") & (ev.name == "DataLoader.__next__")]
+    assert len(waits) >= 5
+    assert {json.loads(a)["num_workers"] for a in waits.args} == {0}
+    assert {json.loads(a)["pin_memory"] for a in waits.args} == {False}
