@@ -78,6 +78,10 @@ def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding])
                        f"explains {100 * io:.1f}%")
     reason = (f"the device is idle {100 * idle:.1f}% of step time; host causes explain "
               f"{100 * cpu:.1f}%, data waits {100 * io:.1f}%")
+    if has_parts and device == 0.0 and comm == 0.0:
+        reason = ("no device work is recorded (a CPU-only run, or the profiler did not capture "
+                  f"the device); host causes explain {100 * cpu:.1f}% of step time, data waits "
+                  f"{100 * io:.1f}%")
     free = _mean(breakdown, "free_pct")
     if has_parts and free > idle - free:
         # most of the idle time has no recorded host work either: say so, not just "host"

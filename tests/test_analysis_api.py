@@ -161,6 +161,10 @@ def test_verdict_rule():
     assert "nothing is recorded" not in verdict([part], [cpu]).reason
     v = verdict([dict(part, host_bound_pct=10, free_pct=60)], [cpu])
     assert v.bound == "host" and "for 60.0% of step time nothing is recorded" in v.reason
+    # no device work at all: say so rather than "the device is idle 100%"
+    v = verdict([{"computation_only_pct": 0, "overlapped_pct": 0, "communication_only_pct": 0,
+                  "host_bound_pct": 70, "free_pct": 30}], [cpu])
+    assert v.bound == "host" and v.reason.startswith("no device work is recorded")
 
 
 def test_invariant_checker_catches_broken_results():
