@@ -97,7 +97,7 @@ def _use_system_allocator() -> None:
 def _fmt(result: Any, importer: str, n_files: int, seconds: float) -> str:
     rate = result.events / seconds if seconds > 0 else 0.0
     ranks = ",".join(str(r) for r in result.ranks) or "-"
-    lines = [f"imported {n_files} file(s) with {importer} -> {result.out}",
+    lines = [f"imported {n_files} source(s) with {importer} -> {result.out}",
              f"  ranks: {ranks}   events: {result.events:,}   "
              f"time: {seconds:.2f} s ({rate:,.0f} events/s)",
              "  events per kind:"]
