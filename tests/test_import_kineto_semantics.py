@@ -93,6 +93,21 @@ def test_device_events_take_the_step_of_their_launch(tmp_path: Path) -> None:
     assert set(ev["lane"].astype(str)) >= {"thread 531 (python3)", "stream 7", "stream 14"}
 
 
+def test_cuda_sync_records_get_a_lane_of_their_own(tmp_path: Path) -> None:
+    # CUPTI sync records carry the host call's times: never on the kernels' 'stream N' lane
+    src = KINETO / "cuda_event_sync.json.gz"
+    with gzip.open(src) as fh:
+        raw = json.load(fh)["traceEvents"]
+    want = sorted(f"stream {e['tid']} sync" for e in raw if e.get("cat") == "cuda_sync")
+    ev = imported([src], tmp_path / "o.parquet").events
+    sync = ev[(ev["kind"] == "sync") & (ev["lane_kind"] == "device")]
+    assert sorted(sync["lane"].astype(str)) == want and len(want) == 4
+    kernels = ev[ev["kind"] == "kernel"]
+    assert len(kernels) and not kernels["lane"].astype(str).str.endswith(" sync").any()
+    assert set(sync["stream"].dropna().astype(int)) <= {e["args"]["stream"] for e in raw
+                                                        if e.get("cat") == "cuda_sync"}
+
+
 def test_dangling_device_correlation_is_nulled_but_kept_in_args(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
