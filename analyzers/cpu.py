@@ -79,8 +79,13 @@ LOG_NAME = r"(?i)^(?!aten::)(.*(logging|dlog|slog|log_write|write_log|printf?\b)
 INIT_NAME = (r"(?i)^(cu|hip)Init$|DevicePrimaryCtx|^(cu|hip)CtxCreate|"
              r"^cudaDeviceGetStreamPriorityRange$|^(cuda|hip)GetDeviceCount$|"
              r"^(cuda|hip)GetDeviceProperties|^(cu|hip)ModuleLoad|^cuLibraryLoad|"
+             r"^(cuda|hip)StreamCreate|"
              r"^(cudnn|miopen|cublas|cublasLt|hipblas|hipblasLt|rocblas)Create(Handle)?$|"
              r"^nccl\w*CommInit|^acl(Init|rtSetDevice|rtCreateContext)$")
+#: A launch that takes this long and this many times its name's median, the first launch of its
+#: kernel in the trace, is lazy module loading (the kernel's code is loaded on first use): start-up.
+FIRST_LAUNCH_MIN_NS = 1_000_000
+FIRST_LAUNCH_FACTOR = 50.0
 OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)|" \
                  r"(other|steal|foreign|background).*cpu"
 #: Leaf host calls whose cost should not vary by call (allocation and tiling are bimodal by nature:
@@ -105,11 +110,80 @@ CAUSE_TEXT = {
 }
 
 
+def self_ns(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Exclusive (self) time of every event in ``mask`` (0 elsewhere): its duration minus the
+    time events nested in it on the same lane cover. Each instant of a lane belongs to the
+    innermost event active there (the latest started, at the deepest nesting level), as in the
+    critical path's lane segments; vectorized per nesting depth."""
+    out = np.zeros(len(ev), np.int64)
+    idx = np.flatnonzero(mask)
+    n = idx.size
+    if n == 0:
+        return out
+    s = ev["ts_ns"].to_numpy(np.int64)[idx]
+    d = ev["dur_ns"].to_numpy(np.int64)[idx]
+    lane = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)[idx]
+    t = np.concatenate([s, s + d])
+    ln = np.concatenate([lane, lane])
+    st = np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)])
+    eid = np.concatenate([np.arange(n), np.arange(n)])
+    # equal times: ends before starts; starts outer (longer) first; ends inner first
+    order = np.lexsort((np.concatenate([-d, d]), st, t, ln))
+    t, ln, st, eid = t[order], ln[order], st[order], eid[order]
+    depth = np.cumsum(np.where(st == 1, 1, -1))
+    active = np.where(st == 1, eid, -1)
+    starts = np.flatnonzero(st == 1)
+    for lvl in np.unique(depth[st == 0]):
+        if lvl <= 0:
+            continue
+        q = np.flatnonzero((st == 0) & (depth == lvl))
+        cand = starts[depth[starts] == lvl]
+        k = np.searchsorted(cand, q) - 1
+        j = cand[np.maximum(k, 0)]
+        ok = (k >= 0) & (ln[j] == ln[q])
+        active[q[ok]] = eid[j[ok]]
+    owner = active[:-1]
+    seg = t[1:] - t[:-1]
+    ok = (owner >= 0) & (ln[1:] == ln[:-1])
+    out[idx] = np.bincount(owner[ok], weights=seg[ok], minlength=n).astype(np.int64)
+    return out
+
+
+def _first_launch_outliers(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
+    """Launches ``FIRST_LAUNCH_FACTOR`` x slower than their name's median (and at least
+    ``FIRST_LAUNCH_MIN_NS``) that launch a kernel name for the first time in the trace: the
+    runtime loaded the kernel's module on that call (lazy loading), a one-off cost."""
+    out = np.zeros(len(ev), bool)
+    launch = host & is_(ev, "kind", "launch")
+    if "corr_id" not in ev.columns or not launch.any():
+        return out
+    dur = ev["dur_ns"].to_numpy(np.int64)
+    slow = launch & (dur >= FIRST_LAUNCH_MIN_NS)
+    if not slow.any():
+        return out
+    names = ev["name"].astype(str) if not isinstance(ev["name"].dtype, pd.CategoricalDtype) \
+        else ev["name"]
+    med = pd.Series(dur[launch]).groupby(names[launch].to_numpy(), observed=True).median()
+    slow &= dur >= FIRST_LAUNCH_FACTOR * names.map(med).to_numpy(np.float64, na_value=np.inf)
+    if not slow.any():
+        return out
+    dev = ~host & is_(ev, "kind", "kernel") & ev["corr_id"].notna().to_numpy()
+    tasks = pd.DataFrame({"corr": ev["corr_id"][dev].astype("int64").to_numpy(),
+                          "kname": ev["name"][dev].astype(str).to_numpy(),
+                          "ts": ev["ts_ns"][dev].to_numpy(np.int64)}).sort_values("ts")
+    first_corr = set(tasks.drop_duplicates("kname")["corr"].tolist())
+    idx = np.flatnonzero(slow & ev["corr_id"].notna().to_numpy())
+    hit = ev["corr_id"].to_numpy()[idx]
+    out[idx[np.isin(hit.astype(np.int64), list(first_corr))]] = True
+    return out
+
+
 def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
     host = is_(ev, "lane_kind", "host")
     work = host & ~is_(ev, "kind", *HOST_WORK_EXCLUDED)
     names = ev["name"]
     io = data_wait_mask(ev) | (host & is_(ev, "kind", "data_read", "data_process", "data_fetch"))
+    init = work & (name_matches(names, INIT_NAME) | _first_launch_outliers(ev, host))
     return {
         "io": io,
         "garbage_collection": work & (is_(ev, "kind", "gc") | name_matches(names, GC_NAME)),
@@ -117,9 +191,8 @@ def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
                                         | name_matches(names, COMPILE_NAME)),
         "host_device_sync": work & (is_(ev, "kind", "sync", "memcpy_d2h")
                                     | name_matches(names, SYNC_NAME)),
-        "environment_configuration": work & (name_matches(names, LOG_NAME)
-                                             | name_matches(names, INIT_NAME)),
-        "initialization": work & name_matches(names, INIT_NAME),
+        "environment_configuration": work & (name_matches(names, LOG_NAME) | init),
+        "initialization": init,
         "operator_dispatch": work,
     }
 
@@ -318,6 +391,10 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
                                     "top_ops": top_names(ev, mask)}
         if c == "operator_dispatch":
             evidence.update(dispatch_ev)
+            # by self time: an operator's own host time, not its callees' (nested ops, runtime
+            # calls, syncs and start-up inside it)
+            own = self_ns(ev, cls["operator_dispatch"])
+            evidence["top_ops"] = top_names(ev, mask, weights=own)
         if c in ("resource_contention", "environment_configuration"):
             evidence.update({"launch_excess": excess, "environment": env})
         text = CAUSE_TEXT[c]

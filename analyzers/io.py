@@ -120,12 +120,16 @@ def per_step_ns(u: iv.Union, windows: pd.DataFrame) -> np.ndarray:
                                    windows["end_ns"].to_numpy(np.int64), u)
 
 
-def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N) -> list[dict[str, Any]]:
-    """Top event names by total duration: ``[{name, time_ns, count}]``."""
+def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
+              weights: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Top event names by total duration (or by ``weights``, one per event, e.g. self time):
+    ``[{name, time_ns, count}]``."""
     if not mask.any():
         return []
-    sub = events.loc[mask, ["name", "dur_ns"]]
-    g = sub.groupby(sub["name"].astype(str), observed=True)["dur_ns"].agg(["sum", "count"])
+    sub = pd.DataFrame({"name": events["name"][mask].astype(str).to_numpy(),
+                        "dur_ns": (events["dur_ns"].to_numpy(np.int64) if weights is None
+                                   else weights)[mask]})
+    g = sub.groupby("name", observed=True)["dur_ns"].agg(["sum", "count"])
     g = g.sort_values("sum", ascending=False).head(n)
     return [{"name": str(k), "time_ns": int(r["sum"]), "count": int(r["count"])}
             for k, r in g.iterrows()]

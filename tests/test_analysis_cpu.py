@@ -165,3 +165,41 @@ def test_one_off_start_up_is_environment_time_with_its_own_rule():
     assert log.evidence["initialization_share"] == 0.0
     assert "cpu.env_warmup" not in [r["rule"] for r in recommend(log)]
     assert "cpu.env_log_level" in [r["rule"] for r in recommend(log)]
+
+
+def test_first_launch_of_a_kernel_that_loads_its_module_is_start_up():
+    # Launches (10 ns each, median 10) of kernels k1/k2. L1 launches k1 for the first time and
+    # takes 2 ms: the runtime loaded k1's module (lazy loading) -> start-up. L3 takes 1.5 ms too
+    # but launches k1 again: no loading, it stays dispatch. Device idle except the kernels.
+    # environment = L1 2,000,000 / 5,000,000 = 0.4; dispatch = L3 1,500,000 + 4 x 10 = 0.300008
+    ms = 1_000_000
+    rows = [ev("step", "ProfilerStep#1", 0, 5 * ms)]
+    launches = [(0, 2 * ms, "k1"), (2 * ms + 100, 10, "k2"), (2 * ms + 300, 1.5 * ms, "k1"),
+                (3.5 * ms + 400, 10, "k2"), (3.5 * ms + 600, 10, "k1"), (3.5 * ms + 800, 10, "k2")]
+    for i, (t, d, k) in enumerate(launches, start=1):
+        rows.append(ev("launch", "cudaLaunchKernel", int(t), int(d), corr_id=i))
+        rows.append(ev("kernel", k, int(t + d), 100, corr_id=i, stream=7))
+    res = run(*rows)
+    assert shares(res) == {"environment_configuration": 0.4, "operator_dispatch": 0.300008}
+    env = next(f for f in res.findings if f.cause == "environment_configuration")
+    assert env.evidence["initialization_share"] == 1.0
+
+
+def test_self_time_by_hand():
+    # thread 1: A [0,100) holds B [10,40) (holding C [20,30)) and D [50,60); thread 2: E [0,50)
+    # self: A 100 - 30 - 10 = 60, B 30 - 10 = 20, C 10, D 10, E 50 (E on its own lane)
+    from hermes.analyzers.cpu import self_ns
+    from tests.test_analysis_io import frame
+
+    df = frame(ev("host_op", "A", 0, 100), ev("host_op", "B", 10, 30),
+               ev("runtime", "C", 20, 10), ev("host_op", "D", 50, 10),
+               ev("host_op", "E", 0, 50, lane="thread 2"), ev("kernel", "k", 0, 5, stream=7))
+    host = (df["lane_kind"] == "host").to_numpy()
+    assert self_ns(df, host).tolist() == [60, 20, 10, 10, 50, 0]
+    # the dispatch finding ranks operators by self time: A (60) before E (50), B (20)
+    res = run(ev("step", "ProfilerStep#1", 0, 200), *[dict(r) for r in (
+        ev("host_op", "A", 0, 100), ev("host_op", "B", 10, 30), ev("host_op", "D", 50, 10),
+        ev("host_op", "E", 100, 50))], ev("kernel", "k", 190, 10, stream=7))
+    disp = next(f for f in res.findings if f.cause == "operator_dispatch")
+    assert [(o["name"], o["time_ns"]) for o in disp.evidence["top_ops"]] == [
+        ("A", 60), ("E", 50), ("B", 30), ("D", 10)]
