@@ -35,6 +35,7 @@ import pandas as pd
 
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.critical_path import _node_order as node_order
 from hermes.analyzers.io import (
     data_wait_mask,
     device_idle,
@@ -127,8 +128,9 @@ def self_ns(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     ln = np.concatenate([lane, lane])
     st = np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)])
     eid = np.concatenate([np.arange(n), np.arange(n)])
-    # equal times: ends before starts; starts outer (longer) first; ends inner first
-    order = np.lexsort((np.concatenate([-d, d]), st, t, ln))
+    # equal times: ends before starts; starts outer (longer) first; ends inner first (one
+    # int64 key sorted stably, as the critical path orders its nodes)
+    order = node_order(eid, np.concatenate([-d, d]), st, t, ln)
     t, ln, st, eid = t[order], ln[order], st[order], eid[order]
     depth = np.cumsum(np.where(st == 1, 1, -1))
     active = np.where(st == 1, eid, -1)
