@@ -72,7 +72,13 @@ OTHER_CPU_MIN_PCT = 50.0
 SMALL_KERNEL_NS = 10_000
 
 GC_NAME = r"(?i)(^|[^a-z])gc([^a-z]|$)|garbage.?collect"
-COMPILE_NAME = r"(?i)aclopCompile|jit.?compil|compile_fx|torch_compile|dynamo.*compile"
+#: run-time compilation: CANN's operator compiler, TorchScript JIT, and torch.compile's phases
+#: (PyTorch wraps them in record_function ranges named "<phase> (dynamo_timed)", e.g.
+#: "compile_inner (dynamo_timed)"; torch 2.13 calls the outer one "entire_frame_compile"; Triton
+#: autotuning benchmarks configs in CachingAutotuner)
+COMPILE_NAME = (r"(?i)aclopCompile|jit.?compil|compile_fx|torch_compile|dynamo.*compile|"
+                r"\(dynamo_timed\)|entire_frame_compile|GraphLowering\.compile|"
+                r"Scheduler\.codegen|CachingAutotuner")
 SYNC_NAME = r"(?i)synchroniz|^aten::item$|_local_scalar_dense|aclrtSynchronize"
 LOG_NAME = r"(?i)^(?!aten::)(.*(logging|dlog|slog|log_write|write_log|printf?\b)|log)\b"
 #: One-off start-up calls of the device runtime (context creation, the first call that creates it
@@ -80,7 +86,7 @@ LOG_NAME = r"(?i)^(?!aten::)(.*(logging|dlog|slog|log_write|write_log|printf?\b)
 INIT_NAME = (r"(?i)^(cu|hip)Init$|DevicePrimaryCtx|^(cu|hip)CtxCreate|"
              r"^cudaDeviceGetStreamPriorityRange$|^(cuda|hip)GetDeviceCount$|"
              r"^(cuda|hip)GetDeviceProperties|^(cu|hip)ModuleLoad|^cuLibraryLoad|"
-             r"^(cuda|hip)StreamCreate|"
+             r"^(cuda|hip)StreamCreate|^Lazy Function Loading$|^Runtime Triggered Module Loading$|"
              r"^(cudnn|miopen|cublas|cublasLt|hipblas|hipblasLt|rocblas)Create(Handle)?$|"
              r"^nccl\w*CommInit|^acl(Init|rtSetDevice|rtCreateContext)$")
 #: A launch that takes this long and this many times its name's median, the first launch of its

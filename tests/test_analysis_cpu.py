@@ -203,3 +203,15 @@ def test_self_time_by_hand():
     disp = next(f for f in res.findings if f.cause == "operator_dispatch")
     assert [(o["name"], o["time_ns"]) for o in disp.evidence["top_ops"]] == [
         ("A", 60), ("E", 50), ("B", 30), ("D", 10)]
+
+
+def test_torch_compile_phases_are_compilation_not_their_execution():
+    # torch.compile's phases are record_function ranges "<phase> (dynamo_timed)"; running the
+    # compiled graph ("Torch-Compiled Region", "CompiledFunction") is dispatch
+    res = run(ev("step", "ProfilerStep#1", 0, 1000),
+              ev("host_op", "compile_inner (dynamo_timed)", 0, 300),
+              ev("host_op", "CachingAutotuner.benchmark_all_configs", 300, 100),
+              ev("host_op", "Torch-Compiled Region: 0/0", 400, 100),
+              ev("host_op", "CompiledFunction", 500, 100),
+              ev("kernel", "k", 600, 400, stream=7))
+    assert shares(res) == {"operator_compilation": 0.4, "operator_dispatch": 0.2}
