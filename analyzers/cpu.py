@@ -157,6 +157,22 @@ def self_ns(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     return out
 
 
+def _first_kernel_launches(ev: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
+    """The launches (of ``launch``) that launch a kernel name for the first time in the trace."""
+    out = np.zeros(len(ev), bool)
+    if "corr_id" not in ev.columns or not launch.any():
+        return out
+    host = is_(ev, "lane_kind", "host")
+    dev = ~host & is_(ev, "kind", "kernel") & ev["corr_id"].notna().to_numpy()
+    tasks = pd.DataFrame({"corr": ev["corr_id"][dev].astype("int64").to_numpy(),
+                          "kname": ev["name"][dev].astype(str).to_numpy(),
+                          "ts": ev["ts_ns"][dev].to_numpy(np.int64)}).sort_values("ts")
+    first_corr = tasks.drop_duplicates("kname")["corr"].to_numpy(np.int64)
+    idx = np.flatnonzero(launch & ev["corr_id"].notna().to_numpy())
+    out[idx[np.isin(ev["corr_id"].to_numpy()[idx].astype(np.int64), first_corr)]] = True
+    return out
+
+
 def _first_launch_outliers(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
     """Launches ``FIRST_LAUNCH_FACTOR`` x slower than their name's median (and at least
     ``FIRST_LAUNCH_MIN_NS``) that launch a kernel name for the first time in the trace: the
@@ -175,15 +191,7 @@ def _first_launch_outliers(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
     slow &= dur >= FIRST_LAUNCH_FACTOR * names.map(med).to_numpy(np.float64, na_value=np.inf)
     if not slow.any():
         return out
-    dev = ~host & is_(ev, "kind", "kernel") & ev["corr_id"].notna().to_numpy()
-    tasks = pd.DataFrame({"corr": ev["corr_id"][dev].astype("int64").to_numpy(),
-                          "kname": ev["name"][dev].astype(str).to_numpy(),
-                          "ts": ev["ts_ns"][dev].to_numpy(np.int64)}).sort_values("ts")
-    first_corr = set(tasks.drop_duplicates("kname")["corr"].tolist())
-    idx = np.flatnonzero(slow & ev["corr_id"].notna().to_numpy())
-    hit = ev["corr_id"].to_numpy()[idx]
-    out[idx[np.isin(hit.astype(np.int64), list(first_corr))]] = True
-    return out
+    return _first_kernel_launches(ev, slow)
 
 
 def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -266,7 +274,11 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[s
     # queue), not contention: only calls at least half inside device-idle time count
     in_idle = iv.overlap_per_interval(ts, ts + sub["dur_ns"].to_numpy(np.int64), idle) \
         >= 0.5 * dur
-    inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med) & in_idle
+    # a name's first call (lazy set-up inside the runtime) and the first launch of each kernel
+    # (its module is loaded then) are start-up costs, not contention
+    first = ~pd.Series(names.to_numpy()).iloc[np.argsort(ts, kind="stable")].duplicated()
+    first = first.sort_index().to_numpy() | _first_kernel_launches(ev, leaf)[leaf]
+    inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med) & in_idle & ~first
     excess = np.where(inflated, dur - med, 0.0)
     total = float(dur[cnt >= MIN_CALLS].sum())
     n_inflated = int(inflated.sum())
