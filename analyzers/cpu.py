@@ -432,6 +432,14 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
                                    for d in infl["names"]]
         if c == "garbage_collection":
             evidence["conjectured_gaps"] = int(conjectured[0].size)
+        if c == "operator_compilation":
+            # compiled once in the first step (torch.compile / JIT warm-up) or again and again
+            # (new shapes): the share of compile time after the first step tells them apart
+            ps = table["operator_compilation_ns"].astype(np.float64)
+            evidence.update({"trace_steps": int(len(ps)), "compile_after_first_share":
+                             round(float(ps[1:].sum() / ps.sum()), 4) if ps.sum() else 0.0})
+            if len(ps) > 1 and evidence["compile_after_first_share"] < 0.1:
+                text = "operators are compiled once, in the first step (one-off warm-up)"
         steps = tuple(int(s) for s, v in zip(table["step"], table[f"{c}_ns"], strict=True) if v > 0)
         res.findings.append(Finding("cpu", c, share,
                                     f"{text}: {100 * share:.1f}% of step time",
