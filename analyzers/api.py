@@ -37,7 +37,7 @@ import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, RankContext, ordered
 from hermes.analyzers.computation import MIN_SHARE
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import Verdict, verdict
 from hermes.errors import UsageError
 
@@ -69,22 +69,29 @@ def load_analyzers() -> None:
                 raise
 
 
-def run_rank(rank: int, events: pd.DataFrame, meta: Any) -> dict[str, AnalyzerResult]:
-    """Every rank analyzer on one rank's events, in dependency order."""
+def run_rank(rank: int, events: pd.DataFrame, meta: Any,
+             keep_warmup: bool = False) -> dict[str, AnalyzerResult]:
+    """Every rank analyzer on one rank's events, in dependency order; a warm-up first step
+    (``steps.drop_warmup``) is left out unless ``keep_warmup``."""
     load_analyzers()
+    warmup = None
+    if not keep_warmup:
+        events, warmup = drop_warmup(events)
     results: dict[str, AnalyzerResult] = {}
     for a in ordered("rank"):
         results[a.name] = a.fn(RankContext(rank=rank, events=events, meta=meta, results=results))
     windows = step_windows(events)
-    results["steps"] = AnalyzerResult("steps", tables={"windows": windows})
+    results["steps"] = AnalyzerResult("steps", tables={"windows": windows},
+                                      metrics={"warmup": warmup} if warmup else {})
     return results
 
 
-def _rank_job(path: str, rank: int) -> tuple[int, dict[str, AnalyzerResult]]:
+def _rank_job(path: str, rank: int, keep_warmup: bool = False
+              ) -> tuple[int, dict[str, AnalyzerResult]]:
     from hermes.trace import load
 
     tr = load(path, ranks=[rank])
-    return rank, run_rank(rank, tr.events, tr.meta)
+    return rank, run_rank(rank, tr.events, tr.meta, keep_warmup)
 
 
 def _trace_ranks(path: Path) -> tuple[list[int], Any, bool]:
@@ -115,11 +122,13 @@ def _pick(ranks: list[int], wanted: Iterable[int] | None) -> list[int]:
 
 
 def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
-            progress: Progress | None = None) -> Analysis:
+            progress: Progress | None = None, keep_warmup: bool = False) -> Analysis:
     """Analyze a :class:`hermes.Trace` or a trace path; ``ranks`` restricts to some ranks.
 
     ``workers`` > 1 analyzes ranks in that many processes; ``progress(done, total)`` is called
-    after each rank.
+    after each rank. A first step over 10x the median of the others (warm-up: compilation,
+    lazy loading, allocator and cache warm-up) is left out of the analysis and reported in
+    ``Analysis.warmup``, unless ``keep_warmup``.
     """
     load_analyzers()
     per_rank: dict[int, dict[str, AnalyzerResult]] = {}
@@ -130,20 +139,21 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
         if workers > 1 and len(todo) > 1:
             with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn")) \
                     as pool:
-                for i, (r, res) in enumerate(pool.map(_rank_job, [str(path)] * len(todo), todo)):
+                for i, (r, res) in enumerate(pool.map(_rank_job, [str(path)] * len(todo), todo,
+                                                      [keep_warmup] * len(todo))):
                     per_rank[r] = res
                     if progress:
                         progress(i + 1, len(todo))
         elif is_dir or len(todo) <= 1:
             for i, r in enumerate(todo):
-                per_rank[r] = _rank_job(str(path), r)[1]
+                per_rank[r] = _rank_job(str(path), r, keep_warmup)[1]
                 if progress:
                     progress(i + 1, len(todo))
         else:  # one file holding several ranks: read it once, split by rank
             from hermes.trace import load
 
             tr = load(path, ranks=todo)
-            _run_split(tr.events, tr.meta, todo, per_rank, progress)
+            _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup)
     else:
         events = getattr(trace_or_path, "events", None)
         meta = getattr(trace_or_path, "meta", None)
@@ -152,17 +162,18 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
                              hint="pass a hermes.Trace (hermes.load(path)) or a trace path")
         present = sorted(int(r) for r in events["rank"].unique()) if len(events) else \
             [int(r) for r in (getattr(meta, "ranks", ()) or (0,))]
-        _run_split(events, meta, _pick(present, ranks), per_rank, progress)
+        _run_split(events, meta, _pick(present, ranks), per_rank, progress, keep_warmup)
     return _reduce(per_rank, meta)
 
 
 def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
-               per_rank: dict[int, dict[str, AnalyzerResult]], progress: Progress | None) -> None:
+               per_rank: dict[int, dict[str, AnalyzerResult]], progress: Progress | None,
+               keep_warmup: bool = False) -> None:
     groups = {int(k): g for k, g in events.groupby("rank", observed=True, sort=True)} \
         if len(events) else {}
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])
-        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta)
+        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup)
         if progress:
             progress(i + 1, len(todo))
 
@@ -332,6 +343,12 @@ class Analysis:
         return _steps(self.per_rank)
 
     @property
+    def warmup(self) -> list[dict[str, Any]]:
+        """Warm-up first steps left out of the analysis: one entry per rank that had one."""
+        return [{"rank": r, **rr["steps"].metrics["warmup"]} for r, rr in self.per_rank.items()
+                if "steps" in rr and rr["steps"].metrics.get("warmup")]
+
+    @property
     def breakdown(self) -> pd.DataFrame:
         """One row per rank: the five-part partition and the HTA-compatible figures (%)."""
         return pd.DataFrame(self.breakdown_rows, columns=["rank", *BREAKDOWN_KEYS])
@@ -398,6 +415,7 @@ class Analysis:
             "source": getattr(self.meta, "source", None),
             "ranks": self.ranks,
             "steps": self.steps,
+            "warmup": self.warmup,
             "bound": self.bound,
             "verdict": self.verdict.to_dict(),
             "breakdown": {"per_rank": self.breakdown_rows},

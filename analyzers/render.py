@@ -68,14 +68,21 @@ def _mean_breakdown(rows: list[dict[str, Any]], key: str) -> float:
     return sum(vals) / len(vals) if vals else 0.0
 
 
+def _warmup_text(w: dict[str, Any]) -> str:
+    return (f"rank {w['rank']} step {w['step']} ({w['dur_ms']:.1f} ms, {w['factor']:.0f}x the "
+            f"median {w['median_ms']:.3f} ms of the others: compilation, lazy loading, "
+            "allocator and cache warm-up); --keep-warmup analyzes it too")
+
+
 def render_text(analysis: Any, top: int = DEFAULT_TOP) -> str:
     d = analysis.to_dict()
     st = d["steps"]
     v = d["verdict"]
     rows = d["breakdown"]["per_rank"]
     lines = [f"Hermes analysis — {len(d['ranks'])} rank(s), {st['count']} step(s), "
-             f"median {st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms",
-             "", f"Verdict: {d['bound'].upper()}-bound — {v['reason']}", ""]
+             f"median {st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms"]
+    lines += [f"Warm-up left out: {_warmup_text(w)}" for w in d.get("warmup", [])]
+    lines += ["", f"Verdict: {d['bound'].upper()}-bound — {v['reason']}", ""]
     if rows:
         lines.append("Step time breakdown (mean over ranks, % of step wall time):")
         for key, label in PARTS:
@@ -135,6 +142,7 @@ def render_md(analysis: Any, top: int = DEFAULT_TOP) -> str:
     out = ["# Hermes analysis", "",
            f"- ranks: {len(d['ranks'])}; steps: {st['count']} (median {st['median_ms']:.3f} ms, "
            f"p90 {st['p90_ms']:.3f} ms)",
+           *[f"- warm-up left out: {_warmup_text(w)}" for w in d.get("warmup", [])],
            f"- **bound: {d['bound']}** — {d['verdict']['reason']}", ""]
     rows = d["breakdown"]["per_rank"]
     if rows:

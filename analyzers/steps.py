@@ -123,3 +123,31 @@ def split_by_windows(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame
     ce = np.minimum(e[src], we[win])
     keep = ce > cs
     return cs[keep], ce[keep], o[win[keep]], src[keep]
+
+
+#: The first step is a warm-up outlier (compilation, allocator and cache warm-up, lazy loading)
+#: when it lasts over this many times the median of the others, in a trace of at least
+#: ``WARMUP_MIN_STEPS`` steps; the analysis then leaves it out (``--keep-warmup`` keeps it).
+WARMUP_FACTOR = 10.0
+WARMUP_MIN_STEPS = 3
+
+
+def drop_warmup(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float] | None]:
+    """``(events, info)``: without the first step when it is a warm-up outlier (events that end
+    by the start of the second step; events reaching past it are kept and clipped to steps by
+    the analyzers), and what was left out; ``(events, None)`` when the first step is not one."""
+    w = step_windows(events)
+    if len(w) < WARMUP_MIN_STEPS:
+        return events, None
+    w = w.sort_values("start_ns", kind="stable")
+    d = w["dur_ns"].to_numpy(np.int64)
+    med = float(np.median(d[1:]))
+    if med <= 0 or d[0] <= WARMUP_FACTOR * med:
+        return events, None
+    cut = int(w["start_ns"].iloc[1])
+    end = events["ts_ns"].to_numpy(np.int64) + events["dur_ns"].to_numpy(np.int64)
+    keep = end > cut
+    info = {"step": int(w["step"].iloc[0]), "dur_ms": round(d[0] / 1e6, 3),
+            "median_ms": round(med / 1e6, 3), "factor": round(d[0] / med, 1),
+            "events_left_out": int((~keep).sum())}
+    return events[keep].reset_index(drop=True), info

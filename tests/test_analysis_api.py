@@ -208,3 +208,26 @@ def test_registry_has_b_analyzers():
     api.load_analyzers()
     assert {"io", "cpu", "fluctuation"} <= set(ANALYZERS)
     assert RankContext  # the contract type used by every analyzer
+
+
+def test_warm_up_first_step_is_left_out_and_reported():
+    # step 1 lasts 1000 ns, steps 2-4 10 ns each: 100x the median -> left out (kept on request);
+    # its host op ends before step 2 (dropped), the kernels of steps 2-4 stay
+    from hermes.analyzers.render import render_text
+
+    rows = [ev("step", "ProfilerStep#1", 0, 1000), ev("host_op", "compile", 0, 900)]
+    for i in range(3):
+        t = 1000 + 10 * i
+        rows += [ev("step", f"ProfilerStep#{i + 2}", t, 10), ev("kernel", "k", t, 10, stream=7)]
+    df = pd.DataFrame(events(*rows))
+    df["corr_id"] = pd.array([None] * len(df), dtype="Int64")
+    df["stream"] = pd.array(df["stream"], dtype="Int64")
+    trace = hermes.Trace(df, TraceMeta())
+    a = api.analyze(trace)
+    assert a.warmup == [{"rank": 0, "step": 1, "dur_ms": 0.001, "median_ms": 0.0,
+                         "factor": 100.0, "events_left_out": 2}]
+    assert a.steps["count"] == 3 and a.bound == "device"
+    assert a.to_dict()["warmup"][0]["step"] == 1
+    assert "Warm-up left out: rank 0 step 1" in render_text(a)
+    kept = api.analyze(trace, keep_warmup=True)
+    assert kept.warmup == [] and kept.steps["count"] == 4 and kept.bound == "host"

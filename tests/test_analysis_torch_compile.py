@@ -20,7 +20,13 @@ from tests.tracegen import ev
 def test_real_torch_compile_trace_is_a_one_off_compilation(tmp_path: Path) -> None:
     out = tmp_path / "tc.parquet"
     get("kineto").run([DATA / "kineto" / "torch_compile_cpu.json.gz"], out, {})
-    a = hermes.analyze(out)
+    # by default the compiling first step is a warm-up outlier: left out, and said so
+    steady = hermes.analyze(out)
+    assert [(w["step"], w["factor"] > 100) for w in steady.warmup] == [(0, True)]
+    assert steady.steps["count"] == 2
+    assert steady.finding("cpu.operator_compilation") is None
+    # analyzed with it, the compilation is the finding, and a one-off one
+    a = hermes.analyze(out, keep_warmup=True)
     top = a.findings[0]
     assert top.id == "cpu.operator_compilation" and top.time_share > 0.9
     assert top.evidence["trace_steps"] == 3

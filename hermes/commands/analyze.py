@@ -24,6 +24,10 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(10, "--top", help="Findings shown in text/md output."),
         workers: int = typer.Option(0, "--workers", "-j",
                                     help="Analyze ranks in this many processes (0: in-process)."),
+        keep_warmup: bool = typer.Option(
+            False, "--keep-warmup",
+            help="Analyze a warm-up first step too (one over 10x the median of the others is "
+                 "left out by default and reported)."),
     ) -> int:
         """Find what holds a training run back: the verdict (host-, device-, io- or
         communication-bound), the step time breakdown and typed findings with evidence, sorted
@@ -42,7 +46,8 @@ def register(app: typer.Typer) -> None:
             check_output_path(out)
         with progress("analyzing ranks") as bar:
             result = analyze(trace, ranks=rank or None, workers=workers,
-                             progress=lambda done, total: bar.update(completed=done, total=total))
+                             progress=lambda done, total: bar.update(completed=done, total=total),
+                             keep_warmup=keep_warmup)
         text = renderer(result, top=top)
         if out is not None:
             write_text_atomic(out, text)
