@@ -72,13 +72,16 @@ def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding])
     if has_parts and device >= max(comm, idle):
         return Verdict("device", device, comm, idle, io, cpu,
                        f"the device computes {100 * device:.1f}% of step time")
+    no_device = has_parts and device == 0.0 and comm == 0.0
     if io >= IO_MIN_SHARE and io >= cpu:
+        idle_text = ("no device work is recorded (a CPU-only run, or the profiler did not "
+                     "capture the device)" if no_device else
+                     f"the device is idle {100 * idle:.1f}% of step time")
         return Verdict("io", device, comm, idle, io, cpu,
-                       f"the device is idle {100 * idle:.1f}% of step time; waiting for data "
-                       f"explains {100 * io:.1f}%")
+                       f"{idle_text}; waiting for data explains {100 * io:.1f}%")
     reason = (f"the device is idle {100 * idle:.1f}% of step time; host causes explain "
               f"{100 * cpu:.1f}%, data waits {100 * io:.1f}%")
-    if has_parts and device == 0.0 and comm == 0.0:
+    if no_device:
         reason = ("no device work is recorded (a CPU-only run, or the profiler did not capture "
                   f"the device); host causes explain {100 * cpu:.1f}% of step time, data waits "
                   f"{100 * io:.1f}%")

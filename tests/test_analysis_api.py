@@ -165,6 +165,10 @@ def test_verdict_rule():
     v = verdict([{"computation_only_pct": 0, "overlapped_pct": 0, "communication_only_pct": 0,
                   "host_bound_pct": 70, "free_pct": 30}], [cpu])
     assert v.bound == "host" and v.reason.startswith("no device work is recorded")
+    io_bound = verdict([{"computation_only_pct": 0, "overlapped_pct": 0,
+                         "communication_only_pct": 0, "host_bound_pct": 70, "free_pct": 30}],
+                       [Finding("io", "slow_data_processing", 0.5, "x")])
+    assert io_bound.bound == "io" and io_bound.reason.startswith("no device work is recorded")
 
 
 def test_invariant_checker_catches_broken_results():
