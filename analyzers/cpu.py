@@ -35,7 +35,7 @@ import pandas as pd
 
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
-from hermes.analyzers.critical_path import _node_order as node_order
+from hermes.analyzers.critical_path import innermost_active, node_order
 from hermes.analyzers.io import (
     data_wait_mask,
     device_idle,
@@ -138,18 +138,7 @@ def self_ns(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     # int64 key sorted stably, as the critical path orders its nodes)
     order = node_order(eid, np.concatenate([-d, d]), st, t, ln)
     t, ln, st, eid = t[order], ln[order], st[order], eid[order]
-    depth = np.cumsum(np.where(st == 1, 1, -1))
-    active = np.where(st == 1, eid, -1)
-    starts = np.flatnonzero(st == 1)
-    for lvl in np.unique(depth[st == 0]):
-        if lvl <= 0:
-            continue
-        q = np.flatnonzero((st == 0) & (depth == lvl))
-        cand = starts[depth[starts] == lvl]
-        k = np.searchsorted(cand, q) - 1
-        j = cand[np.maximum(k, 0)]
-        ok = (k >= 0) & (ln[j] == ln[q])
-        active[q[ok]] = eid[j[ok]]
+    active = innermost_active(st, eid, ln)
     owner = active[:-1]
     seg = t[1:] - t[:-1]
     ok = (owner >= 0) & (ln[1:] == ln[:-1])

@@ -175,7 +175,7 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     n_is_start = np.concatenate([np.ones(n_ev, np.int64), np.zeros(n_ev, np.int64)])
     # equal times: ends before starts; starts outer (longer) first; ends inner (shorter) first
     tie = np.concatenate([-dur, dur])
-    order = _node_order(n_ev_id, tie, n_is_start, n_t, n_lane)
+    order = node_order(n_ev_id, tie, n_is_start, n_t, n_lane)
     t, ln, nev, st = n_t[order], n_lane[order], n_ev_id[order], n_is_start[order]
     del n_t, n_lane, n_ev_id, n_is_start, tie  # (peak memory: free node-sized temporaries early)
     n = t.size
@@ -185,22 +185,8 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     start_node, end_node = pos[:n_ev], pos[n_ev:]
     first = np.ones(n, bool)
     first[1:] = ln[1:] != ln[:-1]
-    # innermost event active after each node: after a start, that event; after an end, the
-    # event of the latest earlier start at the same depth on the lane (its enclosing event)
-    depth = np.cumsum(np.where(st == 1, 1, -1))
-    active = np.where(st == 1, nev, -1)
-    starts = np.flatnonzero(st == 1)
-    for d in np.unique(depth[st == 0]):
-        if d <= 0:
-            continue
-        q = np.flatnonzero((st == 0) & (depth == d))
-        cand = starts[depth[starts] == d]
-        k = np.searchsorted(cand, q) - 1
-        ok = k >= 0
-        j = cand[np.maximum(k, 0)]
-        ok &= ln[j] == ln[q]
-        active[q[ok]] = nev[j[ok]]
-    del depth, starts, st
+    active = innermost_active(st, nev, ln)
+    del st
     seg = np.full(n, -1, np.int64)
     seg[1:] = np.where(first[1:], -1, active[:-1])
     del active
@@ -221,7 +207,7 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
-def _node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
+def node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
                 lane: np.ndarray) -> np.ndarray:
     """``np.lexsort((ev_id, tie, is_start, t, lane))`` for nodes laid out as [starts, ends] of
     events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys): one
@@ -234,6 +220,26 @@ def _node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.
         return np.lexsort((ev_id, tie, is_start, t, lane))
     key = (lane * span + (t - t0)) * 2 + is_start
     return cpgraph.sort_by_key(key, tie)
+
+
+def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndarray:
+    """Innermost event active after each node of nodes sorted by (lane, time) — ``st`` 1 for a
+    start, 0 for an end, ``nev`` the node's event, ``ln`` its lane: after a start, that event;
+    after an end, the event of the latest earlier start at the same nesting depth on the lane
+    (the enclosing event); -1 where none. Vectorized per nesting depth."""
+    depth = np.cumsum(np.where(st == 1, 1, -1))
+    active = np.where(st == 1, nev, -1)
+    starts = np.flatnonzero(st == 1)
+    for d in np.unique(depth[st == 0]):
+        if d <= 0:
+            continue
+        q = np.flatnonzero((st == 0) & (depth == d))
+        cand = starts[depth[starts] == d]
+        k = np.searchsorted(cand, q) - 1
+        j = cand[np.maximum(k, 0)]
+        ok = (k >= 0) & (ln[j] == ln[q])
+        active[q[ok]] = nev[j[ok]]
+    return active
 
 
 def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, win: np.ndarray,
