@@ -151,13 +151,20 @@ def _first_kernel_launches(ev: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
     out = np.zeros(len(ev), bool)
     if "corr_id" not in ev.columns or not launch.any():
         return out
-    host = is_(ev, "lane_kind", "host")
-    dev = ~host & is_(ev, "kind", "kernel") & ev["corr_id"].notna().to_numpy()
-    tasks = pd.DataFrame({"corr": ev["corr_id"][dev].astype("int64").to_numpy(),
-                          "kname": ev["name"][dev].astype(str).to_numpy(),
-                          "ts": ev["ts_ns"][dev].to_numpy(np.int64)}).sort_values("ts")
-    first_corr = tasks.drop_duplicates("kname")["corr"].to_numpy(np.int64)
-    idx = np.flatnonzero(launch & ev["corr_id"].notna().to_numpy())
+    has_corr = ev["corr_id"].notna().to_numpy()
+    dev = ~is_(ev, "lane_kind", "host") & is_(ev, "kind", "kernel") & has_corr
+    if not dev.any():
+        return out
+    # kernel names as integer codes (no per-event strings on big traces), first by start time
+    names = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) \
+        else ev["name"].astype("category")
+    code = names.cat.codes.to_numpy()[dev]
+    ts = ev["ts_ns"].to_numpy(np.int64)[dev]
+    corr = ev["corr_id"].to_numpy()[dev].astype(np.int64)
+    o = np.argsort(ts, kind="stable")
+    _, first = np.unique(code[o], return_index=True)
+    first_corr = corr[o][first]
+    idx = np.flatnonzero(launch & has_corr)
     out[idx[np.isin(ev["corr_id"].to_numpy()[idx].astype(np.int64), first_corr)]] = True
     return out
 
@@ -265,8 +272,12 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[s
         >= 0.5 * dur
     # a name's first call (lazy set-up inside the runtime) and the first launch of each kernel
     # (its module is loaded then) are start-up costs, not contention
-    first = ~pd.Series(names.to_numpy()).iloc[np.argsort(ts, kind="stable")].duplicated()
-    first = first.sort_index().to_numpy() | _first_kernel_launches(ev, leaf)[leaf]
+    codes = (names if isinstance(names.dtype, pd.CategoricalDtype)
+             else names.astype("category")).cat.codes.to_numpy()
+    o = np.argsort(ts, kind="stable")
+    first = np.zeros(ts.size, bool)
+    first[o[np.unique(codes[o], return_index=True)[1]]] = True
+    first |= _first_kernel_launches(ev, leaf)[leaf]
     inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med) & in_idle & ~first
     excess = np.where(inflated, dur - med, 0.0)
     total = float(dur[cnt >= MIN_CALLS].sum())
