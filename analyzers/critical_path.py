@@ -357,9 +357,7 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
     # a device-lane gap before an event whose launch is not in the trace (no corr_id, or no
     # host event with it in the step: sampled traces, MTIA DMA requests, CUPTI sync records)
     # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay
-    launched = np.zeros(s.size, bool)
-    launched[m["d"].to_numpy(np.int64)] = True
-    unknown = ~host & ~launched & ~explained
+    unknown = ~host & (launch_s == np.iinfo(np.int64).min) & ~explained
     w[start_node[unknown]] = 0
     if len(m):
         hi, di = m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)

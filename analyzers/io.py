@@ -36,12 +36,11 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.steps import WARMUP_MIN_STEPS, step_windows
 
 MIN_SHARE = 0.01
 #: With at least this many steps the first one is left out: the loader starts with empty
 #: queues, so the first step's wait measures start-up, not the pipeline's steady-state rate.
-WARMUP_MIN_STEPS = 3
 TOP_N = 10
 QUEUES = ("data_queue", "host_queue", "device_queue")
 CAUSE_OF = {"reading": "slow_data_reading", "processing": "slow_data_processing",
