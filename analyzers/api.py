@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, RankContext, ordered
-from hermes.analyzers.computation import MIN_SHARE
+from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import Verdict, verdict
 from hermes.errors import UsageError
+from hermes.findings import MIN_SHARE, Finding
 
 SCHEMA = "hermes.analysis/1"
 
@@ -263,7 +263,7 @@ def _attach_rules(findings: list[Finding], meta: Any) -> list[Finding]:
         return findings
     from dataclasses import replace
 
-    from hermes.analyzers.base import Recommendation
+    from hermes.findings import Recommendation
 
     return [replace(f, recommendations=tuple(Recommendation(**r) for r in recommend(f, meta)))
             for f in findings]

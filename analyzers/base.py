@@ -1,4 +1,6 @@
-"""The analysis contract: findings, results, the cause vocabulary and the analyzer registry.
+"""The analysis contract: analyzer results, their inputs and the analyzer registry.
+
+The cause vocabulary and ``Finding`` live on the ground floor (:mod:`hermes.findings`).
 
 Two kinds of analyzer, registered by name in ``ANALYZERS``:
 
@@ -13,92 +15,14 @@ Tables are pandas DataFrames with units in column names (``dur_ns``, ``share_pct
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
 
 from hermes.errors import UsageError
-
-#: DESIGN.md's cause vocabulary: category -> cause ids. A finding's id is "category.cause".
-CAUSES: dict[str, tuple[str, ...]] = {
-    "parallel": ("poor_parallelism",),
-    "io": ("slow_data_reading", "slow_data_processing", "slow_data_fetching"),
-    "cpu": ("operator_compilation", "operator_dispatch", "host_device_sync",
-            "garbage_collection", "resource_contention", "environment_configuration"),
-    "computation": ("compute_bound", "memory_bound", "underutilization", "slow_node"),
-    "communication": ("synchronization_wait", "bandwidth_contention", "rdma_retransmission",
-                      "small_packet", "byte_alignment", "network_configuration"),
-}
-CAUSE_IDS: tuple[str, ...] = tuple(f"{cat}.{c}" for cat, cs in CAUSES.items() for c in cs)
-
-BOUNDS = ("host", "device", "io", "communication")
-SEVERITIES = ("info", "low", "medium", "high")
-
-
-def severity_for(time_share: float) -> str:
-    """Severity from the fraction of step time a cause costs."""
-    if time_share >= 0.20:
-        return "high"
-    if time_share >= 0.05:
-        return "medium"
-    if time_share >= 0.01:
-        return "low"
-    return "info"
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    rule: str
-    optimization: str
-    how: str
-    estimated_speedup: float
-    emulator_opt: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "optimization": self.optimization, "how": self.how,
-                "estimated_speedup": round(float(self.estimated_speedup), 4),
-                "emulator_opt": self.emulator_opt}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnosed cause. ``time_share`` is the fraction (0-1) of step time it costs."""
-
-    category: str
-    cause: str
-    time_share: float
-    summary: str
-    evidence: Mapping[str, Any] = field(default_factory=dict)
-    ranks: tuple[int, ...] = ()
-    steps: tuple[int, ...] = ()
-    severity: str = ""
-    recommendations: tuple[Recommendation, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.cause not in CAUSES.get(self.category, ()):
-            raise ValueError(f"unknown cause id {self.category}.{self.cause}; "
-                             f"valid: {', '.join(CAUSE_IDS)}")
-        ts = float(self.time_share)
-        if not 0.0 <= ts <= 1.0:
-            raise ValueError(f"time_share {ts} of {self.id} outside [0, 1]")
-        object.__setattr__(self, "time_share", ts)
-        if not self.severity:
-            object.__setattr__(self, "severity", severity_for(ts))
-
-    @property
-    def id(self) -> str:
-        return f"{self.category}.{self.cause}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "category": self.category, "cause": self.cause,
-            "severity": self.severity, "time_share": round(self.time_share, 6),
-            "summary": self.summary, "evidence": dict(self.evidence),
-            "ranks": [int(r) for r in self.ranks], "steps": [int(s) for s in self.steps],
-            "recommendations": [r.to_dict() for r in self.recommendations],
-        }
+from hermes.findings import Finding
 
 
 @dataclass

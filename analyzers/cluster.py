@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, register
-from hermes.analyzers.computation import MIN_SHARE
+from hermes.analyzers.base import AnalyzerResult, ClusterContext, register
+from hermes.findings import MIN_SHARE, Finding
 
 SLOW_RANK_RATIO = 0.05
 RANK_COLUMNS = ["rank", "steps", "step_median_ms", "compute_median_ms", "step_total_ns",

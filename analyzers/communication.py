@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
-from hermes.analyzers.computation import MIN_SHARE
+from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.opinfo import (
     arg_numbers,
     arg_values,
@@ -34,6 +33,7 @@ from hermes.analyzers.opinfo import (
     union_time,
 )
 from hermes.analyzers.steps import step_windows
+from hermes.findings import MIN_SHARE, Finding
 
 #: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's
 #: SDMA rule: below 0.8 x 18 GB/s is contention).

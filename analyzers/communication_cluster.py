@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, ClusterContext, Finding, register
+from hermes.analyzers.base import AnalyzerResult, ClusterContext, register
 from hermes.analyzers.communication import (
     _P2P,
     COLUMNS,
@@ -22,8 +22,8 @@ from hermes.analyzers.communication import (
     _finding,
     transmission_costs,
 )
-from hermes.analyzers.computation import MIN_SHARE
 from hermes.analyzers.opinfo import top_ops
+from hermes.findings import MIN_SHARE, Finding
 
 
 def _per_rank(ctx: ClusterContext, name: str) -> dict[int, AnalyzerResult]:

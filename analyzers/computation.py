@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.opinfo import (
     TOP_N,
     arg_numbers,
@@ -45,6 +45,7 @@ from hermes.analyzers.opinfo import (
     union_time,
 )
 from hermes.analyzers.steps import step_windows
+from hermes.findings import MIN_SHARE, Finding
 
 #: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
 #: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
@@ -61,7 +62,6 @@ DOWNCLOCK_MIN = 0.05
 #: of 8 fp16/bf16 elements (cuBLAS / FlashAttention requirements).
 ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
 #: A finding needs at least this share of step time unless its evidence is named operators.
-MIN_SHARE = 0.01
 
 #: Causes whose tasks count as underutilized in the class shares (dynamic shapes cost host time,
 #: not device efficiency, so they do not).

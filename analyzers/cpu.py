@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.critical_path import innermost_active, node_order
 from hermes.analyzers.io import (
     data_wait_mask,
@@ -47,6 +47,8 @@ from hermes.analyzers.io import (
     windows_union,
 )
 from hermes.analyzers.steps import step_windows
+from hermes.findings import Finding
+from hermes.trace.schema import NOT_WORK_KINDS
 
 MIN_SHARE = 0.01
 #: Compile / sync events worth reporting whatever their share (msprof-analyze: >= 20
@@ -104,7 +106,7 @@ LEAF_KINDS = ("launch", "runtime", "infer_shape")
 VERBOSE_LOG = {"log_level": ("debug", "info"), "ASCEND_GLOBAL_LOG_LEVEL": ("0", "1")}
 #: not host work, as in overlap (HOST_IDLE_KINDS): annotations, counters and unknown events
 #: ("other": e.g. Kineto's whole-capture "PyTorch Profiler (0)" span)
-HOST_WORK_EXCLUDED = ("step", "marker", "counter", "other")
+HOST_WORK_EXCLUDED = NOT_WORK_KINDS
 CAUSE_TEXT = {
     "garbage_collection": "Python garbage collection pauses the host",
     "operator_compilation": "operators are compiled at run time",

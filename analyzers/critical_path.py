@@ -31,13 +31,18 @@ import pandas as pd
 from hermes.analyzers import cpgraph, hta_compat, opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.steps import split_by_windows, step_windows
-from hermes.trace.schema import EVENT_KINDS, LANE_KINDS
+from hermes.trace.schema import (
+    COMM_KINDS,
+    COMPUTE_KINDS,
+    EVENT_KINDS,
+    HOST_LANES,
+    IO_KINDS,
+    LANE_KINDS,
+    NOT_WORK_KINDS,
+)
 
 COMPONENTS = ("computation", "communication", "host", "io", "other")
 # annotations, counters and unknown events (Kineto's whole-capture "Trace" span) are no work
-SKIP_KINDS = ("step", "marker", "counter", "other")
-COMP_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
-IO_KINDS = ("data_read", "data_process", "data_fetch", "data_wait")
 TOP_N = 20
 #: a task starting at most this long after another stream's task ended, after an idle gap on its
 #: own stream, is taken to have waited for it (cross-stream event waits are rarely traced)
@@ -77,9 +82,9 @@ def _inside_data(lane: np.ndarray, rs: np.ndarray, re_: np.ndarray, kind: np.nda
 
 def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray,
                in_data: np.ndarray) -> pd.Categorical:
-    device = ~_in(lane_kind, _LANE, hta_compat.HOST_LANES)
+    device = ~_in(lane_kind, _LANE, HOST_LANES)
     comm = device & ((kind == _KIND["collective"]) | (lane_kind == _LANE["link"]) | nccl)
-    comp = device & ~comm & _in(kind, _KIND, COMP_KINDS)
+    comp = device & ~comm & _in(kind, _KIND, COMPUTE_KINDS)
     io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"]) | (in_data & ~device)
     codes = np.select([comm, comp, io], [COMPONENTS.index(c) for c in
                                          ("communication", "computation", "io")],
@@ -149,7 +154,7 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     src = sel[src]
     kind = pre.kind[src].astype(np.int64)
     lane_kind = pre.lane_kind[src].astype(np.int64)
-    keep = ~_in(kind, _KIND, SKIP_KINDS) & (lane_kind != _LANE["counter"])
+    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"])
     s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
@@ -195,7 +200,7 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     w[(seg >= 0) & (kind[np.maximum(seg, 0)] == _KIND["sync"])] = 0  # waiting is not work
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
-    w[(seg < 0) & _in(lane_kind[nev], _LANE, hta_compat.HOST_LANES)] = 0
+    w[(seg < 0) & _in(lane_kind[nev], _LANE, HOST_LANES)] = 0
     corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
@@ -338,8 +343,8 @@ def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndar
     wait end edges, within a step; zeroes stream gaps that were waits for a launch and the
     segments of data waits fed by a loader lane (``w`` is modified in place). ``wkey`` orders
     events by (step, end)."""
-    host = _in(lane_kind, _LANE, hta_compat.HOST_LANES)
-    task = ~host & _in(kind, _KIND, COMP_KINDS + ("collective",))
+    host = _in(lane_kind, _LANE, HOST_LANES)
+    task = ~host & _in(kind, _KIND, COMPUTE_KINDS + COMM_KINDS)
     eid = np.arange(s.size)
     us: list[np.ndarray] = []
     vs: list[np.ndarray] = []

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.io import data_wait_mask, is_, name_matches, per_step_ns, spans
 from hermes.analyzers.steps import step_windows
+from hermes.findings import Finding
 
 MIN_STEPS = 5
 Z_SPIKE = 3.5

@@ -36,10 +36,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import intervals as iv
-
-DEVICE_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective", "sync")
-MEMORY_KINDS = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
-HOST_LANES = ("host", "loader", "counter")
+from hermes.trace.schema import DEVICE_KINDS, HOST_LANES, MEMORY_KINDS
 
 # HTA 0.5 hta/utils/utils.py, verbatim
 NCCL_KERNEL_RE = r"^nccl.*Kernel"

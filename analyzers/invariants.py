@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import CAUSES, AnalyzerResult
+from hermes.analyzers.base import AnalyzerResult
+from hermes.findings import CAUSES
 
 PARTITION = ("computation_only", "communication_only", "overlapped", "host_bound", "free")
 PCT_TOL = 1e-6 * 100  # 1e-6 of the whole, in percent

@@ -35,8 +35,10 @@ import pandas as pd
 
 from hermes.analyzers import intervals as iv
 from hermes.analyzers import opinfo
-from hermes.analyzers.base import AnalyzerResult, Finding, RankContext, register
+from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.steps import WARMUP_MIN_STEPS, step_windows
+from hermes.findings import Finding
+from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
 
 MIN_SHARE = 0.01
 #: With at least this many steps the first one is left out: the loader starts with empty
@@ -52,8 +54,6 @@ READ_NAME = r"(?i)(^|[^a-z])(read|readinto|open|fread|pread|recv|get_object|down
             r"decompress|unzip|untar|tarfile|zipfile)([^a-z]|$)"
 FETCH_NAME = r"(?i)pin_memory|HtoD|H2D"
 PAGEABLE = r"(?i)pageable|\"pinned\"\s*:\s*false"
-DEVICE_LANES = ("device", "copy", "link")
-NOT_HOST_WORK = ("step", "marker", "counter")
 
 
 # ------------------------------------------------------------------ helpers shared with cpu.py
@@ -110,7 +110,7 @@ def device_idle(ctx: RankContext, windows: pd.DataFrame) -> iv.Union:
         t = ov.tables["device_idle"]
         return iv.union(t["start_ns"].to_numpy(np.int64), t["end_ns"].to_numpy(np.int64))
     ev = ctx.events
-    dev = is_(ev, "lane_kind", *DEVICE_LANES) & ~is_(ev, "kind", *NOT_HOST_WORK)
+    dev = is_(ev, "lane_kind", *DEVICE_LANES) & ~is_(ev, "kind", *NOT_WORK_KINDS)
     return iv.subtract(windows_union(windows), spans(ev, dev))
 
 

@@ -35,13 +35,11 @@ from hermes.analyzers import hta_compat
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.steps import split_by_windows, step_windows
+from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, HOST_LANES, NOT_WORK_KINDS
 
 PARTS = ("computation_only", "communication_only", "overlapped", "host_bound", "free")
 # not host work: annotations, counters, and unknown events ("other": e.g. Kineto's profiler-span
 # "Trace" events, which cover the whole capture)
-HOST_IDLE_KINDS = ("step", "marker", "counter", "other")
-COMM_KINDS = ("collective",)
-COMP_KINDS = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
 
 
 def _intervals(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -55,11 +53,11 @@ def components(events: pd.DataFrame) -> dict[str, iv.Union]:
         return {"C": iv.EMPTY, "M": iv.EMPTY, "H": iv.EMPTY}
     kind, lane_kind = events["kind"], events["lane_kind"]
     isin = hta_compat.isin
-    device = ~isin(lane_kind, hta_compat.HOST_LANES)
+    device = ~isin(lane_kind, HOST_LANES)
     nccl = hta_compat._match(events["name"], hta_compat.NCCL_KERNEL_RE) & isin(kind, ("kernel",))
     comm = device & (isin(kind, COMM_KINDS) | isin(lane_kind, ("link",)) | nccl)
-    comp = device & ~comm & isin(kind, COMP_KINDS)
-    host = isin(lane_kind, ("host",)) & ~isin(kind, HOST_IDLE_KINDS)
+    comp = device & ~comm & isin(kind, COMPUTE_KINDS)
+    host = isin(lane_kind, ("host",)) & ~isin(kind, NOT_WORK_KINDS)
     s, e = _intervals(events)  # (masked arrays, not masked copies of the whole frame)
     return {k: iv.union(s[m], e[m]) for k, m in (("C", comp), ("M", comm), ("H", host))}
 

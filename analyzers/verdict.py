@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hermes.analyzers.base import Finding
+from hermes.findings import Finding
 
 #: Smallest share of step time the io findings must explain for an ``io`` verdict (XProf calls a
 #: step "input-bound" from 5 % of step time spent waiting for input).

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import hermes
-from hermes.analyzers.base import CAUSE_IDS
 from hermes.devices import get as get_device
+from hermes.findings import CAUSE_IDS
 from hermes.npu import inject
 from hermes.npu.emulate import emulate, plan
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes.analyzers.base import CAUSE_IDS
 from hermes.errors import HermesError
+from hermes.findings import CAUSE_IDS
 from hermes.rules.expr import Expr, ExprError, Unavailable, compile_expr
 
 RULES_PATH = Path(__file__).with_name("rules.toml")

@@ -9,9 +9,10 @@ import pytest
 
 import hermes
 from hermes.analyzers import api
-from hermes.analyzers.base import ANALYZERS, AnalyzerResult, Finding, RankContext, ordered
+from hermes.analyzers.base import ANALYZERS, AnalyzerResult, RankContext, ordered
 from hermes.analyzers.invariants import InvariantError, check_result, problems
 from hermes.analyzers.verdict import verdict
+from hermes.findings import Finding
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace
 from tests.conftest import run_cli

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers.base import CAUSE_IDS
+from hermes.findings import CAUSE_IDS
 from hermes.hooks import StepInfo
 from hermes.npu.emulate import plan
 from hermes.npu.inject import CAUSES

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import hermes
-from hermes.analyzers.base import CAUSE_IDS
+from hermes.findings import CAUSE_IDS
 from hermes.npu.opts import OPTS
 from hermes.npu.workloads import names
 from tests.conftest import run_cli

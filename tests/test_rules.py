@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hermes.analyzers.base import CAUSE_IDS, Finding
 from hermes.devices import get as get_device
+from hermes.findings import CAUSE_IDS, Finding
 from hermes.npu import opts
 from hermes.rules import TABLE, RuleError, context, evaluate, load_rules, recommend, speedup
 from hermes.trace.meta import TraceMeta

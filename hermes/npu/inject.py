@@ -17,8 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from hermes.analyzers.base import CAUSE_IDS
 from hermes.errors import UsageError
+from hermes.findings import CAUSE_IDS
 from hermes.npu.comm import MISALIGNED_BW
 from hermes.npu.data import DECODE_S_PER_SAMPLE
 from hermes.npu.host import GC_NS_PER_OBJECT, LOG_CALLS_PER_OP

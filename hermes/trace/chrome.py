@@ -54,7 +54,7 @@ from hermes.errors import OutputError, TraceFormatError
 from hermes.trace.chrome_text import FLOW_FIELDS, codes, format_batch, format_flows, mask_of
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import _check_columns, _open, conform, read_meta, trace_files
-from hermes.trace.schema import COLUMN_NAMES
+from hermes.trace.schema import COLUMN_NAMES, DEVICE_LANES
 
 BATCH_ROWS = 65_536
 """Rows formatted at once; bounds the size of one formatted chunk (~250 B per event)."""
@@ -62,7 +62,6 @@ BATCH_ROWS = 65_536
 #: Track order within a process: host threads first, counters last.
 LANE_ORDER: dict[str, int] = {"host": 0, "device": 1, "copy": 2, "link": 3, "loader": 4,
                               "counter": 5}
-DEVICE_LANES = ("device", "copy", "link")
 
 _COMPACT = (",", ":")
 GZIP_LEVEL = 5  # level 9 costs ~3x the time for a few percent smaller files

@@ -56,6 +56,24 @@ LANE_KINDS: dict[str, str] = {
     "counter": "a counter track",
 }
 
+#: Groups of event kinds and lane kinds, defined once here and used by every analysis.
+#: Device work that computes or moves data on a device (not communication).
+COMPUTE_KINDS: tuple[str, ...] = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
+#: Copies and memsets (memory operations on the device).
+MEMORY_KINDS: tuple[str, ...] = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")
+#: Communication tasks.
+COMM_KINDS: tuple[str, ...] = ("collective",)
+#: Everything that runs on a device lane (HTA counts these as device time).
+DEVICE_KINDS: tuple[str, ...] = (*COMPUTE_KINDS, *COMM_KINDS, "sync")
+#: The data pipeline's stages.
+IO_KINDS: tuple[str, ...] = ("data_read", "data_process", "data_fetch", "data_wait")
+#: Kinds that mark time rather than spend it: never host work, never on a critical path.
+#: ``other`` is Kineto's profiler span ("PyTorch Profiler (0)") and unknown categories.
+NOT_WORK_KINDS: tuple[str, ...] = ("step", "marker", "counter", "other")
+#: Lanes on a device (streams, copy engines, links) and lanes on the host.
+DEVICE_LANES: tuple[str, ...] = ("device", "copy", "link")
+HOST_LANES: tuple[str, ...] = ("host", "loader", "counter")
+
 #: Compute units (the ``unit`` column).
 UNITS: dict[str, str] = {
     "cube": "Ascend AI Core Cube (matrix) unit",

@@ -18,9 +18,7 @@ import pandas as pd
 
 from hermes.errors import TraceFormatError
 from hermes.trace.reader import iter_tables, table_to_pandas
-from hermes.trace.schema import EVENT_KINDS, LANE_KINDS, UNITS
-
-DEVICE_LANES = ("device", "copy", "link")
+from hermes.trace.schema import DEVICE_LANES, EVENT_KINDS, LANE_KINDS, UNITS
 
 
 @dataclass
