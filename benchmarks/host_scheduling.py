@@ -78,13 +78,10 @@ def one_knob() -> None:
 
 def verdict(inject: list[str], opt: list[str]) -> str:
     """``hermes.analyze``'s bound for the emulated trace (written to a temp file)."""
-    import importlib.util
     import tempfile
     from pathlib import Path
 
-    if importlib.util.find_spec("hermes.analyzers.api") is None:
-        return "n/a (analysis not installed)"
-    from hermes.analyzers.api import analyze
+    from hermes.analyzers.run import analyze
     from hermes.npu.emulate import emulate, plan
 
     with tempfile.TemporaryDirectory() as d:

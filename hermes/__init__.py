@@ -26,7 +26,7 @@ _LAZY = {
     "profile": "hermes.collectors.api",
     "step": "hermes.collectors.api",
     "region": "hermes.collectors.api",
-    "analyze": "hermes.analyzers.api",
+    "analyze": "hermes.pipeline",
 }
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import hermes
-from hermes.analyzers import api
+from hermes.analyzers import fold, run
 from hermes.analyzers.base import ANALYZERS, AnalyzerResult, RankContext, ordered
 from hermes.analyzers.invariants import InvariantError, check_result, problems
 from hermes.analyzers.verdict import verdict
@@ -100,9 +100,9 @@ def test_every_analyzer_keeps_invariants_on_the_fixture(two_ranks):
 @pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 0, 10, stream=7),),
                                   (ev("host_op", "aten::add", 0, 10),)])
 def test_every_analyzer_on_empty_and_one_event(rows):
-    api.load_analyzers()
+    run.load_analyzers()
     df = frame(*rows)
-    results = api.run_rank(0, df, TraceMeta())
+    results = run.run_rank(0, df, TraceMeta())
     assert {a.name for a in ordered("rank")} <= set(results)
     for res in results.values():
         check_result(res)
@@ -117,7 +117,7 @@ def test_merge_one_finding_per_id_takes_max():
     f = [Finding("computation", "underutilization", 0.2, "a", {"reason": "ai_cpu"}, (0,)),
          Finding("computation", "underutilization", 0.3, "b", {"reason": "alignment"}, (2,)),
          Finding("computation", "underutilization", 0.5, "c", {"reason": "ai_cpu"}, (1,))]
-    out = api.merge_findings([f])
+    out = fold.merge_findings([f])
     assert [(x.evidence["reason"], x.time_share, x.ranks) for x in out] == \
         [("ai_cpu", 0.5, (0, 1, 2))]
     assert out[0].evidence["per_rank_share"] == {"0": 0.2, "1": 0.5, "2": 0.3}
@@ -133,8 +133,8 @@ def test_slow_node_folds_its_frequency_drop_and_the_waits_for_it():
                      {"reason": "ai_cpu", "causes": {"ai_cpu": {"share": 0.05}}}, (0,))
     wait = Finding("communication", "synchronization_wait", 0.7, "w", {}, (1,))
     other_wait = Finding("communication", "synchronization_wait", 0.2, "w2", {}, (3,))
-    folded = api.fold_symptoms([[under0], [under], [slow, wait]])
-    out = {f.id: f for f in api.merge_findings(folded)}
+    folded = fold.fold_symptoms([[under0], [under], [slow, wait]])
+    out = {f.id: f for f in fold.merge_findings(folded)}
     u = out["computation.underutilization"]
     assert u.time_share == pytest.approx(0.05) and u.ranks == (0, 1)
     assert "frequency_drop" not in u.evidence["causes"] or u.evidence["reason"] == "ai_cpu"
@@ -142,7 +142,7 @@ def test_slow_node_folds_its_frequency_drop_and_the_waits_for_it():
     assert w.time_share == pytest.approx(0.7 - 0.6)           # what the slow node leaves
     assert w.evidence["explained_by"] == {"computation.slow_node": 0.6}
     # a wait for a rank that is not slow is not explained by the slow node
-    kept = api.fold_symptoms([[slow, other_wait]])[0]
+    kept = fold.fold_symptoms([[slow, other_wait]])[0]
     assert [f.time_share for f in kept] == [0.6, 0.2]
 
 
@@ -210,7 +210,7 @@ def test_cli_errors(tmp_path, two_ranks):
 
 
 def test_registry_has_b_analyzers():
-    api.load_analyzers()
+    run.load_analyzers()
     assert {"io", "cpu", "fluctuation"} <= set(ANALYZERS)
     assert RankContext  # the contract type used by every analyzer
 
@@ -218,7 +218,8 @@ def test_registry_has_b_analyzers():
 def test_warm_up_first_step_is_left_out_and_reported():
     # step 1 lasts 1000 ns, steps 2-4 10 ns each: 100x the median -> left out (kept on request);
     # its host op ends before step 2 (dropped), the kernels of steps 2-4 stay
-    from hermes.analyzers.render import render_text
+    from hermes.advisor import advise
+    from hermes.report.text import render_text
 
     rows = [ev("step", "ProfilerStep#1", 0, 1000), ev("host_op", "compile", 0, 900)]
     for i in range(3):
@@ -228,11 +229,11 @@ def test_warm_up_first_step_is_left_out_and_reported():
     df["corr_id"] = pd.array([None] * len(df), dtype="Int64")
     df["stream"] = pd.array(df["stream"], dtype="Int64")
     trace = hermes.Trace(df, TraceMeta())
-    a = api.analyze(trace)
+    a = run.analyze(trace)
     assert a.warmup == [{"rank": 0, "step": 1, "dur_ms": 0.001, "median_ms": 0.0,
                          "factor": 100.0, "events_left_out": 2}]
     assert a.steps["count"] == 3 and a.bound == "device"
     assert a.to_dict()["warmup"][0]["step"] == 1
-    assert "Warm-up left out: rank 0 step 1" in render_text(a)
-    kept = api.analyze(trace, keep_warmup=True)
+    assert "Warm-up left out: rank 0 step 1" in render_text(a, advise(a))
+    kept = run.analyze(trace, keep_warmup=True)
     assert kept.warmup == [] and kept.steps["count"] == 4 and kept.bound == "host"

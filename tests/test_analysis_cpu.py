@@ -145,7 +145,7 @@ def test_one_off_start_up_is_environment_time_with_its_own_rule():
     # step [0, 1000): cudaDeviceGetStreamPriorityRange [0, 600) creates the CUDA context
     # lazily, then aten::add [600, 700) launches k [750, 1000). Device idle [0, 750), host busy
     # [0, 700): start-up 600 -> environment 0.6 (all of it start-up), dispatch 0.1.
-    from hermes.rules import recommend
+    from hermes.advisor import recommend
 
     res = run(ev("step", "ProfilerStep#1", 0, 1000),
               ev("runtime", "cudaDeviceGetStreamPriorityRange", 0, 600),
@@ -159,12 +159,12 @@ def test_one_off_start_up_is_environment_time_with_its_own_rule():
     assert env.summary.startswith("one-off start-up")
     assert [o["name"] for o in env.evidence["top_ops"]] == ["cudaDeviceGetStreamPriorityRange"]
     # the warm-up rule alone: no logging or core-binding advice for start-up
-    assert [r["rule"] for r in recommend(env)] == ["cpu.env_warmup"]
+    assert [r.rule for r in recommend(env)] == ["cpu.env_warmup"]
     # a logging call is still logging: the log-level rule, not the warm-up one
     log = next(f for f in run(*TRACE).findings if f.cause == "environment_configuration")
     assert log.evidence["initialization_share"] == 0.0
-    assert "cpu.env_warmup" not in [r["rule"] for r in recommend(log)]
-    assert "cpu.env_log_level" in [r["rule"] for r in recommend(log)]
+    assert "cpu.env_warmup" not in [r.rule for r in recommend(log)]
+    assert "cpu.env_log_level" in [r.rule for r in recommend(log)]
 
 
 def test_first_launch_of_a_kernel_that_loads_its_module_is_start_up():

@@ -41,7 +41,7 @@ def test_real_torch_compile_trace_is_a_one_off_compilation(tmp_path: Path) -> No
 @pytest.mark.parametrize("every_step", [False, True])
 def test_compile_once_or_every_step(every_step: bool) -> None:
     # three steps of 1000 ns; a 400 ns compile in step 1 only, or in every step (new shapes)
-    from hermes.rules import recommend
+    from hermes.advisor import recommend
 
     rows = []
     for i in range(3):
@@ -53,5 +53,5 @@ def test_compile_once_or_every_step(every_step: bool) -> None:
     res = run(*rows)
     f = next(f for f in res.findings if f.cause == "operator_compilation")
     assert f.evidence["compile_after_first_share"] == (0.6667 if every_step else 0)  # 800/1200
-    assert [r["rule"] for r in recommend(f)][0] == (
+    assert [r.rule for r in recommend(f)][0] == (
         "cpu.compile_static_shapes" if every_step else "cpu.compile_warmup")

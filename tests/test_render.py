@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermes.analyzers.render import short_name
+from hermes.report.common import short_name
 
 KERNEL = ("void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"
           "<c10::Half, float, c10::Half, 2ul, 32>(at::GenericPackedTensorAccessor<float, 2ul, "

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from hermes.advisor import context, evaluate, recommend, speedup
 from hermes.devices import get as get_device
 from hermes.findings import CAUSE_IDS, Finding
 from hermes.npu import opts
-from hermes.rules import TABLE, RuleError, context, evaluate, load_rules, recommend, speedup
+from hermes.rules import TABLE, RuleError, load_rules
 from hermes.trace.meta import TraceMeta
 from tests.conftest import REPO
 
@@ -26,7 +27,7 @@ def finding(fid: str, share: float, **evidence: Any) -> Finding:
 
 
 def by_rule(recs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {r["rule"]: r for r in recs}
+    return {r.rule: r for r in recs}
 
 
 # ---------------------------------------------------------------------------- the table
@@ -67,12 +68,12 @@ def test_more_workers_from_the_share_of_data_wait():
     # 1 / (1 - 0.6) = 2.5 workers; x1.25 headroom -> ceil(3.125) = 4; with 4 workers the wait
     # left is max(0, 1/4 - 0.4) = 0 -> all 60 % recovered -> 1 / 0.4 = 2.5x
     recs = recommend(finding("io.slow_data_processing", 0.6), ASCEND)
-    assert [r["rule"] for r in recs] == ["io.processing_more_workers", "io.processing_on_device"]
-    assert recs[0]["estimated_speedup"] == 2.5
-    assert "num_workers=4" in recs[0]["how"]
-    assert recs[0]["emulator_opt"] is None            # not an emulated trace
+    assert [r.rule for r in recs] == ["io.processing_more_workers", "io.processing_on_device"]
+    assert recs[0].estimated_speedup == 2.5
+    assert "num_workers=4" in recs[0].how
+    assert recs[0].emulator_opt is None            # not an emulated trace
     # on-device augmentation recovers half: 0.3 of the step -> 1 / 0.7 = 1.43x
-    assert recs[1]["estimated_speedup"] == 1.43
+    assert recs[1].estimated_speedup == 1.43
 
 
 def test_more_workers_capped_at_64_leaves_a_residual_wait():
@@ -80,22 +81,22 @@ def test_more_workers_capped_at_64_leaves_a_residual_wait():
     # delivers a batch every 8/64 = 0.125 of the old step while compute is 0.05 of it: the wait
     # left is 0.125 - 0.05 = 0.075, recovered 0.95 - 0.075 = 0.875 -> 1 / 0.125 = 8.0x
     recs = by_rule(recommend(finding("io.slow_data_processing", 0.95, num_workers=8), ASCEND))
-    assert recs["io.processing_more_workers"]["estimated_speedup"] == 8.0
-    assert "num_workers=64" in recs["io.processing_more_workers"]["how"]
+    assert recs["io.processing_more_workers"].estimated_speedup == 8.0
+    assert "num_workers=64" in recs["io.processing_more_workers"].how
 
 
 def test_pin_memory_from_the_device_bandwidths():
     # Ascend 910B profile: pageable 8 GB/s, pinned 24 GB/s -> copies take 1/3: 2/3 of the
     # 30 % recovered = 0.2 -> 1.25x; prefetch recovers half: 0.15 -> 1 / 0.85 = 1.18x
     recs = recommend(finding("io.slow_data_fetching", 0.3, h2d_pageable=10), ASCEND)
-    assert [(r["rule"], r["estimated_speedup"]) for r in recs] == [
+    assert [(r.rule, r.estimated_speedup) for r in recs] == [
         ("io.fetch_pin_memory", 1.25), ("io.fetch_prefetch", 1.18)]
     # no pageable copies seen: pinning is not the fix
     recs = recommend(finding("io.slow_data_fetching", 0.3, h2d_pageable=0), ASCEND)
-    assert [r["rule"] for r in recs] == ["io.fetch_prefetch"]
+    assert [r.rule for r in recs] == ["io.fetch_prefetch"]
     # unknown device: the documented fallback (0.5) -> 0.15 -> 1.18x, tie kept in table order
     recs = recommend(finding("io.slow_data_fetching", 0.3, h2d_pageable=10), BARE)
-    assert [(r["rule"], r["estimated_speedup"]) for r in recs] == [
+    assert [(r.rule, r.estimated_speedup) for r in recs] == [
         ("io.fetch_pin_memory", 1.18), ("io.fetch_prefetch", 1.18)]
 
 
@@ -104,24 +105,24 @@ def test_low_precision_from_the_dtype_peaks():
     # time recovered; 40 % compute-bound -> 0.2 -> 1.25x on both
     for meta in (ASCEND, H100):
         (rec,) = recommend(finding("computation.compute_bound", 0.4), meta)
-        assert rec["rule"] == "computation.low_precision"
-        assert rec["estimated_speedup"] == 1.25
-    assert "allow_tf32" in recommend(finding("computation.compute_bound", 0.4), H100)[0]["how"]
+        assert rec.rule == "computation.low_precision"
+        assert rec.estimated_speedup == 1.25
+    assert "allow_tf32" in recommend(finding("computation.compute_bound", 0.4), H100)[0].how
     # no device peaks: fallback 0.5 gives the same here
-    assert recommend(finding("computation.compute_bound", 0.4), BARE)[0]["estimated_speedup"] \
+    assert recommend(finding("computation.compute_bound", 0.4), BARE)[0].estimated_speedup \
         == 1.25
 
 
 def test_synchronization_wait_gets_no_bandwidth_fix():
     recs = recommend(finding("communication.synchronization_wait", 0.3, R_wait_mean=0.3), ASCEND)
     # fix the straggler recovers 0.9 x 0.3 = 0.27 -> 1 / 0.73 = 1.37x; balancing 0.15 -> 1.18x
-    assert [(r["rule"], r["estimated_speedup"]) for r in recs] == [
+    assert [(r.rule, r.estimated_speedup) for r in recs] == [
         ("communication.fix_straggler", 1.37), ("communication.balance_load", 1.18)]
-    assert not any(k in r["how"] for r in recs for k in ("HCCL_", "NCCL_", "bucket_cap_mb"))
+    assert not any(k in r.how for r in recs for k in ("HCCL_", "NCCL_", "bucket_cap_mb"))
 
 
 def test_underutilization_rules_follow_the_reason():
-    got = {reason: [r["rule"] for r in recommend(
+    got = {reason: [r.rule for r in recommend(
         finding("computation.underutilization", 0.2, reason=reason), ASCEND)]
         for reason in ("ai_cpu", "private_format", "shape_affinity", "frequency_drop", "")}
     assert got == {"ai_cpu": ["computation.no_ai_cpu"],
@@ -131,8 +132,8 @@ def test_underutilization_rules_follow_the_reason():
                    "": ["computation.bigger_kernels"]}
     # private formats: 0.9 x 0.2 = 0.18 -> 1 / 0.82 = 1.22x
     rec = recommend(finding("computation.underutilization", 0.2, reason="private_format"), ASCEND)
-    assert rec[0]["estimated_speedup"] == 1.22
-    assert "allow_internal_format = False" in rec[0]["how"]
+    assert rec[0].estimated_speedup == 1.22
+    assert "allow_internal_format = False" in rec[0].how
 
 
 def test_underutilization_broken_down_by_sub_cause():
@@ -142,7 +143,7 @@ def test_underutilization_broken_down_by_sub_cause():
     f = finding("computation.underutilization", 0.64, reason="private_format",
                 causes={"private_format": {"share": 0.148, "text": "TransData"}})
     recs = recommend(f, ASCEND)
-    assert [(r["rule"], r["estimated_speedup"]) for r in recs] == [
+    assert [(r.rule, r.estimated_speedup) for r in recs] == [
         ("computation.bigger_kernels", 1.17), ("computation.no_private_format", 1.15)]
     # fully explained by its sub-causes: no generic advice
     f = finding("computation.underutilization", 0.3, reason="ai_cpu",
@@ -150,47 +151,56 @@ def test_underutilization_broken_down_by_sub_cause():
     recs = by_rule(recommend(f, ASCEND))
     assert set(recs) == {"computation.no_ai_cpu", "computation.affinity_shapes"}
     # 0.8 x 0.2 = 0.16 -> 1.19x; 0.6 x 0.1 = 0.06 -> 1.06x
-    assert recs["computation.no_ai_cpu"]["estimated_speedup"] == 1.19
-    assert recs["computation.affinity_shapes"]["estimated_speedup"] == 1.06
+    assert recs["computation.no_ai_cpu"].estimated_speedup == 1.19
+    assert recs["computation.affinity_shapes"].estimated_speedup == 1.06
 
 
 def test_device_specific_rules_and_wording():
     npu = by_rule(recommend(finding("cpu.operator_dispatch", 0.5), ASCEND))
     gpu = by_rule(recommend(finding("cpu.operator_dispatch", 0.5), H100))
     assert "cpu.dispatch_pipeline" in npu and "cpu.dispatch_pipeline" not in gpu
-    assert "MAX_RUNTIME_CORE_NUMBER=3" in npu["cpu.dispatch_pipeline"]["how"]
+    assert "MAX_RUNTIME_CORE_NUMBER=3" in npu["cpu.dispatch_pipeline"].how
     assert "cpu.dispatch_tiling_cache" in npu and "cpu.dispatch_tiling_cache" not in gpu
-    assert "CUDA graph" in gpu["cpu.dispatch_sink"]["how"]
+    assert "CUDA graph" in gpu["cpu.dispatch_sink"].how
     # sink 0.95 x 0.5 = 0.475 -> 1 / 0.525 = 1.90x; pipeline 0.4 x 0.5 -> 1.25x
-    assert npu["cpu.dispatch_sink"]["estimated_speedup"] == 1.9
-    assert npu["cpu.dispatch_pipeline"]["estimated_speedup"] == 1.25
-    env_npu = recommend(finding("cpu.environment_configuration", 0.2), ASCEND)[0]["how"]
-    env_gpu = recommend(finding("cpu.environment_configuration", 0.2), H100)[0]["how"]
+    assert npu["cpu.dispatch_sink"].estimated_speedup == 1.9
+    assert npu["cpu.dispatch_pipeline"].estimated_speedup == 1.25
+    env_npu = recommend(finding("cpu.environment_configuration", 0.2), ASCEND)[0].how
+    env_gpu = recommend(finding("cpu.environment_configuration", 0.2), H100)[0].how
     assert "ASCEND_GLOBAL_LOG_LEVEL=3" in env_npu and "NCCL_DEBUG" in env_gpu
 
 
 def test_rdma_timeout_formula():
     # wait 4.096 us x 2^t: t 20 -> 18 waits a quarter: 0.75 of 0.4 = 0.3 -> 1 / 0.7 = 1.43x
     recs = by_rule(recommend(finding("communication.rdma_retransmission", 0.4), ASCEND))
-    assert recs["communication.rdma_timeout"]["estimated_speedup"] == 1.43
-    assert "HCCL_RDMA_TIMEOUT=18" in recs["communication.rdma_timeout"]["how"]
+    assert recs["communication.rdma_timeout"].estimated_speedup == 1.43
+    assert "HCCL_RDMA_TIMEOUT=18" in recs["communication.rdma_timeout"].how
 
 
 def test_sorted_by_estimated_speedup():
     for cid in CAUSE_IDS:
         recs = recommend(finding(cid, 0.3, reason=""), ASCEND)
         assert recs, cid
-        s = [r["estimated_speedup"] for r in recs]
+        s = [r.estimated_speedup for r in recs]
         assert s == sorted(s, reverse=True), cid
-        assert all(set(r) == {"rule", "optimization", "how", "estimated_speedup",
+        assert all(set(r.to_dict()) == {"rule", "optimization", "how", "estimated_speedup",
                               "emulator_opt"} for r in recs)
 
 
 # ---------------------------------------------------------------------------- emulated traces
 
 def emulated(**extra: Any) -> TraceMeta:
+    """Metadata as the emulator writes it: every setting it used (the defaults, plus what the
+    test overrides) and the options it found it cannot plan with the run (``opts_rejected``)."""
+    from dataclasses import asdict
+
+    from hermes.npu.settings import Settings
+
+    settings = {k: v for k, v in asdict(Settings()).items()
+                if isinstance(v, (int, float, str, bool))}
+    settings.update(extra.pop("settings", {}))
     base = {"workload": "resnet50", "ranks": 1, "device_name": "ascend910b", "clock": "virtual",
-            "injected": [], "opts": {}}
+            "injected": [], "opts": {}, "opts_rejected": {}, "settings": settings}
     return TraceMeta(source="emulator", device=get_device("ascend910b").to_meta(),
                      extra={**base, **extra})
 
@@ -200,15 +210,15 @@ def test_emulator_opt_only_for_emulated_traces():
     # the emulator's default is 8 workers: 1.25 * 8 / 0.4 = 25 workers
     rec = recommend(f, emulated(injected=[{"id": "io.slow_data_processing", "strength": 1.0}],
                                 settings={"num_workers": 1}))[0]
-    assert rec["emulator_opt"] == "num_workers=4"
+    assert rec.emulator_opt == "num_workers=4"
     rec = recommend(f, emulated())[0]
-    assert rec["emulator_opt"] == "num_workers=25"
-    assert recommend(f, ASCEND)[0]["emulator_opt"] is None
+    assert rec.emulator_opt == "num_workers=25"
+    assert recommend(f, ASCEND)[0].emulator_opt is None
 
 
 def test_emulator_opt_already_applied_is_not_recommended_again():
     f = finding("io.slow_data_fetching", 0.3, h2d_pageable=10)
-    assert [r["rule"] for r in recommend(f, emulated(opts={"pin_memory": True}))] == \
+    assert [r.rule for r in recommend(f, emulated(opts={"pin_memory": True}))] == \
         ["io.fetch_prefetch"]
 
 
@@ -216,10 +226,11 @@ def test_emulator_opt_contradicting_the_run_is_dropped():
     # sink needs static shapes: with operator compilation (dynamic shapes) injected, the sink
     # advice stays but without an emulator spelling
     meta = emulated(workload="mobilenetv1-ssd",
-                    injected=[{"id": "cpu.operator_compilation", "strength": 1.0}])
+                    injected=[{"id": "cpu.operator_compilation", "strength": 1.0}],
+                    opts_rejected={"sink": "--opt sink needs a static graph"})
     recs = by_rule(recommend(finding("cpu.operator_dispatch", 0.5), meta))
-    assert recs["cpu.dispatch_sink"]["emulator_opt"] is None
-    assert recs["cpu.dispatch_pipeline"]["emulator_opt"] == "pipeline"
+    assert recs["cpu.dispatch_sink"].emulator_opt is None
+    assert recs["cpu.dispatch_pipeline"].emulator_opt == "pipeline"
 
 
 def test_taskset_rule_needs_a_binding_when_known():
@@ -227,7 +238,7 @@ def test_taskset_rule_needs_a_binding_when_known():
     assert "cpu.env_no_taskset" in by_rule(recommend(f, ASCEND))          # not recorded
     assert "cpu.env_no_taskset" not in by_rule(recommend(f, emulated()))  # emulator: unbound
     assert by_rule(recommend(f, emulated(settings={"taskset_cores": 2})))[
-        "cpu.env_no_taskset"]["emulator_opt"] == "no_taskset"
+        "cpu.env_no_taskset"].emulator_opt == "no_taskset"
 
 
 # ---------------------------------------------------------------------------- broken tables
@@ -297,10 +308,10 @@ def test_more_workers_from_a_single_process_loader():
     # -> all recovered -> 2.5x
     recs = by_rule(recommend(finding("io.slow_data_processing", 0.6, num_workers=0), ASCEND))
     rec = recs["io.processing_more_workers"]
-    assert rec["estimated_speedup"] == 2.5
-    assert "num_workers=2," in rec["how"]
-    assert "(now 0 worker(s): loading in the training process)" in rec["how"]
+    assert rec.estimated_speedup == 2.5
+    assert "num_workers=2," in rec.how
+    assert "(now 0 worker(s): loading in the training process)" in rec.how
     # 90 % waiting: 0.9 / 0.1 x 1.25 = 11.25 -> 12 workers; wait left max(0, 0.075 - 0.1) = 0
     rec = by_rule(recommend(finding("io.slow_data_processing", 0.9, num_workers=0),
                             ASCEND))["io.processing_more_workers"]
-    assert "num_workers=12," in rec["how"] and rec["estimated_speedup"] == 10.0
+    assert "num_workers=12," in rec.how and rec.estimated_speedup == 10.0

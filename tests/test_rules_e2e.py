@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import hermes
+import hermes.advisor
 import hermes.rules
 from hermes.npu.emulate import emulate, plan
 from tests.conftest import run_cli
@@ -101,7 +102,7 @@ def test_broken_rule_table_is_one_line_exit_2(slow_processing, tmp_path, monkeyp
     def broken(*args, **kwargs):
         return hermes.rules.load_rules(bad)
 
-    monkeypatch.setattr(hermes.rules, "recommend", broken)
+    monkeypatch.setattr(hermes.advisor, "recommend", broken)
     code, out, err = run_cli("analyze", str(slow_processing[0]))
     assert code == 2
     assert "(x.one), field 'recover'" in err and "Traceback" not in err

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from hermes.commands._util import check_output_path, progress, write_text_atomic
-from hermes.errors import UsageError
+from hermes.report import formats_help
 
 
 def register(app: typer.Typer) -> None:
@@ -15,7 +15,8 @@ def register(app: typer.Typer) -> None:
     def analyze_cmd(
         trace: Path = typer.Argument(
             ..., help="Trace file (.parquet) or directory of per-rank files."),
-        fmt: str = typer.Option("text", "--format", "-f", help="Output format: text, json or md."),
+        fmt: str = typer.Option("text", "--format", "-f",
+                                help=f"Output format: {formats_help()}."),
         out: Path | None = typer.Option(None, "--out", "-o",
                                         help="Write the report to this file (atomically) "
                                              "instead of stdout."),
@@ -35,20 +36,18 @@ def register(app: typer.Typer) -> None:
 
         Example: hermes analyze run.parquet --format json --out analysis.json
         """
-        from hermes.analyzers.api import analyze
-        from hermes.analyzers.render import RENDERERS
+        from hermes.pipeline import analyze_and_advise
+        from hermes.report import RENDERERS
 
-        renderer = RENDERERS.get(fmt)
-        if renderer is None:
-            raise UsageError(f"unknown format {fmt!r}", where="--format",
-                             hint=f"valid: {', '.join(RENDERERS)}")
+        renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
             check_output_path(out)
         with progress("analyzing ranks") as bar:
-            result = analyze(trace, ranks=rank or None, workers=workers,
-                             progress=lambda done, total: bar.update(completed=done, total=total),
-                             keep_warmup=keep_warmup)
-        text = renderer(result, top=top)
+            result, advice = analyze_and_advise(
+                trace, ranks=rank or None, workers=workers,
+                progress=lambda done, total: bar.update(completed=done, total=total),
+                keep_warmup=keep_warmup)
+        text = renderer(result, advice, top)
         if out is not None:
             write_text_atomic(out, text)
             typer.echo(f"wrote {out}", err=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import typer
@@ -46,28 +45,20 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"  trace:    {trace}")
         wrote = [trace]
         fix = DEMO_FIX  # the top finding's best applicable recommendation, once analyzed
-        if importlib.util.find_spec("hermes.analyzers.api") is not None:
-            from hermes.analyzers.api import analyze
+        from hermes.pipeline import analyze_and_advise
+        from hermes.report import RENDERERS
 
-            analysis = analyze(trace)
-            try:
-                from hermes.analyzers.render import RENDERERS
-            except ImportError:
-                RENDERERS = {}
-            for fmt, name in (("json", "analysis.json"), ("md", "report.md"),
-                              ("text", "report.txt")):
-                if fmt in RENDERERS:
-                    path = out / name
-                    write_text_atomic(path, RENDERERS[fmt](analysis))
-                    wrote.append(path)
-                    typer.echo(f"  {fmt + ':':<9} {path}")
-            if "text" in RENDERERS:
-                typer.echo("")
-                typer.echo(RENDERERS["text"](analysis, top=3))
-            fix = next((r.emulator_opt for f in analysis.findings[:1]
-                        for r in getattr(f, "recommendations", ()) if r.emulator_opt), fix)
-        else:
-            typer.echo("  (analysis not available in this installation)")
+        analysis, advice = analyze_and_advise(trace)
+        for fmt in ("json", "md", "text"):
+            r = RENDERERS.get(fmt)
+            path = out / r.filename
+            write_text_atomic(path, r(analysis, advice))
+            wrote.append(path)
+            typer.echo(f"  {fmt + ':':<9} {path}")
+        typer.echo("")
+        typer.echo(RENDERERS.get("text")(analysis, advice, 3))
+        fix = next((r.emulator_opt for f in analysis.findings[:1]
+                    for r in advice.for_finding(f.id) if r.emulator_opt), fix)
         typer.echo(f"next: hermes emulate {DEMO_WORKLOAD} --out {out / 'fixed.parquet'} "
                    + " ".join(f"--inject {c}" for c in DEMO_INJECT) + f" --opt {fix}")
         return 0

@@ -1,0 +1,172 @@
+"""The analysis executor: ``analyze(trace_or_path) -> Analysis``.
+
+Map/reduce over ranks, as DESIGN.md's *Scale* section asks: each rank's events are loaded alone
+(``hermes.load(path, ranks=[r])`` for a directory of per-rank files, so no process holds every
+rank's events), the rank analyzers run on them in dependency order (``base.ordered("rank")``), and
+only their results — small tables, metrics, findings — are kept; then the cluster analyzers run over
+those per-rank results, and the findings are folded and merged (:mod:`hermes.analyzers.fold`).
+``workers=N`` runs ranks in a pool of N processes (default: in-process, one rank after the other).
+
+Analysis stops at findings: recommendations are the advisor's (``hermes.advisor.advise``), after it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
+from hermes.analyzers.fold import fold_symptoms, merge_findings
+from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis
+from hermes.analyzers.steps import drop_warmup, step_windows
+from hermes.analyzers.verdict import verdict
+from hermes.errors import UsageError
+
+#: Modules that register analyzers (importing one registers its analyzers).
+MODULES = (
+    "hermes.analyzers.overlap", "hermes.analyzers.critical_path", "hermes.analyzers.io",
+    "hermes.analyzers.cpu", "hermes.analyzers.fluctuation", "hermes.analyzers.computation",
+    "hermes.analyzers.communication", "hermes.analyzers.cluster",
+)
+
+Progress = Callable[[int, int], None]
+
+
+def load_analyzers() -> None:
+    """Import the analyzer modules so that they register themselves."""
+    for mod in MODULES:
+        importlib.import_module(mod)
+
+
+def run_rank(rank: int, events: pd.DataFrame, meta: Any,
+             keep_warmup: bool = False) -> dict[str, AnalyzerResult]:
+    """Every rank analyzer on one rank's events, in dependency order; a warm-up first step
+    (``steps.drop_warmup``) is left out unless ``keep_warmup``."""
+    load_analyzers()
+    warmup = None
+    if not keep_warmup:
+        events, warmup = drop_warmup(events)
+    results: dict[str, AnalyzerResult] = {}
+    for a in ordered("rank"):
+        results[a.name] = a.fn(RankContext(rank=rank, events=events, meta=meta, results=results))
+    windows = step_windows(events)
+    results["steps"] = AnalyzerResult("steps", tables={"windows": windows},
+                                      metrics={"warmup": warmup} if warmup else {})
+    return results
+
+
+def _rank_job(path: str, rank: int, keep_warmup: bool = False
+              ) -> tuple[int, dict[str, AnalyzerResult]]:
+    from hermes.trace import load
+
+    tr = load(path, ranks=[rank])
+    return rank, run_rank(rank, tr.events, tr.meta, keep_warmup)
+
+
+def _trace_ranks(path: Path) -> tuple[list[int], Any, bool]:
+    """(ranks, merged metadata, is_directory) without loading events where the footers tell."""
+    from hermes.trace.meta import TraceMeta
+    from hermes.trace.reader import iter_tables, read_meta, trace_files
+
+    files = trace_files(path)
+    metas = [read_meta(f) for f in files]
+    meta = TraceMeta.merge(metas)
+    if all(m.ranks for m in metas):
+        ranks = sorted({int(r) for m in metas for r in m.ranks})
+    else:  # footers without a rank list: read the rank column only
+        ranks = sorted({int(r) for t, _, _ in iter_tables(path, columns=["rank"])
+                        for r in t.column("rank").unique().to_pylist()})
+    return ranks, meta, path.is_dir()
+
+
+def _pick(ranks: list[int], wanted: Iterable[int] | None) -> list[int]:
+    if wanted is None:
+        return ranks
+    want = [int(r) for r in wanted]
+    missing = [r for r in want if r not in ranks]
+    if missing:
+        raise UsageError(f"rank(s) {', '.join(map(str, missing))} not in the trace",
+                         hint=f"ranks present: {', '.join(map(str, ranks)) or 'none'}")
+    return sorted(set(want))
+
+
+def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
+            progress: Progress | None = None, keep_warmup: bool = False) -> Analysis:
+    """Analyze a :class:`hermes.Trace` or a trace path; ``ranks`` restricts to some ranks.
+
+    ``workers`` > 1 analyzes ranks in that many processes; ``progress(done, total)`` is called
+    after each rank. A first step over 10x the median of the others (warm-up: compilation,
+    lazy loading, allocator and cache warm-up) is left out of the analysis and reported in
+    ``Analysis.warmup``, unless ``keep_warmup``.
+    """
+    load_analyzers()
+    per_rank: dict[int, dict[str, AnalyzerResult]] = {}
+    if isinstance(trace_or_path, (str, os.PathLike)):
+        path = Path(trace_or_path)
+        all_ranks, meta, is_dir = _trace_ranks(path)
+        todo = _pick(all_ranks, ranks)
+        if workers > 1 and len(todo) > 1:
+            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn")) \
+                    as pool:
+                for i, (r, res) in enumerate(pool.map(_rank_job, [str(path)] * len(todo), todo,
+                                                      [keep_warmup] * len(todo))):
+                    per_rank[r] = res
+                    if progress:
+                        progress(i + 1, len(todo))
+        elif is_dir or len(todo) <= 1:
+            for i, r in enumerate(todo):
+                per_rank[r] = _rank_job(str(path), r, keep_warmup)[1]
+                if progress:
+                    progress(i + 1, len(todo))
+        else:  # one file holding several ranks: read it once, split by rank
+            from hermes.trace import load
+
+            tr = load(path, ranks=todo)
+            _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup)
+    else:
+        events = getattr(trace_or_path, "events", None)
+        meta = getattr(trace_or_path, "meta", None)
+        if not isinstance(events, pd.DataFrame):
+            raise UsageError(f"cannot analyze a {type(trace_or_path).__name__}",
+                             hint="pass a hermes.Trace (hermes.load(path)) or a trace path")
+        present = sorted(int(r) for r in events["rank"].unique()) if len(events) else \
+            [int(r) for r in (getattr(meta, "ranks", ()) or (0,))]
+        _run_split(events, meta, _pick(present, ranks), per_rank, progress, keep_warmup)
+    return _reduce(per_rank, meta)
+
+
+def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
+               per_rank: dict[int, dict[str, AnalyzerResult]], progress: Progress | None,
+               keep_warmup: bool = False) -> None:
+    groups = {int(k): g for k, g in events.groupby("rank", observed=True, sort=True)} \
+        if len(events) else {}
+    for i, r in enumerate(todo):
+        ev = groups.get(r, events.iloc[0:0])
+        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup)
+        if progress:
+            progress(i + 1, len(todo))
+
+
+def _reduce(per_rank: dict[int, dict[str, AnalyzerResult]], meta: Any) -> Analysis:
+    cluster: dict[str, AnalyzerResult] = {}
+    for a in ordered("cluster"):
+        cluster[a.name] = a.fn(ClusterContext(per_rank=per_rank, meta=meta, results=cluster))
+    groups = [res.findings for rr in per_rank.values() for res in rr.values()]
+    groups += [res.findings for res in cluster.values()]
+    findings = merge_findings(fold_symptoms(groups))
+    breakdown = []
+    for r, rr in per_rank.items():
+        m = rr["overlap"].metrics if "overlap" in rr else {}
+        row: dict[str, Any] = {"rank": r}
+        row.update({k: float(m[k]) for k in BREAKDOWN_KEYS if k in m and m[k] is not None})
+        breakdown.append(row)
+    v = verdict(breakdown, findings)
+    return Analysis(ranks=sorted(per_rank), meta=meta, per_rank=per_rank, cluster=cluster,
+                    findings=findings, verdict=v, breakdown_rows=breakdown)

@@ -1,0 +1,252 @@
+"""The advisor: ``advise(analysis, table) -> Advice`` — findings in, recommendations out.
+
+The stage after analysis (DESIGN.md's data flow): for every finding it evaluates the rule table's
+rules for that cause (:mod:`hermes.rules`) against what the run recorded — the finding's evidence,
+the device profile, the recorded configuration — and returns the recommendations, best first.
+
+**Estimated speedup.** A rule recovers a fraction ``r`` (0-1, its ``recover`` number or
+expression) of the time its finding costs; the finding costs ``share`` of step time, so the step
+shrinks by ``share * r`` and ``estimated_speedup = 1 / (1 - share * r)`` (step time before /
+after), capped at the table's ``max_speedup`` and rounded to 2 decimals. ``emulator_opt`` is the
+``hermes emulate --opt`` spelling that applies the rule, given only when the trace came from the
+emulator (``meta.source == "emulator"``) and the emulator did not record the option as impossible
+for that run (``extra.opts_rejected``); a rule whose option the run already used is not
+recommended again. docs/rules.md describes the table format.
+
+What the advisor knows of an emulated run comes from the trace's metadata alone (the emulator
+records every setting it used), never from importing the emulator.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hermes.analyzers.result import Analysis
+from hermes.errors import HermesError
+from hermes.findings import Finding, Recommendation
+from hermes.npu import opts
+from hermes.rules import TABLE, Rule, RuleTable
+from hermes.rules.expr import Unavailable
+
+#: Device kind and vendor of traces whose metadata names no known device, by trace source.
+SOURCE_DEVICE = {"ascend": ("npu", "huawei"), "kineto": ("gpu", "nvidia")}
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The advisor's output: recommendations per finding id, best first."""
+
+    recommendations: Mapping[str, tuple[Recommendation, ...]] = field(default_factory=dict)
+    table: str = ""
+
+    def for_finding(self, fid: str) -> tuple[Recommendation, ...]:
+        return tuple(self.recommendations.get(fid, ()))
+
+    def attach(self, analysis: Analysis) -> Analysis:
+        """``analysis`` whose findings carry these recommendations (what renderers show)."""
+        return analysis.with_findings([replace(f, recommendations=self.for_finding(f.id))
+                                       for f in analysis.findings])
+
+
+def advise(analysis: Analysis, table: RuleTable | None = None) -> Advice:
+    """Recommendations for every finding of ``analysis`` from ``table`` (default: the shipped
+    rule table, ``rules/rules.toml``)."""
+    table = table or TABLE
+    return Advice({f.id: tuple(recommend(f, analysis.meta, table)) for f in analysis.findings},
+                  table.path)
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (int, float, str, bool)) or (
+        isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, str)) for x in v))
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "", depth: int = 3) -> dict[str, Any]:
+    """Scalars of a (nested) mapping as identifiers: ``{"a": {"b": 1}}`` -> ``{"a_b": 1}``
+    (``evidence.causes.ai_cpu.share`` -> ``causes_ai_cpu_share``)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if not key.isidentifier():
+            continue
+        if isinstance(v, Mapping):
+            if depth > 1:
+                out.update(_flatten(v, key + "_", depth - 1))
+        elif _scalar(v) and v is not None:
+            out[key] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
+def is_emulated(meta: Any) -> bool:
+    return str(getattr(meta, "source", "") or "").startswith("emulator")
+
+
+def _extra(meta: Any) -> dict[str, Any]:
+    return dict(getattr(meta, "extra", {}) or {})
+
+
+def recorded_config(meta: Any) -> dict[str, Any]:
+    """Configuration the trace recorded about its run (``extra.settings``/``environment``/
+    ``env``); an emulated run records every setting it used."""
+    out: dict[str, Any] = {}
+    extra = _extra(meta)
+    for key in ("settings", "environment", "env"):
+        rec = extra.get(key)
+        if isinstance(rec, dict):
+            out.update(rec)
+    return _flatten(out, depth=1)
+
+
+def _loader_workers(evidence: Mapping[str, Any], config: Mapping[str, Any], default: Any) -> Any:
+    """Data-loader workers the run used: the evidence's, the recorded configuration's (capped
+    by a taskset binding), else the table default."""
+    if isinstance(evidence.get("num_workers"), (int, float)):
+        return evidence["num_workers"]
+    workers = config.get("num_workers")
+    if isinstance(workers, (int, float)) and not isinstance(workers, bool):
+        cores = config.get("taskset_cores")
+        return min(workers, cores) if isinstance(cores, int) and cores > 0 else workers
+    return default
+
+
+def context(finding: Any, meta: Any, table: RuleTable = TABLE) -> dict[str, Any]:
+    """The names a rule's expressions see for ``finding`` (docs/rules.md lists them)."""
+    evidence = dict(getattr(finding, "evidence", {}) or {})
+    device = dict(getattr(meta, "device", {}) or {})
+    config = recorded_config(meta)
+    ns: dict[str, Any] = dict(table.defaults)
+    ns.update(config)
+    ns.update(_flatten(evidence))
+    ns.update(_flatten(device, "device_"))
+    kind, vendor = SOURCE_DEVICE.get(str(getattr(meta, "source", "")), ("", ""))
+    ns["device_kind"] = str(device.get("kind") or kind)
+    ns["vendor"] = str(device.get("vendor") or vendor)
+    ns["emulated"] = is_emulated(meta)
+    ns["ranks"] = len(getattr(meta, "ranks", ()) or ()) or max(1, len(finding.ranks))
+    ns["num_workers"] = _loader_workers(evidence, config, table.defaults.get("num_workers", 1))
+    ns["share"] = float(finding.time_share)
+    return ns
+
+
+class _Fmt(string.Formatter):
+    def format_field(self, value: Any, spec: str) -> str:
+        if isinstance(value, float) and not spec and value.is_integer():
+            value = int(value)
+        if isinstance(value, float) and not spec:
+            return f"{value:.3g}"
+        if isinstance(value, (list, tuple)) and not spec:
+            return ", ".join(str(v) for v in value)
+        return super().format_field(value, spec)
+
+
+def _fill(template: str, values: Mapping[str, Any]) -> str:
+    try:
+        return _Fmt().vformat(template, (), values)
+    except (KeyError, IndexError, AttributeError) as exc:
+        raise Unavailable(f"no value for {exc}") from None
+
+
+def _opt_spec(name: str, value: Any) -> str:
+    if value is True:
+        return name
+    if value is False:
+        return f"{name}=off"
+    if isinstance(value, (list, tuple)):
+        return f"{name}=" + ",".join(f"{p}{v}" for p, v in zip(("dp", "tp", "pp"), value,
+                                                               strict=False))
+    return f"{name}={value}"
+
+
+def _emulator_state(meta: Any, spec: str) -> str:
+    """``"ok"``, ``"applied"`` (the run already had this option with this value) or
+    ``"invalid"`` (the emulator recorded that the option cannot be planned with this run:
+    ``extra.opts_rejected``, written by the emulator at plan time)."""
+    extra = _extra(meta)
+    try:
+        name, value = opts.parse(spec)
+    except HermesError:
+        return "invalid"
+    had = extra.get("opts") or {}
+    if name in had:
+        try:
+            if opts.parse(_opt_spec(name, had[name]))[1] == value:
+                return "applied"
+        except HermesError:
+            pass
+    rejected = extra.get("opts_rejected") or {}
+    return "invalid" if isinstance(rejected, Mapping) and name in rejected else "ok"
+
+
+def speedup(recovered_share: float, cap: float) -> float:
+    """Step time before / after when ``recovered_share`` of the step goes away, capped."""
+    s = min(max(recovered_share, 0.0), 1.0 - 1.0 / cap)
+    return round(min(cap, 1.0 / (1.0 - s)), 2)
+
+
+def evaluate(rule: Rule, ns: Mapping[str, Any]) -> tuple[float, dict[str, Any]] | None:
+    """(recovered fraction of the finding's time, parameters) or None when the rule does not
+    apply (parameters not evaluable, ``when`` false or not evaluable, no recover figure).
+    Parameters are evaluated first, in table order, so ``when`` and ``recover`` can use them."""
+    values = dict(ns)
+    params: dict[str, Any] = {}
+    for name, e in rule.params:  # first: ``when`` and ``recover`` may use them
+        try:
+            params[name] = values[name] = e.eval(values)
+        except Unavailable:
+            return None
+    if rule.when is not None:
+        try:
+            if not rule.when.eval(values):
+                return None
+        except Unavailable:
+            return None
+    try:
+        r = float(rule.recover.eval(values))
+    except (Unavailable, TypeError, ValueError):
+        if rule.fallback is None:
+            return None
+        r = rule.fallback
+    if math.isnan(r):
+        if rule.fallback is None:
+            return None
+        r = rule.fallback
+    return min(max(r, 0.0), 1.0), params
+
+
+def recommend(finding: Finding, meta: Any = None, table: RuleTable | None = None
+              ) -> list[Recommendation]:
+    """Recommendations for one finding, sorted by estimated speedup (descending)."""
+    table = table or TABLE
+    ns = context(finding, meta, table)
+    emulated = ns["emulated"]
+    out: list[tuple[float, int, Recommendation]] = []
+    for order, rule in enumerate(table.for_cause(finding.id)):
+        got = evaluate(rule, ns)
+        if got is None:
+            continue
+        recover, params = got
+        values = {**ns, **params}
+        try:
+            how = _fill(rule.how_by_kind.get(ns["device_kind"], rule.how), values)
+            opt = _fill(rule.emulator_opt, values) if rule.emulator_opt else None
+        except Unavailable:
+            continue
+        if opt is not None:
+            if not emulated:
+                opt = None
+            else:
+                state = _emulator_state(meta, opt)
+                if state == "applied":
+                    continue  # the run already has it: recommending it again is no advice
+                if state == "invalid":
+                    opt = None
+        est = speedup(ns["share"] * recover, table.max_speedup)
+        out.append((est, order, Recommendation(rule.id, rule.optimization, how, est, opt)))
+    out.sort(key=lambda t: (-t[0], t[1]))
+    return [r for _, _, r in out]
+
+

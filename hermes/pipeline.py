@@ -1,0 +1,41 @@
+"""The public one-call path: ``hermes.analyze(trace) -> Analysis`` with recommendations attached.
+
+It composes the stages in DESIGN.md's order — :func:`hermes.analyzers.run.analyze` (trace ->
+findings), then :func:`hermes.advisor.advise` (findings -> recommendations) — and returns the
+analysis whose findings carry their recommendations, as ``hermes analyze`` reports them. Call the
+stages yourself to keep them apart (e.g. to advise from another rule table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from hermes.advisor import Advice, advise
+from hermes.analyzers.result import Analysis
+from hermes.analyzers.run import Progress
+from hermes.analyzers.run import analyze as run_analysis
+from hermes.rules import RuleTable
+
+
+def analyze_and_advise(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
+                       progress: Progress | None = None, keep_warmup: bool = False,
+                       table: RuleTable | None = None) -> tuple[Analysis, Advice]:
+    """The analysis of a trace (or trace path) and the advisor's recommendations for it."""
+    analysis = run_analysis(trace_or_path, ranks=ranks, workers=workers, progress=progress,
+                            keep_warmup=keep_warmup)
+    return analysis, advise(analysis, table)
+
+
+def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
+            progress: Progress | None = None, keep_warmup: bool = False,
+            table: RuleTable | None = None) -> Analysis:
+    """Analyze a :class:`hermes.Trace` or a trace path; findings carry their recommendations.
+
+    ``ranks`` restricts to some ranks; ``workers`` > 1 analyzes ranks in that many processes;
+    ``progress(done, total)`` is called after each rank. A first step over 10x the median of the
+    others (warm-up) is left out and reported in ``Analysis.warmup`` unless ``keep_warmup``.
+    """
+    analysis, advice = analyze_and_advise(trace_or_path, ranks, workers, progress, keep_warmup,
+                                          table)
+    return advice.attach(analysis)

@@ -1,0 +1,58 @@
+"""Renderers: ``render(analysis, advice) -> str``, one registry for every output format.
+
+A renderer is a function ``fn(analysis: Analysis, advice: Advice, top: int) -> str`` that only
+renders what analysis and advice returned: it computes nothing and prints nothing. ``RENDERERS``
+maps a ``--format`` name to it; the CLI's choices and the demo's files come from that registry.
+Entries name their module and function, imported on first use, so the CLI's ``--help`` lists the
+formats without loading pandas. Adding a format: a module here with its function, and one
+``RENDERERS.add`` line below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hermes.registry import Registry
+
+if TYPE_CHECKING:
+    from hermes.advisor import Advice
+    from hermes.analyzers.result import Analysis
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """One output format: where its function lives, the file it is written to, what it is for."""
+
+    module: str
+    function: str
+    filename: str
+    description: str
+
+    def __call__(self, analysis: Analysis, advice: Advice, top: int = 10) -> str:
+        fn = getattr(importlib.import_module(self.module), self.function)
+        return str(fn(analysis, advice, top))
+
+
+RENDERERS: Registry[Renderer] = Registry("format")
+RENDERERS.add("text", Renderer("hermes.report.text", "render_text", "report.txt",
+                               "terminal report"))
+RENDERERS.add("md", Renderer("hermes.report.markdown", "render_md", "report.md",
+                             "Markdown (pull-request comment, CI summary)"))
+RENDERERS.add("json", Renderer("hermes.report.json_doc", "render_json", "analysis.json",
+                               "the hermes.analysis/1 document"))
+
+
+def render(fmt: str, analysis: Analysis, advice: Advice, top: int = 10) -> str:
+    """``analysis`` and its ``advice`` in format ``fmt`` (a name of ``RENDERERS``)."""
+    return RENDERERS.get(fmt, flag="--format")(analysis, advice, top)
+
+
+def formats_help() -> str:
+    """``text, md or json``: the registered formats, for option help."""
+    names = RENDERERS.names()
+    return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
+
+
+__all__ = ["RENDERERS", "Renderer", "formats_help", "render"]

@@ -1,0 +1,60 @@
+"""The Markdown report (``--format md``): for a pull-request comment or a CI summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes.advisor import Advice
+from hermes.analyzers.result import Analysis
+from hermes.report.common import CP_LABELS, DEFAULT_TOP, HTA, PARTS, top_ops, warmup_text
+
+
+def _md_escape(s: Any) -> str:
+    return str(s).replace("|", "\\|")
+
+
+def _md_rec(r: dict[str, Any]) -> str:
+    opt = f" (`hermes emulate --opt {r['emulator_opt']}`)" if r.get("emulator_opt") else ""
+    return (f"**{_md_escape(r['optimization'])}** — estimated {r['estimated_speedup']:.2f}×"
+            f"{opt}: {_md_escape(r['how'])}")
+
+
+def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str:
+    d = advice.attach(analysis).to_dict()
+    st = d["steps"]
+    out = ["# Hermes analysis", "",
+           f"- ranks: {len(d['ranks'])}; steps: {st['count']} (median {st['median_ms']:.3f} ms, "
+           f"p90 {st['p90_ms']:.3f} ms)",
+           *[f"- warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])],
+           f"- **bound: {d['bound']}** — {d['verdict']['reason']}", ""]
+    rows = d["breakdown"]["per_rank"]
+    if rows:
+        out += ["## Breakdown (% of step wall time)", "",
+                "| rank | " + " | ".join(label for _, label in PARTS + HTA) + " |",
+                "|---:|" + "---:|" * len(PARTS + HTA)]
+        for r in rows:
+            out.append(f"| {r['rank']} | " + " | ".join(
+                f"{float(r.get(k) or 0):.1f}" for k, _ in PARTS + HTA) + " |")
+        out.append("")
+    out += ["## Findings", ""]
+    if not d["findings"]:
+        out.append("No findings.")
+    else:
+        out += ["| # | id | severity | share of step | summary | top operators |",
+                "|---:|---|---|---:|---|---|"]
+        for i, f in enumerate(d["findings"][:top], 1):
+            out.append(f"| {i} | `{f['id']}` | {f['severity']} | {100 * f['time_share']:.1f}% | "
+                       f"{_md_escape(f['summary'])} | {_md_escape(top_ops(f['evidence']))} |")
+        with_recs = [f for f in d["findings"][:top] if f["recommendations"]]
+        if with_recs:
+            out += ["", "## Recommendations", ""]
+        for f in with_recs:  # the best recommendation of each finding, then the others
+            r, *others = f["recommendations"]
+            out.append(f"- `{f['id']}` → {_md_rec(r)}")
+            out += [f"  - also: {_md_rec(o)}" for o in others]
+    cp = d["critical_path"]
+    if cp.get("components_pct"):
+        out += ["", f"## Critical path (rank {cp.get('rank')})", "",
+                ", ".join(f"{CP_LABELS.get(k, k)} {float(v):.1f}%"
+                          for k, v in cp["components_pct"].items())]
+    return "\n".join(out) + "\n"

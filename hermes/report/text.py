@@ -1,0 +1,64 @@
+"""The terminal report (``--format text``): verdict, breakdown bars, findings, critical path."""
+
+from __future__ import annotations
+
+from hermes.advisor import Advice
+from hermes.analyzers.result import Analysis
+from hermes.report.common import (
+    CP_LABELS,
+    DEFAULT_TOP,
+    HTA,
+    PARTS,
+    bar,
+    mean_breakdown,
+    ranks_text,
+    short_name,
+    top_ops,
+    warmup_text,
+)
+
+
+def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str:
+    d = advice.attach(analysis).to_dict()
+    st = d["steps"]
+    v = d["verdict"]
+    rows = d["breakdown"]["per_rank"]
+    lines = [f"Hermes analysis — {len(d['ranks'])} rank(s), {st['count']} step(s), "
+             f"median {st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms"]
+    lines += [f"Warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])]
+    lines += ["", f"Verdict: {d['bound'].upper()}-bound — {v['reason']}", ""]
+    if rows:
+        lines.append("Step time breakdown (mean over ranks, % of step wall time):")
+        for key, label in PARTS:
+            pct = mean_breakdown(rows, key)
+            lines.append(f"  {label:<20} {pct:6.1f}%  {bar(pct)}")
+        hta = ", ".join(f"{label} {mean_breakdown(rows, k):.1f}%" for k, label in HTA)
+        lines += [f"  HTA-compatible: {hta}", ""]
+    findings = d["findings"]
+    lines.append(f"Findings ({len(findings)}; top {min(top, len(findings))} by share of step time):"
+                 if findings else "Findings: none")
+    for i, f in enumerate(findings[:top], 1):
+        lines.append(f"  {i:>2}. [{f['severity']:<6}] {f['id']:<36} {100 * f['time_share']:6.1f}%"
+                     f"  ranks {ranks_text(f['ranks'])}")
+        lines.append(f"      {f['summary']}")
+        ops = top_ops(f["evidence"])
+        if ops:
+            lines.append(f"      top: {ops}")
+        recs = f["recommendations"]
+        if recs:  # the best one; the others are in the JSON and Markdown reports
+            rec = recs[0]
+            opt = f"  [--opt {rec['emulator_opt']}]" if rec.get("emulator_opt") else ""
+            more = f"  (+{len(recs) - 1} more)" if len(recs) > 1 else ""
+            lines.append(f"      -> {rec['optimization']} (est. {rec['estimated_speedup']:.2f}x)"
+                         f"{opt}{more}: {rec['how']}")
+    cp = d["critical_path"]
+    if cp.get("components_pct"):
+        comp = ", ".join(f"{CP_LABELS.get(k, k)} {float(val):.1f}%"
+                         for k, val in cp["components_pct"].items())
+        lines += ["", f"Critical path (rank {cp.get('rank')}): {comp}"]
+        for op in (cp.get("top_ops") or [])[:5]:
+            lines.append(f"  {short_name(op.get('name'))}  "
+                         f"{float(op.get('time_ns') or 0) / 1e6:.3f} ms")
+    return "\n".join(lines) + "\n"
+
+
