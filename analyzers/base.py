@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from hermes.errors import UsageError
+from hermes.registry import Registry
 from hermes.findings import Finding
 
 
@@ -67,7 +67,7 @@ class Analyzer:
     description: str = ""
 
 
-ANALYZERS: dict[str, Analyzer] = {}
+ANALYZERS: Registry[Analyzer] = Registry("analyzer")
 
 
 def register(name: str, scope: Literal["rank", "cluster"] = "rank", needs: tuple[str, ...] = (),
@@ -76,19 +76,15 @@ def register(name: str, scope: Literal["rank", "cluster"] = "rank", needs: tuple
     """Decorator registering an analyzer function under ``name``."""
 
     def deco(fn: Callable[[Any], AnalyzerResult]) -> Callable[[Any], AnalyzerResult]:
-        ANALYZERS[name] = Analyzer(name, scope, fn, needs, description or (fn.__doc__ or "")
-                                   .strip().splitlines()[0] if fn.__doc__ else description)
+        ANALYZERS.add(name, Analyzer(name, scope, fn, needs, description or (fn.__doc__ or "")
+                                   .strip().splitlines()[0] if fn.__doc__ else description))
         return fn
 
     return deco
 
 
 def get(name: str) -> Analyzer:
-    try:
-        return ANALYZERS[name]
-    except KeyError:
-        raise UsageError(f"unknown analyzer {name!r}",
-                         hint=f"valid: {', '.join(sorted(ANALYZERS))}") from None
+    return ANALYZERS.get(name)
 
 
 def ordered(scope: str) -> list[Analyzer]:

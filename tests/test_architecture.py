@@ -1,0 +1,193 @@
+"""The one-way rule (DESIGN.md, "Stages and the one-way rule") and module size, checked on the
+source: an import graph built with ``ast`` from every module of the package (imports inside
+functions included), which must have no cycle and no import from a stage to a later one.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Stage of each package prefix; the longest prefix wins. A module may import its own stage and
+#: the ones below it, never a higher one. ``collectors`` and ``npu`` are siblings and must not
+#: import each other (the emulator hands its events to a collector its caller gives it).
+STAGES = {
+    "hermes.errors": 0, "hermes.findings": 0, "hermes.registry": 0, "hermes.trace": 0,
+    "hermes.devices": 0, "hermes.hooks": 0, "hermes.sample_traces": 0,
+    "hermes.collectors": 1, "hermes.npu": 1,
+    "hermes.analyzers": 2,
+    "hermes.rules": 3, "hermes.advisor": 3, "hermes.whatif": 3,
+    "hermes.report": 4, "hermes.check": 4, "hermes.diff": 4, "hermes.pipeline": 4,
+    "hermes.commands": 5, "hermes.cli": 5,
+}
+SIBLINGS = {frozenset({"hermes.collectors", "hermes.npu"})}
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 100
+#: A module or function over the limit states why, in a comment at its top.
+REASON = "# long:"
+
+
+def modules() -> dict[str, Path]:
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    out: dict[str, Path] = {}
+    for pkg, folder in cfg["package-dir"].items():
+        base = ROOT / folder
+        for f in base.rglob("*.py"):
+            rel = f.relative_to(base).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join([pkg, *parts])
+            if name not in out or len(pkg) > len(_owner(out[name], cfg)):
+                out[name] = f
+    return out
+
+
+def _owner(path: Path, cfg: dict) -> str:
+    best = ""
+    for pkg, folder in cfg["package-dir"].items():
+        if (ROOT / folder) in path.parents and len(pkg) > len(best):
+            best = pkg
+    return best
+
+
+def _resolve(name: str, mods: dict[str, Path]) -> str | None:
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    g: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        pkg = m if f.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            for t in targets:
+                if not t.startswith("hermes"):
+                    continue
+                r = _resolve(t, mods)
+                if r and r != m and not (r == "hermes" and t != "hermes"):
+                    g[m].add(r)
+    return g
+
+
+def stage(m: str) -> tuple[str, int] | None:
+    best = None
+    for p, s in STAGES.items():
+        if (m == p or m.startswith(p + ".")) and (best is None or len(p) > len(best[0])):
+            best = (p, s)
+    return best
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(g):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in g:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(g[nxt]))))
+                elif nxt in on:
+                    low[v] = min(low[v], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_the_graph_sees_the_package():
+    g = graph()
+    assert "hermes.analyzers.run" in g and "hermes.advisor" in g
+    assert "hermes.findings" in g["hermes.analyzers.base"]       # a plain import is seen
+    assert "hermes.analyzers.run" in g["hermes.pipeline"]
+
+
+def test_no_import_cycle():
+    assert cycles(graph()) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_up_the_stages():
+    bad = []
+    for a, bs in graph().items():
+        sa = stage(a)
+        for b in bs:
+            sb = stage(b)
+            if sa is None or sb is None:
+                continue
+            if sb[1] > sa[1] or frozenset({sa[0], sb[0]}) in SIBLINGS:
+                bad.append(f"{a} -> {b}")
+    assert bad == []
+
+
+def test_every_module_has_a_stage():
+    assert [m for m in graph() if m != "hermes" and stage(m) is None] == []
+
+
+def _long_functions(tree: ast.Module, lines: list[str]) -> list[tuple[str, int]]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = (node.end_lineno or node.lineno) - node.lineno + 1
+            head = "\n".join(lines[node.lineno - 1: node.lineno + 3])
+            if n > MAX_FUNCTION_LINES and REASON not in head:
+                out.append((node.name, n))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_modules_and_functions_are_small_or_say_why(name):
+    f = modules()[name]
+    text = f.read_text()
+    lines = text.splitlines()
+    if len(lines) > MAX_MODULE_LINES:
+        assert REASON in "\n".join(lines[:30]), \
+            f"{f} has {len(lines)} lines: split it or say why at its top ({REASON} ...)"
+    assert _long_functions(ast.parse(text), lines) == []
