@@ -8,7 +8,7 @@
                 ...
             hermes.step(samples=len(batch))
 
-A :class:`Session` is one process's recording: the monitor (always), the coarse-to-fine trigger
+A :class:`Recording` is one process's recording: the monitor (always), the coarse-to-fine trigger
 (``auto``: slow steps, ``SIGUSR1``, a trigger file; ``fine``: every step) and the fine-grained
 collector, which owns the output file. The session is itself a ``hermes.hooks.Collector``, so
 the emulated runtime and the PyTorch hooks report into it like any producer.
@@ -61,7 +61,7 @@ def _env_int(name: str, default: int) -> int:
         raise UsageError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
-class Session:
+class Recording:
     """One process's profiling session (a ``Collector``); use through :func:`profile`."""
 
     def __init__(self, out: str | os.PathLike[str] | None = None, mode: str = "auto", *,
@@ -337,7 +337,7 @@ class Session:
             self._act_on_signal(signum)
 
     # -- context manager ------------------------------------------------------------------
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Recording:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
@@ -350,22 +350,22 @@ class Session:
             _current = None
 
 
-_current: Session | None = None
+_current: Recording | None = None
 
 
 def profile(out: str | os.PathLike[str] | None = None, mode: str = "auto",
-            **options: Any) -> Session:
+            **options: Any) -> Recording:
     """Start profiling this process; use as ``with hermes.profile(out=..., mode=...):``.
 
     ``mode``: ``monitor`` | ``fine`` | ``auto`` (see :data:`MODES`); ``window`` (K): steps
     captured after a trigger; ``device``: a device profile name for MFU; other options as
-    :class:`Session`. Only one session per process may be active.
+    :class:`Recording`. Only one session per process may be active.
     """
     global _current
     if _current is not None and not _current.closed:
         raise UsageError("a hermes.profile session is already active in this process")
     try:
-        _current = Session(out, mode, **options)
+        _current = Recording(out, mode, **options)
     except HermesError:
         raise
     except (OSError, ValueError) as exc:
@@ -373,7 +373,7 @@ def profile(out: str | os.PathLike[str] | None = None, mode: str = "auto",
     return _current
 
 
-def current() -> Session | None:
+def current() -> Recording | None:
     """The active session, or None."""
     return _current if _current is not None and not _current.closed else None
 
@@ -400,4 +400,4 @@ def step(samples: int | None = None, tokens: int | None = None, flops: float | N
     return s.step(samples=samples, tokens=tokens, flops=flops, **extra)
 
 
-__all__ = ["MODES", "Session", "collector", "current", "profile", "region", "step"]
+__all__ = ["MODES", "Recording", "collector", "current", "profile", "region", "step"]

@@ -6,7 +6,7 @@ Two halves:
   returns the ``argv`` and environment to *exec*: ``python [flags] -c BOOTSTRAP train.py ARGS``.
   Exec (not a child process) keeps the pid, stdin/stdout/stderr, signals and the exit status
   exactly those of ``python train.py ARGS`` run by hand.
-* :func:`bootstrap` (in the exec'd interpreter) starts a :class:`hermes.collectors.api.Session`
+* :func:`bootstrap` (in the exec'd interpreter) starts a :class:`hermes.collectors.api.Recording`
   from ``HERMES_PROFILE`` (JSON options), watches for PyTorch, then runs the script with
   ``runpy`` as ``__main__`` with ``sys.argv`` and ``sys.path[0]`` as Python would set them.
   Whatever way the script ends (return, ``sys.exit``, exception, SIGINT, SIGTERM) the session
@@ -113,7 +113,7 @@ def check_out_dir(out: Path) -> None:
 
 
 def prepare(cmd: list[str], options: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    """Validate; return (argv, env) to exec. ``options`` are :class:`Session` keywords."""
+    """Validate; return (argv, env) to exec. ``options`` are :class:`Recording` keywords."""
     inv = parse_command(cmd)
     out = Path(options["out"]).resolve()
     check_out_dir(out)

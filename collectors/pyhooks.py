@@ -115,16 +115,6 @@ def _install_gc() -> None:
         _gc_installed = True
 
 
-def uninstall_gc() -> None:
-    global _gc_installed
-    if _gc_installed:
-        try:
-            gc.callbacks.remove(_gc_callback)
-        except ValueError:
-            pass
-        _gc_installed = False
-
-
 # -- data-loader waits --------------------------------------------------------------------
 def loader_waits(iterable: Iterable[T], name: str = "next batch") -> Iterator[T]:
     """Yield from ``iterable``, timing each fetch as a ``data_wait`` (training loop blocked).

@@ -82,7 +82,7 @@ def test_domain_stage_names_the_slowest_rank() -> None:
     assert rows[1][:3] == ["a", 1, 1] and not rows[1][4]
 
 
-def _drive(session: hermes.collectors.api.Session, durs: list[int]) -> None:
+def _drive(session: hermes.collectors.api.Recording, durs: list[int]) -> None:
     """A producer: asks wants_detail per step, emits a kernel only when told to."""
     t = 0
     for i, d in enumerate(durs):
