@@ -12,7 +12,7 @@ import pytest
 
 import hermes
 from hermes.collectors.importers import detect, get
-from hermes.collectors.importers.ascend_common import us_to_ns
+from hermes.collectors.importers.ascend.common import us_to_ns
 from hermes.errors import ImportFormatError
 from hermes.trace.validate import validate
 

@@ -69,7 +69,7 @@ def test_single_gpu_keeps_plain_stream_names(tmp_path: Path) -> None:
 def test_device_named_even_when_second_gpu_appears_late(tmp_path: Path,
                                                         monkeypatch: object) -> None:
     # the second device shows up only in a later chunk: lanes of earlier chunks are renamed too
-    from hermes.collectors.importers import kineto_reader
+    from hermes.collectors.importers.kineto import reader as kineto_reader
 
     placements = [(0, 7)] * 300 + [(1, 7)]
     src = _trace(tmp_path / "late.json", placements)

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hermes
-from hermes.collectors.importers import get, kineto_reader
-from hermes.collectors.importers.kineto_reader import us_text_to_ns
+from hermes.collectors.importers import get
+from hermes.collectors.importers.kineto import reader as kineto_reader
+from hermes.collectors.importers.kineto.times import us_text_to_ns
 from hermes.errors import ImportFormatError
 from hermes.trace.validate import validate
 from tests.conftest import DATA

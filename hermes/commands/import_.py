@@ -11,9 +11,6 @@ import typer
 from hermes.commands._util import check_output_path, dumps, progress
 from hermes.errors import ImportFormatError, UsageError
 
-#: File names a directory of sources is expanded to when no importer claims the directory.
-_PATTERNS = ("*.json", "*.json.gz")
-
 
 def _expand(sources: list[Path]) -> list[Path]:
     """Check the sources exist; a directory no importer claims stands for its trace files."""
@@ -24,11 +21,13 @@ def _expand(sources: list[Path]) -> list[Path]:
         if not src.exists():
             raise ImportFormatError("no such file or directory", path=src)
         if src.is_dir() and importers.detect(src) is None:
-            files = sorted({f for pat in _PATTERNS for f in src.glob(pat)
+            # a directory no importer claims stands for the files any importer reads
+            pats = importers.patterns()
+            files = sorted({f for pat in pats for f in src.glob(pat)
                             if f.is_file() and not f.name.startswith(".")})
             if not files:
                 raise ImportFormatError("directory holds no trace files", path=src,
-                                        hint="expected *.json or *.json.gz profiler traces")
+                                        hint=f"expected {' or '.join(pats)} profiler output")
             out.extend(files)
         else:
             out.append(src)
@@ -39,20 +38,35 @@ def _pick(sources: list[Path], forced: str | None) -> Any:
     from hermes.collectors import importers
 
     if forced:
-        return importers.get(forced)
+        return importers.get(forced, flag="--from")
     chosen = None
     for src in sources:
         imp = importers.detect(src)
         if imp is None:
+            what = importers.explain(src)
+            if what is not None:  # a file some importer knows is not a trace to import
+                raise ImportFormatError(f"not a profiler trace: this is {what}", path=src)
             raise ImportFormatError("not a trace any importer recognizes", path=src,
-                                    hint="expected a PyTorch profiler (Kineto) JSON or Ascend "
-                                         "profiler output; or force one with --from "
+                                    hint=f"expected {_expected()}; or force one with --from "
                                          f"{'|'.join(importers.available())}")
         if chosen is not None and imp.name != chosen.name:
             raise UsageError(f"sources need different importers ({chosen.name} and {imp.name})",
                              path=src, hint="import them separately")
         chosen = imp
     return chosen
+
+
+def _expected() -> str:
+    """The sources the importers read, from the registry: "a X (kineto) or a Y (ascend)"."""
+    from hermes.collectors import importers
+
+    return " or ".join(f"{imp.description} ({imp.name})" for imp in importers.IMPORTERS.values())
+
+
+def _help() -> str:
+    from hermes.collectors import importers
+
+    return ", ".join(importers.available())
 
 
 def _device_profile(name: str) -> str:
@@ -94,6 +108,20 @@ def _use_system_allocator() -> None:
     pa.set_memory_pool(pa.system_memory_pool())
 
 
+def _doc() -> str:
+    """The command's help, listing the registered importers."""
+    from hermes.collectors import importers
+
+    lines = "\n\n".join(f"{imp.name}: {imp.description} ({', '.join(imp.patterns)})"
+                         for imp in importers.IMPORTERS.values())
+    return ("Import other profilers' output into a Hermes trace, then print events per kind, "
+            "ranks and unknown categories kept. Importers (detected from each source):\n\n"
+            f"{lines}\n\n"
+            "Example: hermes import rank0.pt.trace.json.gz rank1.pt.trace.json.gz "
+            "--out run.parquet\n\n"
+            "Example: hermes import worker.pt.trace.json --rank 3 --device h100 --out r3.parquet")
+
+
 def _fmt(result: Any, importer: str, n_files: int, seconds: float) -> str:
     rate = result.events / seconds if seconds > 0 else 0.0
     ranks = ",".join(str(r) for r in result.ranks) or "-"
@@ -112,7 +140,7 @@ def _fmt(result: Any, importer: str, n_files: int, seconds: float) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("import")
+    @app.command("import", help=_doc())
     def import_cmd(
         sources: list[Path] = typer.Argument(..., help="Profiler output: files (one per rank) "
                                                       "or directories holding them."),
@@ -120,8 +148,9 @@ def register(app: typer.Typer) -> None:
                                  help="Output: a .parquet file, or a directory of per-rank "
                                       "files for any other path."),
         source_format: str | None = typer.Option(None, "--from",
-                                                 help="Force an importer (kineto, ascend) "
-                                                      "instead of detecting it."),
+                                                 help=f"Force an importer ({_help()}) "
+                                                      "instead of detecting it (a last resort: "
+                                                      "sources are recognized by content)."),
         rank: int | None = typer.Option(None, "--rank", min=0,
                                         help="Rank of a single source that does not name one "
                                              "(Kineto: no distributedInfo), e.g. --rank 3."),
@@ -132,13 +161,6 @@ def register(app: typer.Typer) -> None:
                                                "unknown name lists the shipped ones."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> int:
-        """Import PyTorch profiler (Kineto) JSON or Ascend profiler output into a Hermes
-        trace, then print events per kind, ranks and unknown categories kept.
-
-        Example: hermes import rank0.pt.trace.json.gz rank1.pt.trace.json.gz --out run.parquet
-
-        Example: hermes import worker.pt.trace.json --rank 3 --device h100 --out r3.parquet
-        """
         files = _expand(sources)
         options = _options(files, rank, device)
         importer = _pick(files, source_format)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.collectors.importers.ascend_common import frame, load_json
+from hermes.collectors.importers.ascend.common import frame, load_json
 from hermes.errors import ImportFormatError
 
 TIME_INFO = "Communication Time Info"

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.collectors.importers.ascend_common import frame, load_json, lookup, us_to_ns
+from hermes.collectors.importers.ascend.common import frame, load_json, lookup, us_to_ns
 from hermes.errors import ImportFormatError
 
 #: Role of a process by its process_name.

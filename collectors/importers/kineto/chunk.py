@@ -18,8 +18,8 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from hermes.collectors.importers.kineto_arrow import dictionary, from_numpy, utf8_buffers
-from hermes.collectors.importers.kineto_map import (
+from hermes.collectors.importers.kineto.arrow import dictionary, from_numpy, utf8_buffers
+from hermes.collectors.importers.kineto.mapping import (
     CATEGORIES,
     CCP,
     EVENT_PHASES,
@@ -38,15 +38,14 @@ from hermes.collectors.importers.kineto_map import (
     name_info,
     with_source_category,
 )
-from hermes.collectors.importers.kineto_reader import (
+from hermes.collectors.importers.kineto.reader import (
     BOTH_FLOAT,
     DUR_FLOAT,
     TEXT,
     Chunk,
-    float_us_to_ns,
     time_mode,
-    us_text_to_ns,
 )
+from hermes.collectors.importers.kineto.times import float_us_to_ns, us_text_to_ns
 from hermes.errors import ImportFormatError
 
 ROLE_FLOW, ROLE_META, ROLE_EVENT = 0, 1, 2

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.collectors.importers.ascend_common import (
+from hermes.collectors.importers.ascend.common import (
     NA_TOKENS,
     frame,
     numeric,

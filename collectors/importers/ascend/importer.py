@@ -33,21 +33,22 @@ import numpy as np
 import pandas as pd
 
 from hermes import devices
-from hermes.collectors.importers import (
-    Importer,
-    ImportResult,
-    ascend_comm,
-    ascend_csv,
-    ascend_trace_view,
-    register,
+from hermes.collectors.importers.ascend import comm as ascend_comm
+from hermes.collectors.importers.ascend import csv_files as ascend_csv
+from hermes.collectors.importers.ascend import trace_view as ascend_trace_view
+from hermes.collectors.importers.ascend.common import FRAME_COLUMNS, concat, encode_args
+from hermes.collectors.importers.ascend.detect import (
+    FILE_KINDS,
+    OUTPUT_DIR,
+    file_kind,
+    is_profile_dir,
 )
-from hermes.collectors.importers.ascend_common import FRAME_COLUMNS, concat, encode_args
+from hermes.collectors.importers.base import ImportResult
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace
 
 MATCH_TOLERANCE_NS = 1000
-OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
 
 @dataclass(frozen=True)
@@ -55,44 +56,6 @@ class SourceFile:
     path: Path
     kind: str  # a key of FILE_KINDS
     rank: int
-
-
-#: File kind -> file-name pattern (matched against the lower-cased name).
-FILE_KINDS: dict[str, str] = {
-    "trace_view": r"trace_view.*\.json",
-    "kernel_details": r"kernel_details.*\.csv",
-    "communication": r"(cluster_)?communication(?!_matrix).*\.json",
-    "step_trace": r"(cluster_)?step_trace_time.*\.csv",
-}
-
-
-def file_kind(path: Path) -> str | None:
-    name = path.name.lower()
-    for kind, pattern in FILE_KINDS.items():
-        if re.fullmatch(pattern, name):
-            return kind
-    return None
-
-
-def _is_profile_dir(path: Path) -> bool:
-    return path.name.endswith("_ascend_pt") or path.name == OUTPUT_DIR
-
-
-def detect(path: Path) -> bool:
-    """A ``*_ascend_pt`` / ``ASCEND_PROFILER_OUTPUT`` directory, a directory holding them or
-    Ascend files, or one of the Ascend files by name."""
-    path = Path(path)
-    if path.is_file():
-        return file_kind(path) is not None
-    if not path.is_dir():
-        return False
-    if _is_profile_dir(path):
-        return True
-    try:
-        return any(_is_profile_dir(p) or (p.is_file() and file_kind(p) is not None)
-                   for p in path.iterdir())
-    except OSError:
-        return False
 
 
 def _rank_of(profile_dir: Path, default: int) -> int:
@@ -140,7 +103,7 @@ def _walk(directory: Path, rank: int) -> list[SourceFile]:
     for p in sorted(directory.iterdir()):
         if p.is_file() and file_kind(p) is not None:
             found.append(SourceFile(p, file_kind(p) or "", rank))
-        elif p.is_dir() and (_is_profile_dir(p) or p.name == "cluster_analysis_output"):
+        elif p.is_dir() and (is_profile_dir(p) or p.name == "cluster_analysis_output"):
             found.extend(_walk(p, rank))
     return found
 
@@ -303,7 +266,3 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     return ImportResult(out=path, events=len(events), ranks=ranks, by_kind=by_kind,
                         by_source_category=by_src, unknown_kept=unknown,
                         warnings=tuple(warnings))
-
-
-register(Importer("ascend", "Ascend PyTorch profiler (torch_npu *_ascend_pt, trace_view.json, "
-                  "kernel_details.csv) and msprof-analyze cluster output", detect, run))

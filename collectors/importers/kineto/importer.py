@@ -1,7 +1,7 @@
 """PyTorch profiler (Kineto) JSON importer: ``.json`` / ``.json.gz``, one file per rank.
 
-Each file is read in chunks (``kineto_reader``), every chunk becomes an intermediate Arrow batch
-spooled to a temporary Arrow IPC stream (``kineto_chunk``, phase 1), and once the whole file
+Each file is read in chunks (``reader``), every chunk becomes an intermediate Arrow batch
+spooled to a temporary Arrow IPC stream (``chunk``, phase 1), and once the whole file
 is known every batch is finished and written as row groups of the Hermes trace (phase 2):
 steps from the ``ProfilerStep#N`` windows, device events' steps from their launch, correlation
 ids whose host end is not in the file nulled (the original stays in ``args``), collective
@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from hermes.collectors.importers import Importer, ImportResult, register
-from hermes.collectors.importers.kineto_arrow import dictionary, from_numpy, strings, to_numpy
-from hermes.collectors.importers.kineto_chunk import DEVICE_SEP, INTERMEDIATE, Side, chunk_to_batch
-from hermes.collectors.importers.kineto_map import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
-from hermes.collectors.importers.kineto_reader import KinetoFile, peek
+from hermes.collectors.importers.base import ImportResult
+from hermes.collectors.importers.kineto.arrow import dictionary, from_numpy, strings, to_numpy
+from hermes.collectors.importers.kineto.chunk import DEVICE_SEP, INTERMEDIATE, Side, chunk_to_batch
+from hermes.collectors.importers.kineto.mapping import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
+from hermes.collectors.importers.kineto.reader import KinetoFile
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
@@ -34,15 +34,6 @@ from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
 NAME = "kineto"
 #: Rows per Parquet row group: small enough to bound memory, large enough to compress well.
 ROW_GROUP_ROWS = 64 * 1024
-_MARKERS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
-
-
-def detect(path: Path) -> bool:
-    """A .json/.json.gz file whose first KBs look like a Kineto trace."""
-    if not path.is_file() or not (path.name.endswith(".json") or path.name.endswith(".json.gz")):
-        return False
-    head = peek(path, 8192)
-    return head.lstrip().startswith(b"{") and any(m in head for m in _MARKERS)
 
 
 def _windows(parts: list[np.ndarray]) -> np.ndarray:
@@ -337,7 +328,3 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
                         ranks=tuple(sorted(ranks)), by_kind=dict(by_kind),
                         by_source_category=dict(by_cat), unknown_kept=dict(unknown),
                         warnings=tuple(warnings))
-
-
-register(Importer(NAME, "PyTorch profiler (Kineto) JSON trace, .json or .json.gz, one per rank",
-                  detect, run))

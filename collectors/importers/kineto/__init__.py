@@ -1,0 +1,29 @@
+"""PyTorch profiler (Kineto) JSON importer: ``.json`` / ``.json.gz``, one file per rank.
+
+Modules: ``detect`` (is it Kineto? light, runs for every source), ``reader`` (streaming JSON
+chunks), ``times`` (exact µs -> ns), ``mapping`` and ``args`` (categories and names -> kinds),
+``chunk`` (phase 1: a chunk -> an intermediate Arrow batch), ``finish`` and ``importer``
+(phase 2 and the run), ``arrow`` (Arrow arrays from numpy without pandas).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hermes.collectors.importers.base import Importer, ImportResult
+from hermes.collectors.importers.kineto.detect import detect, explain
+
+
+def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
+    # imported on use: numpy/pyarrow/msgspec are not needed to detect or to list importers
+    from hermes.collectors.importers.kineto.importer import run as run_import
+
+    return run_import(sources, out, options)
+
+
+IMPORTER = Importer(
+    name="kineto",
+    description="PyTorch profiler (Kineto) JSON trace, .json or .json.gz, one per rank",
+    patterns=("*.json", "*.json.gz"),
+    detect=detect, run=run, explain=explain)
