@@ -36,7 +36,7 @@ def ranks_for(cause: str, device: str) -> int:
     """Fewest ranks an injection needs (inter-node causes need a second node)."""
     if cause == CLEAN:
         return 1
-    c = inject.CAUSES[cause]
+    c = inject.CAUSES.get(cause)
     per_node = int(get_device(device).fields.get("devices_per_node", 8))
     n = max(1, c.min_ranks)
     return max(n, per_node + 1) if c.needs_inter_node else n

@@ -18,7 +18,10 @@ from hermes.devices import get as get_device
 from hermes.errors import UsageError
 from hermes.hooks import Collector
 from hermes.npu import inject, opts
-from hermes.npu.runtime import RunResult, Runtime
+from hermes.npu.real import RealRuntime
+from hermes.npu.reference import StepRef, step_ref
+from hermes.npu.result import RunResult
+from hermes.npu.runtime import Runtime
 from hermes.npu.settings import Settings
 from hermes.npu.workloads import get as get_workload
 from hermes.trace.meta import TraceMeta
@@ -38,6 +41,7 @@ class Plan:
     settings: Settings
     clock: str
     seed: int
+    ref: StepRef | None = None          # the healthy step the causes were scaled against
 
     def truth(self) -> dict[str, Any]:
         """What the trace's ``extra`` records so tests and analyses can check ground truth."""
@@ -45,7 +49,7 @@ class Plan:
                 "injected_ids": [c for c, _ in self.causes],
                 "opts": {n: (list(v) if isinstance(v, tuple) else v) for n, v in self.opts},
                 "clock": self.clock, "device_name": self.device,
-                **({"reference": self.settings.ref.to_meta()} if self.settings.ref else {})}
+                **({"reference": self.ref.to_meta()} if self.ref else {})}
 
 
 def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
@@ -70,16 +74,15 @@ def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
             "pipeline" not in dict(optl):
         optl.append(("pipeline", True))  # GE's switch for the 3-stage host pipeline
     s0 = base or Settings()
+    ref = None
     if causes:  # injections are scaled to this workload's healthy step (reference.py)
-        from hermes.npu.reference import step_ref
-
         Runtime(prof, ranks=ranks, settings=s0).layout(w)  # a bad layout fails before the run
-        s0 = s0.with_(ref=step_ref(w, prof, ranks, s0))
-    s = inject.apply(s0, causes, ranks, int(prof.fields.get("devices_per_node", 8)))
+        ref = step_ref(w, prof, ranks, s0)
+    s = inject.apply(s0, causes, ranks, int(prof.fields.get("devices_per_node", 8)), ref)
     s = opts.apply(s, optl)
     _check(s, dict(optl), ranks)
     Runtime(prof, ranks=ranks, settings=s).layout(w)  # validates parallel= against --ranks
-    return Plan(w.name, ranks, prof.name, tuple(causes), tuple(optl), s, clock, seed)
+    return Plan(w.name, ranks, prof.name, tuple(causes), tuple(optl), s, clock, seed, ref)
 
 
 def _check(s: Settings, given: dict[str, Any], ranks: int) -> None:
@@ -117,8 +120,6 @@ def emulate(p: Plan, out: str | os.PathLike[str] | None, steps: int,
         collector = FineCollector(Path(out), TraceMeta(source="emulator"),
                                   row_group_rows=row_group_rows(p.ranks))
     if p.clock == "real":
-        from hermes.npu.real import RealRuntime
-
         rt: Any = RealRuntime(p.device, settings=p.settings, collector=collector, seed=p.seed,
                               meta=p.truth())
     else:
