@@ -85,11 +85,13 @@ def verdict(inject: list[str], opt: list[str]) -> str:
     if importlib.util.find_spec("hermes.analyzers.api") is None:
         return "n/a (analysis not installed)"
     from hermes.analyzers.api import analyze
+    from hermes.commands.emulate import trace_collector
     from hermes.npu.emulate import emulate, plan
 
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "t.parquet"
-        emulate(plan("resnet50", inject_specs=inject, opt_specs=opt), out, 8)
+        p = plan("resnet50", inject_specs=inject, opt_specs=opt)
+        emulate(p, trace_collector(p, out), 8)
         return f"{analyze(out).bound}-bound"
 
 

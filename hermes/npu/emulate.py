@@ -1,9 +1,9 @@
-"""One call from names to a trace: what ``hermes emulate`` and ``hermes demo`` run.
+"""One call from names to a run: what ``hermes emulate`` and ``hermes demo`` run.
 
-``build_settings`` turns cause and optimization specs into :class:`Settings` and rejects
-contradictory combinations; ``emulate`` runs the workload and writes the trace with the
-fine-grained collector, recording the ground truth (injected causes, optimizations, seed) in
-the trace metadata's ``extra``.
+``plan`` turns cause and optimization specs into :class:`Settings` and rejects contradictory
+combinations; ``emulate`` runs the plan on the clock it names and hands everything to the
+collector its caller built (the emulator knows nothing of files), recording the ground truth
+(injected causes, optimizations, seed) in the trace metadata's ``extra``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hermes.devices import get as get_device
@@ -24,7 +23,6 @@ from hermes.npu.result import RunResult
 from hermes.npu.runtime import Runtime
 from hermes.npu.settings import Settings
 from hermes.npu.workloads import get as get_workload
-from hermes.trace.meta import TraceMeta
 
 CLOCKS = ("virtual", "real")
 
@@ -108,20 +106,18 @@ def row_group_rows(ranks: int) -> int:
     return int(max(4096, min(DEFAULT_ROW_GROUP_ROWS, 2**22 // max(ranks, 1))))
 
 
-def emulate(p: Plan, out: str | os.PathLike[str] | None, steps: int,
-            collector: Collector | None = None,
+def emulate(p: Plan, collector: Collector, steps: int,
             progress: Callable[[int, int], None] | None = None) -> RunResult:
-    """Run the plan; write the trace to ``out`` (unless a collector is given)."""
-    from hermes.collectors.fine import FineCollector
-
-    if collector is None:
-        if out is None:
-            raise UsageError("no output: give --out PATH")
-        collector = FineCollector(Path(out), TraceMeta(source="emulator"),
-                                  row_group_rows=row_group_rows(p.ranks))
-    if p.clock == "real":
-        rt: Any = RealRuntime(p.device, settings=p.settings, collector=collector, seed=p.seed,
-                              meta=p.truth())
+    """Run the plan on its clock, reporting to ``collector`` (built by the caller, e.g. a
+    ``hermes.collectors.fine.FineCollector`` writing the trace), and close the collector
+    with the run's metadata; on failure the collector is aborted when it can be."""
+    if not isinstance(collector, Collector):
+        raise TypeError(f"emulate() takes a collector (hermes.hooks.Collector), got "
+                        f"{type(collector).__name__}: build one, e.g. FineCollector(path)")
+    rt: Runtime | RealRuntime
+    if p.clock == "real":  # host code really runs, op by op (one rank, see real.py)
+        rt = RealRuntime(p.device, settings=p.settings, collector=collector, seed=p.seed,
+                         meta=p.truth())
     else:
         rt = Runtime(p.device, ranks=p.ranks, settings=p.settings, collector=collector,
                      seed=p.seed, meta=p.truth(), progress=progress)
