@@ -3,7 +3,9 @@
 ``plan`` turns cause and optimization specs into :class:`Settings` and rejects contradictory
 combinations; ``emulate`` runs the plan on the clock it names and hands everything to the
 collector its caller built (the emulator knows nothing of files), recording the ground truth
-(injected causes, optimizations, seed) in the trace metadata's ``extra``.
+(injected causes, optimizations, seed, every setting, the optimizations this run cannot take)
+in the trace metadata's ``extra``: what the advisor knows of an emulated run, without
+importing the emulator.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hermes.devices import DeviceProfile
 from hermes.devices import get as get_device
-from hermes.errors import UsageError
+from hermes.errors import HermesError, UsageError
 from hermes.hooks import Collector
 from hermes.npu import inject, opts
 from hermes.npu.real import RealRuntime
@@ -22,9 +25,12 @@ from hermes.npu.reference import StepRef, step_ref
 from hermes.npu.result import RunResult
 from hermes.npu.runtime import Runtime
 from hermes.npu.settings import Settings
+from hermes.npu.workloads import Workload
 from hermes.npu.workloads import get as get_workload
 
 CLOCKS = ("virtual", "real")
+#: Parsed option specs, in the order given: (name, value).
+OptList = list[tuple[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,15 @@ class Plan:
     clock: str
     seed: int
     ref: StepRef | None = None          # the healthy step the causes were scaled against
+    #: (optimization, why not) for every optimization the run has not taken and cannot take
+    opts_rejected: tuple[tuple[str, str], ...] = ()
 
     def truth(self) -> dict[str, Any]:
         """What the trace's ``extra`` records so tests and analyses can check ground truth."""
         return {"injected": [{"id": c, "strength": k} for c, k in self.causes],
                 "injected_ids": [c for c, _ in self.causes],
                 "opts": {n: (list(v) if isinstance(v, tuple) else v) for n, v in self.opts},
+                "opts_rejected": dict(self.opts_rejected),
                 "clock": self.clock, "device_name": self.device,
                 **({"reference": self.ref.to_meta()} if self.ref else {})}
 
@@ -76,11 +85,37 @@ def plan(workload: str, *, ranks: int = 1, device: str = "ascend910b",
     if causes:  # injections are scaled to this workload's healthy step (reference.py)
         Runtime(prof, ranks=ranks, settings=s0).layout(w)  # a bad layout fails before the run
         ref = step_ref(w, prof, ranks, s0)
-    s = inject.apply(s0, causes, ranks, int(prof.fields.get("devices_per_node", 8)), ref)
-    s = opts.apply(s, optl)
+    injected = inject.apply(s0, causes, ranks, int(prof.fields.get("devices_per_node", 8)), ref)
+    s = _with_opts(injected, optl, w, prof, ranks)
+    return Plan(w.name, ranks, prof.name, tuple(causes), tuple(optl), s, clock, seed, ref,
+                _rejected(injected, optl, w, prof, ranks))
+
+
+def _with_opts(injected: Settings, optl: OptList, w: Workload, prof: DeviceProfile,
+               ranks: int) -> Settings:
+    """The injected settings with the optimizations applied, checked; raises a UsageError
+    for a combination that cannot hold."""
+    s = opts.apply(injected, optl)
     _check(s, dict(optl), ranks)
     Runtime(prof, ranks=ranks, settings=s).layout(w)  # validates parallel= against --ranks
-    return Plan(w.name, ranks, prof.name, tuple(causes), tuple(optl), s, clock, seed, ref)
+    return s
+
+
+def _rejected(injected: Settings, optl: OptList, w: Workload, prof: DeviceProfile,
+              ranks: int) -> tuple[tuple[str, str], ...]:
+    """(name, reason) of each optimization not already given whose example spelling ``plan``
+    would refuse on top of this run. Optimizations apply after the causes, so this re-plans
+    from the injected settings: no reference step re-measured, microseconds per option."""
+    given = dict(optl)
+    out = []
+    for name, opt in opts.OPTS.items():
+        if name in given:
+            continue
+        try:
+            _with_opts(injected, [*optl, opts.parse(opt.example)], w, prof, ranks)
+        except HermesError as exc:
+            out.append((name, exc.one_line()))
+    return tuple(out)
 
 
 def _check(s: Settings, given: dict[str, Any], ranks: int) -> None:

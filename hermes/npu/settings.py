@@ -7,7 +7,7 @@ nothing injected a run is bound by computation only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 #: Host cost of one logging call per level, in seconds (formatting + write of a log line).
@@ -80,7 +80,10 @@ class Settings:
         return replace(self, **changes)
 
     def to_meta(self) -> dict[str, Any]:
-        """Non-default knobs (what the trace's ``extra.settings`` records)."""
-        base = Settings()
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
-                if getattr(base, k) != v}
+        """Every knob, JSON-ready (what the trace's ``extra.settings`` records): the advisor
+        reads the run's configuration from the trace alone, without these defaults."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
