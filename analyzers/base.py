@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from hermes.registry import Registry
 from hermes.findings import Finding
+from hermes.registry import Registry
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import hermes
+from hermes.commands.emulate import trace_collector
 from hermes.devices import get as get_device
 from hermes.findings import CAUSE_IDS
 from hermes.npu import inject
@@ -36,7 +37,7 @@ def ranks_for(cause: str, device: str) -> int:
     """Fewest ranks an injection needs (inter-node causes need a second node)."""
     if cause == CLEAN:
         return 1
-    c = inject.CAUSES[cause]
+    c = inject.CAUSES.get(cause)
     per_node = int(get_device(device).fields.get("devices_per_node", 8))
     n = max(1, c.min_ranks)
     return max(n, per_node + 1) if c.needs_inter_node else n
@@ -60,7 +61,7 @@ def run_one(workload: str, cause: str, seed: int, steps: int, device: str,
     t0 = time.perf_counter()
     p = plan(workload, ranks=ranks_for(cause, device), device=device,
              inject_specs=[] if cause == CLEAN else [cause], seed=seed)
-    emulate(p, path, steps=steps)
+    emulate(p, trace_collector(p, path), steps=steps)
     t1 = time.perf_counter()
     a = hermes.analyze(path)
     t2 = time.perf_counter()

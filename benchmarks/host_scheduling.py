@@ -82,11 +82,13 @@ def verdict(inject: list[str], opt: list[str]) -> str:
     from pathlib import Path
 
     from hermes.analyzers.run import analyze
+    from hermes.commands.emulate import trace_collector
     from hermes.npu.emulate import emulate, plan
 
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "t.parquet"
-        emulate(plan("resnet50", inject_specs=inject, opt_specs=opt), out, 8)
+        p = plan("resnet50", inject_specs=inject, opt_specs=opt)
+        emulate(p, trace_collector(p, out), 8)
         return f"{analyze(out).bound}-bound"
 
 

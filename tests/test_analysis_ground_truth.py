@@ -15,11 +15,12 @@ CAUSES = ("io.slow_data_reading", "io.slow_data_processing", "cpu.operator_compi
 
 
 def analyze(tmp_path, inject: str | None):
+    from hermes.commands.emulate import trace_collector
     from hermes.npu.emulate import emulate, plan
 
     p = plan("resnet50", inject_specs=[inject] if inject else [], seed=0)
     path = tmp_path / "run.parquet"
-    emulate(p, path, steps=6)
+    emulate(p, trace_collector(p, path), steps=6)
     a = hermes.analyze(path)
     assert a.meta.extra.get("injected_ids", []) == ([inject] if inject else [])
     for rr in a.per_rank.values():

@@ -11,6 +11,7 @@ import pytest
 import hermes
 import hermes.advisor
 import hermes.rules
+from hermes.commands.emulate import trace_collector
 from hermes.npu.emulate import emulate, plan
 from tests.conftest import run_cli
 
@@ -29,7 +30,7 @@ CASES = {
 def run(path: Path, workload: str, ranks: int, cause: str, opt: list[str]) -> float:
     """Median step time (ms) of the emulated run, trace written to ``path``."""
     p = plan(workload, ranks=ranks, inject_specs=[cause], opt_specs=opt, seed=0)
-    return float(emulate(p, path, STEPS).median_step_ms)
+    return float(emulate(p, trace_collector(p, path), STEPS).median_step_ms)
 
 
 @pytest.fixture(scope="module")

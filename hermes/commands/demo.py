@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         Example: hermes demo --out ./hermes-demo
         """
         from hermes.commands._util import write_text_atomic
+        from hermes.commands.emulate import trace_collector
         from hermes.npu.emulate import emulate, plan
 
         if out.exists() and not out.is_dir():
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
         out.mkdir(exist_ok=True)
         trace = out / "trace.parquet"
         p = plan(DEMO_WORKLOAD, inject_specs=list(DEMO_INJECT), seed=seed)
-        res = emulate(p, trace, steps)
+        res = emulate(p, trace_collector(p, trace), steps)
         typer.echo(f"emulated {DEMO_WORKLOAD} with {', '.join(DEMO_INJECT)} "
                    f"(num_workers=1): median step {res.median_step_ms:.1f} ms")
         typer.echo(f"  trace:    {trace}")

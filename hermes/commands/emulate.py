@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from hermes.errors import UsageError
+
+if TYPE_CHECKING:
+    from hermes.collectors.fine import FineCollector
+    from hermes.npu.emulate import Plan
+
+
+def trace_collector(p: Plan, out: Path) -> FineCollector:
+    """The fine-grained collector that writes an emulated run's trace to ``out`` (one file or
+    a per-rank directory, row groups bounded for many ranks)."""
+    from hermes.collectors.fine import FineCollector
+    from hermes.npu.emulate import row_group_rows
+    from hermes.trace.meta import TraceMeta
+
+    return FineCollector(Path(out), TraceMeta(source="emulator"),
+                         row_group_rows=row_group_rows(p.ranks))
 
 
 def listing() -> str:
@@ -14,9 +30,8 @@ def listing() -> str:
     from hermes.devices import profiles
     from hermes.npu.inject import CAUSES
     from hermes.npu.opts import OPTS
-    from hermes.npu.workloads import WORKLOADS, names
+    from hermes.npu.workloads import WORKLOADS
 
-    names()
     lines = ["workloads:"]
     lines += [f"  {n:<16} {w.description}" for n, w in WORKLOADS.items()]
     lines.append("devices:")
@@ -66,7 +81,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--steps must be >= 1, got {steps}")
         check_output_path(out)
         with progress(f"emulating {p.workload}", total=steps) as bar:
-            res = emulate(p, out, steps, progress=lambda done, total: bar.update(completed=done))
+            res = emulate(p, trace_collector(p, out), steps,
+                          progress=lambda done, total: bar.update(completed=done))
         causes = ", ".join(c for c, _ in p.causes) or "none"
         typer.echo(f"emulated {p.workload} on {p.device}: {ranks} rank(s), {steps} steps, "
                    f"layout dp{res.layout[0]},tp{res.layout[1]},pp{res.layout[2]}")

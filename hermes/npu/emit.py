@@ -181,20 +181,30 @@ class Frozen:
 
 def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float],
                  loader_lane: str, sink_load_ns: float) -> Frozen:
-    """The events every rank of the stage has this step (times per rank)."""
-    g, o, c, p, x = st.g, st.order, rec.costs, Parts(st.R), vocab.extra
-    step = rec.step
+    """The events every rank of the stage has this step (times per rank). The parts are added
+    in a fixed order (host stages, device tasks, the rest): the trace's row order follows it."""
+    p = Parts(st.R)
     pipe = st.s.pipeline and not st.s.sink
-    t1, t2, t3 = ("thread 0", "thread 1", "thread 2") if pipe else ("thread 0",) * 3
+    threads = ("thread 0", "thread 1", "thread 2") if pipe else ("thread 0",) * 3
+    corr = rec.step * 1_000_000 + np.arange(st.n, dtype=np.float64)
+    _host_stages(p, st, rec, vocab, threads, corr, sink_load_ns)
+    _device_tasks(p, st, rec, vocab, corr)
+    _step_and_data(p, st, rec, vocab, threads[2], data, loader_lane)
+    return p.freeze(vocab)
+
+
+def _host_stages(p: Parts, st: Stage, rec: StepRecord, vocab: Vocab,
+                 threads: tuple[str, ...], corr: np.ndarray, sink_load_ns: float) -> None:
+    """GC pauses, compiles, InferShape, tiling, allocation and launch of every operator (or,
+    sunk, one model execute per step and the model load at step 0)."""
+    c, x, names = rec.costs, vocab.extra, vocab.op_name
+    t1, t2, t3 = threads
     s1, s2, s3 = rec.s1, rec.s2, rec.s3
-    corr = step * 1_000_000 + np.arange(st.n, dtype=np.float64)
-    link, on_host = st.is_link, c.on_host
-    names = vocab.op_name
-    # -- host stages ----------------------------------------------------------------------
+    on_host = c.on_host
     if st.s.sink:
         p.add(1, lane=t3, kind="launch", name=x["ModelExecute"], ts=s3[:, :1],
               dur=c.launch[0], corr_id=corr[0])
-        if step == 0:
+        if rec.step == 0:
             p.add(1, lane=t1, kind="runtime", name=x["ModelLoad"],
                   ts=s1[:, :1] - sink_load_ns, dur=sink_load_ns)
     else:
@@ -218,7 +228,12 @@ def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float
               corr_id=corr[d])
         p.add(int(on_host.sum()), lane=t3, kind="host_op", name=names[on_host],
               ts=s3[:, on_host], dur=c.launch[on_host], unit=UNITS.index("host"))
-    # -- device tasks ---------------------------------------------------------------------
+
+
+def _device_tasks(p: Parts, st: Stage, rec: StepRecord, vocab: Vocab, corr: np.ndarray) -> None:
+    """Kernels (with their TransData), stream-ordered collectives and gradient buckets."""
+    g, o, x, names = st.g, st.order, vocab.extra, vocab.op_name
+    step, link, on_host = rec.step, st.is_link, rec.costs.on_host
     dts, ddur = rec.dev_ts, rec.dev_dur
     kcorr = np.full(st.n, corr[0]) if st.s.sink else corr
     if st.s.sink:
@@ -248,7 +263,12 @@ def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float
               ts=rec.grad_ts, dur=rec.grad_dur, stream=1, unit=UNITS.index("link"),
               bytes=rec.grad_bytes, coll_bytes=rec.grad_bytes, coll_group=st.group_code["dp"],
               coll_seq=step * nb + np.arange(nb))
-    # -- syncs, step, data, counters ------------------------------------------------------
+
+
+def _step_and_data(p: Parts, st: Stage, rec: StepRecord, vocab: Vocab, t3: str,
+                   data: dict[str, float], loader_lane: str) -> None:
+    """Syncs, the step range, the data pipeline, counters and the waits only some ranks have."""
+    x = vocab.extra
     m = st.sync
     p.add(int(m.sum()), lane=t3, kind="sync", name=x["item_sync"], ts=rec.sync_ts[:, m],
           dur=rec.sync_dur[:, m])
@@ -293,8 +313,7 @@ def stage_events(st: Stage, rec: StepRecord, vocab: Vocab, data: dict[str, float
     # AI Core clock: a slow node runs its tasks at a fraction of the nominal frequency
     p.add(1, lane="counters", kind="counter", name=x["aicore_freq_mhz"], ts=start, dur=0,
           value=st.clock_mhz[:, None], args=5)
-    busy = float(c.total.sum())
+    busy = float(rec.costs.total.sum())
     p.add(1, lane="counters", kind="counter", name=x["host_cpu_pct"], ts=end, dur=0,
           value=np.minimum(100.0, 100.0 * busy / np.maximum(end - start, 1.0)), args=4)
-    return p.freeze(vocab)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from hermes.errors import UsageError
 from hermes.npu.settings import LOG_COST_S, Settings
+from hermes.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def _flag(field: str, value_when_on: Any = True, value_when_off: Any = None) -> 
     return apply
 
 
-OPTS: dict[str, Opt] = {o.name: o for o in [
+OPTS: Registry[Opt] = Registry("optimization")
+for _o in [
     Opt("tiling_cache", "cache tiling results by op signature and shape", _bool,
         _flag("tiling_cache", True, False), "tiling_cache"),
     Opt("pipeline", "3-stage host pipeline (MAX_RUNTIME_CORE_NUMBER=3)", _bool,
@@ -134,17 +136,15 @@ OPTS: dict[str, Opt] = {o.name: o for o in [
     Opt("stop_competing", "stop competing host processes", _bool,
         lambda s, on: s.with_(host_slowdown=1.0, other_cpu_pct=0.0) if on else s,
         "stop_competing"),
-]}
+]:
+    OPTS.add(_o.name, _o)
 
 
 def parse(spec: str) -> tuple[str, Any]:
     """``NAME[=VALUE]`` -> (name, parsed value); errors name the valid optimizations."""
     name, eq, raw = spec.partition("=")
     name = name.strip()
-    opt = OPTS.get(name)
-    if opt is None:
-        raise UsageError(f"unknown optimization {name!r} for --opt",
-                         hint=f"valid: {', '.join(OPTS)}")
+    opt = OPTS.get(name, flag="--opt")
     try:
         return name, opt.parse(raw if eq else None)
     except ValueError as exc:
@@ -159,5 +159,5 @@ def apply(settings: Settings, opts: list[tuple[str, Any]]) -> Settings:
             raise UsageError(f"--opt {name} given twice with different values "
                              f"({seen[name]!r} and {value!r})", hint="keep one")
         seen[name] = value
-        settings = OPTS[name].apply(settings, value)
+        settings = OPTS.get(name).apply(settings, value)
     return settings

@@ -27,7 +27,7 @@ from hermes.hooks import Collector, NullCollector, StepInfo
 from hermes.npu.device import UnitPeaks
 from hermes.npu.graph import AI_CPU, CUBE, LINK, UNIT_NAMES, VECTOR
 from hermes.npu.host import ALLOC_SHARE, INFER_SHARE, TILING_HIT_SHARE, TILING_SHARE, stack_s
-from hermes.npu.runtime import RunResult
+from hermes.npu.result import RunResult
 from hermes.npu.settings import Settings
 from hermes.npu.workloads import Workload
 from hermes.npu.workloads import get as get_workload

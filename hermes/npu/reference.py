@@ -16,9 +16,12 @@ from typing import Any
 import numpy as np
 
 from hermes.devices import DeviceProfile
+from hermes.npu.comm import links, message_bytes, transmit_ns
 from hermes.npu.data import device_bytes
 from hermes.npu.graph import OPT
+from hermes.npu.runtime import Runtime
 from hermes.npu.settings import Settings
+from hermes.npu.stage import Layout
 from hermes.npu.workloads import Workload
 
 REF_STEPS = 3
@@ -55,8 +58,6 @@ class StepRef:
 
 def step_ref(w: Workload, prof: DeviceProfile, ranks: int, settings: Settings) -> StepRef:
     """Run ``w`` healthy (``settings`` as given) for a few steps and measure its steady step."""
-    from hermes.npu.runtime import Runtime
-
     res = Runtime(prof, ranks=ranks, settings=settings).run(w, REF_STEPS)
     dp, tp, pp = res.layout
     g = w.build(tp, pp, 0)
@@ -87,10 +88,6 @@ def step_ref(w: Workload, prof: DeviceProfile, ranks: int, settings: Settings) -
 def _pure_dp(w: Workload, prof: DeviceProfile, ranks: int, s: Settings) -> tuple[float, float]:
     """(device s, gradient allreduce transmission s) per step of one rank when all ``ranks``
     are data parallel: the full model per rank, its gradients allreduced every step."""
-    from hermes.npu.comm import links, message_bytes, transmit_ns
-    from hermes.npu.runtime import Runtime
-    from hermes.npu.stage import Layout
-
     s = s.with_(layout=(ranks, 1, 1))
     rt = Runtime(prof, ranks=ranks, settings=s)
     res = rt.run(w, 2)

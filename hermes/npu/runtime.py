@@ -1,4 +1,4 @@
-"""The emulated NPU runtime: N ranks of a workload on one clock, reported through hooks.
+"""The emulated NPU runtime: N ranks of a workload on the virtual clock, reported through hooks.
 
 Usage::
 
@@ -9,13 +9,13 @@ Each step: every rank asks the data pipeline for its batch, then each pipeline s
 issue their operators (host stack -> device streams -> collectives, see ``stage.py``). The
 runtime knows nothing of files: it calls ``collector.wants_detail(rank, step)`` and, if so,
 ``on_events(batch)``; ``on_step(StepInfo)`` for every rank and step; ``close(meta)`` at the end.
-The virtual clock is deterministic: same seed and settings -> the same events.
+The virtual clock is deterministic: same seed and settings -> the same events. The real clock
+is ``real.RealRuntime``; the caller picks one of the two once (``emulate.emulate``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,32 +30,13 @@ from hermes.npu.device import UnitPeaks, task_durations
 from hermes.npu.emit import MAX_LOADER_LANES, Vocab, stage_events
 from hermes.npu.graph import AI_CPU, CUBE, VECTOR, Graph
 from hermes.npu.host import HostModel
+from hermes.npu.result import RunResult
 from hermes.npu.settings import Settings
 from hermes.npu.stage import Layout, Stage
 from hermes.npu.workloads import Workload
 from hermes.npu.workloads import get as get_workload
 
 SINK_EXECUTE_S = 2.0e-5        # host cost of one model-execute call (argument packing)
-
-
-@dataclass
-class RunResult:
-    """Per-step figures of a run (arrays over steps x ranks, ns) and the settings used."""
-
-    workload: str
-    ranks: int
-    layout: tuple[int, int, int]
-    step_ns: np.ndarray
-    host_ns: np.ndarray        # host busy time per step (sum of host stage costs)
-    device_busy_ns: np.ndarray
-    device_tasks: int
-    settings: Settings
-    comm_ns: np.ndarray | None = None   # time in collectives per step (wait + transmit)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def median_step_ms(self) -> float:
-        return float(np.median(self.step_ns)) / 1e6
 
 
 def fuse(g: Graph) -> Graph:
@@ -79,15 +60,10 @@ class Runtime:
     def __init__(self, device: str | DeviceProfile = "ascend910b", *, ranks: int = 1,
                  settings: Settings | None = None, collector: Collector | None = None,
                  seed: int = 0, meta: dict[str, Any] | None = None,
-                 clock: str = "virtual",
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.profile = get_device(device) if isinstance(device, str) else device
         if ranks < 1:
             raise UsageError(f"--ranks must be >= 1, got {ranks}")
-        if clock not in ("virtual", "real") or (clock == "real" and ranks > 1):
-            raise UsageError(f"clock {clock!r} with {ranks} ranks is not supported",
-                             hint="virtual (any ranks) or real (one rank)")
-        self.clock = clock
         self.progress = progress  # called with (steps done, steps) after every step
         self.ranks = ranks
         self.s = settings or Settings()
@@ -155,11 +131,6 @@ class Runtime:
         w = get_workload(workload) if isinstance(workload, str) else workload
         if steps < 1:
             raise UsageError(f"--steps must be >= 1, got {steps}")
-        if self.clock == "real":  # host code really runs, op by op (see real.py)
-            from hermes.npu.real import RealRuntime
-
-            return RealRuntime(self.profile, settings=self.s, collector=self.collector,
-                               seed=self.seed, meta=self.meta).run(w, steps)
         s, prof = self.s, self.profile
         dp, tp, pp = self.layout(w)
         intra, inter = links(prof)

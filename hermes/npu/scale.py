@@ -18,7 +18,10 @@ import numpy as np
 from hermes.devices import get as get_device
 from hermes.npu.comm import Link, links, transmit_ns
 from hermes.npu.graph import AI_CPU, CUBE, VECTOR
+from hermes.npu.runtime import Runtime
 from hermes.npu.settings import Settings
+from hermes.npu.stage import Layout
+from hermes.npu.workloads import get as get_workload
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,6 @@ class StepScale:
 def measure(workload: str, device: str, ranks: int, settings: Settings | None = None
             ) -> StepScale:
     """Cost one healthy step of ``workload`` on ``ranks`` devices (see the module doc)."""
-    from hermes.npu.runtime import Runtime
-    from hermes.npu.stage import Layout
-    from hermes.npu.workloads import get as get_workload
-
     s = settings or Settings()
     prof = get_device(device)
     w = get_workload(workload)

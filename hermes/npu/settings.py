@@ -7,11 +7,8 @@ nothing injected a run is bound by computation only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from hermes.npu.reference import StepRef
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 #: Host cost of one logging call per level, in seconds (formatting + write of a log line).
 LOG_COST_S: dict[str, float] = {"error": 0.0, "warning": 1e-7, "info": 3e-6, "debug": 2e-5}
@@ -78,14 +75,15 @@ class Settings:
     # seed (same seed, same trace). Kernel durations of one operator vary by a few % on real
     # accelerators (clock boost, memory refresh, cache state); 0 gives the bare cost model.
     jitter: float = 0.02
-    # -- the healthy run injections are scaled against (``reference.py``); not a knob --
-    ref: StepRef | None = None
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
     def to_meta(self) -> dict[str, Any]:
-        """Non-default knobs (what the trace's ``extra.settings`` records)."""
-        base = Settings()
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
-                if k != "ref" and getattr(base, k) != v}
+        """Every knob, JSON-ready (what the trace's ``extra.settings`` records): the advisor
+        reads the run's configuration from the trace alone, without these defaults."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out

@@ -1,66 +1,29 @@
 """The workload zoo: operator graphs of real models, looked up by the names users type.
 
-``WORKLOADS[name]`` is a :class:`Workload`; ``get(name)`` raises a ``UsageError`` listing the
-valid names. A workload builds the graph of one rank's pipeline stage for a parallel layout
-(``build(tp, pp, stage)``) and says what a step consumes (samples, tokens, bytes per sample,
-CPU processing per sample). Shapes, FLOPs and bytes come from the models' published
-architectures (layers generated programmatically in ``models.py``).
+``WORKLOADS`` is a :class:`~hermes.registry.Registry` of :class:`Workload`; ``get(name)`` raises
+a ``UsageError`` listing the valid names. A workload builds the graph of one rank's pipeline
+stage for a parallel layout (``build(tp, pp, stage)``) and says what a step consumes (samples,
+tokens, bytes per sample, CPU processing per sample). Shapes, FLOPs and bytes come from the
+models' published architectures (layers generated programmatically in ``models.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from hermes.npu.workloads.models import ZOO
+from hermes.npu.workloads.workload import Workload
+from hermes.registry import Registry
 
-from hermes.errors import UsageError
-from hermes.npu.graph import Graph
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    description: str
-    build: Callable[[int, int, int], Graph]   # (tp, pp, stage) -> one microbatch's step graph
-    samples_per_step: int                     # samples per rank per step (all microbatches)
-    tokens_per_step: int | None               # tokens per rank per step (LLMs)
-    sample_storage_B: float                   # bytes read from storage per sample
-    sample_device_B: float                    # bytes copied host->device per sample
-    process_s: float                          # CPU seconds of decode/augment per sample
-    microbatches: int = 1                     # pipeline-parallel microbatches per step
-    max_tp: int = 1                           # default tensor-parallel degree on many ranks
-    max_pp: int = 1                           # default pipeline-parallel degree on many ranks
-    expert_parallel: bool = False             # all-to-all over the data-parallel group
-
-    def default_layout(self, ranks: int) -> tuple[int, int, int]:
-        """(dp, tp, pp) for ``ranks`` when the user gives no ``parallel=`` option."""
-        tp = 1
-        while tp * 2 <= self.max_tp and ranks % (tp * 2) == 0:
-            tp *= 2
-        pp = 1
-        while pp * 2 <= self.max_pp and ranks % (tp * pp * 2) == 0:
-            pp *= 2
-        return ranks // (tp * pp), tp, pp
-
-
-WORKLOADS: dict[str, Workload] = {}
-
-
-def register(w: Workload) -> Workload:
-    WORKLOADS[w.name] = w
-    return w
+WORKLOADS: Registry[Workload] = Registry("workload")
+for _w in ZOO:
+    WORKLOADS.add(_w.name, _w)
 
 
 def get(name: str) -> Workload:
-    from hermes.npu.workloads import models  # noqa: F401  (fills the registry)
-
-    try:
-        return WORKLOADS[name]
-    except KeyError:
-        raise UsageError(f"unknown workload {name!r}",
-                         hint=f"valid: {', '.join(sorted(WORKLOADS))}") from None
+    return WORKLOADS.get(name)
 
 
 def names() -> list[str]:
-    from hermes.npu.workloads import models  # noqa: F401
+    return WORKLOADS.names()
 
-    return list(WORKLOADS)
+
+__all__ = ["WORKLOADS", "Workload", "get", "names"]

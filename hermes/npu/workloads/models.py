@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from hermes.npu.graph import AI_CPU, BWD, DTYPE_BYTES, FWD, OPT, Graph, GraphBuilder
-from hermes.npu.workloads import Workload, register
+from hermes.npu.workloads.workload import Workload
 
 Emit = Callable[[GraphBuilder, int], None]  # appends one layer's ops for a phase
 
@@ -235,48 +235,51 @@ def _recsys(tp: int, pp: int, stage: int, *, batch: int, tables: int, dim: int, 
     return _assemble([layer], None, None, stage, pp, 0.0, params)
 
 
-def _register_all() -> None:
+def _zoo() -> list[Workload]:
+    """Every workload of the zoo, in the order ``hermes emulate --list`` shows them."""
+    zoo: list[Workload] = []
     img: dict[str, Any] = dict(sample_storage_B=110e3, sample_device_B=224 * 224 * 3 * 2.0)
-    register(Workload("resnet50", "ResNet-50 on ImageNet, batch 64 per device",
-                      partial(_convnet, spec=_resnet50_spec(), batch=64, fc=[1000]),
-                      64, None, process_s=1.1e-3, **img))
-    register(Workload("vgg16", "VGG-16 on ImageNet, batch 128 per device (138M parameters)",
-                      partial(_convnet, spec=_vgg16_spec(), batch=128, fc=[4096, 4096, 1000]),
-                      128, None, process_s=2.0e-4, **img))
-    register(Workload("mobilenetv1-ssd", "MobileNetV1-SSD300 detection, batch 128 per device",
-                      partial(_convnet, spec=_mobilenet_ssd_spec(), batch=128, fc=[128],
-                              head_small=60, syncs=0),
-                      128, None, sample_storage_B=150e3, sample_device_B=300 * 300 * 3 * 2.0,
-                      process_s=3.0e-4))
+    zoo.append(Workload("resnet50", "ResNet-50 on ImageNet, batch 64 per device",
+                        partial(_convnet, spec=_resnet50_spec(), batch=64, fc=[1000]),
+                        64, None, process_s=1.1e-3, **img))
+    zoo.append(Workload("vgg16", "VGG-16 on ImageNet, batch 128 per device (138M parameters)",
+                        partial(_convnet, spec=_vgg16_spec(), batch=128, fc=[4096, 4096, 1000]),
+                        128, None, process_s=2.0e-4, **img))
+    zoo.append(Workload("mobilenetv1-ssd", "MobileNetV1-SSD300 detection, batch 128 per device",
+                        partial(_convnet, spec=_mobilenet_ssd_spec(), batch=128, fc=[128],
+                                head_small=60, syncs=0),
+                        128, None, sample_storage_B=150e3, sample_device_B=300 * 300 * 3 * 2.0,
+                        process_s=3.0e-4))
     txt: dict[str, Any] = dict(sample_device_B=0.0, process_s=2.0e-5)
-    register(Workload("bert-large", "BERT-Large pre-training, seq 512, batch 32 per device",
-                      partial(_transformer, layers=24, h=1024, seq=512, batch=32, vocab=30522),
-                      32, 32 * 512, sample_storage_B=512 * 4.0, **txt))
-    register(Workload("pangu-1.3b", "PanGu-alpha 1.3B (GPT-style), seq 1024, batch 8",
-                      partial(_transformer, layers=24, h=2048, seq=1024, batch=8, vocab=40000),
-                      8, 8 * 1024, sample_storage_B=1024 * 4.0, **txt))
-    register(Workload("llama2-7b", "LLaMA2-7B-like, seq 4096, batch 1, ~650 small-shape ops",
-                      partial(_transformer, layers=32, h=4096, seq=4096, batch=1, vocab=32000,
-                              ffn_mult=2.6875, small_ops=10),
-                      1, 4096, sample_storage_B=4096 * 4.0, **txt))
-    register(Workload("gpt3-13b", "GPT3-13B, seq 2048, 4 microbatches, tensor+pipeline parallel",
-                      partial(_transformer, layers=40, h=5120, seq=2048, batch=4, vocab=50257,
-                              micro=4),
-                      4, 4 * 2048, sample_storage_B=2048 * 4.0, microbatches=4, max_tp=8,
-                      max_pp=4, **txt))
+    zoo.append(Workload("bert-large", "BERT-Large pre-training, seq 512, batch 32 per device",
+                        partial(_transformer, layers=24, h=1024, seq=512, batch=32, vocab=30522),
+                        32, 32 * 512, sample_storage_B=512 * 4.0, **txt))
+    zoo.append(Workload("pangu-1.3b", "PanGu-alpha 1.3B (GPT-style), seq 1024, batch 8",
+                        partial(_transformer, layers=24, h=2048, seq=1024, batch=8, vocab=40000),
+                        8, 8 * 1024, sample_storage_B=1024 * 4.0, **txt))
+    zoo.append(Workload("llama2-7b", "LLaMA2-7B-like, seq 4096, batch 1, ~650 small-shape ops",
+                        partial(_transformer, layers=32, h=4096, seq=4096, batch=1, vocab=32000,
+                                ffn_mult=2.6875, small_ops=10),
+                        1, 4096, sample_storage_B=4096 * 4.0, **txt))
+    zoo.append(Workload("gpt3-13b", "GPT3-13B, seq 2048, 4 microbatches, tensor+pipeline parallel",
+                        partial(_transformer, layers=40, h=5120, seq=2048, batch=4, vocab=50257,
+                                micro=4),
+                        4, 4 * 2048, sample_storage_B=2048 * 4.0, microbatches=4, max_tp=8,
+                        max_pp=4, **txt))
     rec: dict[str, Any] = dict(sample_device_B=40 * 4.0, process_s=2.0e-7)
-    register(Workload("deepfm", "DeepFM CTR model, 39 fields, batch 131072",
-                      partial(_recsys, batch=131072, tables=39, dim=16, mlp=[400, 400, 400],
-                              top=[1], alltoall=False),
-                      131072, None, sample_storage_B=40.0, **rec))
-    register(Workload("dlrm", "DLRM (Criteo), 26 tables, all-to-all of embeddings",
-                      partial(_recsys, batch=32768, tables=26, dim=128, mlp=[512, 256, 128],
-                              top=[1024, 1024, 512, 256, 1], alltoall=True),
-                      32768, None, sample_storage_B=40.0, expert_parallel=True, **rec))
-    register(Workload("moe", "GPT-style MoE, 8 experts, all-to-all dispatch/combine",
-                      partial(_transformer, layers=12, h=2048, seq=2048, batch=4, vocab=50257,
-                              experts=8),
-                      4, 4 * 2048, sample_storage_B=2048 * 4.0, expert_parallel=True, **txt))
+    zoo.append(Workload("deepfm", "DeepFM CTR model, 39 fields, batch 131072",
+                        partial(_recsys, batch=131072, tables=39, dim=16, mlp=[400, 400, 400],
+                                top=[1], alltoall=False),
+                        131072, None, sample_storage_B=40.0, **rec))
+    zoo.append(Workload("dlrm", "DLRM (Criteo), 26 tables, all-to-all of embeddings",
+                        partial(_recsys, batch=32768, tables=26, dim=128, mlp=[512, 256, 128],
+                                top=[1024, 1024, 512, 256, 1], alltoall=True),
+                        32768, None, sample_storage_B=40.0, expert_parallel=True, **rec))
+    zoo.append(Workload("moe", "GPT-style MoE, 8 experts, all-to-all dispatch/combine",
+                        partial(_transformer, layers=12, h=2048, seq=2048, batch=4, vocab=50257,
+                                experts=8),
+                        4, 4 * 2048, sample_storage_B=2048 * 4.0, expert_parallel=True, **txt))
+    return zoo
 
 
-_register_all()
+ZOO: tuple[Workload, ...] = tuple(_zoo())

@@ -1,6 +1,6 @@
 """Estimated vs measured speedup of every rule with an emulator spelling.
 
-    python -m hermes.rules.calibrate [--causes ID,ID] [--steps 8] [--seed 0] [--json OUT]
+    python benchmarks/rule_calibration.py [--causes ID,ID] [--steps 8] [--seed 0] [--json OUT]
 
 For each cause id: emulate a workload with the cause injected (``CASES``: the workload and ranks
 that show it clearly), analyze the trace, and for every recommendation of that cause's finding
@@ -46,10 +46,11 @@ CASES: dict[str, tuple[str, int]] = {
 def run(workload: str, ranks: int, cause: str, opts: list[str], steps: int, seed: int,
         out: Path) -> float:
     """Median step time (ms) of one emulated run; writes its trace to ``out``."""
+    from hermes.commands.emulate import trace_collector
     from hermes.npu.emulate import emulate, plan
 
     p = plan(workload, ranks=ranks, inject_specs=[cause], opt_specs=opts, seed=seed)
-    return float(emulate(p, out, steps).median_step_ms)
+    return float(emulate(p, trace_collector(p, out), steps).median_step_ms)
 
 
 def calibrate(cause: str, steps: int = 8, seed: int = 0) -> list[dict[str, Any]]:
