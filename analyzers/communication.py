@@ -381,7 +381,3 @@ def communication(ctx: RankContext) -> AnalyzerResult:
                                              cost_ns=int(cost.sum())))
     return res
 
-
-# the cluster half (synchronization across ranks) lives in its own module; importing it here
-# registers ``communication_cluster`` whenever the rank analyzer is loaded
-from hermes.analyzers import communication_cluster as _cluster  # noqa: E402,F401

@@ -33,7 +33,8 @@ from hermes.errors import UsageError
 MODULES = (
     "hermes.analyzers.overlap", "hermes.analyzers.critical_path", "hermes.analyzers.io",
     "hermes.analyzers.cpu", "hermes.analyzers.fluctuation", "hermes.analyzers.computation",
-    "hermes.analyzers.communication", "hermes.analyzers.cluster",
+    "hermes.analyzers.communication", "hermes.analyzers.communication_cluster",
+    "hermes.analyzers.cluster",
 )
 
 Progress = Callable[[int, int], None]

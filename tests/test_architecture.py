@@ -74,7 +74,10 @@ def graph() -> dict[str, set[str]]:
                 if node.level:
                     up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                     base = ".".join(up + ([base] if base else []))
-                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+                # ``from pkg import sub`` depends on the module pkg.sub when there is one, else
+                # on pkg (a name defined there)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                           for a in node.names]
             for t in targets:
                 if not t.startswith("hermes"):
                     continue

@@ -225,9 +225,12 @@ def test_emulator_opt_already_applied_is_not_recommended_again():
 def test_emulator_opt_contradicting_the_run_is_dropped():
     # sink needs static shapes: with operator compilation (dynamic shapes) injected, the sink
     # advice stays but without an emulator spelling
-    meta = emulated(workload="mobilenetv1-ssd",
-                    injected=[{"id": "cpu.operator_compilation", "strength": 1.0}],
-                    opts_rejected={"sink": "--opt sink needs a static graph"})
+    from hermes.npu.emulate import plan
+
+    truth = plan("mobilenetv1-ssd", inject_specs=["cpu.operator_compilation"]).truth()
+    assert "sink" in truth["opts_rejected"]          # what the emulator records for the advisor
+    meta = emulated(workload="mobilenetv1-ssd", **{k: truth[k] for k in
+                                                   ("injected", "opts", "opts_rejected")})
     recs = by_rule(recommend(finding("cpu.operator_dispatch", 0.5), meta))
     assert recs["cpu.dispatch_sink"].emulator_opt is None
     assert recs["cpu.dispatch_pipeline"].emulator_opt == "pipeline"
