@@ -47,7 +47,7 @@ SCHEMA = "hermes.analysis/1"
 _MODULES = (
     "hermes.analyzers.overlap", "hermes.analyzers.critical_path", "hermes.analyzers.io",
     "hermes.analyzers.cpu", "hermes.analyzers.fluctuation", "hermes.analyzers.computation",
-    "hermes.analyzers.communication", "hermes.analyzers.cluster",
+    "hermes.analyzers.communication", "hermes.analyzers.cluster", "hermes.analyzers.memory",
 )
 
 #: Keys of ``breakdown.per_rank`` taken from the overlap analyzer's metrics (percent of step time).
