@@ -20,7 +20,8 @@ TIMELINE_COLUMNS = ["ts_ns", "allocated_bytes", "reserved_bytes"]
 
 def _samples(events: pd.DataFrame) -> pd.DataFrame:
     """(device, quantity, ts_ns, value) of the memory counter samples, in time order."""
-    if len(events) == 0:
+    if len(events) == 0 or not {"kind", "lane", "ts_ns", "value"} <= set(events.columns):
+        # no events, or a caller that loaded only some columns: no samples to read
         return pd.DataFrame(columns=["device", "quantity", "ts_ns", "value"])
     counter = (events["kind"] == "counter").to_numpy(bool)
     lanes = events["lane"].astype(str)
