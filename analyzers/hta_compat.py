@@ -39,6 +39,10 @@ from hermes.analyzers import intervals as iv
 from hermes.trace.schema import DEVICE_KINDS, HOST_LANES, MEMORY_KINDS
 
 # HTA 0.5 hta/utils/utils.py, verbatim
+#: HTA's own communication-kernel pattern, kept as HTA writes it for parity. Kernels of other
+#: libraries (hermes/trace/comm_patterns.toml: RCCL, DeepEP, MSCCL++, ...) are already kind
+#: ``collective`` when imported, which both this module and ``overlap`` count as communication,
+#: so the two agree without reading the table here.
 NCCL_KERNEL_RE = r"^nccl.*Kernel"
 MEMORY_KERNEL_RE = r"(^Memcpy)|(^Memset)|(^dma)"
 NON_COMPUTE_RE = r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)"

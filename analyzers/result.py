@@ -28,6 +28,8 @@ BREAKDOWN_KEYS = ("computation_only_pct", "communication_only_pct", "overlapped_
                   "host_bound_pct", "free_pct", "idle_pct", "compute_pct", "non_compute_pct",
                   "comm_comp_overlap_pct")
 TOP_OPS_N = 10
+#: Per-rank memory figures of the JSON document (``memory.per_rank``).
+MEMORY_KEYS = ("device", "peak_allocated_bytes", "peak_reserved_bytes", "samples")
 
 
 def _steps(per_rank: dict[int, dict[str, AnalyzerResult]]) -> dict[str, Any]:
@@ -156,7 +158,17 @@ class Analysis:
         """The top finding with id ``fid`` (e.g. ``"io.slow_data_processing"``), if any."""
         return next((f for f in self.findings if f.id == fid), None)
 
+    @property
+    def memory(self) -> list[dict[str, Any]]:
+        """Peak device memory per rank (bytes), for ranks whose trace has memory samples."""
+        return [{"rank": r, **{k: rr["memory"].metrics[k] for k in MEMORY_KEYS}}
+                for r, rr in self.per_rank.items()
+                if "memory" in rr and rr["memory"].metrics.get("samples")]
+
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.memory:
+            extra["memory"] = {"per_rank": self.memory}
         return jsonable({
             "schema": SCHEMA,
             "source": getattr(self.meta, "source", None),
@@ -168,6 +180,7 @@ class Analysis:
             "breakdown": {"per_rank": self.breakdown_rows},
             "critical_path": self.critical_path,
             "findings": [f.to_dict() for f in self.findings],
+            **extra,
         })
 
     def to_json(self, indent: int | None = 2) -> str:

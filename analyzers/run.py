@@ -34,7 +34,7 @@ MODULES = (
     "hermes.analyzers.overlap", "hermes.analyzers.critical_path", "hermes.analyzers.io",
     "hermes.analyzers.cpu", "hermes.analyzers.fluctuation", "hermes.analyzers.computation",
     "hermes.analyzers.communication", "hermes.analyzers.communication_cluster",
-    "hermes.analyzers.cluster",
+    "hermes.analyzers.cluster", "hermes.analyzers.memory",
 )
 
 Progress = Callable[[int, int], None]

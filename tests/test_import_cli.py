@@ -190,6 +190,7 @@ def test_unknown_device_is_exit_2_listing_the_profiles(tmp_path: Path) -> None:
 
 def test_help_shows_rank_and_device_examples() -> None:
     code, stdout, _ = run_cli("import", "--help")
-    text = " ".join(stdout.split())  # rich wraps lines at the terminal width
+    # rich wraps lines at the terminal width, inside the options box
+    text = " ".join(stdout.replace("\u2502", " ").split())
     assert code == 0
     assert "--rank 3 --device h100" in text and "e.g. --rank 3" in text

@@ -54,20 +54,27 @@ def expected_counts(path: Path) -> Counter:
         ph, cat, name = e.get("ph"), e.get("cat"), e.get("name", "")
         if ph in ("s", "f", "t", "M"):
             continue
+        if name == "[memory]":  # allocated and reserved: two counter samples
+            out["counter"] += 2
+            continue
         if ph == "C":
             kind = "counter"
         elif ph not in ("X", "i", "I"):
             kind = "other"
         elif cat in ("user_annotation", "gpu_user_annotation"):
             kind = "step" if re.fullmatch(r"ProfilerStep#\d+", name) else "marker"
+            if re.fullmatch(r"(gloo|mpi|ucc):\w+", name) and cat == "user_annotation":
+                kind = "collective"
+        elif cat == "cpu_instant_event":
+            kind = "marker"
         elif cat in RUNTIME_CATS:
             kind = runtime_kind(name, e.get("args", {}).get("correlation"), device_corrs)
         elif cat == "kernel":
             kind = "collective" if name.lower().startswith(("ncclkernel", "nccldevkernel")) \
                 else "kernel"
         elif cat == "gpu_memcpy":
-            kind = "memcpy_h2d" if "HtoD" in name else "memcpy_d2h" if "DtoH" in name \
-                else "memcpy_d2d"
+            kind = "memcpy_h2d" if "HtoD" in name or "HostToDevice" in name else \
+                "memcpy_d2h" if "DtoH" in name or "DeviceToHost" in name else "memcpy_d2d"
         elif cat == "mtia_ccp_events":  # MTIA command processor: kernels and 'dma*' copies
             direction = e.get("args", {}).get("direction")
             kind = "kernel" if not name.startswith("dma") else \

@@ -159,10 +159,19 @@ def register(app: typer.Typer) -> None:
                                                "describe its device (Kineto: no known "
                                                "deviceProperties), e.g. --device h100; an "
                                                "unknown name lists the shipped ones."),
+        comm_patterns: Path | None = typer.Option(
+            None, "--comm-patterns",
+            help="TOML file of communication-kernel name patterns ([[library]] name, "
+                 "patterns) added to the shipped table, for collective libraries Hermes "
+                 "does not know."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> int:
         files = _expand(sources)
         options = _options(files, rank, device)
+        if comm_patterns is not None:
+            from hermes.trace import comm_patterns as patterns
+
+            options["comm_patterns"] = patterns.load(comm_patterns)
         importer = _pick(files, source_format)
         _use_system_allocator()
         check_output_path(out)

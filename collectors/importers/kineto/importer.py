@@ -24,10 +24,13 @@ import pyarrow as pa
 
 from hermes.collectors.importers.base import ImportResult
 from hermes.collectors.importers.kineto.arrow import dictionary, from_numpy, strings, to_numpy
-from hermes.collectors.importers.kineto.chunk import DEVICE_SEP, INTERMEDIATE, Side, chunk_to_batch
+from hermes.collectors.importers.kineto.chunk import chunk_to_batch
 from hermes.collectors.importers.kineto.mapping import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
 from hermes.collectors.importers.kineto.reader import KinetoFile
+from hermes.collectors.importers.kineto.side import DEVICE_SEP, INTERMEDIATE, Side
 from hermes.errors import ImportFormatError, UsageError
+from hermes.trace import comm_patterns
+from hermes.trace.comm_patterns import CommPatterns
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
 
@@ -84,16 +87,10 @@ class _Finish:
         names = [g for g, _ in sorted(side.groups.items(), key=lambda kv: kv[1])]
         if not side.colls:
             return np.zeros(0, np.int64), np.zeros((0, 3), np.int64), names
-        c = np.concatenate(side.colls)  # row, ts, group, seq, bytes, ext
-        row, ts, group, seq, nbytes, ext = (c[:, i].copy() for i in range(6))
+        c = np.concatenate(side.colls)  # row, ts, group, seq, bytes, ext, host lane
+        row, ts, group, seq, nbytes, ext, lane = (c[:, i].copy() for i in range(7))
         if side.rpc:
-            r = np.concatenate(side.rpc)  # ext, bytes, group, seq
-            r = r[np.argsort(r[:, 0], kind="stable")]
-            pos = np.clip(np.searchsorted(r[:, 0], ext), 0, len(r) - 1)
-            hit = (ext >= 0) & (r[pos, 0] == ext)
-            for col, src in ((nbytes, 1), (group, 2), (seq, 3)):
-                fill = hit & (col < 0)
-                col[fill] = r[pos[fill], src]
+            _fill_from_rpc(np.concatenate(side.rpc), ts, ext, lane, group, seq, nbytes)
         order = np.lexsort((row, ts))
         g = group[order]
         by_group = np.argsort(g, kind="stable")  # time order kept within each group
@@ -191,6 +188,29 @@ class _Finish:
         return name if name.startswith(lane) else f"{lane} ({name})"
 
 
+def _fill_from_rpc(r: np.ndarray, ts: np.ndarray, ext: np.ndarray, lane: np.ndarray,
+                   group: np.ndarray, seq: np.ndarray, nbytes: np.ndarray) -> None:
+    """Fill what collectives' args lack from their record_param_comms op (rows of ext, bytes,
+    group, seq, ts, lane): the op of the same external id, else, for a collective on a host
+    thread (a Gloo range), the latest op on that thread that started at or before it."""
+    by_ext = r[np.argsort(r[:, 0], kind="stable")]
+    pos = np.clip(np.searchsorted(by_ext[:, 0], ext), 0, len(by_ext) - 1)
+    hit = (ext >= 0) & (by_ext[pos, 0] == ext)
+    src = by_ext[pos]
+    # (lane, ts) order: the latest op of the same lane at or before each collective
+    by_time = r[np.lexsort((r[:, 4], r[:, 5]))]
+    key_r = by_time[:, 5].astype(np.float64) * 2.0 ** 62 + by_time[:, 4]
+    key_c = lane.astype(np.float64) * 2.0 ** 62 + ts
+    j = np.searchsorted(key_r, key_c, side="right") - 1
+    jc = np.clip(j, 0, None)
+    near = ~hit & (lane >= 0) & (j >= 0) & (by_time[jc, 5] == lane)
+    src = np.where(near[:, None], by_time[jc], src)
+    use = hit | near
+    for col, k in ((nbytes, 1), (group, 2), (seq, 3)):
+        fill = use & (col < 0)
+        col[fill] = src[fill, k]
+
+
 def _rank_of(header: dict[str, Any]) -> int | None:
     info = header.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
@@ -215,10 +235,10 @@ def _device_meta(header: dict[str, Any], fallback: str | None = None) -> dict[st
     return meta
 
 
-def _phase1(path: Path, spool: Path, progress: Callable[[int], None] | None
-            ) -> tuple[Side, dict[str, Any]]:
+def _phase1(path: Path, spool: Path, progress: Callable[[int], None] | None,
+            comm: CommPatterns) -> tuple[Side, dict[str, Any]]:
     """Read the file chunk by chunk into intermediate batches spooled to ``spool``."""
-    side = Side()
+    side = Side(comm=comm)
     kf = KinetoFile(path).open()
     try:
         with pa.OSFile(str(spool), "wb") as sink, \
@@ -234,11 +254,11 @@ def _phase1(path: Path, spool: Path, progress: Callable[[int], None] | None
 
 
 def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTraceWriter,
-                 tmpdir: Path, progress: Callable[[int], None] | None
+                 tmpdir: Path, progress: Callable[[int], None] | None, comm: CommPatterns
                  ) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
     """Import one file; returns (rank, side info, header, events per kind, dangling corr)."""
     spool = tmpdir / "spool.arrows"
-    side, header = _phase1(path, spool, progress)
+    side, header = _phase1(path, spool, progress, comm)
     rank = _rank_of(header)
     rank = rank_fallback if rank is None else rank
     finish = _Finish(side, rank)
@@ -265,6 +285,8 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
         raise UsageError(f"rank {rank_option} given for {len(sources)} files",
                          hint="a rank option applies to a single file")
     progress: Callable[[int], None] | None = options.get("progress")
+    #: which kernel names are communication: the shipped table, or one a user extended
+    comm: CommPatterns = options.get("comm_patterns") or comm_patterns.default()
     writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
                          threaded=True)
     ranks: dict[int, Path] = {}
@@ -287,7 +309,7 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
 
                 fallback = i if rank_option is None else int(rank_option)
                 rank, side, header, kinds, dangling = _import_file(
-                    src, fallback, writer, Path(tmp), step_progress)
+                    src, fallback, writer, Path(tmp), step_progress, comm)
                 if rank_option is not None and rank != rank_option:
                     warnings.append(f"{src.name}: the file names rank {rank} "
                                     f"(distributedInfo); rank option {rank_option} not used")

@@ -37,31 +37,63 @@ class CategoryRule:
     stream_from_args: bool = False
 
 
-#: What each Kineto category becomes. Anything else is kept as kind 'other' on a host lane.
+#: What each Kineto category becomes, keyed by the lower-cased category (lookups lower-case
+#: too: one Kineto release wrote ``gpu_user_Annotation``). Every spelling Kineto has written:
+#: the ActivityType names of libkineto (cpu_op ... privateuse1_*), and the capitalised ones of
+#: PyTorch 1.8-1.13's output_json (Operator, Runtime, Kernel, Memcpy, Memset, Python, ...,
+#: ``ProfilerStep#N`` under Operator), so an old trace is never read as a CPU-only run.
+#: Anything else is kept as kind 'other' on a host lane.
 CATEGORIES: dict[str, CategoryRule] = {
     "cpu_op": CategoryRule(K["host_op"], "host"),
+    "operator": CategoryRule(K["host_op"], "host"),  # PyTorch 1.8-1.13
+    "hpu_op": CategoryRule(K["host_op"], "host"),
     "user_annotation": CategoryRule(K["marker"], "host"),
+    "user annotation": CategoryRule(K["marker"], "host"),  # PyTorch 1.8-1.9
+    "cpu_instant_event": CategoryRule(K["marker"], "host"),  # '[memory]' ones: counters
     "python_function": CategoryRule(K["python"], "host"),
+    "python": CategoryRule(K["python"], "host"),  # PyTorch 1.8-1.13
     "cuda_runtime": CategoryRule(RUNTIME, "host"),
     "cuda_driver": CategoryRule(RUNTIME, "host"),
+    "runtime": CategoryRule(RUNTIME, "host"),  # PyTorch 1.8-1.13 (CUDA and HIP calls)
+    "driver": CategoryRule(RUNTIME, "host"),
     "mtia_runtime": CategoryRule(RUNTIME, "host"),
     "xpu_runtime": CategoryRule(RUNTIME, "host"),
+    "xpu_driver": CategoryRule(RUNTIME, "host"),
     "privateuse1_runtime": CategoryRule(RUNTIME, "host"),
-    "kernel": CategoryRule(KERNEL, "device"),
+    "privateuse1_driver": CategoryRule(RUNTIME, "host"),
+    "glow_runtime": CategoryRule(RUNTIME, "host"),
+    "kernel": CategoryRule(KERNEL, "device"),  # 'Kernel' in PyTorch 1.8-1.13
     "gpu_memcpy": CategoryRule(MEMCPY, "device"),
+    "memcpy": CategoryRule(MEMCPY, "device"),  # PyTorch 1.8-1.13
+    "mlu_memcpy": CategoryRule(MEMCPY, "device"),
     "gpu_memset": CategoryRule(K["memset"], "device"),
+    "memset": CategoryRule(K["memset"], "device"),  # PyTorch 1.8-1.13
+    "mlu_memset": CategoryRule(K["memset"], "device"),
     "gpu_user_annotation": CategoryRule(K["marker"], "device"),
+    "mlu_user_annotation": CategoryRule(K["marker"], "device"),
     "cuda_sync": CategoryRule(K["sync"], "device"),
+    "xpu_sync": CategoryRule(K["sync"], "device"),
     # MTIA device-side (command processor) events: kernels, and DMA copies named 'dma_*'
     # whose args.direction gives the copy direction and args.size its bytes
     "mtia_ccp_events": CategoryRule(CCP, "device", stream_from_args=True),
 }
+
+
+def category_rule(cat: str | None) -> CategoryRule | None:
+    return CATEGORIES.get(cat.lower()) if cat else None
+
+
 #: Event phases that carry an event (complete, instant, counter); others are flows/metadata.
 EVENT_PHASES = frozenset({"X", "i", "I", "C"})
 FLOW_PHASES = frozenset({"s", "f", "t"})
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_NCCL = re.compile(r"^(ncclKernel|ncclDevKernel)", re.IGNORECASE)
+#: ProcessGroup ranges of backends whose collectives run on the host CPU (Gloo, MPI, UCC's CPU
+#: path): the range is the collective itself. NCCL/RCCL/HCCL ranges ('nccl:all_reduce') only
+#: enqueue the kernel that is the collective, so they stay markers.
+_HOST_PG = re.compile(r"^(gloo|mpi|ucc):(\w+)$")
+#: PyTorch's memory-profiler instant events (profile_memory=True)
+MEMORY_EVENT = "[memory]"
 # runtime/driver calls by what they do; the first rule that matches wins
 _RUNTIME_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"synchronize", re.I), "sync"),
@@ -85,7 +117,7 @@ class NameInfo:
 
     step: int  # N of ProfilerStep#N, else -1
     data_wait: bool
-    nccl: bool
+    host_collective: bool  # a 'gloo:all_reduce'-style ProcessGroup range
     runtime_kind: int
     memcpy_kind: int
     dma: bool  # an MTIA DMA request (HTA's memory-kernel pattern '^dma')
@@ -99,16 +131,17 @@ def name_info(name: str) -> NameInfo:
         if pat.search(name):
             runtime = kind
             break
-    if "HtoD" in name:
+    # CUDA: 'Memcpy HtoD (Pageable -> Device)'; ROCm: 'CopyHostToDevice'
+    if "HtoD" in name or "HostToDevice" in name:
         memcpy = "memcpy_h2d"
-    elif "DtoH" in name:
+    elif "DtoH" in name or "DeviceToHost" in name:
         memcpy = "memcpy_d2h"
     else:  # DtoD, PtoP (peer to peer) and anything unexpected
         memcpy = "memcpy_d2d"
     return NameInfo(
         step=int(m.group(1)) if m else -1,
         data_wait=name.startswith("enumerate(DataLoader)") and "__next__" in name,
-        nccl=bool(_NCCL.match(name)),
+        host_collective=bool(_HOST_PG.match(name)),
         runtime_kind=K[runtime],
         memcpy_kind=K[memcpy],
         dma=name.startswith("dma"),
@@ -131,6 +164,7 @@ class Args(msgspec.Struct, gc=False):
 
     correlation: int = NO_INT
     external_id: int = msgspec.field(default=NO_INT, name="External id")
+    external_id_old: int = msgspec.field(default=NO_INT, name="external id")  # PyTorch 1.8-1.9
     flops: float = float("nan")
     bytes: float = float("nan")
     stream: int = NO_INT
@@ -171,7 +205,7 @@ def _tolerant(d: object) -> Args:
     for f in Args.__struct_fields__:
         key = Args.__struct_encode_fields__[Args.__struct_fields__.index(f)]
         v = d.get(key)
-        if f in ("correlation", "external_id", "stream"):
+        if f in ("correlation", "external_id", "external_id_old", "stream"):
             v = _as_int(v)
             v = NO_INT if v is None or not -2 ** 63 < v < 2 ** 63 else v
         elif f in ("in_nelems", "out_nelems", "seq"):
