@@ -133,5 +133,6 @@ def load_budget(path: str | Path) -> Budget:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise BudgetError(f"not valid TOML ({exc})", path=p, where="(file)") from None
+        # tomllib's message names the line and column; there is no key to name yet
+        raise BudgetError(f"not valid TOML: {exc}", path=p) from None
     return parse_budget(doc, p)
