@@ -4,8 +4,9 @@ The regression gate (see docs/ci.md for why this test): a run fails when its med
 is above the baseline's by more than the allowed regression *and* the slowdown is significant:
 
 * significance: one-sided Mann-Whitney U over the step times (new slower than baseline), p < alpha;
-* size: the 95 % bootstrap interval of median(new) / median(baseline) reaches past
-  ``1 + threshold`` — the data cannot rule out a regression of the allowed size;
+* size: the one-sided upper (1 - alpha) bootstrap bound of median(new) / median(baseline) is
+  past ``1 + threshold`` — at the same alpha, the data cannot show the regression is within
+  the allowed size (a slowdown of exactly the allowed size fails, not one time in two);
 * threshold: ``max_regression``, widened to the history's own spread when several baselines are
   given (their steps are pooled; a run fails only when it lies outside what the history did);
 * too few steps for the test to ever reach alpha (the smallest p an exact test can give with
@@ -81,7 +82,7 @@ def regression_gate(new: Run, baselines: list[Run], max_regression: float,
     med = float(np.median(pooled))
     spread = max((float(np.median(r)) / med - 1 for r in runs if r.size), default=0.0)
     threshold = max(max_regression, spread) if len(runs) > 1 else max_regression
-    ci = median_ratio_ci(pooled, ns)
+    ci = median_ratio_ci(pooled, ns, level=1 - 2 * alpha)  # its hi: the one-sided bound
     p = float(mann_whitney(pooled, ns, alternative="less")[0])
     floor = min_p(pooled.size, ns.size, alternative="less")
     testable = floor <= alpha
@@ -96,7 +97,8 @@ def regression_gate(new: Run, baselines: list[Run], max_regression: float,
                "base_steps": int(pooled.size), "new_steps": int(ns.size),
                "baselines": len(runs), "tested": testable}
     text = (f"median {med / 1e6:.3f} -> {np.median(ns) / 1e6:.3f} ms "
-            f"({_pct(ci.ratio - 1)}, 95 % CI {_pct(ci.lo - 1)} .. {_pct(ci.hi - 1)}); "
+            f"({_pct(ci.ratio - 1)}, {100 * ci.level:g} % CI {_pct(ci.lo - 1)} .. "
+            f"{_pct(ci.hi - 1)}); "
             f"limit {_pct(threshold)}")
     if len(runs) > 1:
         text += f" (history of {len(runs)} runs, spread {_pct(spread)})"
