@@ -1,15 +1,16 @@
 """Power of ``hermes check`` on the emulator: false failures on re-runs, regressions caught.
 
     python benchmarks/check_power.py [--pairs 20] [--steps 20] [--workload bert-large]
-                                     [--slowdown 0.055] [--max-regression 0.05] [--alpha 0.01]
+                                     [--slowdown 0.05] [--max-regression 0.05] [--alpha 0.01]
 
 For each seed pair (base seed ``i``, new seed ``1000 + i``): the same workload emulated twice
 (a re-run: ``check`` must pass), and the new run again with the device clock slowed (the
 mechanism of ``computation.slow_node``, on every rank: ``Settings.slow_rank``/``slow_factor``),
 whose size is set by ``--slowdown`` and *measured* on each pair (median step ratio - 1, printed).
 The clock slows only device work, so the step-time regression comes out a little under the clock
-slowdown (host and copies are not slowed): the default 5.5 % clock slowdown gives a measured
-step-time regression of about 5.2-5.4 %, a regression of (at least) the allowed 5 %.
+slowdown (host and copies are not slowed): the default 5 % clock slowdown measured 4.83-5.05 %
+(mean 4.97 %) over 20 pairs of bert-large, i.e. a regression of the allowed size itself, which
+the gate's one-sided upper bound (not the point estimate) catches.
 Prints the false-failure rate (re-runs that failed) and the catch rate (regressions that failed).
 """
 
@@ -44,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--workload", default="bert-large")
-    ap.add_argument("--slowdown", type=float, default=0.055,
-                    help="device clock slowdown of the regressed run (0.055: 5.5 %% slower)")
+    ap.add_argument("--slowdown", type=float, default=0.05,
+                    help="device clock slowdown of the regressed run (0.05: 5 %% slower)")
     ap.add_argument("--max-regression", type=float, default=0.05)
     ap.add_argument("--alpha", type=float, default=0.01)
     args = ap.parse_args(argv)
