@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from hermes.check import check
+from hermes.commands.emulate import trace_collector
 from hermes.diff.runs import load_run
 from hermes.npu.emulate import emulate, plan
 from hermes.npu.settings import Settings
@@ -32,11 +33,11 @@ from hermes.npu.settings import Settings
 
 def emulate_run(workload: str, seed: int, steps: int, out: Path,
                 base: Settings | None = None) -> Path:
-    """Write one emulated run at ``out``. The one call into the emulator (its signature is
-    being changed so the caller hands in the collector: adapt here only)."""
+    """Write one emulated run at ``out`` (the one call into the emulator)."""
     if out.exists():
         shutil.rmtree(out) if out.is_dir() else out.unlink()
-    emulate(plan(workload, seed=seed, base=base), out, steps=steps)
+    p = plan(workload, seed=seed, base=base)
+    emulate(p, trace_collector(p, out), steps)
     return out
 
 

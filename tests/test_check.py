@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hermes.check import BudgetError, check, load_budget, render_junit, render_markdown
+from hermes.commands.emulate import trace_collector
 from hermes.diff.runs import load_run
 from hermes.npu.emulate import emulate, plan
 from tests.conftest import run_cli
@@ -26,8 +27,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, spec, seed in (("base", [], 0), ("rerun", [], 7),
                              ("slow", ["computation.slow_node=0.05"], 7)):
         out[name] = d / f"{name}.parquet"
-        emulate(plan("bert-large", ranks=2, inject_specs=spec, seed=seed), out[name],
-                steps=STEPS)
+        p = plan("bert-large", ranks=2, inject_specs=spec, seed=seed)
+        emulate(p, trace_collector(p, out[name]), STEPS)
     return out
 
 
