@@ -322,12 +322,12 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         else 0.0,
         "device_busy_pct": 100.0 * busy / step_total if step_total else 0.0,
         "device_idle_pct": 100.0 * (1 - busy / step_total) if step_total else 0.0,
+        **{f"{r['class']}_pct": r["share_pct"] for r in rows},
         # share of kernel time without FLOP/byte data (judged by kernel family, or not at all)
         "no_data_pct": 100.0 * float(k.loc[k["basis"] != "roofline", "dur_ns"].sum())
         / total_dev if total_dev else 0.0,
         "family_basis_pct": 100.0 * float(k.loc[k["basis"] == "family", "dur_ns"].sum())
         / total_dev if total_dev else 0.0,
-        **{f"{r['class']}_pct": r["share_pct"] for r in rows},
         **devicework.mfu(k, step_total, pk),
     })
     res.tables.update({"tasks": k.drop(columns=["args", "host_args", "shape", "lane",
@@ -401,7 +401,7 @@ def _class_findings(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
             continue
         sub = k[k["class"] == c]
         ev = devicework.class_evidence(sub, total, pk)
-        where = devicework.describe(ev)
+        where = devicework.describe(ev, compute=c == "compute_bound")
         res.findings.append(Finding(
             "computation", c, min(1.0, float(r["step_share"])),
             f"{r['share_pct']:.1f}% of device task time is {c.replace('_', '-')} "

@@ -229,12 +229,13 @@ def class_evidence(sub: pd.DataFrame, total_ns: float, pk: dict[str, Any]) -> di
             "family_basis_pct": round(100.0 * fam_only / t, 3) if t else 0.0}
 
 
-def describe(ev: dict[str, Any]) -> str:
-    """A short phrase naming the leading families: "GEMM 58.0% at 780 TFLOP/s (79% of peak)"."""
+def describe(ev: dict[str, Any], compute: bool = True) -> str:
+    """A short phrase naming the leading families: "gemm 58.0% at 780 TFLOP/s (79% of peak)";
+    memory-bound families by their GB/s (``compute`` False)."""
     parts = []
     for f in ev.get("families", [])[:3]:
         s = f"{f['family']} {f['share_of_device_time_pct']:.1f}%"
-        if f.get("tflops") is not None and f["tflops"] >= 0.01:
+        if f.get("tflops") is not None and (compute or f.get("GBps") is None):
             s += f" at {f['tflops']:.1f} TFLOP/s"
             if f.get("pct_of_peak_flops") is not None:
                 s += f" ({f['pct_of_peak_flops']:.0f}% of peak)"

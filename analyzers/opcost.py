@@ -247,9 +247,8 @@ def _elementwise(name: str, op: Op) -> Cost:
     ts = op.tensors()
     lists = op.lists()
     if lists:  # _foreach_* / fused optimizers: every list read, the first written back
+        # a TensorList's dtype is not recorded ("TensorList"): bytes only with a typed input
         e = op.first_elem()
-        if math.isnan(e):
-            return NAN2
         sizes = [sum(float(np.prod(s)) for s in lst) for lst in lists]
         return sizes[0], (sum(sizes) + sizes[0]) * e
     if not ts:
