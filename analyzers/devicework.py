@@ -222,7 +222,11 @@ def class_evidence(sub: pd.DataFrame, total_ns: float, pk: dict[str, Any]) -> di
 
     t = float(sub["dur_ns"].sum()) if len(sub) else 0.0
     fam_only = float(sub.loc[sub["basis"] == "family", "dur_ns"].sum()) if len(sub) else 0.0
-    return {"families": rows(family_table(sub), "family", 10),
+    fams = rows(family_table(sub), "family", 10)
+    return {"families": fams,
+            # the leading family as scalars: the rule table reads scalar evidence
+            "top_family": fams[0]["family"] if fams else "",
+            "top_family_pct": fams[0]["share_of_device_time_pct"] if fams else 0.0,
             "top_kernels": rows(kernel_summary(sub), "name", TOP_KERNELS),
             "peak_tflops": round(peak / 1e12, 1) if peak else None,
             "peak_hbm_GBps": round(hbm / 1e9, 1) if hbm else None,
