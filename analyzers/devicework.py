@@ -90,7 +90,8 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
 
 def assign_families(k: pd.DataFrame) -> None:
     """``family`` by kernel name; a name no pattern knows takes its host operator's family."""
-    fam = families.classify(k["name"]).astype(object)
+    fam = k["family"].astype(object) if "family" in k.columns else \
+        families.classify(k["name"]).astype(object)
     if "host_family" in k.columns:
         host = k["host_family"].map(lambda f: families.HOST_TO_KERNEL.get(f, f)
                                     if isinstance(f, str) else None)
@@ -222,12 +223,16 @@ def class_evidence(sub: pd.DataFrame, total_ns: float, pk: dict[str, Any]) -> di
 
     t = float(sub["dur_ns"].sum()) if len(sub) else 0.0
     fam_only = float(sub.loc[sub["basis"] == "family", "dur_ns"].sum()) if len(sub) else 0.0
+    # the summary of the top kernels only (one cheap group-by picks them)
+    top = sub["dur_ns"].groupby(sub["name"], observed=True).sum().nlargest(TOP_KERNELS) \
+        if len(sub) else pd.Series(dtype="int64")
+    few = sub[sub["name"].isin(top.index).to_numpy()] if len(sub) else sub
     fams = rows(family_table(sub), "family", 10)
     return {"families": fams,
             # the leading family as scalars: the rule table reads scalar evidence
             "top_family": fams[0]["family"] if fams else "",
             "top_family_pct": fams[0]["share_of_device_time_pct"] if fams else 0.0,
-            "top_kernels": rows(kernel_summary(sub), "name", TOP_KERNELS),
+            "top_kernels": rows(kernel_summary(few), "name", TOP_KERNELS),
             "peak_tflops": round(peak / 1e12, 1) if peak else None,
             "peak_hbm_GBps": round(hbm / 1e9, 1) if hbm else None,
             "family_basis_pct": round(100.0 * fam_only / t, 3) if t else 0.0}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import numpy as np
@@ -37,6 +37,7 @@ def table() -> tuple[tuple[tuple[str, re.Pattern[str]], ...], dict[str, str]]:
     return tuple(pats), bounds
 
 
+@lru_cache(maxsize=65536)
 def family_of(name: str) -> str:
     for fam, rx in table()[0]:
         if rx.search(name):
