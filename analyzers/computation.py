@@ -20,10 +20,12 @@ Tables: ``kernels`` (one row per task, the roofline columns), ``classes`` (devic
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers import devicework, families
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.opinfo import (
@@ -34,7 +36,6 @@ from hermes.analyzers.opinfo import (
     clip_to_windows,
     dtype_bytes,
     gemm_bytes,
-    gemm_flops,
     has,
     input_shapes,
     misaligned,
@@ -74,37 +75,6 @@ _FA = re.compile(r"flash|fmha|FlashAttention|scaled_dot_product|sdpa", re.I)
 
 # ---------------------------------------------------------------- the roofline table
 
-def _from_host_ops(ev: pd.DataFrame, k: pd.DataFrame, gemm: np.ndarray) -> None:
-    """Give kernels without flops/shapes those of the host operator that launched them (same
-    ``external_id``, e.g. Kineto's cpu_op with ``with_flops``), split evenly over the op's GEMM
-    kernels (or all its kernels when none is a GEMM)."""
-    if "external_id" not in ev.columns or k["external_id"].isna().all():
-        return
-    hm = (ev["kind"] == "host_op").to_numpy() & ev["external_id"].notna().to_numpy()
-    if not hm.any():
-        return
-    h = base_frame(ev, hm)
-    h["shape"] = input_shapes(h["args"])
-    h["dtype_raw"] = h["args"]
-    est = gemm_flops(h["name"], h["shape"])
-    h["flops"] = h["flops"].where(h["flops"].notna(), est)
-    h = h.sort_values("flops", na_position="first").drop_duplicates("external_id", keep="last")
-    h = h.set_index("external_id")
-    ext = k["external_id"]
-    has = ext.notna() & ext.isin(h.index)
-    if not has.any():
-        return
-    grp = ext.where(has)
-    any_gemm = pd.Series(gemm, index=k.index).groupby(grp).transform("any").fillna(False)
-    target = has & (pd.Series(gemm, index=k.index) | ~any_gemm.astype(bool))
-    n = target.groupby(grp).transform("sum").replace(0, np.nan)
-    hf = grp.map(h["flops"])
-    fill = k["flops"].isna() & target
-    k.loc[fill, "flops"] = (hf / n)[fill]
-    k.loc[k["shape"].isna() & has, "shape"] = grp.map(h["shape"])[k["shape"].isna() & has]
-    k.loc[has, "host_args"] = grp.map(h["dtype_raw"])[has]
-
-
 def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per device task with the roofline columns (see the module docstring)."""
     return _kernel_table(ctx, windows)[0]
@@ -119,7 +89,8 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     if len(k) == 0:
         return pd.DataFrame(columns=["name", "ts_ns", "dur_ns", "unit", "flops", "bytes",
                                      "ai_flop_per_B", "ridge_flop_per_B", "achieved_flops",
-                                     "achieved_Bps", "u_compute", "u_bandwidth", "class"]), \
+                                     "achieved_Bps", "u_compute", "u_bandwidth", "class",
+                                     "family", "basis", "step"]), \
             pd.Series([], dtype="string[pyarrow]")
     args = rich_args(k["args"])  # one pass; the lookups below only see rows with keys
     typ = arg_values(args, "Type", "op_type").reindex(k.index)
@@ -127,7 +98,9 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     k["gemm"] = gemm
     k["shape"] = input_shapes(args).reindex(k.index)
     k["host_args"] = None
-    _from_host_ops(ev, k, gemm)
+    devicework.assign_families(k)
+    devicework.link_host_ops(ev, k)
+    devicework.assign_families(k)  # names no pattern knows take their host operator's family
     core = arg_values(args, "Accelerator Core", "Task Type", "task_type").reindex(k.index)
     unit = k["unit"].astype(object).where(k["unit"].notna(), None)
     unit = unit.where(unit.notna(), np.where(has(core, "AI_CPU", case=False), "ai_cpu", None))
@@ -146,6 +119,7 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     dsrc = k["host_args"].where(k["host_args"].notna(), k["args"])[gm]
     elem = pd.Series(2.0, index=k.index)
     elem[gm] = dtype_bytes(dsrc)
+    elem = k["elem"].where(k["elem"].notna() & gm, elem)  # the operator's parsed input dtype
     if pk["dtype_flops"]:
         fp32 = pk["dtype_flops"].get("fp32")
         if fp32:
@@ -174,8 +148,24 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
         k["u_compute"] = k["achieved_flops"] / peak_unit
         k["u_bandwidth"] = k["achieved_Bps"] / hbm
     k["class"] = _classify(k, args)
+    _family_fallback(k)
     k["step"] = step_of(k["ts_ns"].to_numpy(np.int64), windows)
     return k, args
+
+
+def _family_fallback(k: pd.DataFrame) -> None:
+    """Tasks without FLOP/byte data take their kernel family's usual bound (``families.toml``:
+    matrix families compute-bound, the rest memory-bound); ``basis`` says which tasks were
+    judged by measurement (``roofline``), by family (``family``) or not at all (``none``:
+    communication kernels, which are not computation)."""
+    nd = (k["class"] == "no_data").to_numpy()
+    usual = families.bounds(k["family"]).to_numpy(object)
+    fb = nd & np.isin(usual, ("compute_bound", "memory_bound"))
+    k["basis"] = np.where(nd, np.where(fb, "family", "none"), "roofline")
+    if fb.any():
+        cls = np.array(k["class"].astype(object), dtype=object)
+        cls[fb] = usual[fb]
+        k["class"] = pd.Categorical(cls, categories=CLASSES)
 
 
 def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
@@ -332,12 +322,19 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         else 0.0,
         "device_busy_pct": 100.0 * busy / step_total if step_total else 0.0,
         "device_idle_pct": 100.0 * (1 - busy / step_total) if step_total else 0.0,
-        "no_data_pct": float(classes.loc[classes["class"] == "no_data", "share_pct"].iloc[0]),
         **{f"{r['class']}_pct": r["share_pct"] for r in rows},
+        # share of kernel time without FLOP/byte data (judged by kernel family, or not at all)
+        "no_data_pct": 100.0 * float(k.loc[k["basis"] != "roofline", "dur_ns"].sum())
+        / total_dev if total_dev else 0.0,
+        "family_basis_pct": 100.0 * float(k.loc[k["basis"] == "family", "dur_ns"].sum())
+        / total_dev if total_dev else 0.0,
+        **devicework.mfu(k, step_total, pk),
     })
-    res.tables.update({"kernels": k.drop(columns=["args", "host_args", "shape", "lane",
-                                                  "coll_group", "coll_bytes", "coll_seq",
-                                                  "value"], errors="ignore"),
+    res.tables.update({"tasks": k.drop(columns=["args", "host_args", "shape", "lane",
+                                                "coll_group", "coll_bytes", "coll_seq",
+                                                "value"], errors="ignore"),
+                       "kernels": devicework.kernel_summary(k),
+                       "families": devicework.family_table(k),
                        "classes": classes, "per_step": per_step})
     top = []
     for c in ("compute_bound", "memory_bound", "underutilized"):
@@ -352,20 +349,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                              if len(k) else pd.DataFrame(columns=["name", "time_ns", "count"]))
     steps = tuple(int(s) for s in windows["step"]) if len(windows) else ()
     ranks = (int(ctx.rank),)
-    for c, cause in (("compute_bound", "compute_bound"), ("memory_bound", "memory_bound")):
-        r = classes[classes["class"] == c].iloc[0]
-        if r["step_share"] < MIN_SHARE:
-            continue
-        sub = k[k["class"] == c]
-        res.findings.append(Finding(
-            "computation", cause, min(1.0, float(r["step_share"])),
-            f"{r['share_pct']:.1f}% of device task time is {c.replace('_', '-')} "
-            f"({100 * r['step_share']:.1f}% of step time)",
-            evidence={"share_of_device_time_pct": round(float(r["share_pct"]), 3),
-                      "no_data_pct": round(res.metrics["no_data_pct"], 3),
-                      "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                      "top_ops": top_ops(sub)},
-            ranks=ranks, steps=steps))
+    _class_findings(res, k, classes, pk, ranks, steps)
     cause_rows = []
     named: dict[str, dict] = {}
     for reason, sub in causes.items():
@@ -390,20 +374,55 @@ def computation(ctx: RankContext) -> AnalyzerResult:
             "text": f"device clock {100 * freq['drop']:.1f}% below nominal "
                     f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
             **{k2: round(v, 3) for k2, v in freq.items()}}
-    _underutilization(res, k, classes, named, freq_share, ranks, steps)
+    _underutilization(res, k, classes, named, freq_share, ranks, steps,
+                      _computing_share(k, windows, step_total), pk)
     return res
+
+
+def _computing_share(k: pd.DataFrame, windows: pd.DataFrame, step_total: int) -> float:
+    """Share of step time some computation kernel runs (communication kernels left out): no
+    computation finding may claim more (the verdict's device share also counts copies)."""
+    if not step_total or len(k) == 0:
+        return 0.0
+    c = k[(k["family"] != "communication").to_numpy()]
+    return union_time(c["ts_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64),
+                      windows) / step_total
+
+
+def _class_findings(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
+                    pk: dict[str, Any], ranks: tuple[int, ...], steps: tuple[int, ...]) -> None:
+    """``computation.compute_bound`` / ``memory_bound``: time_share = the class's step share;
+    evidence: where its device time goes (families, top kernels, achieved TFLOP/s and GB/s
+    against the device's peaks) and how much of it was judged by kernel family alone."""
+    total = float(k["dur_ns"].sum()) if len(k) else 0.0
+    for c in ("compute_bound", "memory_bound"):
+        r = classes[classes["class"] == c].iloc[0]
+        if r["step_share"] < MIN_SHARE:
+            continue
+        sub = k[k["class"] == c]
+        ev = devicework.class_evidence(sub, total, pk)
+        where = devicework.describe(ev, compute=c == "compute_bound")
+        res.findings.append(Finding(
+            "computation", c, min(1.0, float(r["step_share"])),
+            f"{r['share_pct']:.1f}% of device task time is {c.replace('_', '-')} "
+            f"({100 * r['step_share']:.1f}% of step time)" + (f": {where}" if where else ""),
+            evidence={"share_of_device_time_pct": round(float(r["share_pct"]), 3),
+                      "no_data_pct": round(res.metrics["no_data_pct"], 3),
+                      "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
+                      "top_ops": top_ops(sub), **ev},
+            ranks=ranks, steps=steps))
 
 
 def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
                       named: dict[str, dict], freq_share: float, ranks: tuple[int, ...],
-                      steps: tuple[int, ...]) -> None:
+                      steps: tuple[int, ...], computing: float, pk: dict[str, Any]) -> None:
     """One ``computation.underutilization`` finding per rank: time_share = the underutilized
     tasks' share (at the nominal clock) + the frequency drop's; its named causes (AI CPU,
     alignment, private formats, dynamic shapes, frequency drop) in ``evidence.causes``, the
     largest as ``evidence.reason``. Named operators are strong evidence: the finding is emitted
     whatever its share when there are any (msprof-analyze lists them without a threshold)."""
     r = classes[classes["class"] == "underutilized"].iloc[0]
-    share = min(1.0, float(r["step_share"]) + freq_share)
+    share = min(1.0, float(r["step_share"]) + freq_share, max(computing, float(r["step_share"])))
     if share < MIN_SHARE and not named:
         return
     reason = max(named, key=lambda x: named[x]["share"]) if named else ""
@@ -419,7 +438,9 @@ def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFram
                   "share_of_device_time_pct": round(float(r["share_pct"]), 3),
                   "no_data_pct": round(res.metrics["no_data_pct"], 3),
                   "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                  "top_ops": top_ops(sub)},
+                  "top_ops": top_ops(sub),
+                  **devicework.class_evidence(sub, float(k["dur_ns"].sum()) if len(k) else 0.0,
+                                              pk)},
         ranks=ranks, steps=steps))
 
 

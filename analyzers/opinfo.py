@@ -22,12 +22,21 @@ TOP_N = 10
 
 
 def profile_of(ctx: RankContext) -> devices.DeviceProfile | None:
-    """The device profile of a rank: by the trace's device name, else None."""
+    """The device profile of a rank: by the trace's device name, else by the Kineto
+    ``deviceProperties`` a profile lists as ``kineto_props`` (ROCm may name a device "AMD Radeon
+    Graphics" or nothing; its architecture and CU count still identify it), else None."""
     dev = ctx.device
     for key in ("name", "display_name"):
         p = devices.match(str(dev.get(key) or ""))
         if p is not None:
             return p
+    props = dev.get("kineto")
+    if isinstance(props, dict):
+        for p in devices.profiles().values():
+            want = p.fields.get("kineto_props")
+            if isinstance(want, dict) and want and \
+                    all(props.get(k) == v for k, v in want.items()):
+                return p
     return None
 
 

@@ -98,7 +98,7 @@ def test_newer_cann_shapes_and_dynamic_operators(shared_traces: Path) -> None:
     # misaligned -> underutilized; FlashAttention forward: vector 0.63, mte2 0.86-0.87 ->
     # memory-bound; FlashAttention grad: every pipe <= 0.53 -> underutilized; the 25-31 us Adds:
     # mte2 0.84-0.87 -> memory-bound; the 1.4 us Adds: all pipes < 0.4 -> underutilized
-    k = r.tables["kernels"]
+    k = r.tables["tasks"]
     cls = k.groupby("name")["class"].agg(lambda c: "/".join(sorted(set(c))))
     assert cls["aclnnMatmul_MatMulCommon_MatMulV2"] == "compute_bound"
     assert cls["aclnnMatmul_MatMulV3Common_MatMulV3"] == "compute_bound"

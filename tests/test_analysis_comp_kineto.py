@@ -39,7 +39,7 @@ def test_flops_estimated_when_the_trace_has_none() -> None:
         ev("host_op", "aten::mm", 0, 5_000, external_id=9, args=args),
         ev("kernel", "nvjet_sm90_gemm", 10_000, 200_000, external_id=9))))
     r = computation(RankContext(0, df, TraceMeta(device=devices.get("h100").to_meta())))
-    k = r.tables["kernels"].iloc[0]
+    k = r.tables["tasks"].iloc[0]
     assert k["flops"] == 2 * 4096 ** 3
     # 1.37e11 FLOP in 200 us = 6.87e14 FLOP/s = 0.695 of 9.894e14 -> just under U = 0.7
     assert k["u_compute"] == pytest.approx(2 * 4096 ** 3 / 200e-6 / 9.894e14)
@@ -61,7 +61,7 @@ def test_big_matmul_is_compute_bound(shared_traces: Path, tmp_path: Path) -> Non
     top = max(r.findings, key=lambda f: f.time_share)
     assert top.id == "computation.compute_bound"
     assert top.time_share > 0.8
-    k = r.tables["kernels"]
+    k = r.tables["tasks"]
     gemm = k[k["name"].str.startswith("nvjet")]
     # four 8192^3 bf16 matmuls per step at ~795 TFLOP/s (h100_calibration.json: 795.3)
     assert (gemm["flops"] == 2 * 8192 ** 3).all()

@@ -66,7 +66,7 @@ def test_roofline_classes_by_hand() -> None:
                          "share_pct": [25.0] * 4,
                          "step_share": [0.1] * 4}).set_index("class")
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
-    k = r.tables["kernels"].set_index("name")
+    k = r.tables["tasks"].set_index("name")
     assert k.loc["gemm", "u_compute"] == pytest.approx(0.8)
     assert k.loc["add", "u_bandwidth"] == pytest.approx(0.8)
     assert k.loc["x", "ai_flop_per_B"] == pytest.approx(1.0)
@@ -82,7 +82,7 @@ def test_below_threshold_is_underutilized() -> None:
     u = U_THRESHOLD * 0.9
     df = frame(ev("kernel", "gemm", 0, 100_000, flops=u * PEAK * 1e-4, bytes=1e6, unit="sm"))
     r = run(df)
-    assert r.tables["kernels"]["class"].tolist() == ["underutilized"]
+    assert r.tables["tasks"]["class"].tolist() == ["underutilized"]
     # whole-trace window = the kernel itself: share 1.0
     assert [f.cause for f in r.findings] == ["underutilization"]
     assert r.findings[0].time_share == pytest.approx(1.0)
@@ -99,13 +99,15 @@ def test_flops_and_shapes_from_launching_host_op() -> None:
         ev("kernel", "elementwise", 1_500_000, 100_000),
     )
     r = run(df)
-    k = r.tables["kernels"].set_index("name")
+    k = r.tables["tasks"].set_index("name")
     assert k.loc["sm90_xmma_gemm_bf16", "flops"] == fl
     # bytes estimated: (n*n + n*n + n*n) elements of 2 B
     assert k.loc["sm90_xmma_gemm_bf16", "bytes"] == 3 * n * n * 2
     # 1.1e12 FLOP in 1.4 ms = 7.85e14 FLOP/s = 0.794 of peak -> compute-bound
     assert k.loc["sm90_xmma_gemm_bf16", "class"] == "compute_bound"
-    assert k.loc["elementwise", "class"] == "no_data"
+    # no FLOP/byte data: judged by its kernel family's usual bound (families.toml)
+    assert k.loc["elementwise", "class"] == "memory_bound"
+    assert k.loc["elementwise", "basis"] == "family"
     top = max(r.findings, key=lambda f: f.time_share)
     assert top.id == "computation.compute_bound"
     assert top.evidence["top_ops"][0]["name"] == "sm90_xmma_gemm_bf16"
@@ -151,7 +153,7 @@ def test_pipe_ratios_classify_tasks_without_flops() -> None:
                _asc("fa", 100, 100, "mix", aic_mac_ratio=0.35, aic_mte2_ratio=0.87),
                _asc("add", 200, 100, "vector", aiv_vec_ratio=0.25, aiv_mte2_ratio=0.1))
     r = run(df, A910B)
-    assert r.tables["kernels"]["class"].tolist() == ["compute_bound", "memory_bound",
+    assert r.tables["tasks"]["class"].tolist() == ["compute_bound", "memory_bound",
                                                      "underutilized"]
 
 
@@ -173,7 +175,7 @@ def test_frequency_drop() -> None:
     # the GEMM's time at the nominal clock is compute-bound; the rest is the frequency drop's
     (cb,) = [f for f in r.findings if f.cause == "compute_bound"]
     assert cb.time_share == pytest.approx(0.5 * 0.9)
-    k = r.tables["kernels"].iloc[0]
+    k = r.tables["tasks"].iloc[0]
     assert k["u_compute"] == pytest.approx(0.75)
     assert k["class"] == "compute_bound"
 

@@ -1,0 +1,65 @@
+"""Kernel families by name: the data table ``families.toml`` (next to this module), loaded once.
+
+``classify(names)`` gives each device kernel its family (``gemm``, ``conv``, ``attention``,
+``elementwise``, ``reduction``, ``norm``, ``copy``, ``embedding``, ``communication``, ``other``)
+from the first matching name pattern, and ``BOUNDS[family]`` the family's usual roofline bound
+(``compute_bound`` / ``memory_bound`` / ``communication``) for kernels without FLOP/byte data.
+Patterns run once per distinct name (kernel names repeat: millions of kernels, hundreds of names).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import cache, lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+FAMILIES_FILE = "families.toml"
+OTHER = "other"
+#: host-operator families (``opcost``) -> kernel families: softmax kernels are reductions
+HOST_TO_KERNEL = {"softmax": "reduction"}
+
+
+@cache
+def table() -> tuple[tuple[tuple[str, re.Pattern[str]], ...], dict[str, str]]:
+    """(ordered (family, compiled regex) patterns, family -> usual bound), read once."""
+    raw = tomllib.loads(resources.files(__package__).joinpath(FAMILIES_FILE)
+                        .read_text(encoding="utf-8"))
+    bounds = {name: str(spec["bound"]) for name, spec in raw["family"].items()}
+    pats = []
+    for i, p in enumerate(raw["pattern"]):
+        if p["family"] not in bounds:
+            raise ValueError(f"{FAMILIES_FILE} pattern #{i + 1}: unknown family {p['family']!r}")
+        pats.append((str(p["family"]), re.compile(p["regex"], re.I)))
+    return tuple(pats), bounds
+
+
+@lru_cache(maxsize=65536)
+def family_of(name: str) -> str:
+    for fam, rx in table()[0]:
+        if rx.search(name):
+            return fam
+    return OTHER
+
+
+def bound_of(family: str) -> str:
+    return table()[1].get(family, table()[1][OTHER])
+
+
+def classify(names: pd.Series) -> pd.Series:
+    """The family of each kernel name (a categorical), matched once per distinct name."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes, uniq = names.cat.codes.to_numpy(), names.cat.categories
+    else:
+        codes, uniq = pd.factorize(names.astype(object), use_na_sentinel=True)
+    fams = np.array([family_of(str(u)) for u in uniq] + [OTHER], dtype=object)
+    out = fams[np.where(codes >= 0, codes, len(uniq))]
+    return pd.Series(pd.Categorical(out), index=names.index)
+
+
+def bounds(families: pd.Series) -> pd.Series:
+    """The usual bound of each family (object strings)."""
+    return families.astype(object).map(bound_of)
