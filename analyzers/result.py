@@ -28,6 +28,11 @@ BREAKDOWN_KEYS = ("computation_only_pct", "communication_only_pct", "overlapped_
                   "host_bound_pct", "free_pct", "idle_pct", "compute_pct", "non_compute_pct",
                   "comm_comp_overlap_pct")
 TOP_OPS_N = 10
+#: Per-rank figures of the computation analyzer in the JSON document (``computation.per_rank``).
+MFU_KEYS = ("mfu", "achieved_tflops", "mfu_peak_tflops", "flops_known_pct")
+#: Columns of the top-kernel table (``computation.top_kernels``), over all ranks.
+KERNEL_KEYS = ("count", "total_ns", "mean_ns", "max_ns", "share_pct", "family", "bound")
+TOP_KERNELS_N = 20
 #: Per-rank memory figures of the JSON document (``memory.per_rank``).
 MEMORY_KEYS = ("device", "peak_allocated_bytes", "peak_reserved_bytes", "samples")
 
@@ -159,6 +164,26 @@ class Analysis:
         return next((f for f in self.findings if f.id == fid), None)
 
     @property
+    def computation(self) -> dict[str, Any]:
+        """Model FLOPs utilization and achieved TFLOP/s per rank, and the top kernels over all
+        ranks (``nsys stats``' kernel summary: count, total, mean, max, share, family, bound)."""
+        per_rank = [{"rank": r, **{k: rr["computation"].metrics.get(k) for k in MFU_KEYS}}
+                    for r, rr in self.per_rank.items() if "computation" in rr]
+        per_rank = [row for row in per_rank if row.get("achieved_tflops") is not None]
+        k = self.tables.get("computation.kernels")
+        top: list[dict[str, Any]] = []
+        if k is not None and len(k):
+            g = k.groupby("name", sort=False)
+            agg = pd.DataFrame({"count": g["count"].sum(), "total_ns": g["total_ns"].sum(),
+                                "max_ns": g["max_ns"].max(), "family": g["family"].first(),
+                                "bound": g["bound"].first()})
+            agg["mean_ns"] = agg["total_ns"] / agg["count"]
+            agg["share_pct"] = 100.0 * agg["total_ns"] / max(float(agg["total_ns"].sum()), 1.0)
+            agg = agg.sort_values("total_ns", ascending=False, kind="stable").head(TOP_KERNELS_N)
+            top = agg.reset_index()[["name", *KERNEL_KEYS]].to_dict("records")
+        return {"per_rank": per_rank, "top_kernels": top}
+
+    @property
     def memory(self) -> list[dict[str, Any]]:
         """Peak device memory per rank (bytes), for ranks whose trace has memory samples."""
         return [{"rank": r, **{k: rr["memory"].metrics[k] for k in MEMORY_KEYS}}
@@ -167,6 +192,9 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
+        comp = self.computation
+        if comp["per_rank"] or comp["top_kernels"]:
+            extra["computation"] = comp
         if self.memory:
             extra["memory"] = {"per_rank": self.memory}
         return jsonable({

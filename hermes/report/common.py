@@ -77,3 +77,71 @@ def ranks_text(ranks: list[int]) -> str:
     return f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
 
 
+
+
+def mfu_text(comp: dict[str, Any]) -> str:
+    """``MFU 67.8% (670.5 TFLOP/s achieved of 989.4 peak; FLOPs known for 98% of kernel
+    time)`` for the rank with the lowest MFU; empty when no FLOPs are known."""
+    rows = [r for r in comp.get("per_rank") or [] if r.get("achieved_tflops") is not None]
+    if not rows:
+        return ""
+    r = min(rows, key=lambda x: x["achieved_tflops"])
+    mfu = f"MFU {100 * r['mfu']:.1f}% (" if r.get("mfu") is not None else "("
+    peak = f" of {r['mfu_peak_tflops']:.1f} peak" if r.get("mfu_peak_tflops") else ""
+    where = f"rank {r['rank']}, " if len(rows) > 1 else ""
+    return (f"{mfu}{where}{r['achieved_tflops']:.1f} TFLOP/s achieved{peak}; FLOPs known for "
+            f"{r['flops_known_pct']:.0f}% of kernel time)")
+
+
+def _template_hint(name: str, width: int) -> str:
+    """``kernel<first template argument ...>``: what tells two instances of one kernel apart."""
+    s = str(name)
+    for ns in ("(anonymous namespace)::", "at::native::", "at::", "c10::", "std::", "void "):
+        s = s.replace(ns, "")
+    head, lt, rest = s.partition("<")
+    if not lt:
+        return short_name(s, width)
+    depth, inner = 1, []
+    for ch in rest:
+        depth += ch == "<"
+        depth -= ch == ">"
+        if depth == 0:
+            break
+        inner.append(ch)
+    arg = "".join(inner)
+    room = max(8, width - len(head) - 3)
+    return f"{head}<{arg if len(arg) <= room else arg[:room - 3] + '...'}>"
+
+
+def unique_short_names(names: list[str], width: int = NAME_WIDTH) -> list[str]:
+    """Shortened names (``short_name``) that never make two different names read the same:
+    colliding ones show their template arguments, and any left equal get a ``#n`` suffix."""
+    short = [short_name(n, width) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, sn in enumerate(short):
+        groups.setdefault(sn, []).append(i)
+    for idx in groups.values():
+        if len({names[i] for i in idx}) > 1:
+            for i in idx:
+                short[i] = _template_hint(names[i], width)
+    seen: dict[str, int] = {}
+    for i, sn in enumerate(short):
+        seen[sn] = seen.get(sn, 0) + 1
+        if seen[sn] > 1:
+            short[i] = f"{sn} #{seen[sn]}"
+    return short
+
+
+def kernel_rows(comp: dict[str, Any], n: int) -> list[tuple[str, ...]]:
+    """(name, count, total ms, mean us, share %, family, bound) of the top ``n`` kernels."""
+    out = []
+    top = (comp.get("top_kernels") or [])[:n]
+    names = unique_short_names([k["name"] for k in top], 60)
+    for k, name in zip(top, names, strict=True):
+        out.append((name, str(k["count"]), f"{k['total_ns'] / 1e6:.3f}",
+                    f"{k['mean_ns'] / 1e3:.1f}", f"{k['share_pct']:.1f}", str(k["family"]),
+                    str(k["bound"]).replace("_", "-")))
+    return out
+
+
+KERNEL_HEADER = ("kernel", "count", "total ms", "mean us", "share %", "family", "bound")

@@ -6,7 +6,17 @@ from typing import Any
 
 from hermes.advisor import Advice
 from hermes.analyzers.result import Analysis
-from hermes.report.common import CP_LABELS, DEFAULT_TOP, HTA, PARTS, top_ops, warmup_text
+from hermes.report.common import (
+    CP_LABELS,
+    DEFAULT_TOP,
+    HTA,
+    KERNEL_HEADER,
+    PARTS,
+    kernel_rows,
+    mfu_text,
+    top_ops,
+    warmup_text,
+)
 
 
 def _md_escape(s: Any) -> str:
@@ -35,6 +45,15 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
         for r in rows:
             out.append(f"| {r['rank']} | " + " | ".join(
                 f"{float(r.get(k) or 0):.1f}" for k, _ in PARTS + HTA) + " |")
+        out.append("")
+    comp = d.get("computation") or {}
+    if mfu_text(comp):
+        out += [f"- computation: {mfu_text(comp)}", ""]
+    if comp.get("top_kernels"):
+        out += ["## Top kernels (all ranks, total over the capture)", "",
+                "| " + " | ".join(KERNEL_HEADER) + " |", "|---|" + "---:|" * 4 + "---|---|"]
+        out += ["| " + " | ".join(_md_escape(c) for c in r) + " |"
+                for r in kernel_rows(comp, 10)]
         out.append("")
     out += ["## Findings", ""]
     if not d["findings"]:

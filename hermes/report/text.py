@@ -8,9 +8,12 @@ from hermes.report.common import (
     CP_LABELS,
     DEFAULT_TOP,
     HTA,
+    KERNEL_HEADER,
     PARTS,
     bar,
+    kernel_rows,
     mean_breakdown,
+    mfu_text,
     ranks_text,
     short_name,
     top_ops,
@@ -34,6 +37,18 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
             lines.append(f"  {label:<20} {pct:6.1f}%  {bar(pct)}")
         hta = ", ".join(f"{label} {mean_breakdown(rows, k):.1f}%" for k, label in HTA)
         lines += [f"  HTA-compatible: {hta}", ""]
+    comp = d.get("computation") or {}
+    if mfu_text(comp):
+        lines += [f"Computation: {mfu_text(comp)}", ""]
+    if comp.get("top_kernels"):
+        rows = [KERNEL_HEADER, *kernel_rows(comp, 5)]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(KERNEL_HEADER))]
+        lines.append("Top kernels (all ranks, total over the capture):")
+        for r in rows:
+            cells = [c.ljust(w) if i in (0, 5, 6) else c.rjust(w)
+                     for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+            lines.append(("  " + "  ".join(cells)).rstrip())
+        lines.append("")
     findings = d["findings"]
     lines.append(f"Findings ({len(findings)}; top {min(top, len(findings))} by share of step time):"
                  if findings else "Findings: none")
