@@ -119,6 +119,32 @@ def _meta_names(meta: pd.DataFrame, which: str, by_thread: bool) -> dict[Any, st
     return {k: str(n) for k, n in zip(keys, names, strict=True) if n is not None}
 
 
+def _hardware(hw: np.ndarray, args: list[Any], tid: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, list[str], list[str], np.ndarray]:
+    """Device tasks: (task types, which map to a kind, their kinds, their units, stream ids)."""
+    ttype = np.array([str(args[i].get("Task Type", "")) for i in hw], dtype=object)
+    mapped = lookup(ttype, TASK_TYPES)
+    known = np.array([m is not None for m in mapped], dtype=bool)
+    sid = pd.to_numeric(pd.Series([args[i].get("Stream Id", tid[i]) for i in hw], dtype=object),
+                        errors="coerce").to_numpy(float)
+    return ttype, known, [m[0] for m in mapped[known]], [m[1] for m in mapped[known]], sid
+
+
+def _hccl(hccl: np.ndarray, tname: np.ndarray, name: np.ndarray, tid: np.ndarray,
+          args: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """HCCL events: (kinds, lanes, which are on a transport plane, message sizes in bytes).
+    Plane events are the transfers (or notify waits) of a collective; the rest the collective."""
+    tn = pd.Series(tname[hccl], dtype=object)
+    plane = tn.str.contains("Plane", case=False).to_numpy(dtype=bool)
+    waits = pd.Series(name[hccl], dtype=object).str.contains(
+        "Notify_Wait|Notify Wait|Wait", case=False).to_numpy(dtype=bool)
+    kinds = np.where(plane, np.where(waits, "sync", "memcpy_d2d"), "collective")
+    lanes = np.where(tn.to_numpy() != "", tn.to_numpy(), "hccl " + tid[hccl].astype(str))
+    size = pd.to_numeric(pd.Series([args[i].get("size(Byte)") for i in hccl], dtype=object),
+                         errors="coerce").to_numpy(float)
+    return kinds, lanes, plane, size
+
+
 def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], path: Path,
             events: list[Any], rank: int) -> tuple[pd.DataFrame, np.ndarray]:
     n = len(df)
@@ -169,29 +195,18 @@ def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], pa
     kind[cann] = ck
 
     hw = np.flatnonzero(role == "hardware")
-    ttype = np.array([str(args[i].get("Task Type", "")) for i in hw], dtype=object)
-    mapped = lookup(ttype, TASK_TYPES)
-    known = np.array([m is not None for m in mapped], dtype=bool)
-    kind[hw[known]] = [m[0] for m in mapped[known]]
-    unit[hw[known]] = [m[1] for m in mapped[known]]
+    ttype, known, kinds, units, sid = _hardware(hw, args, tid)
+    kind[hw[known]] = kinds
+    unit[hw[known]] = units
     src[hw] = src[hw] + "/" + ttype
-    sid = pd.to_numeric(pd.Series([args[i].get("Stream Id", tid[i]) for i in hw], dtype=object),
-                        errors="coerce").to_numpy(float)
     stream[hw] = sid
     lane[hw] = [f"stream {int(v)}" if v == v else "stream ?" for v in sid]
     lane_kind[hw] = "device"
 
     hccl = np.flatnonzero(role == "hccl")
-    tn = pd.Series(tname[hccl], dtype=object)
-    plane = tn.str.contains("Plane", case=False).to_numpy(dtype=bool)
-    waits = pd.Series(name[hccl], dtype=object).str.contains(
-        "Notify_Wait|Notify Wait|Wait", case=False).to_numpy(dtype=bool)
-    kind[hccl] = np.where(plane, np.where(waits, "sync", "memcpy_d2d"), "collective")
+    kind[hccl], lane[hccl], plane, size = _hccl(hccl, tname, name, tid, args)
     unit[hccl] = "link"
-    lane[hccl] = np.where(tn.to_numpy() != "", tn.to_numpy(), "hccl " + tid[hccl].astype(str))
     lane_kind[hccl] = "link"
-    size = pd.to_numeric(pd.Series([args[i].get("size(Byte)") for i in hccl], dtype=object),
-                         errors="coerce").to_numpy(float)
     nbytes[hccl[plane]] = np.round(size[plane])
 
     ov = np.flatnonzero(role == "overlap")
