@@ -13,10 +13,20 @@ set, else the trailing integer of its name (``ProfilerStep#12`` -> 12), else its
 
 ``in_step(events, windows)`` gives the step of each event by its *start* time (vectorized with
 ``searchsorted``); events starting outside every window get ``<NA>``.
+
+**Coarse-to-fine traces** (``hermes profile --mode auto``): the monitor writes a ``step`` event
+for every step, the fine collector the detail of a few. ``detailed(events, windows, meta)`` marks
+the windows captured in detail: those the trace metadata lists (``collector.detailed_steps``),
+else -- any source -- the windows holding at least one work event (not step/marker/counter/other)
+when some window holds none. ``fine_windows`` keeps those: the breakdown and the cause analyzers
+use them (a monitored-only step has no recorded work: it is not free time), while step-time
+statistics and fluctuation use every window.
 ``split_by_windows(start, end, windows)`` cuts intervals at window borders and clips them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,6 +85,51 @@ def step_windows(events: pd.DataFrame) -> pd.DataFrame:
     start, stop = int(ts.min()), int(end.max())
     return pd.DataFrame({"step": [-1], "start_ns": [start], "end_ns": [stop],
                          "dur_ns": [stop - start]}).astype(np.int64)
+
+
+def _work_mask(events: pd.DataFrame) -> np.ndarray:
+    # categorical columns compare by code: no per-event string work on big traces
+    return ~events["kind"].isin(("step", "marker", "counter", "other")).to_numpy(bool)
+
+
+def detailed(events: pd.DataFrame, windows: pd.DataFrame, meta: Any = None) -> np.ndarray:
+    """Mask of the windows captured in detail (see the module docstring); all True for a trace
+    that is fine-grained throughout."""
+    n = len(windows)
+    if n == 0:
+        return np.zeros(0, bool)
+    collector = dict(getattr(meta, "collector", {}) or {})
+    listed = collector.get("detailed_steps")
+    if collector.get("mode") == "auto" and isinstance(listed, (list, tuple)) and listed:
+        return np.isin(windows["step"].to_numpy(np.int64), np.asarray(listed, np.int64))
+    if len(events) == 0:
+        return np.ones(n, bool)
+    work = _work_mask(events)
+    ts = events["ts_ns"].to_numpy(np.int64)[work]
+    ws = windows["start_ns"].to_numpy(np.int64)
+    we = windows["end_ns"].to_numpy(np.int64)
+    o = np.argsort(ws, kind="stable")
+    k = np.searchsorted(ws[o], ts, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (ts < we[o][kk])
+    has = np.zeros(n, bool)
+    has[o[kk[inside]]] = True
+    # every window empty: nothing is detailed, analyse what there is (all of them)
+    return has if has.any() else np.ones(n, bool)
+
+
+def fine_windows(events: pd.DataFrame, meta: Any = None) -> pd.DataFrame:
+    """The step windows captured in detail (all of them for a trace without coarse steps)."""
+    w = step_windows(events)
+    return w[detailed(events, w, meta)].reset_index(drop=True)
+
+
+def window_note(windows: pd.DataFrame) -> str:
+    """How the windows were found, in words, for evidence and reports."""
+    if len(windows) == 1 and int(windows["step"].iloc[0]) == -1:
+        return ("no training steps in the trace (no ProfilerStep / hermes.step): the whole "
+                "profiling window is analysed as one step")
+    return f"{len(windows)} step(s)"
 
 
 def in_step(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
