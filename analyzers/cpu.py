@@ -97,6 +97,17 @@ CAUSE_TEXT = {
     "operator_dispatch": "the host dispatches operators slower than the device runs them",
     "resource_contention": "host calls run slower than their usual cost (CPU contention)",
 }
+#: Classes filed under a vocabulary id with a ``reason`` (findings of one id and different
+#: reasons stay apart when ranks are merged; rules key on the reason): allocator calls are the
+#: memory-allocation stage of per-operator host scheduling (DESIGN: InferShape -> tiling ->
+#: allocation -> launch), start-up is an environment cost paid once. (Own ids,
+#: ``cpu.memory_allocation`` / ``cpu.initialization``, wait for the emulator's cause list to
+#: accept ids it cannot inject.)
+FILED_AS: dict[str, tuple[str, dict[str, Any]]] = {
+    "memory_allocation": ("operator_dispatch", {"reason": "memory_allocation"}),
+    "initialization": ("environment_configuration",
+                       {"reason": "initialization", "initialization_share": 1.0}),
+}
 #: classes whose events are not dispatch (the more specific causes)
 SPECIFIC = tuple(c for c in hostcalls.CLAIM_ORDER if c != "operator_dispatch")
 
@@ -385,6 +396,10 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
                     "host_bound_ms": round(hb_total / 1e6, 3),
                     "steps_total_ms": round(step_total / 1e6, 3), **evidence}
         steps = tuple(int(s) for s, v in zip(table["step"], table[f"{c}_ns"], strict=True) if v > 0)
-        res.findings.append(Finding("cpu", c, share, f"{text}: {100 * share:.1f}% of step time",
-                                    evidence=evidence, ranks=(int(ctx.rank),), steps=steps))
+        cause, extra = FILED_AS.get(c, (c, {}))
+        if c == "environment_configuration":
+            extra = {"initialization_share": 0.0}
+        res.findings.append(Finding("cpu", cause, share, f"{text}: {100 * share:.1f}% of step time",
+                                    evidence={**evidence, **extra}, ranks=(int(ctx.rank),),
+                                    steps=steps))
     return res

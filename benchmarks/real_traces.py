@@ -29,10 +29,9 @@ import gzip
 import json
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
-
-import warnings
 
 import numpy as np
 import pandas as pd

@@ -17,10 +17,7 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "parallel": ("poor_parallelism",),
     "io": ("slow_data_reading", "slow_data_processing", "slow_data_fetching"),
     "cpu": ("operator_compilation", "operator_dispatch", "host_device_sync",
-            "garbage_collection", "resource_contention", "environment_configuration",
-            # added for real traces (DESIGN.md allows them): one-off start-up inside the
-            # profiled steps, and device allocator calls on the host path
-            "initialization", "memory_allocation"),
+            "garbage_collection", "resource_contention", "environment_configuration"),
     "computation": ("compute_bound", "memory_bound", "underutilization", "slow_node"),
     "communication": ("synchronization_wait", "bandwidth_contention", "rdma_retransmission",
                       "small_packet", "byte_alignment", "network_configuration"),

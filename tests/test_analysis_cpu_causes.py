@@ -96,7 +96,7 @@ def test_allocator_calls_dominating_the_host_are_memory_allocation():
                  ev("kernel", f"k{i}", t + 270, 30, corr_id=i, stream=7)]
     res = run(*rows)
     assert shares(res) == {"memory_allocation": 0.75, "operator_dispatch": 0.06}
-    alloc = next(f for f in res.findings if f.cause == "memory_allocation")
+    alloc = next(f for f in res.findings if f.evidence.get("reason") == "memory_allocation")
     assert alloc.evidence["calls_per_step"] == 6.0 and alloc.evidence["runtime"] == "cuda"
     how = recommend(alloc, KINETO)[0]["how"]
     assert "PYTORCH_CUDA_ALLOC_CONF" in how and "empty_cache()" in how
@@ -112,7 +112,7 @@ def test_rocm_runs_get_hip_wording():
                  ev("runtime", "hipFree", t + 170, 100),
                  ev("kernel", f"k{i}", t + 270, 30, corr_id=i, stream=7)]
     res = run(*rows)
-    alloc = next(f for f in res.findings if f.cause == "memory_allocation")
+    alloc = next(f for f in res.findings if f.evidence.get("reason") == "memory_allocation")
     recs = recommend(alloc, KINETO)
     assert [r["rule"] for r in recs] == ["cpu.alloc_caching_rocm"]
     assert "PYTORCH_HIP_ALLOC_CONF" in recs[0]["how"]
