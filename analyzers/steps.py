@@ -16,9 +16,9 @@ set, else the trailing integer of its name (``ProfilerStep#12`` -> 12), else its
 
 **Coarse-to-fine traces** (``hermes profile --mode auto``): the monitor writes a ``step`` event
 for every step, the fine collector the detail of a few. ``detailed(events, windows, meta)`` marks
-the windows captured in detail: those the trace metadata lists (``collector.detailed_steps``),
-else -- any source -- the windows holding at least one work event (not step/marker/counter/other)
-when some window holds none. ``fine_windows`` keeps those: the breakdown and the cause analyzers
+the windows captured in detail: in a trace whose metadata says ``collector.mode == "auto"``,
+the steps it lists (``collector.detailed_steps``), else the windows some work event (not
+step/marker/counter/other) overlaps; in any other trace every window. ``fine_windows`` keeps those: the breakdown and the cause analyzers
 use them (a monitored-only step has no recorded work: it is not free time), while step-time
 statistics and fluctuation use every window.
 ``split_by_windows(start, end, windows)`` cuts intervals at window borders and clips them.
@@ -93,28 +93,26 @@ def _work_mask(events: pd.DataFrame) -> np.ndarray:
 
 
 def detailed(events: pd.DataFrame, windows: pd.DataFrame, meta: Any = None) -> np.ndarray:
-    """Mask of the windows captured in detail (see the module docstring); all True for a trace
-    that is fine-grained throughout."""
+    """Mask of the windows captured in detail (see the module docstring); all True unless the
+    trace says it is coarse-to-fine (``collector.mode == "auto"``): a step of an ordinary trace
+    with nothing recorded in it is idle time, not a step the profiler skipped."""
     n = len(windows)
-    if n == 0:
-        return np.zeros(0, bool)
     collector = dict(getattr(meta, "collector", {}) or {})
-    listed = collector.get("detailed_steps")
-    if collector.get("mode") == "auto" and isinstance(listed, (list, tuple)) and listed:
-        return np.isin(windows["step"].to_numpy(np.int64), np.asarray(listed, np.int64))
-    if len(events) == 0:
+    if n == 0 or collector.get("mode") != "auto":
         return np.ones(n, bool)
-    work = _work_mask(events)
-    ts = events["ts_ns"].to_numpy(np.int64)[work]
-    ws = windows["start_ns"].to_numpy(np.int64)
-    we = windows["end_ns"].to_numpy(np.int64)
-    o = np.argsort(ws, kind="stable")
-    k = np.searchsorted(ws[o], ts, side="right") - 1
-    kk = np.maximum(k, 0)
-    inside = (k >= 0) & (ts < we[o][kk])
-    has = np.zeros(n, bool)
-    has[o[kk[inside]]] = True
-    # every window empty: nothing is detailed, analyse what there is (all of them)
+    listed = collector.get("detailed_steps")
+    if isinstance(listed, (list, tuple)) and listed:
+        return np.isin(windows["step"].to_numpy(np.int64), np.asarray(listed, np.int64))
+    # no list recorded: the windows that some work event overlaps
+    from hermes.analyzers import intervals as iv
+
+    work = _work_mask(events) if len(events) else np.zeros(0, bool)
+    ts = events["ts_ns"].to_numpy(np.int64)[work] if len(events) else np.empty(0, np.int64)
+    te = ts + (events["dur_ns"].to_numpy(np.int64)[work] if len(events) else 0)
+    has = iv.overlap_per_interval(windows["start_ns"].to_numpy(np.int64),
+                                  windows["end_ns"].to_numpy(np.int64),
+                                  iv.union(ts, np.maximum(te, ts + 1))) > 0
+    # nothing detailed at all (a monitor-only run): analyse what there is, every window
     return has if has.any() else np.ones(n, bool)
 
 
