@@ -18,9 +18,10 @@ set, else the trailing integer of its name (``ProfilerStep#12`` -> 12), else its
 for every step, the fine collector the detail of a few. ``detailed(events, windows, meta)`` marks
 the windows captured in detail: in a trace whose metadata says ``collector.mode == "auto"``,
 the steps it lists (``collector.detailed_steps``), else the windows some work event (not
-step/marker/counter/other) overlaps; in any other trace every window. ``fine_windows`` keeps those: the breakdown and the cause analyzers
-use them (a monitored-only step has no recorded work: it is not free time), while step-time
-statistics and fluctuation use every window.
+step/marker/counter/other) overlaps; in any other trace every window. ``fine_windows`` keeps
+those: the breakdown and the cause analyzers use them (a monitored-only step has no recorded
+work: it is not free time), while step-time statistics and fluctuation use every window.
+
 ``split_by_windows(start, end, windows)`` cuts intervals at window borders and clips them.
 """
 
