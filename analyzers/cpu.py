@@ -257,7 +257,8 @@ def _claim(ev: pd.DataFrame, idle: iv.Union, cls: dict[str, np.ndarray]
 
 def _unattributed(ev: pd.DataFrame, idle: iv.Union, windows: pd.DataFrame) -> dict[str, Any]:
     """Device-idle time with no host event recorded either: what the trace cannot explain."""
-    host_any = spans(ev, is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *NOT_WORK_KINDS))
+    host_any = spans(ev, is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *NOT_WORK_KINDS)
+                     & ~hostcalls.helper_lanes(ev))
     free = iv.subtract(iv.intersect(idle, windows_union(windows)), host_any)
     gaps = free[1] - free[0]
     return {"ns": int(iv.total(free)), "long_gaps": int((gaps >= LONG_GAP_NS).sum()),

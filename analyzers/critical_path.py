@@ -28,8 +28,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, cpgraph, hta_compat, opinfo
+from hermes.analyzers import cpedges, cpgraph, hostcalls, hta_compat, opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.io import name_matches
 from hermes.analyzers.steps import split_by_windows, step_windows
 from hermes.trace.schema import (
     COMPUTE_KINDS,
@@ -111,6 +112,12 @@ class _Events:
         self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
             np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
         self.name = ev["name"].array
+        self.helper = hostcalls.helper_lanes(ev)
+        # host calls that block on the device (synchronous copies, .item(), synchronize by
+        # name) are waits like 'sync' events: waiting is not work, the awaited task is
+        host = self.lane_kind == _LANE["host"]
+        self.blocking = host & (name_matches(ev["name"], hostcalls.SYNC_NAME)
+                                | hostcalls.blocking_copy_calls(ev, host))
         # CUPTI 'Stream Wait Event' records (Kineto cuda_sync): the stream that waits, the
         # stream and the event record (the cudaEventRecord call's correlation id) it waits for;
         # with the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '). Only kept when a trace
@@ -149,9 +156,11 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     """:func:`build` on the events ``sel`` (indices into ``pre``, ascending)."""
     s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
     src = sel[src]
-    kind = pre.kind[src].astype(np.int64)
+    kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
     lane_kind = pre.lane_kind[src].astype(np.int64)
-    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"])
+    # helper threads (blocked Python threads, the profiler's) are never on the path
+    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"]) & \
+        ~pre.helper[src]
     s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
@@ -205,7 +214,7 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
     waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
     cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                  end_node, t, w, first, seg, prev_t, waits)
+                                         end_node, t, w, first, seg, prev_t, waits)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 

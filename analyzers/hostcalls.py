@@ -165,7 +165,7 @@ def blocking_copy_calls(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
 def classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
     """One mask per class of ``CLAIM_ORDER`` (see the module docstring)."""
     host = is_(ev, "lane_kind", "host")
-    work = host & ~is_(ev, "kind", *NOT_WORK_KINDS)
+    work = host & ~is_(ev, "kind", *NOT_WORK_KINDS) & ~helper_lanes(ev)
     names = ev["name"]
     waits = data_wait_mask(ev) | (host & is_(ev, "kind", "data_read", "data_process",
                                               "data_fetch"))
@@ -204,3 +204,27 @@ def runtime_of(ev: pd.DataFrame) -> str:
         if n > best_n:
             best, best_n = rt, n
     return best
+
+
+#: Event kinds by which a host thread drives the device or the training loop: launching and
+#: runtime calls, syncs, copies, data waits, the host-scheduling stages (InferShape, tiling,
+#: allocation -- pipelined on their own threads), compilation and GC.
+DRIVING_KINDS = ("launch", "runtime", "sync", "data_wait", "infer_shape", "tiling", "alloc",
+                 "compile", "gc", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset",
+                 "collective")
+
+
+def helper_lanes(ev: pd.DataFrame) -> np.ndarray:
+    """Mask of the events on *helper* host threads: threads with no driving event (see
+    ``DRIVING_KINDS``) in a trace where some thread has one -- a Python thread blocked in
+    ``threading`` waits (tqdm's monitor, a usage reporter), the profiler's own thread. They are
+    not host work of the training loop: a thread the loop waits on shows as a wait on the loop's
+    own thread. In a trace where no thread drives anything (CPU-only) no lane is a helper."""
+    host = is_(ev, "lane_kind", "host")
+    driving = host & is_(ev, "kind", *DRIVING_KINDS)
+    if not driving.any():
+        return np.zeros(len(ev), bool)
+    codes = _codes(ev["lane"]).astype(np.int64)
+    drives = np.zeros(int(codes.max(initial=0)) + 2, bool)
+    drives[codes[driving]] = True
+    return host & ~drives[codes]

@@ -6,7 +6,9 @@ Per step window ``W`` (``steps.step_windows``), with unions of half-open interva
 * ``M`` = device communication: ``collective`` events, events on ``link`` lanes and kernels named
   like NCCL kernels (``^nccl.*Kernel``, for importers that leave them as plain kernels);
 * ``H`` = host busy: events on ``host`` lanes except ``step``/``marker``/``counter``/``other``
-  (dispatch, launches, runtime calls, syncs, data waits, compilation, GC, Python frames);
+  (dispatch, launches, runtime calls, syncs, data waits, compilation, GC, Python frames), not on
+  helper threads (``hostcalls.helper_lanes``: threads that drive nothing, e.g. a Python thread
+  blocked in ``threading`` waits, when another thread launches the device work);
 
 and the parts (each clipped to ``W``):
 
@@ -33,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import hta_compat
+from hermes.analyzers import hostcalls, hta_compat
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.steps import fine_windows, split_by_windows, step_windows, window_note
@@ -59,7 +61,9 @@ def components(events: pd.DataFrame) -> dict[str, iv.Union]:
     nccl = hta_compat._match(events["name"], hta_compat.NCCL_KERNEL_RE) & isin(kind, ("kernel",))
     comm = device & (isin(kind, COMM_KINDS) | isin(lane_kind, ("link",)) | nccl)
     comp = device & ~comm & isin(kind, COMPUTE_KINDS)
-    host = isin(lane_kind, ("host",)) & ~isin(kind, NOT_WORK_KINDS)
+    # helper threads (blocked Python threads, the profiler's) are not the loop's host work
+    host = isin(lane_kind, ("host",)) & ~isin(kind, NOT_WORK_KINDS) & \
+        ~hostcalls.helper_lanes(events)
     s, e = _intervals(events)  # (masked arrays, not masked copies of the whole frame)
     return {k: iv.union(s[m], e[m]) for k, m in (("C", comp), ("M", comm), ("H", host))}
 
