@@ -9,7 +9,8 @@ performance engineer would measure first:
 * ``comm``  exposed communication %: communication kernels (NCCL/RCCL/HCCL names) not overlapped
   by any other device work;
 * ``sync``  sync wait %: union of host calls that block on the device (``*Synchronize``,
-  synchronous ``cudaMemcpy``/``hipMemcpy``, ``aten::item``/``_local_scalar_dense``), and
+  synchronous ``cudaMemcpy``/``hipMemcpy``, ``aten::item``/``_local_scalar_dense``, calls whose
+  copy is a ``Memcpy DtoH (Device -> Pageable)``), and
   ``sync_idle``, the part of it during which the device is idle too (what a sync costs: a
   host that waits on a busy device loses nothing);
 * ``families`` the top kernel families by device time (name patterns, as a person reading a
@@ -78,6 +79,9 @@ def _frame(events: list[dict[str, Any]]) -> pd.DataFrame:
     """Timed ('X') events as a frame: name, cat, pid, tid, ts/end in us (floats)."""
     x = [e for e in events if e.get("ph") == "X" and "dur" in e]
     df = pd.DataFrame({"name": [str(e.get("name", "")) for e in x],
+                       "corr": pd.to_numeric(pd.Series(
+                           [(e.get("args") or {}).get("correlation") for e in x], dtype=object),
+                           errors="coerce"),
                        "cat": [str(e.get("cat", "")) for e in x],
                        "pid": [str(e.get("pid", "")) for e in x],
                        "ts": pd.to_numeric(pd.Series([e.get("ts") for e in x], dtype=object),
@@ -119,9 +123,9 @@ def clip_total(u: tuple[np.ndarray, np.ndarray], w: tuple[np.ndarray, np.ndarray
 
 def subtract_total(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
                    w: tuple[np.ndarray, np.ndarray]) -> float:
-    """|a - b| inside w = |a ∩ w| - |a ∩ b ∩ w| (b's intersection with a via union algebra)."""
+    """|a - b| inside w = |(a ∪ b) ∩ w| - |b ∩ w|."""
     both = union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
-    return clip_total(a, w) + clip_total(b, w) - clip_total(both, w)
+    return clip_total(both, w) - clip_total(b, w)
 
 
 def windows(df: pd.DataFrame) -> tuple[tuple[np.ndarray, np.ndarray], str]:
@@ -157,7 +161,9 @@ def measure(path: Path) -> dict[str, Any]:
     comp = union(dev.loc[~comm_m, "ts"].to_numpy(), dev.loc[~comm_m, "end"].to_numpy())
     dl_m = host["name"].str.contains(LOADER.pattern, regex=True)
     dl = union(host.loc[dl_m, "ts"].to_numpy(), host.loc[dl_m, "end"].to_numpy())
-    sync_m = host["name"].str.contains(SYNC.pattern, regex=True)
+    # a copy into pageable host memory blocks the call that issued it (by correlation id)
+    pageable = dev.loc[dev["name"].str.contains(r"DtoH.*Pageable", regex=True), "corr"].dropna()
+    sync_m = host["name"].str.contains(SYNC.pattern, regex=True) | host["corr"].isin(pageable)
     sync = union(host.loc[sync_m, "ts"].to_numpy(), host.loc[sync_m, "end"].to_numpy())
 
     def pct(x: float) -> float:
@@ -168,11 +174,7 @@ def measure(path: Path) -> dict[str, Any]:
             "busy_pct": pct(clip_total(busy, w)), "dataloader_pct": pct(clip_total(dl, w)),
             "exposed_comm_pct": pct(subtract_total(comm, comp, w)),
             "sync_pct": pct(clip_total(sync, w)),
-            "sync_idle_pct": pct(clip_total(sync, w) - (clip_total(sync, w) + clip_total(busy, w)
-                                                        - clip_total(union(
-                                                            np.concatenate([sync[0], busy[0]]),
-                                                            np.concatenate([sync[1], busy[1]])),
-                                                            w))),
+            "sync_idle_pct": pct(subtract_total(sync, busy, w)),
             "families": families(dev)}
 
 
