@@ -9,8 +9,8 @@ performance engineer would measure first:
 * ``comm``  exposed communication %: communication kernels (NCCL/RCCL/HCCL names) not overlapped
   by any other device work;
 * ``sync``  sync wait %: union of host calls that block on the device (``*Synchronize``,
-  synchronous ``cudaMemcpy``/``hipMemcpy``, ``aten::item``/``_local_scalar_dense``, calls whose
-  copy is a ``Memcpy DtoH (Device -> Pageable)``), and
+  synchronous ``cudaMemcpy``/``hipMemcpy``/``hipMemcpyWithStream``, ``aten::item``/
+  ``_local_scalar_dense``, calls whose copy is a ``Memcpy DtoH (Device -> Pageable)``), and
   ``sync_idle``, the part of it during which the device is idle too (what a sync costs: a
   host that waits on a busy device loses nothing);
 * ``families`` the top kernel families by device time (name patterns, as a person reading a
@@ -49,7 +49,7 @@ DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset
                "mtia_ccp_events"}
 COMM = re.compile(r"(?i)nccl|rccl|hccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|"
                   r"broadcast|sendrecv")
-SYNC = re.compile(r"(?i)synchroniz|^(cuda|hip)Memcpy$|^(cuda|hip)Memcpy(2D|3D)?$|"
+SYNC = re.compile(r"(?i)synchroniz|^(cuda|hip)Memcpy(2D|3D|WithStream)?$|"
                   r"^aten::item$|^aten::_local_scalar_dense$|^acl\w*Synchronize")
 LOADER = re.compile(r"DataLoader.*__next__|_next_data\b")
 #: kernel families, first match wins (order matters: a flash-attention GEMM is attention)
