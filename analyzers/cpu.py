@@ -284,7 +284,7 @@ def _dispatch_split(ev: pd.DataFrame, ctx: RankContext, dispatch_only: np.ndarra
     if cont_frac == 0.0 and infl["fraction"] >= threshold:  # outliers of their own name
         cont_frac = min(infl["fraction"], 1.0 - env_frac)
     return {"infl": infl, "other": other, "env": env, "excess": excess, "env_frac": env_frac,
-            "cont_frac": cont_frac, "runtime": hostcalls.runtime_of(ev)}
+            "cont_frac": cont_frac, "runtime": hostcalls.runtime_of(ev), "busy_cpu": busy_cpu}
 
 
 def _per_step(claimed: dict[str, iv.Union], windows: pd.DataFrame, hb: iv.Union,
@@ -314,7 +314,11 @@ def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[
     mask = cls.get(c, cls["operator_dispatch"])
     if c in ("operator_dispatch", "resource_contention"):
         mask = cls["operator_dispatch"] & ~specific & ~is_(ev, "kind", "python")
-    n = int(mask.sum()) if c != "resource_contention" else split["infl"]["events"]
+    n = int(mask.sum())
+    if c == "resource_contention":
+        # the evidence: calls inflated over their own median, or other processes' CPU samples
+        other = split["other"] or {}
+        n = split["infl"]["events"] + (int(other.get("samples", 0)) if split["busy_cpu"] else 0)
     if c == "environment_configuration" and split["env_frac"]:
         mask = mask | (cls["operator_dispatch"] & is_(ev, "kind", "launch"))
         n = int(mask.sum())

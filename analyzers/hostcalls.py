@@ -207,11 +207,11 @@ def runtime_of(ev: pd.DataFrame) -> str:
 
 
 #: Event kinds by which a host thread drives the device or the training loop: launching and
-#: runtime calls, syncs, copies, data waits, the host-scheduling stages (InferShape, tiling,
-#: allocation -- pipelined on their own threads), compilation and GC.
-DRIVING_KINDS = ("launch", "runtime", "sync", "data_wait", "infer_shape", "tiling", "alloc",
-                 "compile", "gc", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset",
-                 "collective")
+#: runtime calls, syncs, copies, data loading (a pin-memory thread), the host-scheduling stages
+#: (InferShape, tiling, allocation -- pipelined on their own threads), compilation and GC.
+DRIVING_KINDS = ("launch", "runtime", "sync", "data_wait", "data_read", "data_process",
+                 "data_fetch", "infer_shape", "tiling", "alloc", "compile", "gc", "memcpy_h2d",
+                 "memcpy_d2h", "memcpy_d2d", "memset", "collective")
 
 
 def helper_lanes(ev: pd.DataFrame) -> np.ndarray:
