@@ -128,3 +128,28 @@ def test_hip_synchronous_copy_is_a_sync():
               ev("runtime", "hipMemcpyWithStream", 0, 500),
               ev("kernel", "k", 500, 500, stream=7))
     assert shares(res) == {"host_device_sync": 0.5}
+
+
+def test_contention_evidenced_by_other_processes_cpu_is_reported():
+    # H100 profile: launch latency 10.5 us. Ten launches of 21 us each (median 21 us) with the
+    # device idle meanwhile: launch excess 1 - 10.5 / 21 = 0.5 of the dispatch time. Counter
+    # samples say other processes use 4000 % CPU: that half is contention, the rest dispatch.
+    # Dispatch time 10 x 21 us = 210 us of a 1000 us step: contention 0.105, dispatch 0.105.
+    # The evidence is the two counter samples (no call is inflated over its own median).
+    from hermes.analyzers.base import RankContext
+    from hermes.analyzers.cpu import cpu
+    from hermes.analyzers.invariants import check_result
+    from hermes.analyzers.overlap import analyze as overlap
+    from tests.test_analysis_io import frame
+
+    us = 1000
+    rows = [ev("step", "ProfilerStep#1", 0, 1000 * us)]
+    rows += [ev("launch", "cudaLaunchKernel", i * 50 * us, 21 * us) for i in range(10)]
+    rows += [ev("kernel", "k", 600 * us, 400 * us, stream=7)]
+    rows += [ev("counter", "other_processes_cpu_pct", t, 0, lane="counters",
+                lane_kind="counter", value=4000.0) for t in (0, 500 * us)]
+    ctx = RankContext(rank=0, events=frame(*rows), meta=TraceMeta(device={"name": "h100"}))
+    ctx.results["overlap"] = check_result(overlap(ctx))
+    res = check_result(cpu(ctx))
+    got = {f.cause: (round(f.time_share, 6), f.evidence["events"]) for f in res.findings}
+    assert got == {"resource_contention": (0.105, 2), "operator_dispatch": (0.105, 10)}
