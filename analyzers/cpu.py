@@ -284,7 +284,8 @@ def _dispatch_split(ev: pd.DataFrame, ctx: RankContext, dispatch_only: np.ndarra
     if cont_frac == 0.0 and infl["fraction"] >= threshold:  # outliers of their own name
         cont_frac = min(infl["fraction"], 1.0 - env_frac)
     return {"infl": infl, "other": other, "env": env, "excess": excess, "env_frac": env_frac,
-            "cont_frac": cont_frac, "runtime": hostcalls.runtime_of(ev), "busy_cpu": busy_cpu}
+            "cont_frac": cont_frac, "runtime": hostcalls.runtime_of(ev), "busy_cpu": busy_cpu,
+            "framework": hostcalls.framework_of(ev)}
 
 
 def _per_step(claimed: dict[str, iv.Union], windows: pd.DataFrame, hb: iv.Union,
@@ -322,7 +323,8 @@ def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[
     if c == "environment_configuration" and split["env_frac"]:
         mask = mask | (cls["operator_dispatch"] & is_(ev, "kind", "launch"))
         n = int(mask.sum())
-    evidence: dict[str, Any] = {"top_ops": top_names(ev, mask), "runtime": split["runtime"]}
+    evidence: dict[str, Any] = {"top_ops": top_names(ev, mask), "runtime": split["runtime"],
+                                "framework": split["framework"]}
     text = CAUSE_TEXT[c]
     if c == "operator_dispatch":
         evidence.update(_dispatch_evidence(ev, windows))

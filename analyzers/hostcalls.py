@@ -228,3 +228,19 @@ def helper_lanes(ev: pd.DataFrame) -> np.ndarray:
     drives = np.zeros(int(codes.max(initial=0)) + 2, bool)
     drives[codes[driving]] = True
     return host & ~drives[codes]
+
+
+#: Framework by its host operator names: PyTorch's ``aten::`` operators, MindSpore's full-scope
+#: names (``Default/network-...``) or its module names.
+FRAMEWORKS = (("pytorch", r"^aten::|^ProfilerStep#"), ("mindspore", r"(?i)mindspore|^Default/"))
+
+
+def framework_of(ev: pd.DataFrame) -> str:
+    """``pytorch`` / ``mindspore`` when the host events say so, else ``""``: advice names one
+    framework's API only when the trace shows which it is."""
+    host = is_(ev, "lane_kind", "host")
+    if not host.any():
+        return ""
+    names = pd.Series(ev["name"][host].unique().astype(str))
+    hits = [fw for fw, pattern in FRAMEWORKS if name_matches(names, pattern).any()]
+    return hits[0] if len(hits) == 1 else ""

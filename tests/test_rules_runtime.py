@@ -39,3 +39,27 @@ def test_allocator_finding_gets_allocator_advice_only():
         "reason": "memory_allocation", "runtime": "cuda", "calls_per_step": 40})
     assert rules(f) == ["cpu.alloc_caching"]
     assert "40 per step" in recommend(f, KINETO)[0]["how"]
+
+
+def test_framework_api_named_only_when_the_trace_says_which():
+    ascend = TraceMeta(source="ascend")
+
+    def sink(fw: str) -> str:
+        f = Finding("cpu", "operator_dispatch", 0.3, "s", evidence={"framework": fw})
+        return next(r["how"] for r in recommend(f, ascend) if r["rule"] == "cpu.dispatch_sink")
+
+    assert "torchair" in sink("pytorch") and "MindSpore" not in sink("pytorch")
+    assert "MindSpore" in sink("mindspore") and "torchair" not in sink("mindspore")
+    assert "torchair" in sink("") and "MindSpore" in sink("")  # unknown: both
+    # a GPU trace of unknown framework: no MindSpore API in the bucket advice
+    g = Finding("communication", "small_packet", 0.3, "s")
+    assert "MindSpore" not in recommend(g, KINETO)[0]["how"]
+
+
+def test_cpu_findings_name_the_framework_of_the_trace():
+    from tests.test_analysis_cpu import run
+    from tests.tracegen import ev
+
+    res = run(ev("step", "ProfilerStep#1", 0, 1000), ev("host_op", "aten::add", 0, 500),
+              ev("kernel", "k", 500, 500, stream=7))
+    assert res.findings[0].evidence["framework"] == "pytorch"
