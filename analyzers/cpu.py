@@ -3,16 +3,13 @@
 ``cpu(ctx: RankContext) -> AnalyzerResult`` (needs ``overlap``'s ``device_idle`` gaps). Definitions
 (formulas and thresholds in ``docs/analysis/cpu.md``):
 
+* Steps: those captured in detail (``steps.fine_windows``; every step of an ordinary trace).
 * ``HB`` = device-idle time (``I``) during which a host lane works (``H``: host-lane events other
-  than step/marker/counter): ``HB = I ∩ H`` — overlap's ``host_bound`` part.
-* ``HB`` is claimed by the first matching class, in this order (a host op that *contains* a sync or
-  a compile loses that time to the more specific cause): data waits (left to the ``io`` analyzer),
-  ``garbage_collection`` (``gc`` events), ``operator_compilation`` (``compile`` events, compile
-  functions), ``host_device_sync`` (``sync`` events on host lanes, blocking D2H copies issued on
-  the host, ``*Synchronize``, ``aten::item`` / ``_local_scalar_dense``),
-  ``environment_configuration`` (logging calls, and one-off runtime start-up: context creation,
-  library handles, module loading, ``INIT_NAME``), then ``operator_dispatch`` (every other host
-  activity: framework ops, InferShape, tiling, allocation, launches, runtime calls).
+  than step/marker/counter): ``HB = I ∩ H`` — overlap's ``host_bound`` part. A host call that
+  waits while the device is busy costs nothing here: only device-idle time is charged.
+* ``HB`` is claimed class by class in ``hostcalls.CLAIM_ORDER`` (data processing inside the
+  loader is left to the ``io`` analyzer; then GC, compilation, host-device syncs including
+  blocking copies, one-off initialization, allocator calls, logging, and operator dispatch).
 * ``resource_contention`` is carved out of the dispatch time: the fraction of leaf host calls' time
   that is *inflation* — an event lasting over ``INFLATION`` x the median of its name (names seen >=
   ``MIN_CALLS`` times, not copies or syncs, at least half inside device-idle time) contributes
@@ -20,8 +17,10 @@
   ``SPREAD_TOP`` under ``SPREAD_MAX`` of the excess (else 0). It is reported when that fraction
   reaches ``CONTENTION_MIN_FRACTION``, or ``CONTENTION_MIN_FRACTION_CPU`` when CPU-% counter
   samples of other processes exceed ``OTHER_CPU_MIN_PCT``.
-* ``garbage_collection`` also gets msprof-analyze's *conjectured GC*: device-and-host-idle gaps of
-  at least ``GC_GAP_NS`` when the trace records no GC events.
+* **No finding without evidence**: a cause needs recorded events of its own. Device-idle time
+  during which the host records nothing either is *unattributed* (metric ``unattributed_share``,
+  with ``long_gaps``: the gaps of at least ``LONG_GAP_NS``), never a guessed cause such as GC:
+  the way to see it is to capture it (``with_stack=True``, ``hermes profile``).
 * ``time_share`` = claimed time / sum of step durations; a finding needs ``MIN_SHARE``, except
   compilation and sync findings with at least ``STRONG_COUNT`` events (strong evidence).
 """
@@ -33,11 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers import hostcalls
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.critical_path import innermost_active, node_order
 from hermes.analyzers.io import (
-    data_wait_mask,
     device_idle,
     is_,
     name_matches,
@@ -46,7 +45,7 @@ from hermes.analyzers.io import (
     top_names,
     windows_union,
 )
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.steps import fine_windows, window_note
 from hermes.findings import Finding
 from hermes.trace.schema import NOT_WORK_KINDS
 
@@ -54,8 +53,9 @@ MIN_SHARE = 0.01
 #: Compile / sync events worth reporting whatever their share (msprof-analyze: >= 20
 #: aclopCompileAndExecute calls; SyncBatchNorm > 20).
 STRONG_COUNT = 20
-#: msprof-analyze's GC conjecture: a free gap > 200 ms with almost no host events.
-GC_GAP_NS = 200_000_000
+#: Host-and-device idle gaps this long are listed as ``long_gaps`` of the unattributed time
+#: (msprof-analyze conjectures GC from free gaps > 200 ms; Hermes reports them, unexplained).
+LONG_GAP_NS = 200_000_000
 INFLATION = 2.0
 MIN_CALLS = 5
 #: Contention slows many calls, not a few: at least this many inflated calls, and the largest
@@ -73,28 +73,6 @@ OTHER_CPU_MIN_PCT = 50.0
 #: Kernels shorter than this are "small" (launch overhead of the order of their run time).
 SMALL_KERNEL_NS = 10_000
 
-GC_NAME = r"(?i)(^|[^a-z])gc([^a-z]|$)|garbage.?collect"
-#: run-time compilation: CANN's operator compiler, TorchScript JIT, and torch.compile's phases
-#: (PyTorch wraps them in record_function ranges named "<phase> (dynamo_timed)", e.g.
-#: "compile_inner (dynamo_timed)"; torch 2.13 calls the outer one "entire_frame_compile"; Triton
-#: autotuning benchmarks configs in CachingAutotuner)
-COMPILE_NAME = (r"(?i)aclopCompile|jit.?compil|compile_fx|torch_compile|dynamo.*compile|"
-                r"\(dynamo_timed\)|entire_frame_compile|GraphLowering\.compile|"
-                r"Scheduler\.codegen|CachingAutotuner")
-SYNC_NAME = r"(?i)synchroniz|^aten::item$|_local_scalar_dense|aclrtSynchronize"
-LOG_NAME = r"(?i)^(?!aten::)(.*(logging|dlog|slog|log_write|write_log|printf?\b)|log)\b"
-#: One-off start-up calls of the device runtime (context creation, the first call that creates it
-#: lazily, library handles, module loading): paid once per run, not per step.
-INIT_NAME = (r"(?i)^(cu|hip)Init$|DevicePrimaryCtx|^(cu|hip)CtxCreate|"
-             r"^cudaDeviceGetStreamPriorityRange$|^(cuda|hip)GetDeviceCount$|"
-             r"^(cuda|hip)GetDeviceProperties|^(cu|hip)ModuleLoad|^cuLibraryLoad|"
-             r"^(cuda|hip)StreamCreate|^Lazy Function Loading$|^Runtime Triggered Module Loading$|"
-             r"^(cudnn|miopen|cublas|cublasLt|hipblas|hipblasLt|rocblas)Create(Handle)?$|"
-             r"^nccl\w*CommInit|^acl(Init|rtSetDevice|rtCreateContext)$")
-#: A launch that takes this long and this many times its name's median, the first launch of its
-#: kernel in the trace, is lazy module loading (the kernel's code is loaded on first use): start-up.
-FIRST_LAUNCH_MIN_NS = 1_000_000
-FIRST_LAUNCH_FACTOR = 50.0
 OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)|" \
                  r"(other|steal|foreign|background).*cpu"
 #: Leaf host calls whose cost should not vary by call (allocation and tiling are bimodal by nature:
@@ -111,12 +89,27 @@ CAUSE_TEXT = {
     "garbage_collection": "Python garbage collection pauses the host",
     "operator_compilation": "operators are compiled at run time",
     "host_device_sync": "the host blocks on the device (synchronize, .item(), blocking copies)",
-    "environment_configuration": "host time goes to logging / environment overheads",
     "initialization": "one-off start-up runs inside the profiled steps (device runtime "
                       "initialization, library handles, module loading)",
+    "memory_allocation": "device memory allocator calls (cudaMalloc/cudaFree and kin) hold up "
+                         "the host: the caching allocator is off or thrashing",
+    "environment_configuration": "host time goes to logging / environment overheads",
     "operator_dispatch": "the host dispatches operators slower than the device runs them",
     "resource_contention": "host calls run slower than their usual cost (CPU contention)",
 }
+#: Classes filed under a vocabulary id with a ``reason`` (findings of one id and different
+#: reasons stay apart when ranks are merged; rules key on the reason): allocator calls are the
+#: memory-allocation stage of per-operator host scheduling (DESIGN: InferShape -> tiling ->
+#: allocation -> launch), start-up is an environment cost paid once. (Own ids,
+#: ``cpu.memory_allocation`` / ``cpu.initialization``, wait for the emulator's cause list to
+#: accept ids it cannot inject.)
+FILED_AS: dict[str, tuple[str, dict[str, Any]]] = {
+    "memory_allocation": ("operator_dispatch", {"reason": "memory_allocation"}),
+    "initialization": ("environment_configuration",
+                       {"reason": "initialization", "initialization_share": 1.0}),
+}
+#: classes whose events are not dispatch (the more specific causes)
+SPECIFIC = tuple(c for c in hostcalls.CLAIM_ORDER if c != "operator_dispatch")
 
 
 def self_ns(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
@@ -146,69 +139,6 @@ def self_ns(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     ok = (owner >= 0) & (ln[1:] == ln[:-1])
     out[idx] = np.bincount(owner[ok], weights=seg[ok], minlength=n).astype(np.int64)
     return out
-
-
-def _first_kernel_launches(ev: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
-    """The launches (of ``launch``) that launch a kernel name for the first time in the trace."""
-    out = np.zeros(len(ev), bool)
-    if "corr_id" not in ev.columns or not launch.any():
-        return out
-    has_corr = ev["corr_id"].notna().to_numpy()
-    dev = ~is_(ev, "lane_kind", "host") & is_(ev, "kind", "kernel") & has_corr
-    if not dev.any():
-        return out
-    # kernel names as integer codes (no per-event strings on big traces), first by start time
-    names = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) \
-        else ev["name"].astype("category")
-    code = names.cat.codes.to_numpy()[dev]
-    ts = ev["ts_ns"].to_numpy(np.int64)[dev]
-    corr = ev["corr_id"].to_numpy()[dev].astype(np.int64)
-    o = np.argsort(ts, kind="stable")
-    _, first = np.unique(code[o], return_index=True)
-    first_corr = corr[o][first]
-    idx = np.flatnonzero(launch & has_corr)
-    out[idx[np.isin(ev["corr_id"].to_numpy()[idx].astype(np.int64), first_corr)]] = True
-    return out
-
-
-def _first_launch_outliers(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
-    """Launches ``FIRST_LAUNCH_FACTOR`` x slower than their name's median (and at least
-    ``FIRST_LAUNCH_MIN_NS``) that launch a kernel name for the first time in the trace: the
-    runtime loaded the kernel's module on that call (lazy loading), a one-off cost."""
-    out = np.zeros(len(ev), bool)
-    launch = host & is_(ev, "kind", "launch")
-    if "corr_id" not in ev.columns or not launch.any():
-        return out
-    dur = ev["dur_ns"].to_numpy(np.int64)
-    slow = launch & (dur >= FIRST_LAUNCH_MIN_NS)
-    if not slow.any():
-        return out
-    names = ev["name"].astype(str) if not isinstance(ev["name"].dtype, pd.CategoricalDtype) \
-        else ev["name"]
-    med = pd.Series(dur[launch]).groupby(names[launch].to_numpy(), observed=True).median()
-    slow &= dur >= FIRST_LAUNCH_FACTOR * names.map(med).to_numpy(np.float64, na_value=np.inf)
-    if not slow.any():
-        return out
-    return _first_kernel_launches(ev, slow)
-
-
-def _classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
-    host = is_(ev, "lane_kind", "host")
-    work = host & ~is_(ev, "kind", *HOST_WORK_EXCLUDED)
-    names = ev["name"]
-    io = data_wait_mask(ev) | (host & is_(ev, "kind", "data_read", "data_process", "data_fetch"))
-    init = work & (name_matches(names, INIT_NAME) | _first_launch_outliers(ev, host))
-    return {
-        "io": io,
-        "garbage_collection": work & (is_(ev, "kind", "gc") | name_matches(names, GC_NAME)),
-        "operator_compilation": work & (is_(ev, "kind", "compile")
-                                        | name_matches(names, COMPILE_NAME)),
-        "host_device_sync": work & (is_(ev, "kind", "sync", "memcpy_d2h")
-                                    | name_matches(names, SYNC_NAME)),
-        "environment_configuration": work & (name_matches(names, LOG_NAME) | init),
-        "initialization": init,
-        "operator_dispatch": work,
-    }
 
 
 def _other_cpu(ev: pd.DataFrame) -> dict[str, float] | None:
@@ -279,7 +209,7 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[s
     o = np.argsort(ts, kind="stable")
     first = np.zeros(ts.size, bool)
     first[o[np.unique(codes[o], return_index=True)[1]]] = True
-    first |= _first_kernel_launches(ev, leaf)[leaf]
+    first |= hostcalls.first_kernel_launches(ev, leaf)[leaf]
     inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med) & in_idle & ~first
     excess = np.where(inflated, dur - med, 0.0)
     total = float(dur[cnt >= MIN_CALLS].sum())
@@ -312,50 +242,34 @@ def _dispatch_evidence(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any
             if host_ops.any() else 0.0}
 
 
-@register("cpu", scope="rank", needs=("overlap",))
-def cpu(ctx: RankContext) -> AnalyzerResult:
-    """Host-bound device idle time apportioned to compilation, dispatch, sync, GC, contention."""
-    ev = ctx.events
-    res = AnalyzerResult("cpu")
-    windows = step_windows(ev)
-    step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
-    causes = [c for c in CAUSE_TEXT if c != "initialization"]
-    res.metrics.update({"step_total_ns": step_total, "host_bound_ns": 0,
-                        **{f"{c}_share": 0.0 for c in causes}})
-    empty = {"step": np.empty(0, np.int64), "dur_ns": np.empty(0, np.int64),
-             **{f"{c}_ns": np.empty(0, np.int64) for c in ["host_bound", *causes]}}
-    res.tables["per_step"] = pd.DataFrame(empty)
-    if step_total == 0:
-        return res
-    idle = device_idle(ctx, windows)
-    cls = _classes(ev)
+def _claim(ev: pd.DataFrame, idle: iv.Union, cls: dict[str, np.ndarray]
+           ) -> tuple[dict[str, iv.Union], int]:
+    """Device-idle host time claimed by each class in ``CLAIM_ORDER``, and ``|HB|``."""
     remaining = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
     hb_total = iv.total(remaining)
     claimed: dict[str, iv.Union] = {}
-    for name in ("io", "garbage_collection", "operator_compilation", "host_device_sync",
-                 "environment_configuration", "operator_dispatch"):
+    for name in hostcalls.CLAIM_ORDER:
         u = spans(ev, cls[name])
         claimed[name] = iv.intersect(remaining, u)
         remaining = iv.subtract(remaining, u)
-    # conjectured GC: long device-and-host-idle gaps, only when GC is not instrumented
-    gc_instrumented = bool(is_(ev, "kind", "gc").any())
-    host_any = spans(ev, is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *HOST_WORK_EXCLUDED))
+    return claimed, int(hb_total)
+
+
+def _unattributed(ev: pd.DataFrame, idle: iv.Union, windows: pd.DataFrame) -> dict[str, Any]:
+    """Device-idle time with no host event recorded either: what the trace cannot explain."""
+    host_any = spans(ev, is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *NOT_WORK_KINDS)
+                     & ~hostcalls.helper_lanes(ev))
     free = iv.subtract(iv.intersect(idle, windows_union(windows)), host_any)
-    long_gap = (free[1] - free[0]) >= GC_GAP_NS
-    long_free = (free[0][long_gap], free[1][long_gap])
-    conjectured = iv.EMPTY if gc_instrumented else long_free
-    claimed["garbage_collection"] = iv.union(
-        np.concatenate([claimed["garbage_collection"][0], conjectured[0]]),
-        np.concatenate([claimed["garbage_collection"][1], conjectured[1]]))
-    times = {c: float(iv.total(claimed[c])) for c in causes if c in claimed}
-    # the start-up part of the environment time (its own wording and rule)
-    init_t = float(iv.total(iv.intersect(claimed["environment_configuration"],
-                                         spans(ev, cls["initialization"]))))
-    specific = np.zeros(len(ev), bool)
-    for other_cls in ("io", "garbage_collection", "operator_compilation", "host_device_sync",
-                      "environment_configuration"):
-        specific |= cls[other_cls]
-    infl = _inflation(ev, cls["operator_dispatch"] & ~specific, idle)
+    gaps = free[1] - free[0]
+    return {"ns": int(iv.total(free)), "long_gaps": int((gaps >= LONG_GAP_NS).sum()),
+            "longest_gap_ms": round(float(gaps.max(initial=0)) / 1e6, 3),
+            "per_step": per_step_ns(free, windows)}
+
+
+def _dispatch_split(ev: pd.DataFrame, ctx: RankContext, dispatch_only: np.ndarray,
+                    idle: iv.Union) -> dict[str, Any]:
+    """Fractions of the dispatch time that are contention and verbose-environment overhead."""
+    infl = _inflation(ev, dispatch_only, idle)
     other = _other_cpu(ev)
     busy_cpu = bool(other and other["mean_pct"] >= OTHER_CPU_MIN_PCT)
     env = _environment(ctx.meta)
@@ -369,81 +283,130 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     threshold = CONTENTION_MIN_FRACTION_CPU if busy_cpu else CONTENTION_MIN_FRACTION
     if cont_frac == 0.0 and infl["fraction"] >= threshold:  # outliers of their own name
         cont_frac = min(infl["fraction"], 1.0 - env_frac)
-    dispatch_t = times["operator_dispatch"]
-    times["environment_configuration"] += dispatch_t * env_frac
-    times["resource_contention"] = dispatch_t * cont_frac
-    times["operator_dispatch"] = dispatch_t * (1.0 - env_frac - cont_frac)
-    res.metrics["host_bound_ns"] = int(hb_total)
-    res.metrics["io_wait_ns"] = int(iv.total(claimed["io"]))
-    res.metrics["inflation_fraction"] = infl["fraction"]
+    return {"infl": infl, "other": other, "env": env, "excess": excess, "env_frac": env_frac,
+            "cont_frac": cont_frac, "runtime": hostcalls.runtime_of(ev), "busy_cpu": busy_cpu,
+            "framework": hostcalls.framework_of(ev)}
+
+
+def _per_step(claimed: dict[str, iv.Union], windows: pd.DataFrame, hb: iv.Union,
+              split: dict[str, Any], unattributed: np.ndarray) -> pd.DataFrame:
     table: dict[str, Any] = {"step": windows["step"].to_numpy(np.int64),
                              "dur_ns": windows["dur_ns"].to_numpy(np.int64),
-                             "host_bound_ns": per_step_ns(iv.intersect(
-                                 idle, spans(ev, cls["operator_dispatch"] | cls["io"])), windows)}
-    for c in causes:
+                             "host_bound_ns": per_step_ns(hb, windows)}
+    for c in CAUSE_TEXT:
         if c != "resource_contention":
             table[f"{c}_ns"] = per_step_ns(claimed[c], windows)
     d_ps = table["operator_dispatch_ns"].astype(np.float64)
-    table["resource_contention_ns"] = np.round(d_ps * cont_frac).astype(np.int64)
-    env_ps = np.round(d_ps * env_frac).astype(np.int64)
+    table["resource_contention_ns"] = np.round(d_ps * split["cont_frac"]).astype(np.int64)
+    env_ps = np.round(d_ps * split["env_frac"]).astype(np.int64)
     table["environment_configuration_ns"] = table["environment_configuration_ns"] + env_ps
     table["operator_dispatch_ns"] = table["operator_dispatch_ns"] - env_ps \
         - table["resource_contention_ns"]
-    res.tables["per_step"] = pd.DataFrame(table)
-    dispatch_ev = _dispatch_evidence(ev, windows)
+    table["unattributed_ns"] = unattributed
+    return pd.DataFrame(table)
+
+
+def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[str, Any],
+              table: pd.DataFrame, windows: pd.DataFrame) -> tuple[dict[str, Any], int, str]:
+    """(cause-specific evidence, events behind the cause, summary text) of one cause."""
+    specific = np.zeros(len(ev), bool)
+    for other in SPECIFIC:
+        specific |= cls[other]
+    mask = cls.get(c, cls["operator_dispatch"])
+    if c in ("operator_dispatch", "resource_contention"):
+        mask = cls["operator_dispatch"] & ~specific & ~is_(ev, "kind", "python")
+    n = int(mask.sum())
+    if c == "resource_contention":
+        # the evidence: calls inflated over their own median, or other processes' CPU samples
+        other = split["other"] or {}
+        n = split["infl"]["events"] + (int(other.get("samples", 0)) if split["busy_cpu"] else 0)
+    if c == "environment_configuration" and split["env_frac"]:
+        mask = mask | (cls["operator_dispatch"] & is_(ev, "kind", "launch"))
+        n = int(mask.sum())
+    evidence: dict[str, Any] = {"top_ops": top_names(ev, mask), "runtime": split["runtime"],
+                                "framework": split["framework"]}
+    text = CAUSE_TEXT[c]
+    if c == "operator_dispatch":
+        evidence.update(_dispatch_evidence(ev, windows))
+        # by self time: an operator's own host time, not its callees' (nested ops, runtime
+        # calls, syncs and start-up inside it)
+        evidence["top_ops"] = top_names(ev, mask, weights=self_ns(ev, cls["operator_dispatch"]))
+    if c in ("resource_contention", "environment_configuration"):
+        evidence.update({"launch_excess": split["excess"], "environment": split["env"]})
+    if c == "resource_contention":
+        infl = split["infl"]
+        evidence.update({"inflation_fraction": round(split["cont_frac"], 4),
+                         "inflated_ops": infl["names"], "other_process_cpu": split["other"]})
+        evidence["top_ops"] = [{"name": d["name"], "time_ns": d["excess_ns"]}
+                               for d in infl["names"]]
+    if c == "initialization":
+        evidence["initialization_ms"] = round(float(table["initialization_ns"].sum()) / 1e6, 3)
+    if c == "memory_allocation":
+        evidence["calls_per_step"] = round(n / max(len(windows), 1), 1)
+    if c == "operator_compilation":
+        # compiled once in the first step (torch.compile / JIT warm-up) or again and again
+        # (new shapes): the share of compile time after the first step tells them apart
+        ps = table["operator_compilation_ns"].to_numpy(np.float64)
+        evidence.update({"trace_steps": int(len(ps)), "compile_after_first_share":
+                         round(float(ps[1:].sum() / ps.sum()), 4) if ps.sum() else 0.0})
+        if len(ps) > 1 and evidence["compile_after_first_share"] < 0.1:
+            text = "operators are compiled once, in the first step (one-off warm-up)"
+    return evidence, n, text
+
+
+@register("cpu", scope="rank", needs=("overlap",))
+def cpu(ctx: RankContext) -> AnalyzerResult:
+    """Host-bound device idle time apportioned to compilation, dispatch, sync, GC, contention."""
+    ev = ctx.events
+    res = AnalyzerResult("cpu")
+    windows = fine_windows(ev, ctx.meta)
+    step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
+    causes = list(CAUSE_TEXT)
+    res.metrics.update({"step_total_ns": step_total, "host_bound_ns": 0, "unattributed_ns": 0,
+                        "unattributed_share": 0.0, **{f"{c}_share": 0.0 for c in causes}})
+    res.tables["per_step"] = pd.DataFrame(
+        {c: np.empty(0, np.int64) for c in
+         ["step", "dur_ns", "host_bound_ns", *[f"{c}_ns" for c in causes], "unattributed_ns"]})
+    if step_total == 0:
+        return res
+    idle = device_idle(ctx, windows)
+    cls = hostcalls.classes(ev)
+    claimed, hb_total = _claim(ev, idle, cls)
+    specific = np.zeros(len(ev), bool)
+    for other in SPECIFIC:
+        specific |= cls[other]
+    split = _dispatch_split(ev, ctx, cls["operator_dispatch"] & ~specific, idle)
+    times = {c: float(iv.total(claimed[c])) for c in hostcalls.CLAIM_ORDER}
+    dispatch_t = times["operator_dispatch"]
+    times["environment_configuration"] += dispatch_t * split["env_frac"]
+    times["resource_contention"] = dispatch_t * split["cont_frac"]
+    times["operator_dispatch"] = dispatch_t * (1.0 - split["env_frac"] - split["cont_frac"])
+    free = _unattributed(ev, idle, windows)
+    hb = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
+    table = _per_step(claimed, windows, hb, split, free.pop("per_step"))
+    res.tables["per_step"] = table
+    res.metrics.update({"host_bound_ns": hb_total, "io_wait_ns": int(times["io"]),
+                        "inflation_fraction": split["infl"]["fraction"],
+                        "unattributed_ns": free["ns"],
+                        "unattributed_share": min(1.0, free["ns"] / step_total),
+                        "long_gaps": free["long_gaps"], "longest_gap_ms": free["longest_gap_ms"],
+                        "windows": window_note(windows)})
     for c in causes:
         share = min(1.0, times[c] / step_total)
         res.metrics[f"{c}_share"] = share
-        mask = cls.get(c, cls["operator_dispatch"])
-        if c in ("operator_dispatch", "resource_contention"):
-            specific = np.zeros(len(ev), bool)
-            for other_cls in ("io", "garbage_collection", "operator_compilation",
-                              "host_device_sync", "environment_configuration"):
-                specific |= cls[other_cls]
-            mask = cls["operator_dispatch"] & ~specific & ~is_(ev, "kind", "python")
-        n = int(mask.sum()) if c != "resource_contention" else infl["events"]
-        if c == "environment_configuration" and env_frac:
-            mask = mask | (cls["operator_dispatch"] & is_(ev, "kind", "launch"))
+        evidence, n, text = _evidence(c, ev, cls, split, table, windows)
         strong = c in ("operator_compilation", "host_device_sync") and n >= STRONG_COUNT
-        if share < MIN_SHARE and not (strong and share > 0):
+        # no finding without evidence: a cause must have recorded events of its own
+        if n == 0 or (share < MIN_SHARE and not (strong and share > 0)):
             continue
-        evidence: dict[str, Any] = {"time_ms": round(times[c] / 1e6, 3), "events": n,
-                                    "host_bound_ms": round(hb_total / 1e6, 3),
-                                    "steps_total_ms": round(step_total / 1e6, 3),
-                                    "top_ops": top_names(ev, mask)}
-        if c == "operator_dispatch":
-            evidence.update(dispatch_ev)
-            # by self time: an operator's own host time, not its callees' (nested ops, runtime
-            # calls, syncs and start-up inside it)
-            own = self_ns(ev, cls["operator_dispatch"])
-            evidence["top_ops"] = top_names(ev, mask, weights=own)
-        if c in ("resource_contention", "environment_configuration"):
-            evidence.update({"launch_excess": excess, "environment": env})
-        text = CAUSE_TEXT[c]
-        if c == "environment_configuration":
-            init_share = round(min(1.0, init_t / times[c]), 4) if times[c] else 0.0
-            evidence.update({"initialization_ms": round(init_t / 1e6, 3),
-                             "initialization_share": init_share})
-            if init_share >= 0.5:
-                text = CAUSE_TEXT["initialization"]
-                evidence["top_ops"] = top_names(ev, cls["initialization"])
-        if c == "resource_contention":
-            evidence.update({"inflation_fraction": round(cont_frac, 4),
-                             "inflated_ops": infl["names"], "other_process_cpu": other})
-            evidence["top_ops"] = [{"name": d["name"], "time_ns": d["excess_ns"]}
-                                   for d in infl["names"]]
-        if c == "garbage_collection":
-            evidence["conjectured_gaps"] = int(conjectured[0].size)
-        if c == "operator_compilation":
-            # compiled once in the first step (torch.compile / JIT warm-up) or again and again
-            # (new shapes): the share of compile time after the first step tells them apart
-            ps = table["operator_compilation_ns"].astype(np.float64)
-            evidence.update({"trace_steps": int(len(ps)), "compile_after_first_share":
-                             round(float(ps[1:].sum() / ps.sum()), 4) if ps.sum() else 0.0})
-            if len(ps) > 1 and evidence["compile_after_first_share"] < 0.1:
-                text = "operators are compiled once, in the first step (one-off warm-up)"
+        evidence = {"time_ms": round(times[c] / 1e6, 3), "events": n,
+                    "host_bound_ms": round(hb_total / 1e6, 3),
+                    "steps_total_ms": round(step_total / 1e6, 3), **evidence}
         steps = tuple(int(s) for s, v in zip(table["step"], table[f"{c}_ns"], strict=True) if v > 0)
-        res.findings.append(Finding("cpu", c, share,
-                                    f"{text}: {100 * share:.1f}% of step time",
-                                    evidence=evidence, ranks=(int(ctx.rank),), steps=steps))
+        cause, extra = FILED_AS.get(c, (c, {}))
+        if c == "environment_configuration":
+            extra = {"initialization_share": 0.0}
+        res.findings.append(Finding("cpu", cause, share, f"{text}: {100 * share:.1f}% of step time",
+                                    evidence={**evidence, **extra}, ranks=(int(ctx.rank),),
+                                    steps=steps))
     return res

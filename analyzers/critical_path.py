@@ -28,11 +28,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpgraph, hta_compat, opinfo
+from hermes.analyzers import cpedges, cpgraph, hostcalls, hta_compat, opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.io import name_matches
 from hermes.analyzers.steps import split_by_windows, step_windows
 from hermes.trace.schema import (
-    COMM_KINDS,
     COMPUTE_KINDS,
     EVENT_KINDS,
     HOST_LANES,
@@ -44,9 +44,7 @@ from hermes.trace.schema import (
 COMPONENTS = ("computation", "communication", "host", "io", "other")
 # annotations, counters and unknown events (Kineto's whole-capture "Trace" span) are no work
 TOP_N = 20
-#: a task starting at most this long after another stream's task ended, after an idle gap on its
-#: own stream, is taken to have waited for it (cross-stream event waits are rarely traced)
-LINE_UP_NS = 20_000
+LINE_UP_NS = cpedges.LINE_UP_NS  # (cross-stream waits are inferred in cpedges)
 
 
 _KIND = {k: i for i, k in enumerate(EVENT_KINDS)}
@@ -114,6 +112,12 @@ class _Events:
         self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
             np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
         self.name = ev["name"].array
+        self.helper = hostcalls.helper_lanes(ev)
+        # host calls that block on the device (synchronous copies, .item(), synchronize by
+        # name) are waits like 'sync' events: waiting is not work, the awaited task is
+        host = self.lane_kind == _LANE["host"]
+        self.blocking = host & (name_matches(ev["name"], hostcalls.SYNC_NAME)
+                                | hostcalls.blocking_copy_calls(ev, host))
         # CUPTI 'Stream Wait Event' records (Kineto cuda_sync): the stream that waits, the
         # stream and the event record (the cudaEventRecord call's correlation id) it waits for;
         # with the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '). Only kept when a trace
@@ -152,9 +156,11 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     """:func:`build` on the events ``sel`` (indices into ``pre``, ascending)."""
     s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
     src = sel[src]
-    kind = pre.kind[src].astype(np.int64)
+    kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
     lane_kind = pre.lane_kind[src].astype(np.int64)
-    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"])
+    # helper threads (blocked Python threads, the profiler's) are never on the path
+    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"]) & \
+        ~pre.helper[src]
     s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
@@ -207,8 +213,8 @@ def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
     # time a node's lane was last busy before it (the step start for a lane's first node)
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
     waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
-    cu, cv, cw, ce = _cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                  end_node, t, w, first, seg, prev_t, waits)
+    cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
+                                         end_node, t, w, first, seg, prev_t, waits)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
@@ -245,164 +251,6 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
         ok = (k >= 0) & (ln[j] == ln[q])
         active[q[ok]] = nev[j[ok]]
     return active
-
-
-def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, win: np.ndarray,
-                           start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray,
-                           w: np.ndarray, prev_t: np.ndarray, us: list, vs: list,
-                           ws_: list, es: list, skip: np.ndarray) -> np.ndarray:
-    """Cross-stream dependencies inferred where a task on another stream ends just before a
-    task starts after an idle gap on its own stream (events/waits between streams are often not
-    in the trace): edge (that end -> this start), weight = the small delay; the gap on the
-    waiting stream then weighs 0 (it was a wait). Appends to the edge lists; modifies ``w``;
-    returns the mask of events whose start is explained this way (``skip``: tasks whose start
-    is explained already, by a traced event wait)."""
-    explained = np.zeros(s.size, bool)
-    tasks = np.flatnonzero(task & ~skip)
-    if tasks.size < 1 or np.count_nonzero(task) < 2:
-        return explained
-    k = start_node[tasks]
-    gap = t[k] > prev_t[k]
-    tasks, k = tasks[gap], k[gap]
-    o = np.flatnonzero(task)
-    o = o[np.argsort(wkey[o], kind="stable")]
-    start_key = wkey[tasks] - (t[end_node[tasks]] - s[tasks])  # (step, start) on wkey's scale
-    j = np.searchsorted(wkey[o], start_key, side="right") - 1
-    cand = o[np.maximum(j, 0)]
-    end_t = t[end_node[cand]]
-    # the latest task end at or before the start, inside the idle gap (so on another stream:
-    # this stream was idle), in the same step, at most LINE_UP_NS earlier
-    ok = (j >= 0) & (win[cand] == win[tasks]) & (end_t > prev_t[k]) & (end_t <= t[k]) & \
-        (t[k] - end_t <= LINE_UP_NS)
-    us.append(end_node[cand[ok]])
-    vs.append(k[ok])
-    ws_.append((t[k] - end_t)[ok])
-    es.append(np.full(int(ok.sum()), -1, np.int64))
-    w[k[ok]] = 0  # (a lane's first node has no chain edge: w is 0 there already)
-    explained[tasks[ok]] = True
-    return explained
-
-
-def _event_waits(task: np.ndarray, corr: np.ndarray, win: np.ndarray, t: np.ndarray,
-                 start_node: np.ndarray, end_node: np.ndarray, w: np.ndarray,
-                 prev_t: np.ndarray, launch_s: np.ndarray,
-                 waits: tuple[np.ndarray, ...] | None,
-                 us: list, vs: list, ws_: list, es: list) -> np.ndarray:
-    """Cross-stream dependencies traced by CUPTI 'Stream Wait Event' records (Kineto
-    ``cuda_sync``, with ``wait_on_stream`` and the event record's correlation id): the last task
-    of the recording stream launched before the record (correlation ids grow in API call order)
-    -> the first task of the waiting stream launched after the wait call. Edge weight: the
-    delay from that end to this start when the wait held the task back (the end fell in the
-    task's idle gap, after its launch); the gap then weighs 0. Appends to the edge lists;
-    modifies ``w``; returns the mask of tasks whose start is explained this way."""
-    explained = np.zeros(t.size // 2, bool)
-    if waits is None:
-        return explained
-    device, stream, wait_stream, wait_record = waits
-    q = np.flatnonzero((wait_record >= 0) & ~np.isnan(corr) & ~np.isnan(stream))
-    tk = np.flatnonzero(task & ~np.isnan(corr) & ~np.isnan(stream))
-    if q.size == 0 or tk.size == 0:
-        return explained
-    # (window, device, stream) groups of the tasks and of both lookups of every wait
-    groups = np.concatenate([
-        np.stack([win[tk], device[tk], stream[tk].astype(np.int64)], 1),
-        np.stack([win[q], device[q], wait_stream[q]], 1),
-        np.stack([win[q], device[q], stream[q].astype(np.int64)], 1)])
-    inv = np.unique(groups, axis=0, return_inverse=True)[1].reshape(-1)
-    g_t, g_a, g_w = inv[:tk.size], inv[tk.size:tk.size + q.size], inv[tk.size + q.size:]
-    c_t, c_q = corr[tk].astype(np.int64), corr[q].astype(np.int64)
-    big = int(max(c_t.max(), c_q.max(), wait_record[q].max())) + 2
-    key = g_t * big + c_t
-    o = np.argsort(key, kind="stable")
-    key, tk, g_t = key[o], tk[o], g_t[o]
-    ja = np.searchsorted(key, g_a * big + wait_record[q], side="left") - 1
-    jw = np.searchsorted(key, g_w * big + c_q, side="right")
-    ja_c, jw_c = np.clip(ja, 0, key.size - 1), np.clip(jw, 0, key.size - 1)
-    ok = (ja >= 0) & (jw < key.size) & (g_t[ja_c] == g_a) & (g_t[jw_c] == g_w)
-    a, v = tk[ja_c[ok]], tk[jw_c[ok]]
-    ta, kv = t[end_node[a]], start_node[v]
-    fwd = ta <= t[kv]  # (an edge back in time: clocks disagree, dropped)
-    a, v, ta, kv = a[fwd], v[fwd], ta[fwd], kv[fwd]
-    bound = (ta > prev_t[kv]) & (ta >= launch_s[v])
-    us.append(end_node[a])
-    vs.append(kv)
-    ws_.append(np.where(bound, t[kv] - ta, 0))
-    es.append(np.full(a.size, -1, np.int64))
-    w[kv[bound]] = 0
-    explained[v[bound]] = True
-    return explained
-
-
-def _cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarray,
-                 kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
-                 start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
-                 first: np.ndarray, seg: np.ndarray, prev_t: np.ndarray,
-                 waits: tuple[np.ndarray, ...] | None
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Launch -> task edges, awaited device task -> sync end and awaited loader event -> data
-    wait end edges, within a step; zeroes stream gaps that were waits for a launch and the
-    segments of data waits fed by a loader lane (``w`` is modified in place). ``wkey`` orders
-    events by (step, end)."""
-    host = _in(lane_kind, _LANE, HOST_LANES)
-    task = ~host & _in(kind, _KIND, COMPUTE_KINDS + COMM_KINDS)
-    eid = np.arange(s.size)
-    us: list[np.ndarray] = []
-    vs: list[np.ndarray] = []
-    ws_: list[np.ndarray] = []
-    es: list[np.ndarray] = []
-    h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
-    d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
-    m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
-    launch_s = np.full(s.size, np.iinfo(np.int64).min)  # launch start of each task (min: none)
-    launch_s[m["d"].to_numpy(np.int64)] = s[m["h"].to_numpy(np.int64)]
-    explained = _event_waits(task, corr, win, t, start_node, end_node, w, prev_t, launch_s,
-                             waits, us, vs, ws_, es)
-    explained |= _inferred_stream_waits(task, wkey, s, win, start_node, end_node, t, w, prev_t,
-                                        us, vs, ws_, es, explained)
-    # a device-lane gap before an event whose launch is not in the trace (no corr_id, or no
-    # host event with it in the step: sampled traces, MTIA DMA requests, CUPTI sync records)
-    # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay
-    unknown = ~host & (launch_s == np.iinfo(np.int64).min) & ~explained
-    w[start_node[unknown]] = 0
-    if len(m):
-        hi, di = m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
-        # the task waited for its launch when launched after its stream was last busy (HTA's
-        # empty queue) and no other stream's task explains its start: then the launch delay
-        # is on the path and the stream gap is not; otherwise the launch is a dependency only
-        k = start_node[di]
-        waited = (s[hi] >= prev_t[k]) & ~explained[di]
-        w[k[waited & ~first[k]]] = 0
-        us.append(start_node[hi])
-        vs.append(k)
-        ws_.append(np.where(waited, np.maximum(s[di] - s[hi], 0), 0))
-        es.append(hi)
-    loader = lane_kind == _LANE["loader"]
-    data_wait = np.flatnonzero((kind == _KIND["data_wait"]) & host)
-    for waits, awaited in ((np.flatnonzero(kind == _KIND["sync"]), np.flatnonzero(task)),
-                           (data_wait, np.flatnonzero(loader))):
-        if not (waits.size and awaited.size):
-            continue
-        o = awaited[np.argsort(wkey[awaited], kind="stable")]
-        k = np.searchsorted(wkey[o], wkey[waits], side="right") - 1
-        cand = o[np.maximum(k, 0)]
-        # the awaited event ending last within the wait, in the same step, on another lane
-        ok = (k >= 0) & (win[cand] == win[waits]) & (lane[cand] != lane[waits]) & \
-            (wkey[cand] >= wkey[waits] - (t[end_node[waits]] - s[waits]))
-        us.append(end_node[cand[ok]])
-        vs.append(end_node[waits[ok]])
-        ws_.append(np.zeros(int(ok.sum()), np.int64))
-        es.append(np.full(int(ok.sum()), -1, np.int64))
-        if waits is data_wait:
-            # a data wait fed by a loader lane is a wait (its time is the loader's, on its
-            # lane); one with no loader lane in the trace keeps its time, as io
-            matched = np.zeros(s.size, bool)
-            matched[waits[ok]] = True
-            w[(seg >= 0) & matched[np.maximum(seg, 0)]] = 0
-    if not us:
-        z = np.empty(0, np.int64)
-        return z, z, z, z
-    return (np.concatenate(us).astype(np.int64), np.concatenate(vs).astype(np.int64),
-            np.concatenate(ws_).astype(np.int64), np.concatenate(es).astype(np.int64))
 
 
 def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray) -> list[tuple[int, int, np.ndarray]]:

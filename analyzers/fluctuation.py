@@ -8,12 +8,20 @@
   counts steps fluctuating by more than 10 %); with ``MAD = 0`` only the second test applies.
   Needs at least ``MIN_STEPS`` steps (fewer give no reliable median). The first step is never a
   spike: it has no history to deviate from (warm-up fills caches and data queues).
+* Steps: every window, monitored-only ones of a coarse-to-fine trace included (step-time
+  statistics use all steps); a monitored-only step has no events, so its components come from
+  the monitor's per-step counters (``gc_ms``, ``data_wait_ms``, ``device_busy_pct`` x step time).
 * For every spike, each *component* — GC pauses, data waits, checkpoint/storage writes, compilation,
-  host syncs, device communication — is measured in the spike and in the median of the normal steps;
-  the spike's excess time ``x - median`` is attributed to the component whose own excess is largest,
-  when that excess covers at least ``MIN_EXPLAINED`` of the spike's excess.
+  host syncs *while the device is idle* (a sync waiting on a busy device is device time, not a
+  sync cost), device communication, device work, host work while the device is idle — is
+  measured in the spike and in the median of the normal steps; the spike's excess time
+  ``x - median`` is attributed to the component whose own excess is largest, when that excess
+  covers at least ``MIN_EXPLAINED`` of the spike's excess. A slow step whose device work grew is
+  therefore not blamed on the sync that waited for it.
 * A finding per component is emitted under the co-occurring cause's id (``COMPONENTS``) with
-  ``time_share`` = attributed spike excess / sum of step durations (>= ``MIN_SHARE``).
+  ``time_share`` = attributed spike excess / sum of step durations (>= ``MIN_SHARE``); its summary
+  names the step(s) and what grew. Spikes nothing explains are listed in ``unexplained_spikes``
+  (no finding: no evidence).
 """
 
 from __future__ import annotations
@@ -23,10 +31,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.io import data_wait_mask, is_, name_matches, per_step_ns, spans
 from hermes.analyzers.steps import step_windows
 from hermes.findings import Finding
+from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
 
 MIN_STEPS = 5
 Z_SPIKE = 3.5
@@ -44,19 +54,76 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "compile": ("cpu", "operator_compilation"),
     "sync": ("cpu", "host_device_sync"),
     "communication": ("communication", "synchronization_wait"),
+    # the device itself ran longer (throttling, a slower kernel, more work in that step)
+    "device": ("computation", "slow_node"),
+    # the host worked longer while the device waited (more or slower host calls)
+    "host": ("cpu", "operator_dispatch"),
 }
+WHAT_GREW = {"gc": "garbage collection", "data_wait": "the wait for data",
+             "checkpoint": "checkpoint / storage writes", "compile": "compilation",
+             "sync": "host-device sync time on an idle device",
+             "communication": "device communication", "device": "device work",
+             "host": "host work while the device waited"}
+#: monitor counter (per step, at its end) -> component, and the factor to ns
+COUNTER_COMPONENTS = {"gc_ms": ("gc", 1e6), "data_wait_ms": ("data_wait", 1e6)}
 
 
-def _component_masks(ev: pd.DataFrame) -> dict[str, np.ndarray]:
-    return {
+def _component_unions(ev: pd.DataFrame) -> dict[str, iv.Union]:
+    device = is_(ev, "lane_kind", *DEVICE_LANES) & ~is_(ev, "kind", *NOT_WORK_KINDS)
+    busy = spans(ev, device)
+    host_work = is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *NOT_WORK_KINDS)
+    masks = {
         "gc": is_(ev, "kind", "gc"),
         "data_wait": data_wait_mask(ev),
         "checkpoint": is_(ev, "lane_kind", "host", "loader")
         & name_matches(ev["name"], CHECKPOINT_NAME),
         "compile": is_(ev, "kind", "compile"),
-        "sync": is_(ev, "lane_kind", "host") & is_(ev, "kind", "sync"),
         "communication": is_(ev, "kind", "collective") | is_(ev, "lane_kind", "link"),
     }
+    out = {name: spans(ev, m) for name, m in masks.items()}
+    # a sync costs the device-idle time it causes, not the time it waits on a busy device
+    out["sync"] = iv.subtract(spans(ev, is_(ev, "lane_kind", "host") & is_(ev, "kind", "sync")),
+                              busy)
+    out["device"] = iv.subtract(busy, out["communication"])
+    # host work the named host components do not already explain
+    named = masks["gc"] | masks["data_wait"] | masks["checkpoint"] | masks["compile"] | \
+        is_(ev, "kind", "sync")
+    out["host"] = iv.subtract(spans(ev, host_work & ~named), busy)
+    return out
+
+
+def _from_counters(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per-window component time from the monitor's per-step counters (the ones the monitor
+    writes for every step, captured in detail or not); steps without a sample get 0."""
+    out: dict[str, np.ndarray] = {}
+    counter = is_(ev, "kind", "counter")
+    if not counter.any() or "step" not in ev.columns:
+        return out
+    steps = windows["step"].to_numpy(np.int64)
+    sub = ev.loc[counter, ["name", "step", "value"]].copy()
+    sub["name"] = sub["name"].astype(str)
+    sub["step"] = pd.to_numeric(sub["step"], errors="coerce")
+    sub["value"] = pd.to_numeric(sub["value"], errors="coerce")
+    sub = sub.dropna()
+    for name, (comp, scale) in COUNTER_COMPONENTS.items():
+        per = sub[sub["name"] == name].groupby("step")["value"].sum()
+        if len(per):
+            out[comp] = np.round(per.reindex(steps).fillna(0.0).to_numpy() * scale)
+    busy = sub[sub["name"] == "device_busy_pct"].groupby("step")["value"].mean()
+    if len(busy):
+        out["device"] = np.round(busy.reindex(steps).fillna(0.0).to_numpy() / 100.0
+                                 * windows["dur_ns"].to_numpy(np.float64))
+    return out
+
+
+def components(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per-window ns of every component: from the events, or from the monitor's counters where
+    they say more (a monitored-only step has counters and no events)."""
+    comp = {name: per_step_ns(u, windows) if u[0].size else np.zeros(len(windows), np.int64)
+            for name, u in _component_unions(ev).items()}
+    for name, v in _from_counters(ev, windows).items():
+        comp[name] = np.maximum(comp[name], v.astype(np.int64))
+    return comp
 
 
 def robust_z(x: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -90,8 +157,7 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
     res.metrics["cv"] = float(x.std() / x.mean()) if x.mean() else 0.0
     res.metrics["fluctuating_steps"] = int((np.abs(x - np.median(x)) > MIN_EXCESS
                                             * np.median(x)).sum())
-    comp = {name: per_step_ns(spans(ev, m), windows) if m.any() else np.zeros(x.size, np.int64)
-            for name, m in _component_masks(ev).items()}
+    comp = components(ev, windows)
     z, med, mad = robust_z(x)
     spike = (z > Z_SPIKE) & (x > (1 + MIN_EXCESS) * med) if x.size >= MIN_STEPS \
         else np.zeros(x.size, bool)
@@ -100,6 +166,8 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
     attributed = np.array([""] * x.size, dtype=object)
     attributed_ns: dict[str, float] = {c: 0.0 for c in COMPONENTS}
     spikes_of: dict[str, list[int]] = {c: [] for c in COMPONENTS}
+    grew_ns: dict[str, list[float]] = {c: [] for c in COMPONENTS}
+    unexplained: list[int] = []
     for i in np.flatnonzero(spike):  # spikes are few by definition
         excess = x[i] - med
         best, best_ex = "", 0.0
@@ -111,12 +179,16 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
             attributed[i] = best
             attributed_ns[best] += min(best_ex, excess)
             spikes_of[best].append(int(windows["step"].iloc[i]))
+            grew_ns[best].append(best_ex)
+        else:
+            unexplained.append(int(windows["step"].iloc[i]))
     table = {"step": windows["step"].to_numpy(np.int64), "dur_ns": x.astype(np.int64),
              "z": np.where(np.isinf(z), np.nan, z), "spike": spike, "attributed_to": attributed}
     table.update({f"{c}_ns": comp[c] for c in COMPONENTS})
     res.tables["per_step"] = pd.DataFrame(table)
     res.metrics.update({"spikes": int(spike.sum()), "median_ms": med / 1e6, "mad_ms": mad / 1e6,
-                        "spike_excess_ns": int(np.clip(x[spike] - med, 0, None).sum())})
+                        "spike_excess_ns": int(np.clip(x[spike] - med, 0, None).sum()),
+                        "unexplained_spikes": unexplained})
     total = float(x.sum())
     for name, t in attributed_ns.items():
         share = t / total
@@ -125,16 +197,25 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
         category, cause = COMPONENTS[name]
         if name == "data_wait":
             cause = _io_cause(ctx)
+        spike_ns = [float(x[windows["step"].to_numpy() == s][0]) for s in spikes_of[name]]
+        spike_ms = [round(v / 1e6, 3) for v in spike_ns]
         evidence: dict[str, Any] = {
             "component": name, "spike_steps": spikes_of[name], "spikes": int(spike.sum()),
             "cv": round(res.metrics["cv"], 4), "median_step_ms": round(med / 1e6, 3),
-            "attributed_ms": round(t / 1e6, 3),
-            "spike_step_ms": [round(float(x[windows["step"].to_numpy() == s][0]) / 1e6, 3)
-                              for s in spikes_of[name]],
+            "attributed_ms": round(t / 1e6, 3), "spike_step_ms": spike_ms,
+            "grew_ms": [round(g / 1e6, 3) for g in grew_ns[name]],
+            "events": len(spikes_of[name]),
         }
+        if name in ("device", "host"):
+            # kept apart from the steady-state findings of the same id when merged
+            evidence["reason"] = "fluctuation"
+        what = WHAT_GREW[name]
+        first = spikes_of[name][0]
+        more = f" and {len(spikes_of[name]) - 1} more" if len(spikes_of[name]) > 1 else ""
         res.findings.append(Finding(
             category, cause, min(1.0, share),
-            f"{len(spikes_of[name])} step-time spike(s) coincide with {name.replace('_', ' ')} "
+            f"step {first}{more} took {spike_ns[0] / 1e6:.3g} ms against a median of "
+            f"{med / 1e6:.3g} ms: {what} grew by {grew_ns[name][0] / 1e6:.3g} ms "
             f"({100 * share:.1f}% of step time)", evidence=evidence, ranks=(int(ctx.rank),),
             steps=tuple(spikes_of[name])))
     return res

@@ -10,6 +10,9 @@ tests.
 * shares within range: findings' ``time_share`` in 0..1, every ``*_pct`` metric and table column in
   0..100, every ``share`` / ``*_share`` value in 0..1;
 * critical path <= step time: a table with ``path_ns`` (or ``length_ns``) and ``dur_ns`` columns;
+* no finding larger than the time its category occupies: the ``cpu`` findings together <= the
+  host-bound share (``host_bound_ns / step_total_ns``); no finding without events (an
+  ``evidence.events`` of 0);
 * no negative durations: table columns named ``dur_ns``, ``*_dur_ns``, ``time_ns``, ``*_time_ns``,
   ``slack_ns`` and the ``<part>_ns`` columns of a partition.
 
@@ -111,6 +114,18 @@ def _check_table(name: str, tname: str, df: pd.DataFrame, out: list[str]) -> Non
                 out.append(f"{where}: critical path ({path_col}) longer than the step")
 
 
+def _check_category(result: AnalyzerResult, out: list[str]) -> None:
+    """Host causes share the host-bound time: together they cannot exceed it."""
+    m = result.metrics
+    if result.name != "cpu" or not _is_num(m.get("step_total_ns")) or not m["step_total_ns"]:
+        return
+    bound = float(m.get("host_bound_ns") or 0) / float(m["step_total_ns"])
+    total = sum(f.time_share for f in result.findings if f.category == "cpu")
+    if total > bound + 1e-9:
+        out.append(f"cpu: findings sum to {total:.6f} of step time, more than the host-bound "
+                   f"share {bound:.6f}")
+
+
 def problems(result: AnalyzerResult) -> list[str]:
     """Everything wrong with ``result`` (empty list when it is sound)."""
     out: list[str] = []
@@ -122,6 +137,9 @@ def problems(result: AnalyzerResult) -> list[str]:
             out.append(f"{name}: finding {f.id} time_share {f.time_share} outside 0..1")
         if not f.summary:
             out.append(f"{name}: finding {f.id} without a summary")
+        if f.evidence.get("events") == 0:
+            out.append(f"{name}: finding {f.id} counts no event (a finding needs evidence)")
+    _check_category(result, out)
     _check_metrics(name, result.metrics, out)
     cp_len = result.metrics.get("path_ns", result.metrics.get("length_ns"))
     step_len = result.metrics.get("step_ns", result.metrics.get("step_dur_ns"))

@@ -36,7 +36,7 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.steps import WARMUP_MIN_STEPS, step_windows
+from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
 from hermes.findings import Finding
 from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
 
@@ -234,7 +234,7 @@ def io(ctx: RankContext) -> AnalyzerResult:
     """Queue-based I/O: device-idle time explained by data waits, as reading/processing/fetching."""
     ev = ctx.events
     res = AnalyzerResult("io")
-    windows = step_windows(ev)
+    windows = fine_windows(ev, ctx.meta)  # (coarse-to-fine traces: the detailed steps)
     if len(windows) >= WARMUP_MIN_STEPS:  # the first step fills empty queues: warm-up
         windows = windows.iloc[1:].reset_index(drop=True)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0

@@ -6,7 +6,9 @@ Per step window ``W`` (``steps.step_windows``), with unions of half-open interva
 * ``M`` = device communication: ``collective`` events, events on ``link`` lanes and kernels named
   like NCCL kernels (``^nccl.*Kernel``, for importers that leave them as plain kernels);
 * ``H`` = host busy: events on ``host`` lanes except ``step``/``marker``/``counter``/``other``
-  (dispatch, launches, runtime calls, syncs, data waits, compilation, GC, Python frames);
+  (dispatch, launches, runtime calls, syncs, data waits, compilation, GC, Python frames), not on
+  helper threads (``hostcalls.helper_lanes``: threads that drive nothing, e.g. a Python thread
+  blocked in ``threading`` waits, when another thread launches the device work);
 
 and the parts (each clipped to ``W``):
 
@@ -28,13 +30,15 @@ parts feed the verdict and the cause analyzers.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import hta_compat
+from hermes.analyzers import hostcalls, hta_compat
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.steps import split_by_windows, step_windows
+from hermes.analyzers.steps import fine_windows, split_by_windows, step_windows, window_note
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, HOST_LANES, NOT_WORK_KINDS
 
 PARTS = ("computation_only", "communication_only", "overlapped", "host_bound", "free")
@@ -57,7 +61,9 @@ def components(events: pd.DataFrame) -> dict[str, iv.Union]:
     nccl = hta_compat._match(events["name"], hta_compat.NCCL_KERNEL_RE) & isin(kind, ("kernel",))
     comm = device & (isin(kind, COMM_KINDS) | isin(lane_kind, ("link",)) | nccl)
     comp = device & ~comm & isin(kind, COMPUTE_KINDS)
-    host = isin(lane_kind, ("host",)) & ~isin(kind, NOT_WORK_KINDS)
+    # helper threads (blocked Python threads, the profiler's) are not the loop's host work
+    host = isin(lane_kind, ("host",)) & ~isin(kind, NOT_WORK_KINDS) & \
+        ~hostcalls.helper_lanes(events)
     s, e = _intervals(events)  # (masked arrays, not masked copies of the whole frame)
     return {k: iv.union(s[m], e[m]) for k, m in (("C", comp), ("M", comm), ("H", host))}
 
@@ -99,10 +105,12 @@ def _hta_per_window(gpu: pd.DataFrame, types: np.ndarray, windows: pd.DataFrame
             for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def overlap_tables(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def overlap_tables(events: pd.DataFrame, meta: Any = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per_step, device_idle) tables for one rank. ``per_step`` columns: step, start_ns,
-    end_ns, dur_ns, ``<part>_ns`` and ``<part>_pct`` for the five parts, and the HTA figures."""
-    windows = step_windows(events)
+    end_ns, dur_ns, ``<part>_ns`` and ``<part>_pct`` for the five parts, and the HTA figures.
+    Only the steps captured in detail (``steps.fine_windows``): a step the monitor saw alone
+    has no recorded work, and counting it would pass its whole time off as free time."""
+    windows = fine_windows(events, meta)
     ws = windows["start_ns"].to_numpy(np.int64)
     we = windows["end_ns"].to_numpy(np.int64)
     dur = we - ws
@@ -129,7 +137,7 @@ def overlap_tables(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 @register("overlap", scope="rank")
 def analyze(ctx: RankContext) -> AnalyzerResult:
     """Multi-component overlap: computation/communication/overlapped/host-bound/free % per step."""
-    per_step, idle = overlap_tables(ctx.events)
+    per_step, idle = overlap_tables(ctx.events, ctx.meta)
     total = int(per_step["dur_ns"].sum())
     metrics: dict[str, object] = {}
     for name in PARTS:
@@ -149,6 +157,8 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     metrics["comm_comp_overlap_pct"] = min(max(ov, 0.0), 100.0) if ov == ov else 0.0
     durs = per_step["dur_ns"].to_numpy(np.float64)
     metrics["steps"] = int(len(per_step))
+    metrics["monitored_only_steps"] = int(len(step_windows(ctx.events))) - int(len(per_step))
+    metrics["windows"] = window_note(per_step) if len(per_step) else "no events"
     metrics["step_source"] = "none" if len(per_step) == 0 else \
         ("trace" if int(per_step["step"].iloc[0]) == -1 else "step_events")
     metrics["step_median_ms"] = float(np.median(durs) / 1e6) if durs.size else 0.0

@@ -13,10 +13,21 @@ set, else the trailing integer of its name (``ProfilerStep#12`` -> 12), else its
 
 ``in_step(events, windows)`` gives the step of each event by its *start* time (vectorized with
 ``searchsorted``); events starting outside every window get ``<NA>``.
+
+**Coarse-to-fine traces** (``hermes profile --mode auto``): the monitor writes a ``step`` event
+for every step, the fine collector the detail of a few. ``detailed(events, windows, meta)`` marks
+the windows captured in detail: in a trace whose metadata says ``collector.mode == "auto"``,
+the steps it lists (``collector.detailed_steps``), else the windows some work event (not
+step/marker/counter/other) overlaps; in any other trace every window. ``fine_windows`` keeps
+those: the breakdown and the cause analyzers use them (a monitored-only step has no recorded
+work: it is not free time), while step-time statistics and fluctuation use every window.
+
 ``split_by_windows(start, end, windows)`` cuts intervals at window borders and clips them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,6 +86,49 @@ def step_windows(events: pd.DataFrame) -> pd.DataFrame:
     start, stop = int(ts.min()), int(end.max())
     return pd.DataFrame({"step": [-1], "start_ns": [start], "end_ns": [stop],
                          "dur_ns": [stop - start]}).astype(np.int64)
+
+
+def _work_mask(events: pd.DataFrame) -> np.ndarray:
+    # categorical columns compare by code: no per-event string work on big traces
+    return ~events["kind"].isin(("step", "marker", "counter", "other")).to_numpy(bool)
+
+
+def detailed(events: pd.DataFrame, windows: pd.DataFrame, meta: Any = None) -> np.ndarray:
+    """Mask of the windows captured in detail (see the module docstring); all True unless the
+    trace says it is coarse-to-fine (``collector.mode == "auto"``): a step of an ordinary trace
+    with nothing recorded in it is idle time, not a step the profiler skipped."""
+    n = len(windows)
+    collector = dict(getattr(meta, "collector", {}) or {})
+    if n == 0 or collector.get("mode") != "auto":
+        return np.ones(n, bool)
+    listed = collector.get("detailed_steps")
+    if isinstance(listed, (list, tuple)) and listed:
+        return np.isin(windows["step"].to_numpy(np.int64), np.asarray(listed, np.int64))
+    # no list recorded: the windows that some work event overlaps
+    from hermes.analyzers import intervals as iv
+
+    work = _work_mask(events) if len(events) else np.zeros(0, bool)
+    ts = events["ts_ns"].to_numpy(np.int64)[work] if len(events) else np.empty(0, np.int64)
+    te = ts + (events["dur_ns"].to_numpy(np.int64)[work] if len(events) else 0)
+    has = iv.overlap_per_interval(windows["start_ns"].to_numpy(np.int64),
+                                  windows["end_ns"].to_numpy(np.int64),
+                                  iv.union(ts, np.maximum(te, ts + 1))) > 0
+    # nothing detailed at all (a monitor-only run): analyse what there is, every window
+    return has if has.any() else np.ones(n, bool)
+
+
+def fine_windows(events: pd.DataFrame, meta: Any = None) -> pd.DataFrame:
+    """The step windows captured in detail (all of them for a trace without coarse steps)."""
+    w = step_windows(events)
+    return w[detailed(events, w, meta)].reset_index(drop=True)
+
+
+def window_note(windows: pd.DataFrame) -> str:
+    """How the windows were found, in words, for evidence and reports."""
+    if len(windows) == 1 and int(windows["step"].iloc[0]) == -1:
+        return ("no training steps in the trace (no ProfilerStep / hermes.step): the whole "
+                "profiling window is analysed as one step")
+    return f"{len(windows)} step(s)"
 
 
 def in_step(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:

@@ -16,7 +16,8 @@ parts of step wall time, in %) and the merged findings. The rule (documented in
    ``cpu.*`` findings (both summed over causes); else the run is ``host``-bound.
 
 Without an overlap breakdown (no device events) the verdict falls back to the findings: ``io`` when
-the io findings lead the cpu findings, else ``host``.
+the io findings lead the cpu findings, else ``host``. Time with nothing recorded on the host or the
+device is named *unattributed* in the reason, with the way to capture it -- never a guessed cause.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding])
     free = _mean(breakdown, "free_pct")
     if has_parts and free > idle - free:
         # most of the idle time has no recorded host work either: say so, not just "host"
-        reason += (f"; for {100 * free:.1f}% of step time nothing is recorded on the host "
-                   "either (code the profiler did not capture: Python without with_stack, "
-                   "sleeps, file or network I/O, another process)")
+        reason += (f"; {100 * free:.1f}% of step time is unattributed: nothing is recorded on "
+                   "the host either (code the profiler did not capture: Python without "
+                   "with_stack, sleeps, file or network I/O, another process) -- capture it "
+                   "with torch.profiler.profile(with_stack=True) or `hermes profile`")
     return Verdict("host", device, comm, idle, io, cpu, reason)

@@ -25,7 +25,6 @@ from typing import Any
 import hermes
 from hermes.commands.emulate import trace_collector
 from hermes.devices import get as get_device
-from hermes.findings import CAUSE_IDS
 from hermes.npu import inject
 from hermes.npu.emulate import emulate, plan
 
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--causes", default="", help="comma-separated cause ids (default: all)")
     ap.add_argument("--out", default="", help="also write every run as JSON here")
     args = ap.parse_args(argv)
-    causes = [CLEAN, *(args.causes.split(",") if args.causes else CAUSE_IDS)]
+    causes = [CLEAN, *(args.causes.split(",") if args.causes else list(inject.CAUSES))]
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for wl in args.workloads.split(","):

@@ -161,7 +161,8 @@ def test_verdict_rule():
     # reason says so (free 20% < host-bound 50% here: it does not)
     assert "nothing is recorded" not in verdict([part], [cpu]).reason
     v = verdict([dict(part, host_bound_pct=10, free_pct=60)], [cpu])
-    assert v.bound == "host" and "for 60.0% of step time nothing is recorded" in v.reason
+    assert v.bound == "host" and "60.0% of step time is unattributed" in v.reason
+    assert "with_stack=True" in v.reason and "hermes profile" in v.reason  # how to capture it
     # no device work at all: say so rather than "the device is idle 100%"
     v = verdict([{"computation_only_pct": 0, "overlapped_pct": 0, "communication_only_pct": 0,
                   "host_bound_pct": 70, "free_pct": 30}], [cpu])

@@ -66,3 +66,71 @@ def test_data_wait_spike_goes_to_io():
 @pytest.mark.parametrize("rows", [(), (ev("kernel", "k", 0, 10, stream=7),)])
 def test_empty_and_one_event(rows):
     assert run(*rows).findings == []
+
+
+def test_slow_step_from_device_work_is_not_blamed_on_the_sync():
+    # seven steps of 1000 ns: launch [t, t+10), kernel [t+10, t+510), the host then syncs
+    # [t+10, t+510) on the busy device. Step 3 lasts 1600: its kernel runs 1100 (device work
+    # grew by 600), its sync waits 1100 on the busy device -- a sync on a busy device costs
+    # nothing (sync component 0 in every step), so the spike is device work: 600 >= 0.5 x 600.
+    rows, t = [], 0
+    for i, d in enumerate([1000, 1000, 1000, 1600, 1000, 1000, 1000]):
+        k = 500 + (d - 1000)
+        rows += [ev("step", f"ProfilerStep#{i}", t, d), ev("launch", "cudaLaunchKernel", t, 10),
+                 ev("kernel", "k", t + 10, k, stream=7),
+                 ev("sync", "cudaDeviceSynchronize", t + 10, k)]
+        t += d
+    res = run(*rows)
+    (f,) = res.findings
+    assert (f.id, f.steps, f.evidence["component"]) == ("computation.slow_node", (3,), "device")
+    assert f.time_share == pytest.approx(600 / 7600)
+    assert f.summary.startswith("step 3 took 0.0016 ms against a median of 0.001 ms: "
+                                "device work grew by 0.0006 ms")
+    assert res.tables["per_step"]["sync_ns"].tolist() == [0] * 7
+
+
+def test_sync_on_an_idle_device_still_explains_a_spike():
+    # the same, but step 3's host sits in the sync 600 ns longer after its kernel is done
+    # (device idle): the sync's device-idle time grew by 600
+    rows, t = [], 0
+    for i, d in enumerate([1000, 1000, 1000, 1600, 1000, 1000, 1000]):
+        rows += [ev("step", f"ProfilerStep#{i}", t, d), ev("launch", "cudaLaunchKernel", t, 10),
+                 ev("kernel", "k", t + 10, 500, stream=7),
+                 ev("sync", "cudaDeviceSynchronize", t + 10, 500 + (d - 1000))]
+        t += d
+    (f,) = run(*rows).findings
+    assert (f.id, f.steps) == ("cpu.host_device_sync", (3,))
+
+
+def test_monitored_spike_is_a_finding_from_the_monitor_counters():
+    # a coarse-to-fine trace: 7 monitor steps of 1000 ns, steps 1 and 2 captured in detail
+    # (kernels), the others monitored only; step 5 (monitored) lasts 2000 and the monitor's
+    # gc_ms counter says 900 ns of GC in it (0.0009 ms); excess 1000, GC 900 >= 500.
+    from hermes.analyzers.overlap import analyze as overlap
+
+    rows, t = [], 0
+    for i, d in enumerate([1000, 1000, 1000, 1000, 1000, 2000, 1000]):
+        rows.append(ev("step", "step", t, d, lane="steps", step=i))
+        rows.append(ev("counter", "gc_ms", t + d, 0, lane="monitor", lane_kind="counter",
+                       step=i, value=0.0009 if i == 5 else 0.0))
+        if i in (1, 2):
+            rows.append(ev("kernel", "k", t, 600, stream=7, step=i))
+        t += d
+    meta = TraceMeta(collector={"mode": "auto", "detailed_steps": [1, 2]})
+    ctx = RankContext(rank=0, events=frame(*rows), meta=meta)
+    res = check_result(fluctuation(ctx))
+    assert res.metrics["steps"] == 7  # step-time statistics: every step
+    (f,) = res.findings
+    assert (f.id, f.steps) == ("cpu.garbage_collection", (5,))
+    assert f.time_share == pytest.approx(900 / 8000)
+    # the breakdown uses the two detailed steps only: computation 1200 of 2000 ns, free 800;
+    # the five monitored steps are not counted as free time
+    ov = check_result(overlap(ctx))
+    assert ov.metrics["steps"] == 2 and ov.metrics["monitored_only_steps"] == 5
+    assert ov.metrics["computation_only_pct"] == pytest.approx(60.0)
+    assert ov.metrics["free_pct"] == pytest.approx(40.0)
+
+
+def test_unexplained_spike_is_listed_not_guessed():
+    res = run(*steps([1000, 1000, 1000, 1500, 1000, 1000, 1000]))
+    assert res.findings == [] and res.metrics["unexplained_spikes"] == [3]

@@ -142,7 +142,9 @@ CASES: dict[str, tuple[str, int, Any]] = {
 
 
 def test_every_cause_of_the_vocabulary_is_injectable():
-    assert set(CAUSES) == set(CAUSE_IDS) == set(CASES)
+    # every cause the emulator can inject is a vocabulary id with a case here (causes added
+    # for real traces, e.g. cpu.memory_allocation, need not be injectable)
+    assert set(CAUSES) <= set(CAUSE_IDS) and set(CAUSES) == set(CASES)
 
 
 @pytest.mark.parametrize("cause", list(CASES))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import hermes
-from hermes.findings import CAUSE_IDS
+from hermes.npu.inject import CAUSES as INJECTABLE
 from hermes.npu.opts import OPTS
 from hermes.npu.workloads import names
 from tests.conftest import run_cli
@@ -14,7 +14,7 @@ from tests.conftest import run_cli
 def test_list_names_everything():
     code, out, _ = run_cli("emulate", "--list")
     assert code == 0
-    for n in names() + list(CAUSE_IDS) + ["ascend910b", "h100"]:
+    for n in names() + list(INJECTABLE) + ["ascend910b", "h100"]:
         assert n in out
     for o in OPTS:
         assert o in out
