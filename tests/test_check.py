@@ -64,6 +64,7 @@ def test_cli_exit_codes_junit_and_markdown(runs: dict[str, Path], tmp_path: Path
     junit, md = tmp_path / "r.xml", tmp_path / "s.md"
     budget = tmp_path / "b.toml"
     budget.write_text('max_step_ms = 1000.0\nmin_mfu = 0.3\nno_new_high_findings = true\n'
+                      'max_exposed_comm_pct = 100.0\n'
                       '[finding."cpu.operator_dispatch"]\nmax_share = 0.2\n')
     code, out, _ = run_cli("check", str(runs["slow"]), "--baseline", str(runs["base"]),
                            "--budget", str(budget), "--junit", str(junit), "--md", str(md))
@@ -73,15 +74,15 @@ def test_cli_exit_codes_junit_and_markdown(runs: dict[str, Path], tmp_path: Path
     suites = root.findall("testsuite")
     assert len(suites) == 1
     cases = suites[0].findall("testcase")
-    assert int(suites[0].get("tests")) == len(cases) == 5
+    assert int(suites[0].get("tests")) == len(cases) == 6
     assert all(c.get("name") and c.get("classname") for c in cases)
     failures = [c for c in cases if c.find("failure") is not None]
     assert [c.get("name") for c in failures] == ["step_time_regression"]
     assert int(suites[0].get("failures")) == 1
     assert failures[0].find("failure").get("message")
     skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
-    assert skipped == ["budget.min_mfu"]  # MFU is not measured: skipped, not required
-    assert int(suites[0].get("skipped")) == 1
+    assert skipped == []  # every budgeted figure is measured on the emulator's traces
+    assert int(suites[0].get("skipped")) == 0
     text = md.read_text()
     assert text.startswith("### ❌") and "| `step_time_regression` | FAIL |" in text
     code, out, _ = run_cli("check", str(runs["rerun"]), "-b", str(runs["base"]),
@@ -89,11 +90,22 @@ def test_cli_exit_codes_junit_and_markdown(runs: dict[str, Path], tmp_path: Path
     assert code == 0 and "PASS" in out
 
 
-def test_required_figure_not_measured_fails(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_required_figure_not_measured_fails(tmp_path: Path) -> None:
+    """A host-only trace (no kernels, so no FLOPs): MFU is not measured. Skipped unless the
+    budget requires it, then a failure."""
+    from hermes.trace.writer import write_trace
+    from tests.tracegen import ev, events
+
+    rows = [ev("step", f"ProfilerStep#{i}", i * 1000, 1000) for i in range(4)]
+    rows += [ev("host_op", "aten::add", i * 1000 + 100, 500) for i in range(4)]
+    t = write_trace(tmp_path / "host.parquet", events(*rows))
     b = tmp_path / "b.toml"
+    b.write_text('min_mfu = 0.3\n')
+    v = check(load_run(t, "host"), [], budget=load_budget(b))
+    assert v.exit_code == 0 and "not measured" in v.gates[0].summary
     b.write_text('min_mfu = 0.3\nrequire = ["mfu"]\n')
-    v = check(load_run(runs["rerun"], "rerun"), [], budget=load_budget(b))
-    assert v.exit_code == 1 and "not measured" in v.gates[0].summary
+    v = check(load_run(t, "host"), [], budget=load_budget(b))
+    assert v.exit_code == 1 and any("not measured" in g.summary for g in v.gates)
     assert "FAIL" in render_markdown(v) and "<failure" in render_junit(v)
 
 
