@@ -155,6 +155,20 @@ def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
             progress(i + 1, len(todo))
 
 
+def _unplaced(per_rank: dict[int, dict[str, AnalyzerResult]]) -> dict[str, Any]:
+    """Mean share (%) of device time the computation analysis could not place on the roofline,
+    and the three longest kernel names among it (over all ranks)."""
+    comp = [rr["computation"] for rr in per_rank.values() if "computation" in rr]
+    pcts = [float(c.metrics.get("no_data_pct") or 0.0) for c in comp]
+    frames = [c.tables["kernels"] for c in comp if "kernels" in c.tables]
+    frames = [f[f["bound"].astype(str) == "no_data"] for f in frames if len(f)]
+    top: list[str] = []
+    if frames:
+        k = pd.concat(frames, ignore_index=True).groupby("name")["total_ns"].sum()
+        top = [str(n) for n in k.sort_values(ascending=False).head(3).index]
+    return {"pct": sum(pcts) / len(pcts) if pcts else 0.0, "top": top}
+
+
 def _reduce(per_rank: dict[int, dict[str, AnalyzerResult]], meta: Any) -> Analysis:
     cluster: dict[str, AnalyzerResult] = {}
     for a in ordered("cluster"):
@@ -168,6 +182,6 @@ def _reduce(per_rank: dict[int, dict[str, AnalyzerResult]], meta: Any) -> Analys
         row: dict[str, Any] = {"rank": r}
         row.update({k: float(m[k]) for k in BREAKDOWN_KEYS if k in m and m[k] is not None})
         breakdown.append(row)
-    v = verdict(breakdown, findings)
+    v = verdict(breakdown, findings, _unplaced(per_rank))
     return Analysis(ranks=sorted(per_rank), meta=meta, per_rank=per_rank, cluster=cluster,
                     findings=findings, verdict=v, breakdown_rows=breakdown)

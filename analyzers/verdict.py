@@ -59,8 +59,12 @@ def _category_total(findings: Iterable[Finding], category: str) -> float:
     return min(1.0, sum(f.time_share for f in findings if f.category == category))
 
 
-def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding]) -> Verdict:
-    """Apply the rule of the module docstring. ``breakdown``: one dict of ``*_pct`` per rank."""
+def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding],
+            unplaced: Mapping[str, Any] | None = None) -> Verdict:
+    """Apply the rule of the module docstring. ``breakdown``: one dict of ``*_pct`` per rank.
+    ``unplaced``: ``{"pct", "top"}``, the share of device time in kernels the computation
+    analysis could not place on the roofline (no FLOPs/bytes, no known family) and the largest
+    of them; a device verdict without computation findings says so instead of guessing a bound."""
     io = _category_total(findings, "io")
     cpu = _category_total(findings, "cpu")
     has_parts = any("computation_only_pct" in r for r in breakdown)
@@ -71,8 +75,14 @@ def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding])
         return Verdict("communication", device, comm, idle, io, cpu,
                        f"non-overlapped communication is {100 * comm:.1f}% of step time")
     if has_parts and device >= max(comm, idle):
-        return Verdict("device", device, comm, idle, io, cpu,
-                       f"the device computes {100 * device:.1f}% of step time")
+        reason = f"the device computes {100 * device:.1f}% of step time"
+        pct = float((unplaced or {}).get("pct") or 0.0)
+        if pct >= 50.0 and not any(f.category == "computation" for f in findings):
+            top = ", ".join((unplaced or {}).get("top") or [])
+            reason += (f"; {pct:.0f}% of device time is in kernels whose bound is not known (no "
+                       f"FLOPs or bytes, no known kernel family{': ' + top if top else ''}) -- "
+                       "record with record_shapes=True and with_flops=True to measure it")
+        return Verdict("device", device, comm, idle, io, cpu, reason)
     no_device = has_parts and device == 0.0 and comm == 0.0
     if io >= IO_MIN_SHARE and io >= cpu:
         idle_text = ("no device work is recorded (a CPU-only run, or the profiler did not "

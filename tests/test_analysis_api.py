@@ -238,3 +238,23 @@ def test_warm_up_first_step_is_left_out_and_reported():
     assert "Warm-up left out: rank 0 step 1" in render_text(a, advise(a))
     kept = run.analyze(trace, keep_warmup=True)
     assert kept.warmup == [] and kept.steps["count"] == 4 and kept.bound == "host"
+
+
+def test_device_bound_without_roofline_data_says_so_instead_of_guessing():
+    """A device busy 90 % of a 1 ms step in kernels with no FLOPs, no bytes and names no
+    family knows (as MTIA's pe_exe / merge): the verdict is device, no computation finding is
+    invented, and the reason names the kernels and how to measure their bound. A GEMM by name
+    is placed by its family instead (compute-bound by default) and gets a finding."""
+    rows = [ev("step", "ProfilerStep#1", 0, 1_000_000),
+            ev("kernel", "pe_exe", 50_000, 600_000, stream=7),
+            ev("kernel", "merge", 650_000, 300_000, stream=7)]
+    a = hermes.analyze(hermes.Trace(frame(*rows), TraceMeta()))
+    assert a.bound == "device"
+    assert not [f for f in a.findings if f.category == "computation"]
+    assert "100% of device time is in kernels whose bound is not known" in a.verdict.reason
+    assert "pe_exe, merge" in a.verdict.reason and "with_flops=True" in a.verdict.reason
+    rows[1] = ev("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32", 50_000, 600_000, stream=7)
+    b = hermes.analyze(hermes.Trace(frame(*rows), TraceMeta()))
+    assert b.bound == "device"
+    assert any(f.category == "computation" for f in b.findings)
+    assert "bound is not known" not in b.verdict.reason
