@@ -1,7 +1,7 @@
 """Trace format v1: the one table of events every Hermes stage reads and writes.
 
 The schema lives here as data, in one place. ``docs/trace-format.md`` documents it for people;
-``tests/test_schema_doc.py`` checks that the two agree.
+``tests/trace/test_schema_doc.py`` checks that the two agree.
 
 Units are in the column names: ``ts_ns``/``dur_ns`` are integer nanoseconds on one clock per
 rank; ``bytes`` are bytes; ``flops`` are floating-point operations.

@@ -16,8 +16,9 @@ import pytest
 import hermes
 from hermes.collectors.importers import detect, get
 from hermes.trace.validate import validate
+from tests.conftest import DATA as TEST_DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "ascend"
+DATA = TEST_DATA / "ascend"
 FILES = ("trace_view.json", "kernel_details_older_cann.csv", "kernel_details_newer_cann.csv",
          "cluster_communication.json", "cluster_step_trace_time.csv")
 

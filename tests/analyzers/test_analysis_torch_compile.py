@@ -12,8 +12,8 @@ import pytest
 
 import hermes
 from hermes.collectors.importers import get
+from tests.analyzers.test_analysis_cpu import run
 from tests.conftest import DATA
-from tests.test_analysis_cpu import run
 from tests.tracegen import ev
 
 

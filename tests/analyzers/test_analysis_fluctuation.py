@@ -9,8 +9,7 @@ from hermes.analyzers.base import RankContext
 from hermes.analyzers.fluctuation import fluctuation, robust_z
 from hermes.analyzers.invariants import check_result
 from hermes.trace.meta import TraceMeta
-from tests.test_analysis_io import frame
-from tests.tracegen import ev
+from tests.tracegen import ev, frame
 
 
 def run(*rows):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from hermes.analyzers.base import RankContext
@@ -11,19 +10,7 @@ from hermes.analyzers.invariants import check_result
 from hermes.analyzers.io import classify_by_queues, io
 from hermes.analyzers.overlap import analyze as overlap
 from hermes.trace.meta import TraceMeta
-from tests.tracegen import ev, events
-
-
-def frame(*rows) -> pd.DataFrame:
-    df = pd.DataFrame(events(*rows)) if rows else pd.DataFrame(
-        {c: [] for c in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns")})
-    for c in ("corr_id", "stream"):
-        if c not in df.columns:
-            df[c] = pd.array([None] * len(df), dtype="Int64")
-    for c in ("value", "args", "bytes"):
-        if c not in df.columns:
-            df[c] = None
-    return df
+from tests.tracegen import ev, frame
 
 
 def run(*rows):

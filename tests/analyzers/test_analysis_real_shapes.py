@@ -8,7 +8,7 @@ import pytest
 import hermes
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace
-from tests.test_analysis_critical_path import run as critical_path
+from tests.analyzers.test_analysis_critical_path import run as critical_path
 from tests.tracegen import ev, events
 
 

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import hermes
+from tests.conftest import DATA as TEST_DATA
 from tests.conftest import run_cli
 
-DATA = Path(__file__).resolve().parent / "data" / "ascend"
+DATA = TEST_DATA / "ascend"
 
 
 def test_cli_detects_ascend_directory(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from hermes.trace.chrome import export_chrome
 from tests.conftest import SHARED_TRACES, run_cli
-from tests.test_export_chrome import check_structure
+from tests.trace.test_export_chrome import check_structure
 
 kineto = pytest.importorskip("hermes.collectors.importers.kineto")
 

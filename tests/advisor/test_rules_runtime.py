@@ -57,7 +57,7 @@ def test_framework_api_named_only_when_the_trace_says_which():
 
 
 def test_cpu_findings_name_the_framework_of_the_trace():
-    from tests.test_analysis_cpu import run
+    from tests.analyzers.test_analysis_cpu import run
     from tests.tracegen import ev
 
     res = run(ev("step", "ProfilerStep#1", 0, 1000), ev("host_op", "aten::add", 0, 500),

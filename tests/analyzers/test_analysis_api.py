@@ -16,8 +16,7 @@ from hermes.findings import Finding
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace
 from tests.conftest import run_cli
-from tests.test_analysis_io import frame
-from tests.tracegen import ev, events
+from tests.tracegen import ev, events, frame
 
 
 def rank_rows(rank: int, wait: int) -> list[dict]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hermes.advisor import recommend
 from hermes.findings import Finding
 from hermes.trace.meta import TraceMeta
-from tests.test_analysis_cpu import run, shares
+from tests.analyzers.test_analysis_cpu import run, shares
 from tests.tracegen import ev
 
 KINETO = TraceMeta(source="kineto")  # a GPU trace (the rules' device kind "gpu")
@@ -140,7 +140,7 @@ def test_contention_evidenced_by_other_processes_cpu_is_reported():
     from hermes.analyzers.cpu import cpu
     from hermes.analyzers.invariants import check_result
     from hermes.analyzers.overlap import analyze as overlap
-    from tests.test_analysis_io import frame
+    from tests.tracegen import frame
 
     us = 1000
     rows = [ev("step", "ProfilerStep#1", 0, 1000 * us)]

@@ -9,8 +9,7 @@ from hermes.analyzers.cpu import cpu
 from hermes.analyzers.invariants import check_result
 from hermes.analyzers.overlap import analyze as overlap
 from hermes.trace.meta import TraceMeta
-from tests.test_analysis_io import frame
-from tests.tracegen import ev
+from tests.tracegen import ev, frame
 
 
 def run(*rows):
@@ -199,7 +198,7 @@ def test_self_time_by_hand():
     # thread 1: A [0,100) holds B [10,40) (holding C [20,30)) and D [50,60); thread 2: E [0,50)
     # self: A 100 - 30 - 10 = 60, B 30 - 10 = 20, C 10, D 10, E 50 (E on its own lane)
     from hermes.analyzers.cpu import self_ns
-    from tests.test_analysis_io import frame
+    from tests.tracegen import frame
 
     df = frame(ev("host_op", "A", 0, 100), ev("host_op", "B", 10, 30),
                ev("runtime", "C", 20, 10), ev("host_op", "D", 50, 10),
