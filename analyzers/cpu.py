@@ -82,9 +82,6 @@ LEAF_KINDS = ("launch", "runtime", "infer_shape")
 #: every host call pay for logging: DESIGN's "log level" environment cause
 #: (ASCEND_GLOBAL_LOG_LEVEL 0/1 = debug/info).
 VERBOSE_LOG = {"log_level": ("debug", "info"), "ASCEND_GLOBAL_LOG_LEVEL": ("0", "1")}
-#: not host work, as in overlap (HOST_IDLE_KINDS): annotations, counters and unknown events
-#: ("other": e.g. Kineto's whole-capture "PyTorch Profiler (0)" span)
-HOST_WORK_EXCLUDED = NOT_WORK_KINDS
 CAUSE_TEXT = {
     "garbage_collection": "Python garbage collection pauses the host",
     "operator_compilation": "operators are compiled at run time",

@@ -81,7 +81,8 @@ def _inside_data(lane: np.ndarray, rs: np.ndarray, re_: np.ndarray, kind: np.nda
 def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray,
                in_data: np.ndarray) -> pd.Categorical:
     device = ~_in(lane_kind, _LANE, HOST_LANES)
-    comm = device & ((kind == _KIND["collective"]) | (lane_kind == _LANE["link"]) | nccl)
+    # a collective is communication on any lane (Gloo runs them on the host), as in overlap
+    comm = (kind == _KIND["collective"]) | (device & ((lane_kind == _LANE["link"]) | nccl))
     comp = device & ~comm & _in(kind, _KIND, COMPUTE_KINDS)
     io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"]) | (in_data & ~device)
     codes = np.select([comm, comp, io], [COMPONENTS.index(c) for c in

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.io import data_wait_mask, is_, name_matches
-from hermes.trace.schema import NOT_WORK_KINDS
+from hermes.trace.schema import COMM_KINDS, NOT_WORK_KINDS
 
 #: Order in which the classes claim device-idle time (first match wins).
 CLAIM_ORDER = ("io", "garbage_collection", "operator_compilation", "host_device_sync",
@@ -165,7 +165,8 @@ def blocking_copy_calls(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
 def classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
     """One mask per class of ``CLAIM_ORDER`` (see the module docstring)."""
     host = is_(ev, "lane_kind", "host")
-    work = host & ~is_(ev, "kind", *NOT_WORK_KINDS) & ~helper_lanes(ev)
+    # a host-lane collective (Gloo) is communication, not dispatch (overlap counts it so)
+    work = host & ~is_(ev, "kind", *NOT_WORK_KINDS, *COMM_KINDS) & ~helper_lanes(ev)
     names = ev["name"]
     waits = data_wait_mask(ev) | (host & is_(ev, "kind", "data_read", "data_process",
                                               "data_fetch"))

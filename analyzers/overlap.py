@@ -59,10 +59,13 @@ def components(events: pd.DataFrame) -> dict[str, iv.Union]:
     isin = hta_compat.isin
     device = ~isin(lane_kind, HOST_LANES)
     nccl = hta_compat._match(events["name"], hta_compat.NCCL_KERNEL_RE) & isin(kind, ("kernel",))
-    comm = device & (isin(kind, COMM_KINDS) | isin(lane_kind, ("link",)) | nccl)
+    # collectives run by the host (Gloo, MPI: a host-lane collective) are communication too: the
+    # step waits on them as it waits on a device collective, and they are not dispatch work
+    host_comm = isin(lane_kind, ("host",)) & isin(kind, COMM_KINDS)
+    comm = (device & (isin(kind, COMM_KINDS) | isin(lane_kind, ("link",)) | nccl)) | host_comm
     comp = device & ~comm & isin(kind, COMPUTE_KINDS)
     # helper threads (blocked Python threads, the profiler's) are not the loop's host work
-    host = isin(lane_kind, ("host",)) & ~isin(kind, NOT_WORK_KINDS) & \
+    host = isin(lane_kind, ("host",)) & ~isin(kind, NOT_WORK_KINDS) & ~host_comm & \
         ~hostcalls.helper_lanes(events)
     s, e = _intervals(events)  # (masked arrays, not masked copies of the whole frame)
     return {k: iv.union(s[m], e[m]) for k, m in (("C", comp), ("M", comm), ("H", host))}

@@ -72,8 +72,14 @@ def verdict(breakdown: Sequence[Mapping[str, Any]], findings: Sequence[Finding],
     comm = _mean(breakdown, "communication_only_pct")
     idle = _mean(breakdown, "host_bound_pct") + _mean(breakdown, "free_pct")
     if has_parts and comm > max(device, idle):
-        return Verdict("communication", device, comm, idle, io, cpu,
-                       f"non-overlapped communication is {100 * comm:.1f}% of step time")
+        reason = f"non-overlapped communication is {100 * comm:.1f}% of step time"
+        if len(breakdown) <= 1 and \
+                not any(f.category in ("communication", "parallel") for f in findings):
+            # nothing tells waiting from transmission: say how to find out, guess no cause
+            reason += ("; no cause is attributed: waiting for slower ranks cannot be told from "
+                       "transmission without the other ranks' traces -- analyze every rank's "
+                       "trace together (a directory of per-rank files)")
+        return Verdict("communication", device, comm, idle, io, cpu, reason)
     if has_parts and device >= max(comm, idle):
         reason = f"the device computes {100 * device:.1f}% of step time"
         pct = float((unplaced or {}).get("pct") or 0.0)

@@ -257,3 +257,23 @@ def test_device_bound_without_roofline_data_says_so_instead_of_guessing():
     assert b.bound == "device"
     assert any(f.category == "computation" for f in b.findings)
     assert "bound is not known" not in b.verdict.reason
+
+
+def test_gloo_collectives_on_the_host_are_communication_not_dispatch():
+    """One rank of a CPU-only Gloo job: a 1 ms step, aten::add [0, 100), gloo:all_reduce
+    [100, 900) on the same host thread (a host-lane collective). Communication-only 80 %, the
+    verdict says communication and that one rank cannot tell waiting from transmission; no
+    dispatch finding claims the all-reduce; the critical path runs through communication."""
+    rows = [ev("step", "ProfilerStep#1", 0, 1000),
+            ev("host_op", "aten::add", 0, 100),
+            ev("collective", "gloo:all_reduce", 100, 800, lane_kind="host", lane="thread 1")]
+    a = hermes.analyze(hermes.Trace(frame(*rows), TraceMeta()))
+    row = a.breakdown_rows[0]
+    assert row["communication_only_pct"] == pytest.approx(80.0)
+    assert row["host_bound_pct"] == pytest.approx(10.0)
+    assert a.bound == "communication"
+    assert "other ranks' traces" in a.verdict.reason
+    assert a.finding("cpu.operator_dispatch") is None or \
+        a.finding("cpu.operator_dispatch").time_share <= 0.1 + 1e-9
+    # the path is aten::add then the all-reduce: 800 of its 900 ns are communication
+    assert a.critical_path["components_pct"]["communication"] == pytest.approx(100 * 800 / 900)
