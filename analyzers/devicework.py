@@ -228,7 +228,7 @@ def class_evidence(sub: pd.DataFrame, total_ns: float, pk: dict[str, Any]) -> di
         if len(sub) else pd.Series(dtype="int64")
     few = sub[sub["name"].isin(top.index).to_numpy()] if len(sub) else sub
     fams = rows(family_table(sub), "family", 10)
-    return {"families": fams,
+    return {**matmul_precision(sub), "families": fams,
             # the leading family as scalars: the rule table reads scalar evidence
             "top_family": fams[0]["family"] if fams else "",
             "top_family_pct": fams[0]["share_of_device_time_pct"] if fams else 0.0,
@@ -236,6 +236,24 @@ def class_evidence(sub: pd.DataFrame, total_ns: float, pk: dict[str, Any]) -> di
             "peak_tflops": round(peak / 1e12, 1) if peak else None,
             "peak_hbm_GBps": round(hbm / 1e9, 1) if hbm else None,
             "family_basis_pct": round(100.0 * fam_only / t, 3) if t else 0.0}
+
+
+def matmul_precision(sub: pd.DataFrame) -> dict[str, Any]:
+    """Element size (bytes) of the matrix kernels' inputs, from their operators' recorded dtypes:
+    ``matmul_elem_B`` is the size holding most of the matrix-kernel time with a known dtype
+    (4: fp32, 2: bf16/fp16, 1: fp8/int8) and ``matmul_dtype_known_pct`` the share of matrix time
+    whose dtype is known. The precision rules read them: advice to move to bf16 is for fp32
+    matmuls only, advice for fp8 for 16-bit ones (no guess when no dtype is recorded)."""
+    if not len(sub) or "elem" not in sub.columns:
+        return {"matmul_dtype_known_pct": 0.0}
+    mat = sub[sub["family"].isin(MATRIX).to_numpy()]
+    t = float(mat["dur_ns"].sum())
+    known = mat[mat["elem"].notna().to_numpy()]
+    if not t or not len(known):
+        return {"matmul_dtype_known_pct": 0.0}
+    by = known["dur_ns"].groupby(known["elem"].astype(float)).sum()
+    return {"matmul_elem_B": float(by.idxmax()),
+            "matmul_dtype_known_pct": round(100.0 * float(by.sum()) / t, 3)}
 
 
 def describe(ev: dict[str, Any], compute: bool = True) -> str:

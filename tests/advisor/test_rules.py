@@ -318,3 +318,20 @@ def test_more_workers_from_a_single_process_loader():
     rec = by_rule(recommend(finding("io.slow_data_processing", 0.9, num_workers=0),
                             ASCEND))["io.processing_more_workers"]
     assert "num_workers=12," in rec.how and rec.estimated_speedup == 10.0
+
+
+def test_precision_advice_follows_the_recorded_matmul_dtype():
+    """bf16 matmuls on an H100 are not told to use bf16: FP8 is their next step (fp8 peak
+    1979 vs bf16 989.4 TFLOP/s: recover 1 - 989.4/1979 = 0.5, x0.4 share -> 1/(1-0.2) = 1.25);
+    fp32 matmuls, or matmuls whose dtype the trace does not record, get the bf16/TF32 advice."""
+    def rules(**ev: Any) -> list[str]:
+        return [r.rule for r in recommend(finding("computation.compute_bound", 0.4, **ev), H100)]
+
+    bf16 = recommend(finding("computation.compute_bound", 0.4, matmul_elem_B=2.0,
+                             matmul_dtype_known_pct=100.0), H100)
+    assert [r.rule for r in bf16] == ["computation.fp8_matmuls"]
+    assert bf16[0].estimated_speedup == 1.25 and "already run in bf16" in bf16[0].how
+    assert rules(matmul_elem_B=4.0, matmul_dtype_known_pct=90.0) == ["computation.low_precision"]
+    assert rules() == ["computation.low_precision"]                       # dtype not recorded
+    assert rules(matmul_elem_B=2.0, matmul_dtype_known_pct=10.0) == ["computation.low_precision"]
+    assert rules(matmul_elem_B=1.0, matmul_dtype_known_pct=100.0) == []   # already 8-bit
