@@ -28,12 +28,12 @@ unrecorded tail after its last event, or when any other non-loader lane ends, if
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpgraph, stepgraph
+from hermes.analyzers import cpedges, cpgraph, stepgraph
 from hermes.analyzers.steps import step_windows
 
 
@@ -81,19 +81,22 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     node_ev[g.event_start] = ids
     node_ev[g.event_end] = ids
     first = g.first_of_lane()
+    g = _fed_tasks(g, info, node_ev, first)
+    sg.g = g
     span = np.zeros(n, np.int64)
     span[1:] = np.where(first[1:], 0, g.t[1:] - g.t[:-1])
     has_in = np.zeros(n, bool)
     has_in[g.cv[g.forward_cross()]] = True
     w = g.w.copy()
-    # a gap nothing explains (no launch or wait edge into it) is unrecorded time: kept
-    gap = (g.seg_event < 0) & ~first & ~has_in
-    w[gap] = span[gap]
-    # a wait (sync, data wait) that awaited nothing in the trace still took its time
     kind = info["kind"].astype(str).to_numpy()
     wait_ev = np.isin(kind, ("sync", "data_wait"))
     seg = g.seg_event
     waiting = (seg >= 0) & wait_ev[np.maximum(seg, 0)]
+    # time nothing explains (no launch or wait edge into the node: a host gap, a device gap
+    # whose launch is not in the trace, a task whose launch edge went back in time) is kept
+    kept = ~first & ~has_in & ~waiting
+    w[kept] = span[kept]
+    # a wait (sync, data wait) that awaited nothing in the trace still took its time
     fed = np.zeros(n, bool)
     fed[g.event_end[wait_ev]] = has_in[g.event_end[wait_ev]]
     fed_ev = fed[g.event_end]
@@ -107,20 +110,53 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     return sg
 
 
+def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first: np.ndarray
+               ) -> cpgraph.Graph:
+    """Edges into device tasks nothing launches in the trace (a batch's H2D copy issued by a
+    pin-memory thread, DMA requests): from the latest event end on another lane of the step
+    at most ``cpedges.LINE_UP_NS`` before the task's start (the rule ``cpedges`` uses between
+    streams), so the task moves when what fed it moves. Without it the task would start at its
+    measured time in every replay and pin the rest of the step."""
+    has_in = np.zeros(g.n, bool)
+    has_in[g.cv[g.forward_cross()]] = True
+    dev = ~info["host"].to_numpy(bool)
+    st = g.event_start
+    tgt = st[dev[np.arange(st.size)] & ~has_in[st]]
+    if tgt.size == 0:
+        return g
+    win = info["win"].to_numpy(np.int64)[node_ev]
+    ends = g.event_end
+    key_span = int(g.t.max() - g.t.min()) + 1
+    t0 = int(g.t.min())
+    ekey = win[ends] * key_span + (g.t[ends] - t0)
+    o = np.argsort(ekey, kind="stable")
+    ends, ekey = ends[o], ekey[o]
+    tkey = win[tgt] * key_span + (g.t[tgt] - t0)
+    j = np.searchsorted(ekey, tkey, side="right") - 1
+    src = np.full(tgt.size, -1, np.int64)
+    for back in range(4):  # the latest end on another lane among the last few
+        jj = j - back
+        c = ends[np.maximum(jj, 0)]
+        ok = (src < 0) & (jj >= 0) & (win[c] == win[tgt]) & (g.lane[c] != g.lane[tgt]) & \
+            (g.t[tgt] - g.t[c] <= cpedges.LINE_UP_NS)
+        src[ok] = c[ok]
+    ok = src >= 0
+    u, v = src[ok], tgt[ok]
+    return replace(g, cu=np.concatenate([g.cu, u]), cv=np.concatenate([g.cv, v]),
+                   cw=np.concatenate([g.cw, g.t[v] - g.t[u]]),
+                   ce=np.concatenate([g.ce, np.full(u.size, -1, np.int64)]))
+
+
 def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     """Replayed time (ns, absolute) of every node under ``change`` (None: as measured)."""
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
-    change = change or Change.none(sg)
-    seg = g.seg_event
-    ev = np.maximum(seg, 0)
-    base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
-    w = np.where(seg >= 0, np.rint(base * change.scale[ev]), sg.w).astype(np.int64)
-    w = np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
+    w = weights(sg, change)
     first = g.first_of_lane()
     k = np.flatnonzero(~first)
-    fwd = g.forward_cross() & ~change.drop
+    drop = change.drop if change is not None else np.zeros(g.cu.size, bool)
+    fwd = g.forward_cross() & ~drop
     u = np.concatenate([k - 1, g.cu[fwd]]).astype(np.int64)
     v = np.concatenate([k, g.cv[fwd]]).astype(np.int64)
     wt = np.concatenate([w[k], sg.cw[fwd]]).astype(np.int64)
@@ -134,6 +170,16 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     release = np.where(first & ~sg.has_in, g.t, ws)
     d, _ = cpgraph._shortest(g.n, u[keep], v[keep], lost[keep], g.t - release)
     return g.t - d
+
+
+def weights(sg: StepGraph, change: Change | None = None) -> np.ndarray:
+    """Chain-edge weight into every node under ``change``: an event's own segments scaled."""
+    change = change or Change.none(sg)
+    seg = sg.g.seg_event
+    ev = np.maximum(seg, 0)
+    base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
+    w = np.where(seg >= 0, np.rint(base * change.scale[ev]), sg.w).astype(np.int64)
+    return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
 
 
 def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:
