@@ -63,11 +63,15 @@ class Change:
     scale: np.ndarray
     drop: np.ndarray
     full: np.ndarray
+    #: per event: when it starts its lane's chain in a step, it may start at the step start
+    #: (what held it back, e.g. a batch not ready yet, is gone)
+    early: np.ndarray
 
     @classmethod
     def none(cls, sg: StepGraph) -> Change:
         n_ev = len(sg.info)
-        return cls(np.ones(n_ev), np.zeros(sg.g.cu.size, bool), np.zeros(n_ev, bool))
+        return cls(np.ones(n_ev), np.zeros(sg.g.cu.size, bool), np.zeros(n_ev, bool),
+                   np.zeros(n_ev, bool))
 
 
 def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) -> StepGraph:
@@ -116,12 +120,16 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
     pin-memory thread, DMA requests): from the latest event end on another lane of the step
     at most ``cpedges.LINE_UP_NS`` before the task's start (the rule ``cpedges`` uses between
     streams), so the task moves when what fed it moves. Without it the task would start at its
-    measured time in every replay and pin the rest of the step."""
+    measured time in every replay and pin the rest of the step. Edge weight: the measured
+    delay, so an unchanged replay keeps every time."""
     has_in = np.zeros(g.n, bool)
     has_in[g.cv[g.forward_cross()]] = True
     dev = ~info["host"].to_numpy(bool)
     st = g.event_start
-    tgt = st[dev[np.arange(st.size)] & ~has_in[st]]
+    # (also a helper host thread's first event in the step: a pin-memory thread woken by the
+    # loop; loader workers run ahead on their own and are left alone)
+    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & first[st]
+    tgt = st[(dev | helper) & ~has_in[st]]
     if tgt.size == 0:
         return g
     win = info["win"].to_numpy(np.int64)[node_ev]
@@ -167,7 +175,10 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
     ws = sg.windows["start_ns"].to_numpy(np.int64)[sg.info["win"].to_numpy(np.int64)[sg.node_ev]]
     # a lane's first node starts when measured unless a launch or wait edge decides it
-    release = np.where(first & ~sg.has_in, g.t, ws)
+    pinned = first & ~sg.has_in
+    if change is not None:
+        pinned &= ~change.early[sg.node_ev]
+    release = np.where(pinned, g.t, ws)
     d, _ = cpgraph._shortest(g.n, u[keep], v[keep], lost[keep], g.t - release)
     return g.t - d
 

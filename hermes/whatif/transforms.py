@@ -78,6 +78,7 @@ def hide_data_waits(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
     feed = sg.info["loader"].to_numpy(bool) | np.isin(kind, ("data_read", "data_process",
                                                               "data_fetch"))
     ch.scale[feed] *= 1.0 / k
+    ch.early[feed] = True
     wait = np.flatnonzero((_kind(sg) == "data_wait") & sg.info["host"].to_numpy(bool))
     if wait.size == 0:
         return
@@ -130,8 +131,11 @@ def _registry() -> dict[str, Transform]:
         "io.processing_more_workers", "io.fetch_prefetch", "io.fetch_pin_memory",
         "io.read_local_storage", "io.read_uncompressed")
     for opt, f in DISPATCH_FACTOR.items():
-        add(Transform(opt, f"host dispatch cost x {f}", scale_dispatch(f), "host"),
-            f"cpu.dispatch_{opt}")
+        # (the option "fusion" also answers memory-bound kernels, a device-side change with
+        # no transform yet: only the dispatch rule's id names this one)
+        aliases = (f"cpu.dispatch_{opt}",) if opt == "fusion" else (opt, f"cpu.dispatch_{opt}")
+        add(Transform(f"dispatch_{opt}", f"host dispatch cost x {f}", scale_dispatch(f),
+                      "host"), *aliases)
     add(Transform(STRAGGLER, "scale the slowest rank to the median rank", _noop, "rank"),
         "computation.isolate_slow_node", "communication.fix_straggler")
     return out
