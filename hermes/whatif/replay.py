@@ -129,7 +129,11 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
     # (also a helper host thread's first event in the step: a pin-memory thread woken by the
     # loop; loader workers run ahead on their own and are left alone)
     helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & first[st]
-    tgt = st[(dev | helper) & ~has_in[st]]
+    sel = (dev | helper) & ~has_in[st]
+    tgt = st[sel]
+    # a helper thread follows whatever ended last before it, however long before (it was
+    # asleep until woken)
+    is_helper = helper[sel]
     if tgt.size == 0:
         return g
     win = info["win"].to_numpy(np.int64)[node_ev]
@@ -146,7 +150,7 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
         jj = j - back
         c = ends[np.maximum(jj, 0)]
         ok = (src < 0) & (jj >= 0) & (win[c] == win[tgt]) & (g.lane[c] != g.lane[tgt]) & \
-            (g.t[tgt] - g.t[c] <= cpedges.LINE_UP_NS)
+            ((g.t[tgt] - g.t[c] <= cpedges.LINE_UP_NS) | is_helper)
         src[ok] = c[ok]
     ok = src >= 0
     u, v = src[ok], tgt[ok]
