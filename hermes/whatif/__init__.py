@@ -47,9 +47,9 @@ class Prediction:
         return self.replay_ms / self.predicted_ms if self.predicted_ms > 0 else 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"measured_ms": round(self.measured_ms, 4),
-                "predicted_ms": round(self.predicted_ms, 4),
-                "replay_ms": round(self.replay_ms, 4),
+        return {"measured_ms": round(self.measured_ms, 6),
+                "predicted_ms": round(self.predicted_ms, 6),
+                "replay_ms": round(self.replay_ms, 6),
                 "replay_error_pct": round(100 * (self.replay_ms / self.measured_ms - 1), 3)
                 if self.measured_ms else 0.0,
                 "speedup": round(self.speedup, 4),
