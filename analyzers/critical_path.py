@@ -1,6 +1,7 @@
 """Critical path of each step (rank analyzer): composition by component, operators, slack.
 
-``build`` makes one dependency graph of all steps' events (each cut at step borders): host
+``stepgraph.build`` (shared with the what-if replay, hermes.whatif) makes one dependency
+graph of all steps' events (each cut at step borders): host
 thread order, stream order, launch -> device task by ``corr_id``, awaited device task -> sync end,
 loader event -> data-wait end, and cross-stream waits inferred where one task's end lines up with
 another's start; ``cpgraph`` finds each step's longest path (docs/analysis/critical_path.md).
