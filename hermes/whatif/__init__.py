@@ -4,8 +4,8 @@ Stage 3 (beside the advisor): takes a trace's events, builds each rank's step gr
 (:mod:`hermes.analyzers.stepgraph`, the critical path's graph), applies the transforms of the
 named optimizations (:mod:`hermes.whatif.transforms`) and replays it (:mod:`.replay`).
 Figures are medians over steps; the run's step time is its slowest rank's (synchronous training
-goes at the pace of the slowest rank). ``predict(..., median_only=True)`` replays only each
-rank's median step (what the advisor uses: fast on big traces).
+goes at the pace of the slowest rank). ``graphs(..., median_only=True)`` replays only each
+rank's median step (ranks of over a million events always: big traces stay fast).
 
 Left out (the replay keeps their measured times): collectives are not matched across ranks
 (a collective's wait for a late rank stays as measured on the other ranks), CUDA graph launches
@@ -68,8 +68,12 @@ def _median_window(ev: pd.DataFrame) -> pd.DataFrame:
 
 
 def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
-           median_only: bool = False) -> dict[int, rp.StepGraph]:
-    """Each rank's step graph (``median_only``: of its median step alone)."""
+           median_only: bool = False, max_events: int = 1_000_000,
+           max_ranks: int = 0) -> dict[int, rp.StepGraph]:
+    """Each rank's step graph: of all its steps, or of its median step alone when
+    ``median_only`` or when the rank has over ``max_events`` events (big traces stay cheap).
+    ``max_ranks`` > 0 keeps only that many ranks, the slowest by median step (the run goes at
+    their pace)."""
     if "rank" in events.columns and len(events):
         groups = {int(r): g for r, g in events.groupby("rank", sort=True)}
     else:
@@ -77,10 +81,15 @@ def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
     if ranks is not None:
         want = set(ranks)
         groups = {r: g for r, g in groups.items() if r in want}
+    if max_ranks and len(groups) > max_ranks:
+        med = {r: float(step_windows(g)["dur_ns"].median()) for r, g in groups.items()}
+        keep = sorted(groups, key=lambda r: -med[r])[:max_ranks]
+        groups = {r: groups[r] for r in sorted(keep)}
     out = {}
     for r, ev in groups.items():
         ev = ev.reset_index(drop=True)
-        out[r] = rp.build(ev, _median_window(ev) if median_only else None, rank=r)
+        one = median_only or len(ev) > max_events
+        out[r] = rp.build(ev, _median_window(ev) if one else None, rank=r)
     return out
 
 
