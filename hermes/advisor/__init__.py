@@ -63,7 +63,7 @@ def advise(analysis: Analysis, table: RuleTable | None = None, trace: Any = None
     if trace is not None:
         from hermes.advisor.replayed import with_replay
 
-        recs = with_replay(recs, trace, analysis.meta, table.max_speedup)
+        recs = with_replay(recs, trace, analysis, table.max_speedup)
     return Advice({k: tuple(v) for k, v in recs.items()}, table.path)
 
 

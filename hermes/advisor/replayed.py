@@ -32,33 +32,55 @@ def _key(rec: Recommendation) -> str | None:
     return rec.rule if by_rule is not None else None
 
 
-def _events(trace: Any) -> tuple[pd.DataFrame, Any]:
-    if isinstance(trace, pd.DataFrame):
-        return trace, None
+#: ranks replayed: the slowest ones by median step (the run goes at their pace)
+MAX_RANKS = 8
+
+
+def slowest_ranks(analysis: Any, n: int = MAX_RANKS) -> list[int] | None:
+    """The ``n`` slowest ranks by median step in ``analysis`` (None: not known)."""
+    med = {}
+    for r, rr in (getattr(analysis, "per_rank", None) or {}).items():
+        if "steps" in rr and len(rr["steps"].tables.get("windows", ())):
+            med[r] = float(rr["steps"].tables["windows"]["dur_ns"].median())
+    if not med:
+        return None
+    return sorted(sorted(med, key=lambda r: -med[r])[:n])
+
+
+def _events(trace: Any, ranks: list[int] | None) -> tuple[pd.DataFrame, Any]:
+    """The events of ``ranks`` (a path is read for those ranks only: big traces stay out of
+    memory, as the analysis keeps them)."""
     if isinstance(trace, (str, Path)):
         from hermes.trace.reader import load
 
-        trace = load(trace)
-    return trace.events, getattr(trace, "meta", None)
+        trace = load(trace, ranks=ranks)
+        return trace.events, trace.meta
+    ev = trace if isinstance(trace, pd.DataFrame) else trace.events
+    if ranks is not None and "rank" in ev.columns:
+        ev = ev[ev["rank"].isin(ranks)]
+    return ev, getattr(trace, "meta", None)
 
 
-def with_replay(recs: dict[str, list[Recommendation]], trace: Any, meta: Any, cap: float
+def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any, cap: float
                 ) -> dict[str, list[Recommendation]]:
     """``recs`` with replayed speedups where a transform exists, re-sorted per finding."""
     if not any(_key(r) for rs in recs.values() for r in rs):
         return recs
-    events, trace_meta = _events(trace)
-    gs = graphs(events, max_ranks=8)
-    cache: dict[str, float] = {}
+    meta = getattr(analysis, "meta", None)
+    events, trace_meta = _events(trace, slowest_ranks(analysis))
+    gs = graphs(events, max_ranks=MAX_RANKS)
+    cache: dict[str, float | None] = {}
     out = {}
     for fid, rs in recs.items():
         new = []
         for r in rs:
             key = _key(r)
-            if key is not None:
-                if key not in cache:
-                    cache[key] = predict(gs, [key], trace_meta or meta).speedup
-                r = replace(r, estimated_speedup=round(min(max(cache[key], 1.0), cap), 2),
+            if key is not None and key not in cache:
+                p = predict(gs, [key], trace_meta or meta)
+                cache[key] = p.speedup if key in p.applied else None
+            sp = cache.get(key) if key is not None else None
+            if sp is not None:
+                r = replace(r, estimated_speedup=round(min(max(sp, 1.0), cap), 2),
                             estimate="replay")
             new.append(r)
         new.sort(key=lambda x: -x.estimated_speedup)  # stable: table order among equals
