@@ -41,7 +41,8 @@ def render_text(d: dict[str, Any]) -> str:
         lines.append(f"with {', '.join(d['applied'])}: predicted {d['predicted_ms']:.3f} ms "
                      f"({d['speedup']:.2f}x)")
     for spec in d["unknown"]:
-        lines.append(f"  {spec}: no what-if transform for it (not applied)")
+        lines.append(f"  {spec}: not replayed on this trace (no transform, or collectives "
+                     f"across ranks), not applied")
     lines += [f"  note: {o}" for o in d["overlaps"]]
     lines.append("per rank (ms):  measured   replay  predicted")
     for r, v in d["per_rank"].items():
@@ -81,8 +82,10 @@ def register(app: typer.Typer) -> None:
         tr = load_any(trace)
         p = predict(graphs(tr.events), apply or [], tr.meta)
         if p.unknown and not p.applied and apply:
-            raise UsageError(f"no what-if transform for {', '.join(p.unknown)}",
-                             hint="known: " + ", ".join(sorted(TRANSFORMS)))
+            raise UsageError(f"cannot replay {', '.join(p.unknown)} on this trace (no what-if "
+                             "transform, or a slow rank whose ranks meet in collectives: "
+                             "collectives are not matched across ranks yet)",
+                             hint="transforms: " + ", ".join(sorted(TRANSFORMS)))
         d = p.to_dict()
         typer.echo(dumps(d) if fmt == "json" else render_text(d))
         return 0
