@@ -1,4 +1,4 @@
-"""Cross-lane edges of the critical-path graph (``critical_path._build`` calls
+"""Cross-lane edges of the step graph (``stepgraph.build_sel`` calls
 :func:`cross_edges`): launch -> device task by correlation id, traced ('Stream Wait Event') and
 inferred cross-stream waits, awaited device task -> sync end, awaited loader event -> data-wait
 end. Each function appends edges (from node, to node, weight, launching event or -1) to lists

@@ -1,6 +1,7 @@
 """Critical path of each step (rank analyzer): composition by component, operators, slack.
 
-``build`` makes one dependency graph of all steps' events (each cut at step borders): host
+``stepgraph.build`` (shared with the what-if replay, hermes.whatif) makes one dependency
+graph of all steps' events (each cut at step borders): host
 thread order, stream order, launch -> device task by ``corr_id``, awaited device task -> sync end,
 loader event -> data-wait end, and cross-stream waits inferred where one task's end lines up with
 another's start; ``cpgraph`` finds each step's longest path (docs/analysis/critical_path.md).
@@ -28,230 +29,27 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, cpgraph, hostcalls, hta_compat, opinfo
+from hermes.analyzers import cpedges, cpgraph, stepgraph
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.io import name_matches
-from hermes.analyzers.steps import split_by_windows, step_windows
-from hermes.trace.schema import (
-    COMPUTE_KINDS,
-    EVENT_KINDS,
-    HOST_LANES,
-    IO_KINDS,
-    LANE_KINDS,
-    NOT_WORK_KINDS,
-)
+from hermes.analyzers.steps import step_windows
 
-COMPONENTS = ("computation", "communication", "host", "io", "other")
+COMPONENTS = stepgraph.COMPONENTS
 # annotations, counters and unknown events (Kineto's whole-capture "Trace" span) are no work
 TOP_N = 20
 LINE_UP_NS = cpedges.LINE_UP_NS  # (cross-stream waits are inferred in cpedges)
 
 
-_KIND = {k: i for i, k in enumerate(EVENT_KINDS)}
-_LANE = {k: i for i, k in enumerate(LANE_KINDS)}
-_KIND_NAMES = (*EVENT_KINDS, "unknown")
-
-
-def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
-    """Small-int codes of a string column in a fixed vocabulary (-1: unknown), computed once
-    per distinct value: comparisons on millions of events are then integer operations."""
-    cat = col.astype("category")
-    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories] + [-1], np.int64)
-    return table[cat.cat.codes.to_numpy()]
-
-
-def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.ndarray:
-    return np.isin(codes, [vocab[x] for x in names])
-
-
-def _inside_data(lane: np.ndarray, rs: np.ndarray, re_: np.ndarray, kind: np.ndarray,
-                 span: int) -> np.ndarray:
-    """Events that start inside a ``data_*`` event of their own lane and step: host work done
-    while fetching a batch (a single-process DataLoader decodes in the training thread).
-    ``rs``/``re_`` are times relative to the step start; one sorted key per (lane, time)."""
-    data = _in(kind, _KIND, IO_KINDS)
-    if not data.any():
-        return np.zeros(kind.size, bool)
-    key_s, key_e = lane * span + rs, lane * span + re_
-    us, ue = hta_compat.iv.union(key_s[data], key_e[data])
-    k = np.searchsorted(us, key_s, side="right") - 1
-    return (k >= 0) & (key_s < ue[np.maximum(k, 0)])
-
-
-def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray,
-               in_data: np.ndarray) -> pd.Categorical:
-    device = ~_in(lane_kind, _LANE, HOST_LANES)
-    # a collective is communication on any lane (Gloo runs them on the host), as in overlap
-    comm = (kind == _KIND["collective"]) | (device & ((lane_kind == _LANE["link"]) | nccl))
-    comp = device & ~comm & _in(kind, _KIND, COMPUTE_KINDS)
-    io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"]) | (in_data & ~device)
-    codes = np.select([comm, comp, io], [COMPONENTS.index(c) for c in
-                                         ("communication", "computation", "io")],
-                      COMPONENTS.index("host"))
-    # categoricals, not string arrays: no per-event string objects on big steps
-    return pd.Categorical.from_codes(codes, categories=list(COMPONENTS))
+_Events = stepgraph.Events
+build = stepgraph.build
+_build = stepgraph.build_sel
+node_order = stepgraph.node_order
+innermost_active = stepgraph.innermost_active
 
 
 #: Steps are analyzed in groups of about this many events (clipped pieces): each group is one
 #: graph and one Dijkstra, so memory stays bounded on traces of tens of millions of events (steps
 #: share no edge, so grouping does not change any path).
 CHUNK_EVENTS = 2_000_000
-
-
-class _Events:
-    """Per-event arrays of a rank's events, computed once (codes, not strings)."""
-
-    def __init__(self, ev: pd.DataFrame) -> None:
-        self.ts = ev["ts_ns"].to_numpy(np.int64)
-        self.te = self.ts + ev["dur_ns"].to_numpy(np.int64)
-        self.kind = _codes(ev["kind"], _KIND).astype(np.int8)
-        self.lane_kind = _codes(ev["lane_kind"], _LANE).astype(np.int8)
-        self.nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)
-        lane_codes = ev["lane"].astype("category").cat.codes.to_numpy()
-        self.lanes = int(lane_codes.max(initial=0)) + 1
-        self.lane = lane_codes.astype(np.int64)
-        self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
-            np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
-        self.name = ev["name"].array
-        self.helper = hostcalls.helper_lanes(ev)
-        # host calls that block on the device (synchronous copies, .item(), synchronize by
-        # name) are waits like 'sync' events: waiting is not work, the awaited task is
-        host = self.lane_kind == _LANE["host"]
-        self.blocking = host & (name_matches(ev["name"], hostcalls.SYNC_NAME)
-                                | hostcalls.blocking_copy_calls(ev, host))
-        # CUPTI 'Stream Wait Event' records (Kineto cuda_sync): the stream that waits, the
-        # stream and the event record (the cudaEventRecord call's correlation id) it waits for;
-        # with the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '). Only kept when a trace
-        # has such records (None otherwise: no per-event arrays on traces without them).
-        self.waits: tuple[np.ndarray, ...] | None = None
-        swe = (self.kind == _KIND["sync"]) & (ev["name"] == "Stream Wait Event").to_numpy(bool)
-        if swe.any() and "args" in ev.columns and "stream" in ev.columns:
-            a = ev["args"][swe]
-            w_s = opinfo.arg_numbers(a, "wait_on_stream").to_numpy()
-            w_r = opinfo.arg_numbers(a, "wait_on_cuda_event_record_corr_id").to_numpy()
-            ok = ~np.isnan(w_s) & ~np.isnan(w_r) & (w_r >= 0)
-            if ok.any():
-                idx = np.flatnonzero(swe)[ok]
-                wait_stream = np.full(len(ev), -1, np.int64)
-                wait_record = np.full(len(ev), -1, np.int64)
-                wait_stream[idx] = w_s[ok].astype(np.int64)
-                wait_record[idx] = w_r[ok].astype(np.int64)
-                cats = ev["lane"].astype("category").cat.categories.astype(str)
-                dev = pd.Index(cats.str.replace(r"stream -?\d+( sync)?$", "", regex=True))
-                device = dev.factorize()[0].astype(np.int64)[lane_codes]
-                stream = pd.to_numeric(ev["stream"], errors="coerce").to_numpy(
-                    np.float64, na_value=np.nan)
-                self.waits = (device, stream, wait_stream, wait_record)
-
-
-def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
-    """One graph for all steps: every event is cut at step borders and clipped to each step it
-    overlaps; chains are per (step, lane) and cross edges stay within a step, so the steps are
-    disconnected parts of one graph. Returns the graph and the event copies (index = graph
-    event id): name, kind, component, start, end, win (window index)."""
-    return _build(_Events(ev), np.arange(len(ev)), windows)
-
-
-def _build(pre: _Events, sel: np.ndarray, windows: pd.DataFrame
-           ) -> tuple[cpgraph.Graph, pd.DataFrame]:
-    """:func:`build` on the events ``sel`` (indices into ``pre``, ascending)."""
-    s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
-    src = sel[src]
-    kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
-    lane_kind = pre.lane_kind[src].astype(np.int64)
-    # helper threads (blocked Python threads, the profiler's) are never on the path
-    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"]) & \
-        ~pre.helper[src]
-    s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
-    n_ev = s.size
-    nccl = pre.nccl[src] & (kind == _KIND["kernel"])
-    lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
-    ws = windows["start_ns"].to_numpy(np.int64)
-    span = int((windows["end_ns"] - windows["start_ns"]).to_numpy(np.int64).max(initial=0)) + 1
-    comp = _component(kind, lane_kind, nccl, _inside_data(lane, s - ws[win], e - ws[win], kind,
-                                                          span))
-    kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
-                                         categories=list(_KIND_NAMES))
-    info = pd.DataFrame({"name": pre.name.take(src), "kind": kind_cat,
-                         "component": comp, "start": s, "end": e, "win": win,
-                         "loader": lane_kind == _LANE["loader"]})
-    if n_ev == 0:
-        z = np.empty(0, np.int64)
-        return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
-    dur = e - s
-    eid = np.arange(n_ev)
-    # nodes: start (is_start 1) and end (0) of every event
-    n_t = np.concatenate([s, e])
-    n_lane = np.concatenate([lane, lane])
-    n_ev_id = np.concatenate([eid, eid])
-    n_is_start = np.concatenate([np.ones(n_ev, np.int64), np.zeros(n_ev, np.int64)])
-    # equal times: ends before starts; starts outer (longer) first; ends inner (shorter) first
-    tie = np.concatenate([-dur, dur])
-    order = node_order(n_ev_id, tie, n_is_start, n_t, n_lane)
-    t, ln, nev, st = n_t[order], n_lane[order], n_ev_id[order], n_is_start[order]
-    del n_t, n_lane, n_ev_id, n_is_start, tie  # (peak memory: free node-sized temporaries early)
-    n = t.size
-    pos = np.empty(n, np.int64)
-    pos[order] = np.arange(n)
-    del order
-    start_node, end_node = pos[:n_ev], pos[n_ev:]
-    first = np.ones(n, bool)
-    first[1:] = ln[1:] != ln[:-1]
-    active = innermost_active(st, nev, ln)
-    del st
-    seg = np.full(n, -1, np.int64)
-    seg[1:] = np.where(first[1:], -1, active[:-1])
-    del active
-    w = np.zeros(n, np.int64)
-    w[1:] = np.where(first[1:], 0, t[1:] - t[:-1])
-    w[(seg >= 0) & (kind[np.maximum(seg, 0)] == _KIND["sync"])] = 0  # waiting is not work
-    # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
-    # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
-    w[(seg < 0) & _in(lane_kind[nev], _LANE, HOST_LANES)] = 0
-    corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
-    # sync matching sorts by (window, end): a single int64 key (end relative to its window)
-    wkey = win * span + (e - ws[win])
-    # time a node's lane was last busy before it (the step start for a lane's first node)
-    prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
-    waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
-    cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                         end_node, t, w, first, seg, prev_t, waits)
-    return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
-
-
-def node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
-                lane: np.ndarray) -> np.ndarray:
-    """``np.lexsort((ev_id, tie, is_start, t, lane))`` for nodes laid out as [starts, ends] of
-    events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys): one
-    int64 key (lane, t, is_start) sorted stably, ties by ``tie`` (``cpgraph.sort_by_key``)."""
-    if t.size == 0:
-        return np.empty(0, np.int64)
-    t0 = int(t.min())
-    span = int(t.max()) - t0 + 1
-    if (int(lane.max()) + 1) * span * 2 >= 2**62 or int(lane.min()) < 0:
-        return np.lexsort((ev_id, tie, is_start, t, lane))
-    key = (lane * span + (t - t0)) * 2 + is_start
-    return cpgraph.sort_by_key(key, tie)
-
-
-def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndarray:
-    """Innermost event active after each node of nodes sorted by (lane, time) — ``st`` 1 for a
-    start, 0 for an end, ``nev`` the node's event, ``ln`` its lane: after a start, that event;
-    after an end, the event of the latest earlier start at the same nesting depth on the lane
-    (the enclosing event); -1 where none. Vectorized per nesting depth."""
-    depth = np.cumsum(np.where(st == 1, 1, -1))
-    active = np.where(st == 1, nev, -1)
-    starts = np.flatnonzero(st == 1)
-    for d in np.unique(depth[st == 0]):
-        if d <= 0:
-            continue
-        q = np.flatnonzero((st == 0) & (depth == d))
-        cand = starts[depth[starts] == d]
-        k = np.searchsorted(cand, q) - 1
-        j = cand[np.maximum(k, 0)]
-        ok = (k >= 0) & (ln[j] == ln[q])
-        active[q[ok]] = nev[j[ok]]
-    return active
 
 
 def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray) -> list[tuple[int, int, np.ndarray]]:

@@ -53,11 +53,14 @@ class Recommendation:
     how: str
     estimated_speedup: float
     emulator_opt: str | None = None
+    #: "replay": ``estimated_speedup`` came from replaying the step graph (hermes.whatif);
+    #: "formula": from the rule's recover fraction (no transform for it, or no trace)
+    estimate: str = "formula"
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "optimization": self.optimization, "how": self.how,
                 "estimated_speedup": round(float(self.estimated_speedup), 4),
-                "emulator_opt": self.emulator_opt}
+                "emulator_opt": self.emulator_opt, "estimate": self.estimate}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ def analyze_and_advise(trace_or_path: Any, ranks: Iterable[int] | None = None, w
     """The analysis of a trace (or trace path) and the advisor's recommendations for it."""
     analysis = run_analysis(trace_or_path, ranks=ranks, workers=workers, progress=progress,
                             keep_warmup=keep_warmup)
-    return analysis, advise(analysis, table)
+    # the trace travels on to the advisor so what-if can replay it (estimate = "replay")
+    return analysis, advise(analysis, table, trace=trace_or_path if ranks is None else None)
 
 
 def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,

@@ -52,12 +52,19 @@ class Advice:
                                        for f in analysis.findings])
 
 
-def advise(analysis: Analysis, table: RuleTable | None = None) -> Advice:
+def advise(analysis: Analysis, table: RuleTable | None = None, trace: Any = None) -> Advice:
     """Recommendations for every finding of ``analysis`` from ``table`` (default: the shipped
-    rule table, ``rules/rules.toml``)."""
+    rule table, ``rules/rules.toml``). With the ``trace`` (a :class:`hermes.Trace`, its path, or
+    its events), a recommendation whose optimization has a what-if transform gets its
+    ``estimated_speedup`` from replaying the step graph (``estimate = "replay"``,
+    :mod:`hermes.advisor.replayed`); the others keep the rule's formula."""
     table = table or TABLE
-    return Advice({f.id: tuple(recommend(f, analysis.meta, table)) for f in analysis.findings},
-                  table.path)
+    recs = {f.id: recommend(f, analysis.meta, table) for f in analysis.findings}
+    if trace is not None:
+        from hermes.advisor.replayed import with_replay
+
+        recs = with_replay(recs, trace, analysis, table.max_speedup)
+    return Advice({k: tuple(v) for k, v in recs.items()}, table.path)
 
 
 def _scalar(v: Any) -> bool:

@@ -184,7 +184,7 @@ def test_sorted_by_estimated_speedup():
         s = [r.estimated_speedup for r in recs]
         assert s == sorted(s, reverse=True), cid
         assert all(set(r.to_dict()) == {"rule", "optimization", "how", "estimated_speedup",
-                              "emulator_opt"} for r in recs)
+                              "emulator_opt", "estimate"} for r in recs)
 
 
 # ---------------------------------------------------------------------------- emulated traces

@@ -55,7 +55,8 @@ def test_json_report_carries_the_recommendation(slow_processing):
         s = [r["estimated_speedup"] for r in g["recommendations"]]
         assert s == sorted(s, reverse=True)
         for r in g["recommendations"]:
-            assert set(r) == {"rule", "optimization", "how", "estimated_speedup", "emulator_opt"}
+            assert set(r) == {"rule", "optimization", "how", "estimated_speedup", "emulator_opt",
+                              "estimate"}
 
 
 def test_text_and_markdown_show_the_top_recommendation(slow_processing):

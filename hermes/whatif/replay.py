@@ -1,0 +1,233 @@
+"""Replay of a rank's step graph (``hermes.analyzers.stepgraph``) with changed durations.
+
+Daydream (Zhu et al., ATC'20) and Lumos (Liang et al., MLSys'25) predict an optimization's gain by
+rebuilding the step's dependency graph from a trace, changing the tasks it touches and
+simulating the graph again. Here the graph is the critical path's (one graph model): each chain
+segment of a lane weighs the time between two of its nodes, cross edges carry launch delays and
+waits. A node's replayed time is the longest-start recurrence
+``R(v) = max(release(v), max over in-edges (R(u) + w(u, v)))``.
+
+**Vectorized.** Every edge goes forward in measured time and every transform only shrinks work
+(``w' <= t[v] - t[u]``), so with the measured times as potentials the *lost* time
+``(t[v] - t[u]) - w'`` is non-negative and ``R(v) = t[v] - D(v)``, ``D`` a shortest-path distance
+from a virtual source (edge weight ``t[v] - release(v)``): one call of scipy's compiled Dijkstra
+over CSR arrays -- the same solver and trick as the critical path (``cpgraph``), no per-event
+Python loop.
+
+**Weights for a replay.** The critical path zeroes gaps that are no work for *its* question
+(host threads with nothing recorded, device gaps whose launch is not in the trace); a replay must
+keep them, since unrecorded host time still takes time: a gap with no cross edge explaining it
+keeps its measured length. Waits (sync segments, data waits fed by a loader) stay 0: their time
+comes in through the awaited task's edge. With nothing changed every node replays at its measured
+time except after waits (a sync ends when its awaited task does, not the few microseconds later
+the trace shows): that is the replay's own error.
+
+**Step time.** A step ends when its main host thread (the host lane active last) ends, plus the
+unrecorded tail after its last event, or when any other non-loader lane ends, if later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers import cpedges, cpgraph, stepgraph
+from hermes.analyzers.steps import step_windows
+
+
+@dataclass
+class StepGraph:
+    """One rank's step graph with what a replay needs: ``g`` and ``info`` (from
+    ``stepgraph.build``), ``windows`` (the steps), per-node event, and the replay weights."""
+
+    g: cpgraph.Graph
+    info: pd.DataFrame
+    windows: pd.DataFrame
+    rank: int = 0
+    node_ev: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    span: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    w: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    has_in: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
+    cw: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+@dataclass
+class Change:
+    """A change to a step graph: ``scale`` per event (factor on its own chain segments, 0..1),
+    ``drop`` per cross edge (True: the dependency is gone), ``full`` per event (its segments
+    weigh their measured time before scaling, not the 0 of a wait: a data wait whose loader
+    edge is dropped becomes the time it still costs)."""
+
+    scale: np.ndarray
+    drop: np.ndarray
+    full: np.ndarray
+    #: per event: when it starts its lane's chain in a step, it may start at the step start
+    #: (what held it back, e.g. a batch not ready yet, is gone)
+    early: np.ndarray
+
+    @classmethod
+    def none(cls, sg: StepGraph) -> Change:
+        n_ev = len(sg.info)
+        return cls(np.ones(n_ev), np.zeros(sg.g.cu.size, bool), np.zeros(n_ev, bool),
+                   np.zeros(n_ev, bool))
+
+
+def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) -> StepGraph:
+    """The step graph of one rank's events (``windows``: the steps, default all of them)."""
+    windows = step_windows(ev) if windows is None else windows.reset_index(drop=True)
+    g, info = stepgraph.build(ev, windows)
+    sg = StepGraph(g, info, windows, rank)
+    n = g.n
+    node_ev = np.empty(n, np.int64)
+    ids = np.arange(g.event_start.size)
+    node_ev[g.event_start] = ids
+    node_ev[g.event_end] = ids
+    first = g.first_of_lane()
+    g = _fed_tasks(g, info, node_ev, first)
+    sg.g = g
+    span = np.zeros(n, np.int64)
+    span[1:] = np.where(first[1:], 0, g.t[1:] - g.t[:-1])
+    has_in = np.zeros(n, bool)
+    has_in[g.cv[g.forward_cross()]] = True
+    w = g.w.copy()
+    kind = info["kind"].astype(str).to_numpy()
+    wait_ev = np.isin(kind, ("sync", "data_wait"))
+    seg = g.seg_event
+    waiting = (seg >= 0) & wait_ev[np.maximum(seg, 0)]
+    # time nothing explains (no launch or wait edge into the node: a host gap, a device gap
+    # whose launch is not in the trace, a task whose launch edge went back in time) is kept
+    kept = ~first & ~has_in & ~waiting
+    w[kept] = span[kept]
+    # a wait (sync, data wait) that awaited nothing in the trace still took its time
+    fed = np.zeros(n, bool)
+    fed[g.event_end[wait_ev]] = has_in[g.event_end[wait_ev]]
+    fed_ev = fed[g.event_end]
+    unfed = waiting & ~fed_ev[np.maximum(seg, 0)]
+    w[unfed] = span[unfed]
+    # the awaited task's end -> the wait's end: the measured return latency (the critical path
+    # weighs it 0), so an unchanged replay ends the wait when it was measured to end
+    into_wait = wait_ev[node_ev[g.cv]] & (g.event_end[node_ev[g.cv]] == g.cv)
+    sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
+    sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
+    return sg
+
+
+def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first: np.ndarray
+               ) -> cpgraph.Graph:
+    """Edges into device tasks nothing launches in the trace (a batch's H2D copy issued by a
+    pin-memory thread, DMA requests): from the latest event end on another lane of the step
+    at most ``cpedges.LINE_UP_NS`` before the task's start (the rule ``cpedges`` uses between
+    streams), so the task moves when what fed it moves. Without it the task would start at its
+    measured time in every replay and pin the rest of the step. Edge weight: the measured
+    delay, so an unchanged replay keeps every time."""
+    has_in = np.zeros(g.n, bool)
+    has_in[g.cv[g.forward_cross()]] = True
+    dev = ~info["host"].to_numpy(bool)
+    st = g.event_start
+    # (also a helper host thread's first event in the step: a pin-memory thread woken by the
+    # loop; loader workers run ahead on their own and are left alone)
+    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & first[st]
+    sel = (dev | helper) & ~has_in[st]
+    tgt = st[sel]
+    # a helper thread follows whatever ended last before it, however long before (it was
+    # asleep until woken)
+    is_helper = helper[sel]
+    if tgt.size == 0:
+        return g
+    win = info["win"].to_numpy(np.int64)[node_ev]
+    ends = g.event_end
+    key_span = int(g.t.max() - g.t.min()) + 1
+    t0 = int(g.t.min())
+    ekey = win[ends] * key_span + (g.t[ends] - t0)
+    o = np.argsort(ekey, kind="stable")
+    ends, ekey = ends[o], ekey[o]
+    tkey = win[tgt] * key_span + (g.t[tgt] - t0)
+    j = np.searchsorted(ekey, tkey, side="right") - 1
+    src = np.full(tgt.size, -1, np.int64)
+    for back in range(4):  # the latest end on another lane among the last few
+        jj = j - back
+        c = ends[np.maximum(jj, 0)]
+        ok = (src < 0) & (jj >= 0) & (win[c] == win[tgt]) & (g.lane[c] != g.lane[tgt]) & \
+            ((g.t[tgt] - g.t[c] <= cpedges.LINE_UP_NS) | is_helper)
+        src[ok] = c[ok]
+    ok = src >= 0
+    u, v = src[ok], tgt[ok]
+    return replace(g, cu=np.concatenate([g.cu, u]), cv=np.concatenate([g.cv, v]),
+                   cw=np.concatenate([g.cw, g.t[v] - g.t[u]]),
+                   ce=np.concatenate([g.ce, np.full(u.size, -1, np.int64)]))
+
+
+def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
+    """Replayed time (ns, absolute) of every node under ``change`` (None: as measured)."""
+    g = sg.g
+    if g.n == 0:
+        return np.empty(0, np.int64)
+    w = weights(sg, change)
+    first = g.first_of_lane()
+    k = np.flatnonzero(~first)
+    drop = change.drop if change is not None else np.zeros(g.cu.size, bool)
+    fwd = g.forward_cross() & ~drop
+    u = np.concatenate([k - 1, g.cu[fwd]]).astype(np.int64)
+    v = np.concatenate([k, g.cv[fwd]]).astype(np.int64)
+    wt = np.concatenate([w[k], sg.cw[fwd]]).astype(np.int64)
+    lost = np.maximum((g.t[v] - g.t[u]) - wt, 0)
+    order = cpgraph.sort_by_key(u * g.n + v, lost)
+    u, v, lost = u[order], v[order], lost[order]
+    keep = np.ones(u.size, bool)
+    keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+    ws = sg.windows["start_ns"].to_numpy(np.int64)[sg.info["win"].to_numpy(np.int64)[sg.node_ev]]
+    # a lane's first node starts when measured unless a launch or wait edge decides it
+    pinned = first & ~sg.has_in
+    if change is not None:
+        pinned &= ~change.early[sg.node_ev]
+    release = np.where(pinned, g.t, ws)
+    d, _ = cpgraph._shortest(g.n, u[keep], v[keep], lost[keep], g.t - release)
+    return g.t - d
+
+
+def weights(sg: StepGraph, change: Change | None = None) -> np.ndarray:
+    """Chain-edge weight into every node under ``change``: an event's own segments scaled."""
+    change = change or Change.none(sg)
+    seg = sg.g.seg_event
+    ev = np.maximum(seg, 0)
+    base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
+    w = np.where(seg >= 0, np.rint(base * change.scale[ev]), sg.w).astype(np.int64)
+    return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
+
+
+def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:
+    """Replayed duration (ns) of every step from node times ``r``."""
+    g = sg.g
+    nw = len(sg.windows)
+    out = np.zeros(nw, np.int64)
+    if g.n == 0:
+        return out
+    ws = sg.windows["start_ns"].to_numpy(np.int64)
+    we = sg.windows["end_ns"].to_numpy(np.int64)
+    last = np.ones(g.n, bool)
+    last[:-1] = g.lane[1:] != g.lane[:-1]
+    idx = np.flatnonzero(last)
+    ev = sg.node_ev[idx]
+    win = sg.info["win"].to_numpy(np.int64)[ev]
+    loader = sg.info["loader"].to_numpy(bool)[ev]
+    host = sg.info["host"].to_numpy(bool)[ev]
+    idx, win, host = idx[~loader], win[~loader], host[~loader]
+    lanes = pd.DataFrame({"win": win, "t": g.t[idx], "r": r[idx], "host": host})
+    end_any = lanes.groupby("win")["r"].max()
+    main = lanes.sort_values(["host", "t"]).groupby("win").tail(1).set_index("win")
+    main_end = main["r"] + (we[main.index.to_numpy()] - main["t"])
+    end = np.maximum(end_any.reindex(main_end.index).to_numpy(), main_end.to_numpy())
+    out[main_end.index.to_numpy()] = end - ws[main_end.index.to_numpy()]
+    return out
+
+
+def measured(sg: StepGraph) -> np.ndarray:
+    """Measured duration (ns) of every step."""
+    return (sg.windows["end_ns"] - sg.windows["start_ns"]).to_numpy(np.int64)
+
+
+def replay(sg: StepGraph, change: Change | None = None) -> np.ndarray:
+    """Replayed duration (ns) of every step under ``change``."""
+    return step_times(sg, replay_nodes(sg, change))
