@@ -125,7 +125,8 @@ def timeline(tl: Timeline | None, d: dict[str, Any], a: Analysis, figs: Figures,
                                                                           strict=True)]
     heat = {"type": "heatmap", "x": np.round(tl.x_ms, 4).tolist(), "y": ylabels,
             "z": np.round(np.minimum(tl.busy, 4.0), 3).tolist(), "zmin": 0, "zmax": 1,
-            "colorscale": "Blues", "colorbar": {"title": "busy", "len": 0.6},
+            "colorscale": [[0, "#f4f6f8"], [0.15, "#c6dbef"], [1, "#08306b"]],
+            "colorbar": {"title": "busy", "len": 0.6},
             "hovertemplate": "%{y}<br>%{x:.2f} ms: %{z:.0%} busy<extra></extra>",
             "xaxis": "x", "yaxis": "y"}
     lanes = len(tl.labels)
@@ -185,7 +186,7 @@ def roofline(a: Analysis, figs: Figures) -> str:
     lo, hi = float(min(ai.min(), 0.1)), float(max(ai.max(), 1e4))
     xs = np.logspace(np.log10(lo), np.log10(hi), 60)
     data: list[dict[str, Any]] = [
-        {"type": "scatter", "mode": "lines", "name": f"{label(n)} {p / 1e12:.0f} TFLOP/s",
+        {"type": "scatter", "mode": "lines", "name": f"{label(n)} {p / 1e12:.3g} TFLOP/s",
          "x": xs.tolist(), "y": (np.minimum(p, xs * float(bw)) / 1e12).tolist()}
         for n, p in ceilings]
     data.append({"type": "scatter", "mode": "markers", "name": "kernels (size: time)",
@@ -209,22 +210,27 @@ def top_tables(a: Analysis, top_n: int = 50) -> str:
                                               family=("family", "first"),
                                               bound=("bound", "first"))
         g = g.sort_values("total", ascending=False)
+        n_all = len(g)
         share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
-        rows = [[n, int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}", f, b]
-                for n, c, t, s, f, b in zip(g.index[:top_n], g["count"], g["total"], share,
-                                            g["family"], g["bound"])]
+        g, share = g.head(top_n), share.head(top_n)
+        rows = [[n, int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}", f,
+                 str(b).replace("_", "-")]
+                for n, c, t, s, f, b in zip(g.index, g["count"], g["total"], share,
+                                            g["family"], g["bound"], strict=True)]
         parts.append(f"<h3>Top kernels (all ranks, total over the capture; {len(rows)} of "
-                     f"{len(g)})</h3>" + table(["kernel", "count", "total ms", "mean µs",
+                     f"{n_all})</h3>" + table(["kernel", "count", "total ms", "mean µs",
                                                 "share %", "family", "bound"], rows,
                                                numeric=(1, 2, 3, 4)))
     o = a.tables.get("computation.op_time")
     if o is not None and len(o):
         g = o.groupby("name", sort=False).agg(count=("count", "sum"), total=("time_ns", "sum"))
         g = g.sort_values("total", ascending=False)
+        n_all = len(g)
         share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
+        g, share = g.head(top_n), share.head(top_n)
         rows = [[n, int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}"]
-                for n, c, t, s in zip(g.index[:top_n], g["count"], g["total"], share)]
-        parts.append(f"<h3>Top operators (device time they launch; {len(rows)} of {len(g)})"
+                for n, c, t, s in zip(g.index, g["count"], g["total"], share, strict=True)]
+        parts.append(f"<h3>Top operators (device time they launch; {len(rows)} of {n_all})"
                      "</h3>" + table(["operator", "count", "total ms", "mean µs", "share %"],
                                      rows, numeric=(1, 2, 3, 4)))
     if not parts:

@@ -42,8 +42,9 @@ class Timeline:
 
 
 def columns() -> list[str]:
-    """The trace columns the timeline reads (load only these)."""
-    return list(_COLUMNS)
+    """The trace columns the HTML report reads from events (load only these): the timeline's,
+    and ``value`` for counters such as the loader's queue depth."""
+    return [*_COLUMNS, "value"]
 
 
 def _occupancy(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
