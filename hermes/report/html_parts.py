@@ -75,17 +75,26 @@ class Figures:
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = (),
           sortable: bool = True) -> str:
-    """An HTML table; a click on a sortable table's header sorts by that column."""
+    """An HTML table; a click on a sortable table's header sorts by that column. A cell is a
+    value or a ``(text, title)`` pair."""
     cls = ' class="sortable"' if sortable else ""
     head = "".join(f'<th{" class=num" if i in numeric else ""}>{esc(h)}</th>'
                    for i, h in enumerate(header))
     body = []
     for r in rows:
-        cells = "".join(f'<td{" class=num" if i in numeric else ""}>{esc(c)}</td>'
-                        for i, c in enumerate(r))
+        cells = "".join(_cell(c, i in numeric) for i, c in enumerate(r))
         body.append(f"<tr>{cells}</tr>")
     return (f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
             "</table>")
+
+
+def _cell(c: Any, num: bool) -> str:
+    """A cell; a ``(text, title)`` pair shows ``text`` with ``title`` (a long kernel's full
+    name) on hover."""
+    cls = " class=num" if num else ""
+    if isinstance(c, tuple):
+        return f'<td{cls} title="{esc(c[1])}">{esc(c[0])}</td>'
+    return f"<td{cls}>{esc(c)}</td>"
 
 
 def section(sid: str, title: str, body: str) -> str:

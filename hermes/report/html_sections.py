@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.result import Analysis
-from hermes.report.common import HTA, PARTS, mfu_text, warmup_text
+from hermes.report.common import HTA, PARTS, mfu_text, short_name, unique_short_names, warmup_text
 from hermes.report.html_parts import (
     PART_COLORS,
     Figures,
@@ -60,7 +60,8 @@ def _evidence(ev: dict[str, Any]) -> str:
     ops = [o for o in ev.get("top_ops") or [] if isinstance(o, dict)][:5]
     if ops:
         out.append("top operators: " + "; ".join(
-            f"{esc(o.get('name'))} ({float(o.get('time_ns') or 0) / 1e6:.3f} ms)" for o in ops))
+            f"{esc(short_name(o.get('name'), 80))} ({float(o.get('time_ns') or 0) / 1e6:.3f} ms)"
+            for o in ops))
     scalars = [(k, v) for k, v in ev.items()
                if k != "top_ops" and isinstance(v, (int, float, str)) and not isinstance(v, bool)]
     if scalars:
@@ -134,6 +135,7 @@ def timeline(tl: Timeline | None, d: dict[str, Any], a: Analysis, figs: Figures,
     frac = 130 / height if bars else 0.0
     layout = {"xaxis": {"title": "ms since the first event"},
               "yaxis": {"domain": [0, 1 - frac - 0.02] if bars else [0, 1], "automargin": True,
+                        "dtick": 1, "tickfont": {"size": 10},
                         "autorange": "reversed"},
               "barmode": "stack", "bargap": 0, "showlegend": bool(bars)}
     if bars:
@@ -181,7 +183,7 @@ def roofline(a: Analysis, figs: Figures) -> str:
     ai = (g["flops"] / g["bytes"]).to_numpy(np.float64)
     tf = (g["flops"] / g["total_ns"]).to_numpy(np.float64) / 1e3  # FLOP/ns -> TFLOP/s
     size = 6 + 30 * np.sqrt(g["total_ns"].to_numpy(np.float64) / float(g["total_ns"].max()))
-    text = [f"{label(n)}<br>{label(f)}: {t / 1e6:.3f} ms" for n, f, t in
+    text = [f"{label(short_name(n, 80))}<br>{label(f)}: {t / 1e6:.3f} ms" for n, f, t in
             zip(g.index, g["family"], g["total_ns"], strict=True)]
     lo, hi = float(min(ai.min(), 0.1)), float(max(ai.max(), 1e4))
     xs = np.logspace(np.log10(lo), np.log10(hi), 60)
@@ -213,9 +215,10 @@ def top_tables(a: Analysis, top_n: int = 50) -> str:
         n_all = len(g)
         share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
         g, share = g.head(top_n), share.head(top_n)
-        rows = [[n, int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}", f,
+        names = unique_short_names([str(n) for n in g.index], 90)
+        rows = [[(sn, n), int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}", f,
                  str(b).replace("_", "-")]
-                for n, c, t, s, f, b in zip(g.index, g["count"], g["total"], share,
+                for sn, n, c, t, s, f, b in zip(names, g.index, g["count"], g["total"], share,
                                             g["family"], g["bound"], strict=True)]
         parts.append(f"<h3>Top kernels (all ranks, total over the capture; {len(rows)} of "
                      f"{n_all})</h3>" + table(["kernel", "count", "total ms", "mean µs",
@@ -228,8 +231,10 @@ def top_tables(a: Analysis, top_n: int = 50) -> str:
         n_all = len(g)
         share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
         g, share = g.head(top_n), share.head(top_n)
-        rows = [[n, int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}"]
-                for n, c, t, s in zip(g.index, g["count"], g["total"], share, strict=True)]
+        names = unique_short_names([str(n) for n in g.index], 90)
+        rows = [[(sn, n), int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}"]
+                for sn, n, c, t, s in zip(names, g.index, g["count"], g["total"], share,
+                                          strict=True)]
         parts.append(f"<h3>Top operators (device time they launch; {len(rows)} of {n_all})"
                      "</h3>" + table(["operator", "count", "total ms", "mean µs", "share %"],
                                      rows, numeric=(1, 2, 3, 4)))
