@@ -21,9 +21,9 @@ def _nonempty(a: Analysis, key: str) -> pd.DataFrame | None:
 def io(a: Analysis, figs: Figures, events: pd.DataFrame | None) -> str:
     ps = _nonempty(a, "io.per_step")
     body = []
-    if ps is not None:
-        cols = [c for c in ("data_wait_ns", "reading_ns", "processing_ns", "fetching_ns")
-                if c in ps.columns]
+    cols = [c for c in ("data_wait_ns", "reading_ns", "processing_ns", "fetching_ns")
+            if ps is not None and c in ps.columns]
+    if ps is not None and float(ps[cols].to_numpy(np.float64).sum()) > 0:
         m = per_step_ms(ps, cols)
         x = [f"step {s}" for s in m["step"]]
         data = [{"type": "bar", "name": "data wait", "x": x, "y": m["data_wait_ns"]}]

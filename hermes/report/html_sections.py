@@ -204,7 +204,7 @@ def roofline(a: Analysis, figs: Figures) -> str:
                    + figs.div(data, layout, 460))
 
 
-def top_tables(a: Analysis, top_n: int = 50) -> str:
+def top_tables(a: Analysis, top_n: int = 30) -> str:
     parts = []
     k = a.tables.get("computation.kernels")
     if k is not None and len(k):
@@ -224,20 +224,26 @@ def top_tables(a: Analysis, top_n: int = 50) -> str:
                      f"{n_all})</h3>" + table(["kernel", "count", "total ms", "mean µs",
                                                 "share %", "family", "bound"], rows,
                                                numeric=(1, 2, 3, 4)))
-    o = a.tables.get("computation.op_time")
+    o = a.tables.get("critical_path.ops")
     if o is not None and len(o):
-        g = o.groupby("name", sort=False).agg(count=("count", "sum"), total=("time_ns", "sum"))
+        o = o[o["kind"].astype(str) == "host_op"]
+    if o is not None and len(o):  # framework operators: their time, and how much of it is on
+        # the critical path (time off it could grow without slowing the step)
+        g = o.groupby("name", sort=False).agg(count=("count", "sum"), total=("dur_ns", "sum"),
+                                              cp=("cp_time_ns", "sum"))
         g = g.sort_values("total", ascending=False)
         n_all = len(g)
         share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
         g, share = g.head(top_n), share.head(top_n)
         names = unique_short_names([str(n) for n in g.index], 90)
-        rows = [[(sn, n), int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}"]
-                for sn, n, c, t, s in zip(names, g.index, g["count"], g["total"], share,
-                                          strict=True)]
-        parts.append(f"<h3>Top operators (device time they launch; {len(rows)} of {n_all})"
-                     "</h3>" + table(["operator", "count", "total ms", "mean µs", "share %"],
-                                     rows, numeric=(1, 2, 3, 4)))
+        rows = [[(sn, n), int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}",
+                 f"{cp / 1e6:.3f}"]
+                for sn, n, c, t, s, cp in zip(names, g.index, g["count"], g["total"], share,
+                                              g["cp"], strict=True)]
+        parts.append(f"<h3>Top operators (host, all ranks, total over the capture; {len(rows)} "
+                     f"of {n_all})</h3>" + table(["operator", "count", "total ms", "mean µs",
+                                                  "share %", "on critical path ms"], rows,
+                                                 numeric=(1, 2, 3, 4, 5)))
     if not parts:
         return omitted("Top kernels and operators", "the trace has no device kernels")
     return section("tables", "Top kernels and operators",
