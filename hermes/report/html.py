@@ -18,6 +18,13 @@ from hermes.report.timeline import aggregate
 from hermes.trace import Trace
 
 
+#: Section ids and their link text in the page's navigation bar, in page order.
+NAV = (("summary", "summary"), ("findings", "findings"), ("breakdown", "breakdown"),
+       ("timeline", "timeline"), ("roofline", "roofline"), ("tables", "kernels"),
+       ("io", "I/O"), ("cpu", "CPU"), ("communication", "communication"),
+       ("cluster", "cluster"), ("fluctuation", "fluctuation"), ("memory", "memory"))
+
+
 def _plotly_js() -> str:
     from plotly.offline import get_plotlyjs
 
@@ -55,11 +62,9 @@ def render_html(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP,
         html_more.fluctuation(a, figs),
         html_more.memory(a, figs),
     ]
-    nav = " ".join(f'<a href="#{sid}">{title}</a>' for sid, title in (
-        ("summary", "summary"), ("findings", "findings"), ("breakdown", "breakdown"),
-        ("timeline", "timeline"), ("roofline", "roofline"), ("tables", "kernels"),
-        ("io", "I/O"), ("cpu", "CPU"), ("communication", "communication"),
-        ("cluster", "cluster"), ("fluctuation", "fluctuation"), ("memory", "memory")))
+    # links only to the sections drawn: a left-out one is a line, not a target
+    nav = " ".join(f'<a href="#{sid}">{title}</a>' for sid, title in NAV
+                   if any(f'<section id="{sid}">' in sec for sec in sections))
     source = esc(d.get("source") or "trace")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>Hermes report — {source}</title><style>{CSS}</style>"

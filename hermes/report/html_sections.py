@@ -122,8 +122,9 @@ def timeline(tl: Timeline | None, d: dict[str, Any], a: Analysis, figs: Figures,
     windows = a.tables.get("steps.windows")
     bars = critical_path_bars(a.tables, windows, int(cp_rank), tl.t0_ns) \
         if cp_rank is not None else []
-    ylabels = [label(s) + (" ★" if r == cp_rank else "") for s, r in zip(tl.labels, tl.ranks,
-                                                                          strict=True)]
+    star = len(set(tl.ranks)) > 1  # with one rank every lane is the critical path's
+    ylabels = [label(s) + (" ★" if star and r == cp_rank else "")
+               for s, r in zip(tl.labels, tl.ranks, strict=True)]
     heat = {"type": "heatmap", "x": np.round(tl.x_ms, 4).tolist(), "y": ylabels,
             "z": np.round(np.minimum(tl.busy, 4.0), 3).tolist(), "zmin": 0, "zmax": 1,
             "colorscale": [[0, "#f4f6f8"], [0.15, "#c6dbef"], [1, "#08306b"]],
@@ -144,8 +145,9 @@ def timeline(tl: Timeline | None, d: dict[str, Any], a: Analysis, figs: Figures,
             f"{tl.busy.shape[1]} buckets of {tl.width_ms:.3f} ms (colour: share of the bucket "
             "the lane is busy). ")
     if bars:
-        note += (f"Top: the critical path of rank {esc(cp_rank)} (★, the slowest rank) step by "
-                 "step, split into what it runs through. ")
+        note += (f"Top: the critical path of rank {esc(cp_rank)} (the slowest rank"
+                 f"{', lanes marked ★' if star else ''}) step by step, split into what it runs "
+                 "through. ")
     if tl.lanes_dropped:
         note += f"The {tl.lanes_dropped} least busy lanes are left out. "
     note += ("Every event is in the full trace: <code>hermes export TRACE --format chrome "
