@@ -17,7 +17,6 @@ from hermes.report.html_parts import CSS, SORT_JS, Figures, esc
 from hermes.report.timeline import aggregate
 from hermes.trace import Trace
 
-
 #: Section ids and their link text in the page's navigation bar, in page order.
 NAV = (("summary", "summary"), ("findings", "findings"), ("breakdown", "breakdown"),
        ("timeline", "timeline"), ("roofline", "roofline"), ("tables", "kernels"),
