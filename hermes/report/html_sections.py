@@ -138,7 +138,9 @@ def timeline(tl: Timeline | None, d: dict[str, Any], a: Analysis, figs: Figures,
               "yaxis": {"domain": [0, 1 - frac - 0.02] if bars else [0, 1], "automargin": True,
                         "dtick": 1, "tickfont": {"size": 10},
                         "autorange": "reversed"},
-              "barmode": "stack", "bargap": 0, "showlegend": bool(bars)}
+              "barmode": "stack", "bargap": 0, "showlegend": bool(bars),
+              # above the figure: below a tall heatmap it would sit far from the path it keys
+              "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0}}
     if bars:
         layout["yaxis2"] = {"domain": [1 - frac, 1], "title": "path %", "range": [0, 100]}
     note = (f'<p class="note">{tl.events:,} events in {lanes} lanes, each binned into '
