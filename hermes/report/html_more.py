@@ -141,7 +141,7 @@ def fluctuation(a: Analysis, figs: Figures) -> str:
                      "hovertemplate": "step %{x}: %{y:.2f} ms, %{text}<extra></extra>"})
     show_legend = f["rank"].nunique() <= 16
     return section("fluctuation", "Step-time fluctuation", figs.div(
-        data, {"xaxis": {"title": "step"}, "yaxis": {"title": "step time (ms)"},
+        data, {"xaxis": {"title": "step", "dtick": 1}, "yaxis": {"title": "step time (ms)"},
                "showlegend": show_legend}, 320))
 
 

@@ -54,6 +54,19 @@ def script_json(obj: Any) -> str:
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _titles(spec: dict[str, Any]) -> dict[str, Any]:
+    """``title: "text"`` of axes and colour bars as ``{"text": ...}``: plotly.js 3 dropped
+    the string shorthand and draws no title at all for it."""
+    out = dict(spec)
+    for k, v in spec.items():
+        if isinstance(v, dict):
+            v = _titles(v)
+            if isinstance(v.get("title"), str):
+                v["title"] = {"text": v["title"]}
+            out[k] = v
+    return out
+
+
 class Figures:
     """The figures of one page: each a ``<div>`` now and one ``Plotly.newPlot`` call at the end."""
 
@@ -64,7 +77,8 @@ class Figures:
         fid = f"fig{len(self.specs)}"
         base = {"margin": {"l": 60, "r": 20, "t": 30, "b": 50}, "height": height,
                 "legend": {"orientation": "h", "y": -0.2}, "font": {"size": 12}}
-        self.specs.append({"id": fid, "data": data, "layout": {**base, **layout}})
+        self.specs.append({"id": fid, "data": [_titles(t) for t in data],
+                           "layout": _titles({**base, **layout})})
         return f'<div class="plot" id="{fid}"></div>'
 
     def script(self) -> str:

@@ -122,6 +122,6 @@ def critical_path_bars(tables: dict[str, pd.DataFrame], windows: pd.DataFrame, r
         share = cp[col].to_numpy(np.float64) / np.maximum(cp["length_ns"].to_numpy(np.float64), 1)
         out.append({"type": "bar", "x": np.round(x, 4).tolist(), "y": np.round(share * 100, 2)
                     .tolist(), "width": np.round(width, 4).tolist(), "name": f"path: {label}",
-                    "yaxis": "y2", "xaxis": "x", "legendgroup": "cp",
+                    "yaxis": "y2", "xaxis": "x",
                     "hovertemplate": f"step critical path: {label} %{{y:.1f}}%<extra></extra>"})
     return out
