@@ -59,3 +59,17 @@ def test_save_trace_of_a_hermes_trace_is_refused(tmp_path: Path) -> None:
     tiny = Path(pkg).parent / "tiny.parquet"
     code, _, err = run_cli("analyze", str(tiny), "--save-trace", str(tmp_path / "x.parquet"))
     assert code == 2 and "Hermes trace already" in err
+
+
+def test_analyze_format_html_draws_the_timeline(tmp_path: Path, kineto: Path) -> None:
+    out = tmp_path / "a.html"
+    code, _, err = run_cli("analyze", str(kineto), "--format", "html", "--out", str(out))
+    assert code == 0, err
+    assert '<section id="timeline">' in out.read_text()
+
+
+def test_demo_writes_the_html_report(tmp_path: Path) -> None:
+    code, stdout, err = run_cli("demo", "--out", str(tmp_path / "d"), "--steps", "4")
+    assert code == 0, err
+    assert (tmp_path / "d" / "report.html").is_file()
+    assert f"html:     {tmp_path / 'd' / 'report.html'}" in stdout
