@@ -88,3 +88,28 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+
+
+@contextlib.contextmanager
+def hermes_trace(src: Path, save: Path | None = None) -> Iterator[Path]:
+    """A Hermes trace for ``src``: ``src`` itself when it is one, else the profiler output it
+    holds (Kineto JSON/.gz, Ascend output) imported in this process, into ``save`` when given
+    (kept) or a temporary directory removed on exit. The importing is
+    :func:`hermes.diff.runs.import_trace`, the one caller of the importer registry outside
+    ``hermes import``."""
+    from hermes.diff.runs import import_trace, is_hermes_trace, trace_paths
+    from hermes.errors import ImportFormatError
+
+    if not src.exists():
+        raise ImportFormatError("no such file or directory", path=src)
+    if is_hermes_trace(src):
+        if save is not None:
+            raise OutputError("--save-trace keeps an imported trace; this is a Hermes trace "
+                              "already", path=src)
+        yield src
+    elif save is not None:
+        check_output_path(save)
+        yield import_trace(src, save)
+    else:
+        with trace_paths([src]) as paths:  # imported into a temporary directory
+            yield paths[0]

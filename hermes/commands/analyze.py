@@ -1,4 +1,9 @@
-"""``hermes analyze TRACE``: bottleneck analysis of a trace (thin layer over ``hermes.analyze``)."""
+"""``hermes analyze TRACE``: bottleneck analysis of a trace (thin layer over ``hermes.analyze``).
+
+TRACE is a Hermes trace or profiler output (Kineto JSON/.gz, Ascend output), imported in this
+process first. The text report is drawn with rich tables on a terminal and stays plain text
+when piped (scripts and tests read that layout).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,24 @@ from pathlib import Path
 
 import typer
 
-from hermes.commands._util import check_output_path, progress, write_text_atomic
+from hermes.commands._util import check_output_path, hermes_trace, progress, write_text_atomic
 from hermes.report import formats_help
+
+TRACE_HELP = ("Hermes trace (.parquet or per-rank directory), or profiler output to import "
+              "first: a PyTorch profiler (Kineto) .json/.json.gz or an Ascend profiler directory.")
+SAVE_HELP = "Keep the trace imported from profiler output at this .parquet path."
+
+
+def stdout_is_terminal() -> bool:
+    import sys
+
+    return sys.stdout.isatty()
 
 
 def register(app: typer.Typer) -> None:
     @app.command("analyze")
     def analyze_cmd(
-        trace: Path = typer.Argument(
-            ..., help="Trace file (.parquet) or directory of per-rank files."),
+        trace: Path = typer.Argument(..., help=TRACE_HELP),
         fmt: str = typer.Option("text", "--format", "-f",
                                 help=f"Output format: {formats_help()}."),
         out: Path | None = typer.Option(None, "--out", "-o",
@@ -29,10 +43,13 @@ def register(app: typer.Typer) -> None:
             False, "--keep-warmup",
             help="Analyze a warm-up first step too (one over 10x the median of the others is "
                  "left out by default and reported)."),
+        save_trace: Path | None = typer.Option(None, "--save-trace", help=SAVE_HELP),
     ) -> int:
         """Find what holds a training run back: the verdict (host-, device-, io- or
         communication-bound), the step time breakdown and typed findings with evidence, sorted
         by the share of step time they cost.
+
+        Example: hermes analyze trace.pt.trace.json.gz
 
         Example: hermes analyze run.parquet --format json --out analysis.json
         """
@@ -42,12 +59,24 @@ def register(app: typer.Typer) -> None:
         renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
             check_output_path(out)
-        with progress("analyzing ranks") as bar:
-            result, advice = analyze_and_advise(
-                trace, ranks=rank or None, workers=workers,
-                progress=lambda done, total: bar.update(completed=done, total=total),
-                keep_warmup=keep_warmup)
-        text = renderer(result, advice, top)
+        with hermes_trace(trace, save_trace) as path:
+            with progress("analyzing ranks") as bar:
+                result, advice = analyze_and_advise(
+                    path, ranks=rank or None, workers=workers,
+                    progress=lambda done, total: bar.update(completed=done, total=total),
+                    keep_warmup=keep_warmup)
+            loaded = None
+            if renderer.wants_trace:
+                from hermes.report.timeline import columns
+                from hermes.trace import load
+
+                loaded = load(path, columns=columns(), ranks=rank or None)
+            if out is None and fmt == "text" and stdout_is_terminal():
+                from hermes.report.terminal import print_report
+
+                print_report(result, advice, top)
+                return 0
+            text = renderer(result, advice, top, trace=loaded)
         if out is not None:
             write_text_atomic(out, text)
             typer.echo(f"wrote {out}", err=True)

@@ -48,18 +48,22 @@ def register(app: typer.Typer) -> None:
         fix = DEMO_FIX  # the top finding's best applicable recommendation, once analyzed
         from hermes.pipeline import analyze_and_advise
         from hermes.report import RENDERERS
+        from hermes.report.timeline import columns
+        from hermes.trace import load
 
         analysis, advice = analyze_and_advise(trace)
-        for fmt in ("json", "md", "text"):
+        events = load(trace, columns=columns())  # the HTML report's timeline draws them
+        for fmt in RENDERERS.names():
             r = RENDERERS.get(fmt)
             path = out / r.filename
-            write_text_atomic(path, r(analysis, advice))
+            write_text_atomic(path, r(analysis, advice, 10, trace=events))
             wrote.append(path)
             typer.echo(f"  {fmt + ':':<9} {path}")
         typer.echo("")
         typer.echo(RENDERERS.get("text")(analysis, advice, 3))
         fix = next((r.emulator_opt for f in analysis.findings[:1]
                     for r in advice.for_finding(f.id) if r.emulator_opt), fix)
+        typer.echo(f"open {out / RENDERERS.get('html').filename} in a browser for the figures")
         typer.echo(f"next: hermes emulate {DEMO_WORKLOAD} --out {out / 'fixed.parquet'} "
                    + " ".join(f"--inject {c}" for c in DEMO_INJECT) + f" --opt {fix}")
         return 0

@@ -53,7 +53,25 @@ def register(app: typer.Typer) -> None:
             devices.get(device)  # an unknown name fails here, before the script starts
             options["device"] = device
         argv, env = launcher.prepare(list(ctx.args), options)
+        argv = _with_epilogue(argv, out)
         sys.stdout.flush()
         sys.stderr.flush()
         os.execvpe(argv[0], argv, env)
         return 0  # not reached: exec replaced this process
+
+
+def _with_epilogue(argv: list[str], out: Path) -> list[str]:
+    """``argv`` whose bootstrap code first registers an exit handler that prints, on stderr,
+    where the trace is and the next command. Registered before the recording starts, it runs
+    after the recording's own exit handler (atexit is last-in, first-out): the trace is
+    published by then. The process stays the script's (exec), so this is the one way to speak
+    after it."""
+    from hermes.collectors.launcher import BOOTSTRAP
+
+    msg = (f"\nhermes: trace written to {out}\n"
+           f"next: hermes analyze {out}   (or: hermes report {out} --open)\n")
+    where = str(out.resolve())
+    # said only when the trace exists (a script that failed to start wrote none)
+    epilogue = (f"import atexit, os, sys; atexit.register(lambda: os.path.exists({where!r}) "
+                f"and sys.stderr.write({msg!r})); ")
+    return [epilogue + a if a == BOOTSTRAP else a for a in argv]

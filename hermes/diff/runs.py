@@ -71,8 +71,9 @@ def is_hermes_trace(path: Path) -> bool:
 def import_trace(src: Path, out: Path) -> Path:
     """Import profiler output ``src`` (a file or a directory) into a Hermes trace at ``out``.
 
-    The one place this package calls the importer registry (its public ``detect``/``get``), so
-    a change of the importers' layout is adapted here only.
+    The one place outside ``hermes import`` that calls the importer registry (its public
+    ``detect``/``get``): ``hermes diff``, ``hermes analyze`` and ``hermes report`` all import
+    through it (the latter two via ``hermes.commands._util.hermes_trace``).
     """
     from hermes.collectors import importers
 
@@ -83,10 +84,12 @@ def import_trace(src: Path, out: Path) -> Path:
                         if f.is_file() and not f.name.startswith(".")})
         imp = importers.detect(files[0]) if files else None
     if imp is None:
+        readable = "; ".join(f"{i.description} ({', '.join(i.patterns)})"
+                             for i in importers.IMPORTERS.values())
         raise ImportFormatError("neither a Hermes trace nor profiler output any importer "
                                 "recognizes", path=src,
-                                hint="give a .parquet trace, a per-rank trace directory, or a "
-                                     "PyTorch profiler (Kineto) / Ascend profiler output")
+                                hint="Hermes reads a .parquet trace or a directory of per-rank "
+                                     f".parquet files; {readable}")
     importers.get(imp.name).run(files, out, {})
     return out
 

@@ -20,7 +20,9 @@ from hermes.report.common import (
 
 
 def _md_escape(s: Any) -> str:
-    return str(s).replace("|", "\\|")
+    """Table-safe text: ``|`` would split the cell; ``<`` and ``>`` would be taken for HTML
+    (GitHub drops ``<script>``, and a C++ template argument list vanishes)."""
+    return str(s).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _md_rec(r: dict[str, Any]) -> str:
@@ -33,13 +35,13 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
     d = advice.attach(analysis).to_dict()
     st = d["steps"]
     out = ["# Hermes analysis", "",
-           f"- ranks: {len(d['ranks'])}; steps: {st['count']} (median {st['median_ms']:.3f} ms, "
-           f"p90 {st['p90_ms']:.3f} ms)",
+           f"- ranks: {len(d['ranks'])}; steps: {st['count']} (per step: median "
+           f"{st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms)",
            *[f"- warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])],
-           f"- **bound: {d['bound']}** — {d['verdict']['reason']}", ""]
+           f"- **bound: {d['bound']}** — {_md_escape(d['verdict']['reason'])}", ""]
     rows = d["breakdown"]["per_rank"]
     if rows:
-        out += ["## Breakdown (% of step wall time)", "",
+        out += ["## Breakdown (% of step wall time, mean over steps)", "",
                 "| rank | " + " | ".join(label for _, label in PARTS + HTA) + " |",
                 "|---:|" + "---:|" * len(PARTS + HTA)]
         for r in rows:

@@ -203,8 +203,8 @@ def test_cli_formats_and_out(two_ranks, tmp_path):
 def test_cli_errors(tmp_path, two_ranks):
     code, _, err = run_cli("analyze", str(tmp_path / "missing.parquet"))
     assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run_cli("analyze", str(two_ranks[0]), "--format", "html")
-    assert code == 2 and "valid: text, md, json" in err
+    code, _, err = run_cli("analyze", str(two_ranks[0]), "--format", "pdf")
+    assert code == 2 and "valid: text, md, json, html" in err
     code, _, err = run_cli("analyze", str(two_ranks[0]), "--out", str(tmp_path / "no" / "a.txt"))
     assert code == 2 and "does not exist" in err
 

@@ -1,0 +1,57 @@
+"""``hermes report TRACE``: the self-contained HTML report of a trace or of profiler output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from hermes.commands._util import check_output_path, hermes_trace, progress, write_text_atomic
+from hermes.commands.analyze import SAVE_HELP, TRACE_HELP
+
+
+def _open(path: Path) -> None:
+    import webbrowser
+
+    webbrowser.open(path.resolve().as_uri())
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_cmd(
+        trace: Path = typer.Argument(..., help=TRACE_HELP),
+        out: Path = typer.Option(Path("report.html"), "--out", "-o",
+                                 help="The HTML file to write (one file, opens offline)."),
+        open_it: bool = typer.Option(False, "--open", help="Open the report in a browser."),
+        top: int = typer.Option(10, "--top", help="Findings shown with their evidence."),
+        workers: int = typer.Option(0, "--workers", "-j",
+                                    help="Analyze ranks in this many processes (0: in-process)."),
+        keep_warmup: bool = typer.Option(False, "--keep-warmup",
+                                         help="Analyze a warm-up first step too."),
+        save_trace: Path | None = typer.Option(None, "--save-trace", help=SAVE_HELP),
+    ) -> int:
+        """Write one HTML file with the verdict, findings and recommendations, step breakdown,
+        an aggregated timeline with the critical path, roofline, sortable kernel and operator
+        tables, and the I/O, CPU, communication, cluster and memory views. plotly.js is
+        embedded: the file opens offline.
+
+        Example: hermes report trace.pt.trace.json.gz --out report.html --open
+        """
+        from hermes.pipeline import analyze_and_advise
+        from hermes.report import render
+        from hermes.report.timeline import columns
+        from hermes.trace import load
+
+        check_output_path(out)
+        with hermes_trace(trace, save_trace) as path:
+            with progress("analyzing ranks") as bar:
+                analysis, advice = analyze_and_advise(
+                    path, workers=workers, keep_warmup=keep_warmup,
+                    progress=lambda done, total: bar.update(completed=done, total=total))
+            with progress("rendering"):
+                html = render("html", analysis, advice, top, trace=load(path, columns=columns()))
+        write_text_atomic(out, html)
+        typer.echo(f"wrote {out} ({len(html.encode()) / 1e6:.1f} MB)")
+        if open_it:
+            _open(out)
+        return 0
