@@ -71,7 +71,11 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
     gs = graphs(events, max_ranks=MAX_RANKS)
     cache: dict[str, float | None] = {}
     out = {}
+    share = {f.id: float(f.time_share) for f in getattr(analysis, "findings", [])}
     for fid, rs in recs.items():
+        # a transform acts on every event of its kind, not only on the finding's: its gain is
+        # bounded by what removing all of the finding's time would give
+        bound = 1.0 / (1.0 - min(share.get(fid, 1.0), 0.999))
         new = []
         for r in rs:
             key = _key(r)
@@ -80,7 +84,7 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
                 cache[key] = p.speedup if key in p.applied else None
             sp = cache.get(key) if key is not None else None
             if sp is not None:
-                r = replace(r, estimated_speedup=round(min(max(sp, 1.0), cap), 2),
+                r = replace(r, estimated_speedup=round(min(max(sp, 1.0), cap, bound), 2),
                             estimate="replay")
             new.append(r)
         new.sort(key=lambda x: -x.estimated_speedup)  # stable: table order among equals

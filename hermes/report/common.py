@@ -145,3 +145,9 @@ def kernel_rows(comp: dict[str, Any], n: int) -> list[tuple[str, ...]]:
 
 
 KERNEL_HEADER = ("kernel", "count", "total ms", "mean us", "share %", "family", "bound")
+
+
+def estimate_text(r: dict[str, Any]) -> str:
+    """``" by replaying the step"`` for a speedup the what-if replay predicted, else ``""`` (a
+    rule's formula over the finding's share)."""
+    return " by replaying the step" if r.get("estimate") == "replay" else ""

@@ -80,7 +80,8 @@ def findings(d: dict[str, Any], top: int) -> str:
     for i, f in enumerate(fs[:top], 1):
         recs = "".join(
             f'<div class="rec">→ <b>{esc(r["optimization"])}</b> — estimated '
-            f'{float(r["estimated_speedup"]):.2f}× speed-up: {esc(r["how"])}</div>'
+            f'{float(r["estimated_speedup"]):.2f}× speed-up'
+            f'{" (replayed)" if r.get("estimate") == "replay" else ""}: {esc(r["how"])}</div>'
             for r in f.get("recommendations") or [])
         parts.append(
             f'<div class="finding sev-{esc(f["severity"])}"><b>{i}. {esc(f["id"])}</b> '

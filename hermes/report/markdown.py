@@ -12,6 +12,7 @@ from hermes.report.common import (
     HTA,
     KERNEL_HEADER,
     PARTS,
+    estimate_text,
     kernel_rows,
     mfu_text,
     top_ops,
@@ -28,6 +29,7 @@ def _md_escape(s: Any) -> str:
 def _md_rec(r: dict[str, Any]) -> str:
     opt = f" (`hermes emulate --opt {r['emulator_opt']}`)" if r.get("emulator_opt") else ""
     return (f"**{_md_escape(r['optimization'])}** — estimated {r['estimated_speedup']:.2f}×"
+            f"{estimate_text(r)}"
             f"{opt}: {_md_escape(r['how'])}")
 
 

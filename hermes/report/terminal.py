@@ -110,7 +110,8 @@ def _findings(fs: list[dict[str, Any]], top: int) -> Any:
         if recs:
             r = recs[0]
             more = f" (+{len(recs) - 1} more: --format md)" if len(recs) > 1 else ""
-            rec = (f"{r['optimization']} (est. {float(r['estimated_speedup']):.2f}x)"
+            how = " replayed" if r.get("estimate") == "replay" else ""
+            rec = (f"{r['optimization']} (est. {float(r['estimated_speedup']):.2f}x{how})"
                    f"{more}\n{r['how']}")
         _row(t, str(i), what, f"{100 * float(f['time_share']):.1f}", rec)
     return t

@@ -64,8 +64,9 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
             rec = recs[0]
             opt = f"  [--opt {rec['emulator_opt']}]" if rec.get("emulator_opt") else ""
             more = f"  (+{len(recs) - 1} more)" if len(recs) > 1 else ""
-            lines.append(f"      -> {rec['optimization']} (est. {rec['estimated_speedup']:.2f}x)"
-                         f"{opt}{more}: {rec['how']}")
+            how = " replayed" if rec.get("estimate") == "replay" else ""
+            lines.append(f"      -> {rec['optimization']} (est. {rec['estimated_speedup']:.2f}x"
+                         f"{how}){opt}{more}: {rec['how']}")
     cp = d["critical_path"]
     if cp.get("components_pct"):
         comp = ", ".join(f"{CP_LABELS.get(k, k)} {float(val):.1f}%"

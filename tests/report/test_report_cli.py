@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_TRACES, run_cli
-from tests.report_traces import kineto_with_memory
+from tests.report.traces import kineto_with_memory
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_TRACES, run_cli
-from tests.report_traces import EVIL, emulated, kineto_with_memory
+from tests.report.traces import EVIL, emulated, kineto_with_memory
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),

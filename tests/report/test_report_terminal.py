@@ -6,7 +6,7 @@ import pytest
 
 from hermes.pipeline import analyze_and_advise
 from hermes.report.terminal import render_rich
-from tests.report_traces import kineto_with_memory
+from tests.report.traces import kineto_with_memory
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """``--format md`` pinned: the Markdown report of a small hand-made trace, compared exactly.
 
-The trace (tests/report_traces.py) is four 1 ms steps of one operator and two kernels; the
+The trace (tests/report/traces.py) is four 1 ms steps of one operator and two kernels; the
 output changes only when the report, the analysis or the advice does. After such an intended
-change, ``HERMES_UPDATE_GOLDEN=1 pytest tests/test_report_markdown.py`` rewrites the file: read
+change, ``HERMES_UPDATE_GOLDEN=1 pytest tests/report/test_report_markdown.py`` rewrites the file: read
 its diff before committing it.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from hermes.pipeline import analyze_and_advise
 from hermes.report import render
 from tests.conftest import DATA
-from tests.report_traces import kineto_with_memory
+from tests.report.traces import kineto_with_memory
 
 GOLDEN = DATA / "golden" / "small_kineto.md"
 

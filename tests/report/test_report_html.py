@@ -14,7 +14,7 @@ from hermes.pipeline import analyze_and_advise
 from hermes.report import RENDERERS, render
 from hermes.report.html_parts import script_json
 from hermes.report.timeline import aggregate, columns
-from tests.report_traces import EVIL, kineto_with_memory
+from tests.report.traces import EVIL, kineto_with_memory
 
 
 @pytest.fixture(scope="module")
