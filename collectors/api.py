@@ -94,7 +94,8 @@ class Recording:
                 peak_flops = max(prof.peak_flops.values(), default=None)
         self._make_out_dir()
         # Producers' own step events are dropped: the monitor writes one per step, all steps.
-        self.fine = FineCollector(self.out, meta, drop_kinds=("step",))
+        # replace=False: the job's other ranks write their files into the same directory
+        self.fine = FineCollector(self.out, meta, drop_kinds=("step",), replace=False)
         self.monitor = Monitor(self._sink, peak_flops=peak_flops, z_threshold=z_threshold,
                                min_ratio=min_ratio, flush_steps=flush_steps)
         self.trigger: AutoTrigger | None = None

@@ -51,7 +51,8 @@ class FineCollector:
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None, *,
                  ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
-                 measure_overhead: bool = False, drop_kinds: Iterable[str] = ()) -> None:
+                 measure_overhead: bool = False, drop_kinds: Iterable[str] = (),
+                 replace: bool = True) -> None:
         self.path = Path(path)
         self.measure_overhead = measure_overhead
         self.drop_kinds = tuple(drop_kinds)
@@ -59,7 +60,7 @@ class FineCollector:
         self.ranks = None if ranks is None else frozenset(int(r) for r in ranks)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
         self._writer: TraceWriter | RankedTraceWriter = open_writer(
-            self.path, self.meta, row_group_rows)
+            self.path, self.meta, row_group_rows, replace=replace)
         self._detailed: set[tuple[int, int]] = set()
         self.steps_seen = 0
         self.events_written = 0

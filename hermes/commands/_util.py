@@ -7,11 +7,11 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hermes.errors import OutputError
+from hermes.errors import OutputError, UsageError
 
 
 def is_tty() -> bool:
@@ -60,30 +60,80 @@ class _RichProgress:
         self.prog.update(self.task, **kwargs)
 
 
-def check_output_path(out: Path) -> None:
-    """Fail early (exit 2) when ``out`` cannot be written: missing parent, not writable."""
+def check_output_path(out: Path, inputs: Iterable[Path] = (), flag: str = "--out",
+                      file_only: bool = False) -> None:
+    """Fail early (exit 2) when ``out`` cannot be written or would destroy an input.
+
+    Refused: a missing or unwritable parent, a directory where a file is written
+    (``file_only``, or a name with a suffix), and any output that resolves to one of
+    ``inputs`` (same file through symlinks or hard links), lies inside an input directory or
+    contains an input (replacing the directory would delete it). Every command with an output
+    calls this one helper, so no command can replace the data it reads.
+    """
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.exists():
         raise OutputError("output directory does not exist", path=parent,
                           hint="create it first or choose another --out")
+    if not parent.is_dir():
+        raise OutputError("output's parent is not a directory", path=parent, where=flag)
     if not os.access(parent, os.W_OK):
         raise OutputError("output directory is not writable", path=parent)
-    if out.is_dir() and out.suffix:
-        raise OutputError("output path is a directory", path=out)
+    if out.is_dir() and (out.suffix or file_only):
+        raise OutputError("output path is a directory", path=out, where=flag,
+                          hint="name a file, or remove the directory")
+    refuse_input_overlap(out, inputs, flag)
+
+
+def refuse_input_overlap(out: Path, inputs: Iterable[Path], flag: str = "--out") -> None:
+    """Refuse an output that is, holds or lies inside one of ``inputs``."""
+    target = Path(os.path.realpath(out))
+    for src in inputs:
+        real = Path(os.path.realpath(src))
+        same = target == real or _samefile(out, src)
+        if same or target in real.parents or (real.is_dir() and real in target.parents):
+            what = "is" if same else ("contains" if target in real.parents else "lies inside")
+            raise UsageError(f"output {what} the input {os.fsdecode(src)!r}; writing it would "
+                             "destroy the input", path=out, where=flag,
+                             hint="choose another output path")
+
+
+def _samefile(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a text file under a temporary name, then rename it into place."""
+    """Write a text file under a temporary name, then rename it into place.
+
+    Any OS failure (disk full, file too large, permission denied, the directory removed
+    meanwhile) is one :class:`OutputError`; the temp file is removed and a previous file at
+    ``path`` is left as it was.
+    """
     check_output_path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    tmp: str | None = None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                   dir=path.parent or ".")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(text)
         from hermes.trace.writer import _publish  # normal permissions, then rename
         _publish(Path(tmp), path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise os_error(exc, path) from None
+    finally:
+        if tmp is not None and os.path.lexists(tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def os_error(exc: OSError, path: Path) -> OutputError:
+    """An OS failure while writing ``path`` as one line: what happened, nothing left behind."""
+    reason = exc.strerror or type(exc).__name__
+    return OutputError(f"cannot write: {reason}; nothing was written and any previous file "
+                       "is unchanged", path=path, hint="free space, fix permissions or choose "
+                                                       "another --out")
 
 
 def dumps(obj: Any) -> str:

@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
 
         renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
-            check_output_path(out)
+            check_output_path(out, [trace])
         with progress("analyzing ranks") as bar:
             result, advice = analyze_and_advise(
                 trace, ranks=rank or None, workers=workers,

@@ -59,6 +59,9 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Random seed (virtual clock)."),
         list_: bool = typer.Option(False, "--list", help="List workloads, devices, causes, "
                                                          "optimizations."),
+        force: bool = typer.Option(False, "--force",
+                                   help="Replace a non-empty --out directory that is not a "
+                                        "Hermes trace."),
     ) -> int:
         """Emulate WORKLOAD on the emulated NPU and write its trace, with causes injected
         (--inject) and optimizations applied (--opt).
@@ -79,7 +82,10 @@ def register(app: typer.Typer) -> None:
                  opt_specs=opt or [], clock=clock, seed=seed)
         if steps < 1:
             raise UsageError(f"--steps must be >= 1, got {steps}")
-        check_output_path(out)
+        from hermes.trace.writer import check_trace_destination
+
+        check_output_path(out, file_only=out.suffix == ".parquet")
+        check_trace_destination(out, force)
         with progress(f"emulating {p.workload}", total=steps) as bar:
             res = emulate(p, trace_collector(p, out), steps,
                           progress=lambda done, total: bar.update(completed=done))

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         from hermes.commands._util import check_output_path, progress
 
         exporter = get_format(fmt)
-        check_output_path(out)
+        check_output_path(out, [path], file_only=True)
         with progress(f"exporting {path.name}", total=_total_rows(path)) as bar:
             stats = exporter.write(path, out, bar.advance)
         typer.echo(f"wrote {out}: {stats.events:,} events, {stats.flows:,} flows, "
