@@ -99,20 +99,60 @@ def summarize(df: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+#: The longest span a trace may cover, and the most its files' first events may differ: two
+#: ranks of one run start within a day of each other on one time base.
+MAX_SPAN_NS = 366 * 86400 * 10**9
+MAX_RANK_START_SKEW_NS = 86400 * 10**9
+
+
+def consistency_errors(metas: list[tuple[Path, Any, int | None]]) -> list[str]:
+    """Files of one trace directory must come from one run: the same source, the same run id
+    (``extra.run_id`` where written) and one time base (first events within a day)."""
+    if len(metas) < 2:
+        return []
+    errors: list[str] = []
+    f0, m0, _ = metas[0]
+    for f, m, _ in metas[1:]:
+        if m.source != m0.source:
+            errors.append(f"{f}: source {m.source!r} differs from {m0.source!r} of {f0.name}: "
+                          "files of two different runs are mixed in one directory")
+            break
+    for f, m, _ in metas[1:]:
+        if m.extra.get("run_id") != m0.extra.get("run_id"):
+            errors.append(f"{f}: run id {m.extra.get('run_id')!r} differs from "
+                          f"{m0.extra.get('run_id')!r} of {f0.name}: files of two runs")
+            break
+    starts = [(s, f) for f, _, s in metas if s is not None]
+    if starts:
+        (lo, flo), (hi, fhi) = min(starts), max(starts)
+        if hi - lo > MAX_RANK_START_SKEW_NS:
+            errors.append(f"{fhi}: starts {(hi - lo) / 3600e9:,.1f} h after {flo.name}: the "
+                          "ranks do not share a time base (files of different runs or clocks)")
+    return errors
+
+
 def validate(path: str | os.PathLike[str]) -> ValidationReport:
     """Validate a trace file or directory. Structural errors raise :class:`TraceFormatError`
     (the file cannot be read as a trace at all); value errors are collected in the report."""
     report = ValidationReport(Path(path))
     frames = []
     source = None
+    metas: list[tuple[Path, Any, int | None]] = []
     for table, meta, f in iter_tables(path, columns=None):
         df = table_to_pandas(table)
         report.errors += check_events(df, where=str(f))
         frames.append(df)
         source = source or meta.source
+        metas.append((f, meta, int(df["ts_ns"].min()) if len(df) else None))
     if not frames:
         raise TraceFormatError("no trace files", path=path)
+    report.errors += consistency_errors(metas)
     all_df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if len(all_df):
+        span = int((all_df["ts_ns"] + all_df["dur_ns"]).max()) - int(all_df["ts_ns"].min())
+        if span > MAX_SPAN_NS:
+            report.errors.append(f"{path}: the trace spans {span / 86400e9:,.0f} days; no "
+                                 "training run does: timestamps in different units or clocks")
     report.summary = summarize(all_df)
     report.summary["source"] = source
     report.summary["files"] = len(frames)
