@@ -189,12 +189,18 @@ def register(app: typer.Typer) -> None:
                  "patterns) added to the shipped table, for collective libraries Hermes "
                  "does not know."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        max_bytes: int | None = typer.Option(
+            None, "--max-bytes", min=1,
+            help="Largest JSON text one event may span (default 64 MiB): a longer one, such "
+                 "as a decompression bomb of whitespace or one huge name, is refused."),
         force: bool = typer.Option(False, "--force",
                                    help="Replace a non-empty --out directory that is not a "
                                         "Hermes trace."),
     ) -> int:
         files, notes = dedupe(_expand(sources))
         options = _options(files, rank, device)
+        if max_bytes is not None:
+            options["max_bytes"] = max_bytes
         if comm_patterns is not None:
             from hermes.trace import comm_patterns as patterns
 
