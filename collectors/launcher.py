@@ -97,6 +97,9 @@ def parse_command(cmd: list[str]) -> Invocation:
 def check_out_dir(out: Path) -> None:
     """Fail before running anything when ``out`` cannot hold the trace (exit 2)."""
     target = out.parent if out.suffix == ".parquet" else out
+    if out.suffix == ".parquet" and out.is_dir():  # found now, not after the script ran
+        raise OutputError("output path is a directory; a single-file trace cannot replace it",
+                          path=out, hint="name a file, or pass --out DIR for per-rank files")
     if target.exists() and not target.is_dir():
         raise OutputError("exists and is not a directory", path=target,
                           hint="choose another --out")

@@ -136,5 +136,10 @@ def os_error(exc: OSError, path: Path) -> OutputError:
                                                        "another --out")
 
 
+def shown(path: object) -> str:
+    """A path for a message: bytes of a non-UTF-8 name escaped, never an encoding error."""
+    return os.fsdecode(str(path)).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"

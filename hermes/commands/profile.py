@@ -10,6 +10,9 @@ import typer
 
 from hermes.errors import UsageError
 
+#: The most steps one detailed capture may span (each holds every event in memory).
+MAX_WINDOW = 100_000
+
 
 def register(app: typer.Typer) -> None:
     @app.command(
@@ -42,8 +45,8 @@ def register(app: typer.Typer) -> None:
 
         if mode not in api.MODES:
             raise UsageError(f"unknown --mode {mode!r}", hint=f"valid: {', '.join(api.MODES)}")
-        if window < 1:
-            raise UsageError(f"--window must be >= 1, got {window}")
+        if not 1 <= window <= MAX_WINDOW:
+            raise UsageError(f"--window must be 1 to {MAX_WINDOW:,} steps, got {window}")
         options = {"out": str(out), "mode": mode, "window": window}
         if trigger_file is not None:
             options["trigger_file"] = str(trigger_file.resolve())

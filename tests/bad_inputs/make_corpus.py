@@ -84,7 +84,7 @@ def good_trace(d: Path, name: str = "good.parquet") -> Path:
 
 
 def retag(d: Path, name: str, **kv: str) -> Path:
-    """The good trace with Hermes metadata keys replaced by ``kv`` (hermes_ranks -> hermes.ranks)."""
+    """The good trace with metadata keys replaced by ``kv`` (hermes_ranks: hermes.ranks)."""
     good = good_trace(d, "_base.parquet")
     table = pq.read_table(good)
     meta = dict(table.schema.metadata or {})

@@ -124,6 +124,8 @@ class _Events:
                 return self._decoders[key].decode(text)  # type: ignore[no-any-return]
             except msgspec.ValidationError:
                 pass
+            except UnicodeDecodeError:  # invalid UTF-8 in a name or args: keep it, replaced
+                return self.decode(bytes(text).decode("utf-8", "replace").encode(), mode, names)
         return self._decoders[tries[-1]].decode(text)  # type: ignore[no-any-return]
 
 
