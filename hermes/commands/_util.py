@@ -92,8 +92,8 @@ def refuse_input_overlap(out: Path, inputs: Iterable[Path], flag: str = "--out")
         same = target == real or _samefile(out, src)
         if same or target in real.parents or (real.is_dir() and real in target.parents):
             what = "is" if same else ("contains" if target in real.parents else "lies inside")
-            raise UsageError(f"output {what} the input {os.fsdecode(src)!r}; writing it would "
-                             "destroy the input", path=out, where=flag,
+            raise UsageError(f"output would overwrite an input: it {what} "
+                             f"{shown(src)!r}", path=out, where=flag,
                              hint="choose another output path")
 
 
