@@ -51,7 +51,17 @@ def run_importer(importer: Any, files: list[Path], out: Path, options: dict[str,
             exc.path = _culprit(exc, files)
             exc.args = (exc.one_line(),)
         raise
-    except (OSError, MemoryError, KeyboardInterrupt):
+    except OSError as exc:
+        if exc.filename is not None:  # reading a source (or a named file) failed
+            raise
+        # Arrow's write errors name no file: the output or its spool (disk full, too large)
+        from hermes.errors import OutputError
+
+        msg = exc.strerror or " ".join(str(exc).split())[:200]
+        raise OutputError(f"cannot write: {msg}; any previous output is unchanged", path=out,
+                          hint="free space (the temporary directory too) or choose another "
+                               "--out") from None
+    except (MemoryError, KeyboardInterrupt):
         raise
     except RecursionError:
         raise ImportFormatError("nested too deeply to read", path=_culprit(None, files),
