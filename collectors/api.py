@@ -96,8 +96,11 @@ class Recording:
         if self.out.suffix == ".parquet" and self.world_size > 1:
             raise UsageError("a multi-rank job needs a directory, not one .parquet file",
                              where=str(self.out), hint="pass --out DIR")
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID")  # shared by a torchrun job's ranks
         meta = TraceMeta(source="profile", extra={"world_size": self.world_size,
-                                                  "pid": os.getpid(), **(extra or {})})
+                                                  "pid": os.getpid(),
+                                                  **({"run_id": run_id} if run_id else {}),
+                                                  **(extra or {})})
         if device:
             from hermes import devices
 
