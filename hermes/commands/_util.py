@@ -78,6 +78,9 @@ def check_output_path(out: Path, inputs: Iterable[Path] = (), flag: str = "--out
         raise OutputError("output's parent is not a directory", path=parent, where=flag)
     if not os.access(parent, os.W_OK):
         raise OutputError("output directory is not writable", path=parent)
+    if out.exists() and not (out.is_file() or out.is_dir()):  # /dev/full, a FIFO, a socket
+        raise OutputError("output path is a device, FIFO or socket; an atomic write would "
+                          "replace it", path=out, where=flag, hint="write to a regular file")
     if out.is_dir() and (out.suffix or file_only):
         raise OutputError("output path is a directory", path=out, where=flag,
                           hint="name a file, or remove the directory")

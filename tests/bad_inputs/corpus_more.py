@@ -190,7 +190,15 @@ def resource_cases() -> list[Case]:
     out = [Case(f"resources-missing-parent-{c}", "resources", c, missing_parent(c),
                 needle="does not exist")
            for c in ("import", "analyze", "export", "diff", "check", "emulate")]
+    def fifo_out(d: Path) -> list[str]:
+        t = good_trace(d, "t.parquet")
+        return ["export", str(t), "--out", str(_fifo(d, "o.json"))]
+
     out += [Case("resources-parent-is-file", "resources", "export", parent_is_file),
+            Case("resources-out-is-fifo", "resources", "export", fifo_out, needle="FIFO"),
+            Case("resources-out-is-device", "resources", "analyze", lambda d: [
+                "analyze", str(good_trace(d, "t.parquet")), "--out", "/dev/full"],
+                needle="device"),
             Case("text-non-utf8-output-name", "text", "export", non_utf8_out, codes=(0,)),
             Case("text-non-utf8-source-name", "text", "import", non_utf8_src, codes=(0,)),
             Case("text-non-utf8-missing-file", "text", "validate", non_utf8_missing)]
