@@ -37,60 +37,6 @@ def _expand(sources: list[Path]) -> list[Path]:
     return out
 
 
-def run_importer(importer: Any, files: list[Path], out: Path, options: dict[str, Any]) -> Any:
-    """Run an importer; whatever a malformed source makes it raise becomes one error naming the
-    source. Importers check the values they know are fragile (times, ids, text) with their
-    position; this catches the rest of the class (an overflow, a type no check foresaw) so a
-    hostile file is never a traceback."""
-    from hermes.errors import HermesError
-
-    try:
-        return importer.run(files, out, options)
-    except HermesError as exc:
-        if exc.path is None:  # e.g. a value the trace schema cannot store
-            exc.path = _culprit(exc, files)
-            exc.args = (exc.one_line(),)
-        raise
-    except OSError as exc:
-        if exc.filename is not None:  # reading a source (or a named file) failed
-            raise
-        # Arrow's write errors name no file: the output or its spool (disk full, too large)
-        from hermes.errors import OutputError
-
-        msg = exc.strerror or " ".join(str(exc).split())[:200]
-        raise OutputError(f"cannot write: {msg}; any previous output is unchanged", path=out,
-                          hint="free space (the temporary directory too) or choose another "
-                               "--out") from None
-    except (MemoryError, KeyboardInterrupt):
-        raise
-    except RecursionError:
-        raise ImportFormatError("nested too deeply to read", path=_culprit(None, files),
-                                hint="the file is damaged or not a profiler trace") from None
-    except Exception as exc:  # noqa: BLE001 - any other failure is a malformed value
-        msg = " ".join(str(exc).split())[:200]
-        raise ImportFormatError(f"malformed value ({type(exc).__name__}: {msg})",
-                                path=_culprit(exc, files),
-                                hint="the file is damaged or not a profiler trace") from None
-
-
-def _culprit(exc: BaseException | None, files: list[Path]) -> str | None:
-    """The source being read when ``exc`` was raised: the innermost importer frame holding
-    one of ``files`` in a local variable; the only source if there is one."""
-    import sys as _sys
-
-    if len(files) == 1:
-        return str(files[0])
-    wanted = {str(f) for f in files}
-    tb = exc.__traceback__ if exc is not None else _sys.exc_info()[2]
-    found: str | None = None
-    while tb is not None:
-        for value in tb.tb_frame.f_locals.values():
-            if isinstance(value, Path) and str(value) in wanted:
-                found = str(value)
-        tb = tb.tb_next
-    return found or f"one of {len(files)} sources"
-
-
 def dedupe(files: list[Path]) -> tuple[list[Path], list[str]]:
     """The sources with repeats (same file by any path: symlinks, ``./``, hard links) removed,
     and a note for each: a file given twice would otherwise be imported as two ranks."""
@@ -269,7 +215,7 @@ def register(app: typer.Typer) -> None:
         start = time.perf_counter()
         with progress(f"importing ({importer.name})", total=total) as bar:
             options["progress"] = lambda done: bar.update(completed=done)
-            result = run_importer(importer, files, out, options)
+            result = importer.run(files, out, options)
         if notes:
             from dataclasses import replace
 
