@@ -55,6 +55,13 @@ def check_events(df: pd.DataFrame, where: str = "trace") -> list[str]:
         i = int(neg[0])
         errors.append(f"{where}: {neg.size} event(s) with negative dur_ns, first at row {i} "
                       f"({df['name'].iloc[i]!r}, dur_ns={int(dur[i])})")
+    ts = df["ts_ns"].to_numpy()
+    with np.errstate(over="ignore"):
+        wraps = np.flatnonzero((dur > 0) & (ts > np.iinfo(np.int64).max - np.maximum(dur, 0)))
+    if wraps.size:  # ts + dur past int64 wraps to a negative end in every analysis
+        i = int(wraps[0])
+        errors.append(f"{where}: {wraps.size} event(s) end beyond the int64 nanosecond range, "
+                      f"first at row {i} (ts_ns={int(ts[i])}, dur_ns={int(dur[i])})")
     corr = df["corr_id"]
     has = corr.notna().to_numpy()
     if has.any():
@@ -78,7 +85,9 @@ def summarize(df: pd.DataFrame) -> dict[str, Any]:
     if df.empty:
         return {"events": 0, "ranks": [], "kinds": {}, "span_ns": 0, "steps": {"count": 0}}
     start = int(df["ts_ns"].min())
-    end = int((df["ts_ns"] + df["dur_ns"]).max())
+    ts, dur = df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy()
+    # ends clipped at the int64 limit instead of wrapping around (such events are reported)
+    end = int((ts + np.minimum(dur, np.iinfo(np.int64).max - ts)).max())
     kinds = df["kind"].astype(str).value_counts().sort_index()
     steps = df[df["kind"] == "step"]
     host_steps = steps[steps["lane_kind"] == "host"] if not steps.empty else steps
