@@ -148,6 +148,9 @@ def snake(name: str) -> str:
     return t.strip("_").lower()
 
 
+CSV_CELL_LIMIT = 16 << 20
+
+
 def read_csv(path: Path, required: Sequence[Sequence[str]]) -> pd.DataFrame:
     """A CSV as strings (whitespace stripped). ``required``: groups of alternative header
     names, one of each group must be present. Rows with a wrong number of fields raise an
@@ -157,7 +160,15 @@ def read_csv(path: Path, required: Sequence[Sequence[str]]) -> pd.DataFrame:
     except UnicodeDecodeError as exc:
         raise ImportFormatError(f"not UTF-8 text: {exc.reason}", path=path,
                                 where=f"byte {exc.start}", hint="expected a CSV file") from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+    # Cells of up to 16 MiB: csv's default limit (128 KiB) is below a long Input Shapes cell
+    # of a real kernel_details.csv; a longer one is refused with the file named.
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_CELL_LIMIT))
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:  # a cell beyond the field limit, a NUL byte, a broken quote
+        raise ImportFormatError(f"malformed CSV ({exc})", path=path,
+                                hint="the file is damaged or not an Ascend profiler CSV"
+                                ) from None
     if not rows:
         raise ImportFormatError("empty file", path=path, where="line 1",
                                 hint="expected a CSV header")
