@@ -9,9 +9,9 @@ merges the segments into the usual trace and removes them.
 
 Where segments live, so that what a crash leaves is itself a valid trace:
 
-- ``out`` a directory: ``out/rank-00003.seg-00001.parquet`` beside the final
+- ``out`` a directory: ``out/rank-00003.seg-PID-00001.parquet`` beside the final
   ``rank-00003.parquet`` files (the reader reads every ``*.parquet`` of the directory);
-- ``out`` a ``.parquet`` file: ``out.partial/seg-00001.parquet``, a trace directory of its
+- ``out`` a ``.parquet`` file: ``out.partial/seg.seg-PID-00001.parquet``, a trace directory of its
   own (``hermes validate run.parquet.partial``) until the clean close writes ``out``.
 """
 
@@ -66,7 +66,8 @@ class SegmentedTraceWriter:
         w = self._open.get(key)
         if w is None:
             self._count += 1
-            seg = self.seg_dir / f"{self._stem(key)}.seg-{self._count:05d}.parquet"
+            # the pid keeps a restarted job from renaming over an earlier run's segments
+            seg = self.seg_dir / f"{self._stem(key)}.seg-{os.getpid()}-{self._count:05d}.parquet"
             w = TraceWriter(seg, self._meta(key), self.row_group_rows)
             self._open[key] = w
         return w
