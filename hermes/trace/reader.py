@@ -60,6 +60,10 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
                                    hint="point at a trace written by hermes import/emulate/profile")
         return files
     if not p.exists():
+        partial = p.with_name(p.name + ".partial")
+        if partial.is_dir():  # hermes profile was killed before it could merge its segments
+            raise TraceFormatError("no such file: the profiled run was interrupted", path=p,
+                                   hint=f"its completed steps are in {partial}")
         raise TraceFormatError("no such file or directory", path=p)
     if not p.is_file():  # opening a FIFO would block until a writer comes
         raise TraceFormatError("not a regular file (a FIFO, socket or device)", path=p,
