@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
                                                  help=f"Force an importer ({_help()}) "
                                                       "instead of detecting it (a last resort: "
                                                       "sources are recognized by content)."),
-        rank: int | None = typer.Option(None, "--rank", min=0,
+        rank: int | None = typer.Option(None, "--rank", min=0, max=2**31 - 1,
                                         help="Rank of a single source that does not name one "
                                              "(Kineto: no distributedInfo), e.g. --rank 3."),
         device: str | None = typer.Option(None, "--device",
