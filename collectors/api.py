@@ -24,6 +24,7 @@ and on SIGTERM, with every step completed so far.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -53,12 +54,23 @@ _HOST_COLS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "s
 _MAX_BUFFER = 16384  # host events held before an early flush (bounded memory)
 
 
-def _env_int(name: str, default: int) -> int:
+def warn(message: str) -> None:
+    """One line on stderr from inside the profiled process (never an exception there)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"hermes: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _env_int(name: str, default: int, lo: int = 0, hi: int = 2**31 - 1) -> int:
+    """An integer from the environment (torchrun's RANK, WORLD_SIZE), ASCII digits in
+    [lo, hi] only: '²', '1.5' or 10**30 are refused by name, never wrapped around."""
     raw = os.environ.get(name, "")
-    try:
-        return int(raw) if raw.strip() else default
-    except ValueError:
-        raise UsageError(f"environment variable {name}={raw!r} is not an integer") from None
+    text = raw.strip()
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit() and len(text) <= 10 and lo <= int(text) <= hi):
+        raise UsageError(f"environment variable {name}={raw[:40]!r} is not an integer from "
+                         f"{lo} to {hi}")
+    return int(text)
 
 
 class Recording:
@@ -70,7 +82,7 @@ class Recording:
                  peak_flops: float | None = None, trigger_file: str | os.PathLike[str] | None
                  = None, trigger_signal: int | None = signal.SIGUSR1,
                  handle_signals: bool = True, z_threshold: float = 3.5,
-                 min_ratio: float = 1.5, flush_steps: int = 64,
+                 min_ratio: float = 1.5, flush_steps: int = 64, flush_seconds: float = 1.0,
                  extra: dict[str, Any] | None = None) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}", hint=f"valid: {', '.join(MODES)}")
@@ -78,13 +90,17 @@ class Recording:
             raise UsageError(f"window must be >= 1, got {window}")
         self.mode = mode
         self.rank = _env_int("RANK", 0) if rank is None else int(rank)
-        self.world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
+        self.world_size = _env_int("WORLD_SIZE", 1, lo=1) if world_size is None \
+            else int(world_size)
         self.out = Path(out if out is not None else "hermes-trace")
         if self.out.suffix == ".parquet" and self.world_size > 1:
             raise UsageError("a multi-rank job needs a directory, not one .parquet file",
                              where=str(self.out), hint="pass --out DIR")
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID")  # shared by a torchrun job's ranks
         meta = TraceMeta(source="profile", extra={"world_size": self.world_size,
-                                                  "pid": os.getpid(), **(extra or {})})
+                                                  "pid": os.getpid(),
+                                                  **({"run_id": run_id} if run_id else {}),
+                                                  **(extra or {})})
         if device:
             from hermes import devices
 
@@ -94,7 +110,13 @@ class Recording:
                 peak_flops = max(prof.peak_flops.values(), default=None)
         self._make_out_dir()
         # Producers' own step events are dropped: the monitor writes one per step, all steps.
-        self.fine = FineCollector(self.out, meta, drop_kinds=("step",))
+        # segmented: completed steps are published as they finish (every ``flush_seconds``),
+        # so a job killed by SIGKILL or abort() keeps its trace; the job's other ranks write
+        # their own files into the same directory
+        self.fine = FineCollector(self.out, meta, drop_kinds=("step",), replace=False,
+                                  segmented=True)
+        self.flush_seconds = max(0.0, float(flush_seconds))
+        self._last_checkpoint = perf_counter_ns()
         self.monitor = Monitor(self._sink, peak_flops=peak_flops, z_threshold=z_threshold,
                                min_ratio=min_ratio, flush_steps=flush_steps)
         self.trigger: AutoTrigger | None = None
@@ -137,7 +159,7 @@ class Recording:
         if handle_signals:
             self._install_signals()
         pyhooks.activate(self)
-        atexit.register(self.close)
+        atexit.register(self.close_quietly)
 
     def _make_out_dir(self) -> None:
         target = self.out.parent if self.out.suffix == ".parquet" else self.out
@@ -191,6 +213,8 @@ class Recording:
             self._host_steps += 1
             if self._host_steps >= self.flush_steps:  # batched: one table per many steps
                 self._flush_host()
+            if t0 - self._last_checkpoint >= self.flush_seconds * 1e9:
+                self._checkpoint(t0)
             if self.trigger is not None:
                 self.trigger.step_ended(info.step)
             if source == "runtime" and info.rank == self.rank:
@@ -249,8 +273,19 @@ class Recording:
         collector.update(updates.pop("collector", {}) or {})
         updates["collector"] = collector
         self.path = self.fine.close(updates)
-        atexit.unregister(self.close)
+        atexit.unregister(self.close_quietly)
         return self.path
+
+    def close_quietly(self, meta_updates: dict[str, Any] | None = None) -> Path | None:
+        """:meth:`close` for the end of the user's process: a failure to publish (output
+        directory removed, disk full) is one warning, never a traceback or a changed exit
+        status of the job."""
+        try:
+            return self.close(meta_updates)
+        except Exception as exc:  # noqa: BLE001 - the job's outcome is not ours to change
+            msg = exc.one_line() if isinstance(exc, HermesError) else f"{type(exc).__name__}: {exc}"
+            warn(f"the trace could not be saved: {msg}")
+            return None
 
     # -- the Python step marker and host events ---------------------------------------
     def step(self, *, samples: int | None = None, tokens: int | None = None,
@@ -290,6 +325,20 @@ class Recording:
             cols["ts_ns"] = [t - self._shift_ns for t in cols["ts_ns"]]
         self.fine.record(cols)
 
+    def _checkpoint(self, now: int) -> None:
+        """Publish every completed step to disk (a segment file each rank): what a SIGKILL
+        leaves is a valid trace. Failing to write (the directory removed, disk full) is one
+        warning: the user's job goes on, unrecorded."""
+        self._last_checkpoint = now
+        try:
+            self.monitor.flush()
+            self._flush_host()
+            self.fine.checkpoint()
+        except (HermesError, OSError) as exc:
+            msg = exc.one_line() if isinstance(exc, HermesError) else str(exc)
+            warn(f"cannot save the trace so far ({msg}); the job continues")
+            self.flush_seconds = float("inf")  # once: do not retry every step
+
     def _sink(self, batch: EventBatch) -> None:
         self.fine.record(batch)
 
@@ -324,7 +373,7 @@ class Recording:
     def _act_on_signal(self, signum: int) -> None:
         if signum == signal.SIGINT:
             raise KeyboardInterrupt  # as Python would; the with-block / launcher publishes
-        self.close({"extra": {"ended_by": signal.Signals(signum).name}})
+        self.close_quietly({"extra": {"ended_by": signal.Signals(signum).name}})
         # Die of the same signal so the exit status tells the parent what happened.
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)

@@ -18,12 +18,23 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
+import sys
 import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 DEFAULT_WINDOW = 3
+#: The most steps a trigger file may ask for (each captured step's events stay in memory).
+MAX_TRIGGER_WINDOW = 100_000
+
+
+def _warn(message: str) -> None:
+    try:
+        print(f"hermes: warning: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 class AutoTrigger:
@@ -37,6 +48,7 @@ class AutoTrigger:
         self.window = int(window)
         self.always = always
         self.trigger_file = Path(trigger_file) if trigger_file else None
+        self._warned = False
         self.poll_s = poll_s
         self.requests: list[dict[str, Any]] = []
         self._until = -1  # last step (inclusive) of the current window
@@ -67,16 +79,45 @@ class AutoTrigger:
         if now < self._next_poll or self.trigger_file is None:
             return
         self._next_poll = now + self.poll_s
-        try:
-            text = self.trigger_file.read_text().strip()
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
+        text = self._read_trigger()
+        if text is None:
             return
         try:
             self.trigger_file.unlink()
         except OSError:
             pass
-        k = int(text) if text.isdigit() and int(text) > 0 else self.window
+        k = self.window
+        if text and text.isascii() and text.isdigit() and 0 < int(text) <= MAX_TRIGGER_WINDOW:
+            k = int(text)
+        elif text:  # '²', 'abc', 10**30: the default window, said once
+            _warn(f"trigger file {self.trigger_file}: {text[:20]!r} is not a step count "
+                  f"(1 to {MAX_TRIGGER_WINDOW:,}); capturing {self.window} steps")
         self._arm(first, k, f"trigger file {self.trigger_file}")
+
+    def _read_trigger(self) -> str | None:
+        """The trigger file's text, or None when absent. Never raises and never blocks: the
+        code runs inside the user's job (a FIFO, a directory, unreadable or undecodable
+        content is ignored with one warning)."""
+        assert self.trigger_file is not None
+        try:
+            st = os.stat(self.trigger_file)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            self._warn_once("is not a regular file; ignored")
+            return None
+        try:
+            with open(self.trigger_file, "rb") as fh:
+                raw = fh.read(64)
+        except OSError as exc:
+            self._warn_once(f"cannot be read ({exc.strerror}); ignored")
+            return None
+        return raw.decode("utf-8", "replace").strip()
+
+    def _warn_once(self, what: str) -> None:
+        if not self._warned:
+            self._warned = True
+            _warn(f"trigger file {self.trigger_file} {what}")
 
     def _arm(self, first: int, k: int, reason: str) -> None:
         last = first + k - 1

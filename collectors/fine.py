@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from hermes.hooks import EventBatch, StepInfo
 from hermes.trace.meta import TraceMeta
+from hermes.trace.segments import SegmentedTraceWriter
 from hermes.trace.writer import (
     DEFAULT_ROW_GROUP_ROWS,
     RankedTraceWriter,
@@ -51,15 +52,18 @@ class FineCollector:
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None, *,
                  ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
-                 measure_overhead: bool = False, drop_kinds: Iterable[str] = ()) -> None:
+                 measure_overhead: bool = False, drop_kinds: Iterable[str] = (),
+                 replace: bool = True, segmented: bool = False) -> None:
         self.path = Path(path)
         self.measure_overhead = measure_overhead
         self.drop_kinds = tuple(drop_kinds)
         self.meta = meta or TraceMeta(source="emulator")
         self.ranks = None if ranks is None else frozenset(int(r) for r in ranks)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
-        self._writer: TraceWriter | RankedTraceWriter = open_writer(
-            self.path, self.meta, row_group_rows)
+        # segmented: published piecewise at checkpoints, so a killed process keeps its trace
+        self._writer: TraceWriter | RankedTraceWriter | SegmentedTraceWriter = (
+            SegmentedTraceWriter(self.path, self.meta, row_group_rows) if segmented
+            else open_writer(self.path, self.meta, row_group_rows, replace=replace))
         self._detailed: set[tuple[int, int]] = set()
         self.steps_seen = 0
         self.events_written = 0
@@ -102,6 +106,11 @@ class FineCollector:
 
     def on_step(self, info: StepInfo) -> None:
         self.steps_seen += 1
+
+    def checkpoint(self) -> None:
+        """Publish what was recorded so far (segmented writers only; others write on close)."""
+        if isinstance(self._writer, SegmentedTraceWriter) and not self.closed:
+            self._writer.checkpoint(self._merged_meta({}))
 
     def close(self, meta_updates: dict[str, Any] | None = None) -> Path:
         """Flush and publish the trace (atomically); returns its path. Idempotent."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes.errors import OutputError, UsageError
+from hermes.errors import HermesError, OutputError, UsageError
 
 ENV = "HERMES_PROFILE"
 BOOTSTRAP = "from hermes.collectors.launcher import bootstrap; bootstrap()"
@@ -97,6 +97,9 @@ def parse_command(cmd: list[str]) -> Invocation:
 def check_out_dir(out: Path) -> None:
     """Fail before running anything when ``out`` cannot hold the trace (exit 2)."""
     target = out.parent if out.suffix == ".parquet" else out
+    if out.suffix == ".parquet" and out.is_dir():  # found now, not after the script ran
+        raise OutputError("output path is a directory; a single-file trace cannot replace it",
+                          path=out, hint="name a file, or pass --out DIR for per-rank files")
     if target.exists() and not target.is_dir():
         raise OutputError("exists and is not a directory", path=target,
                           hint="choose another --out")
@@ -122,6 +125,13 @@ def prepare(cmd: list[str], options: dict[str, Any]) -> tuple[list[str], dict[st
     return inv.argv(), env
 
 
+class _Unprofiled:
+    """Stands for a session that could not start: the script runs all the same."""
+
+    def close(self, meta_updates: dict[str, Any] | None = None) -> None:
+        return None
+
+
 def bootstrap() -> None:
     """Entry point inside the exec'd interpreter (``python -c BOOTSTRAP -- SCRIPT ARGS``)."""
     import runpy
@@ -131,8 +141,13 @@ def bootstrap() -> None:
     options = json.loads(os.environ.pop(ENV, "{}") or "{}")
     kind, target, *args = sys.argv[1:]
     options.setdefault("extra", {})["command"] = [target, *args]
-    session = api.profile(**options)
-    torch_profiler.watch(session)
+    try:
+        session: Any = api.profile(**options)
+        torch_profiler.watch(session)
+    except Exception as exc:  # noqa: BLE001 - never stop the user's job from starting
+        msg = exc.one_line() if isinstance(exc, HermesError) else f"{type(exc).__name__}: {exc}"
+        api.warn(f"profiling disabled: {msg}; running the script unprofiled")
+        session = _Unprofiled()
     try:
         if kind == "-m":
             sys.argv = [target, *args]
@@ -143,9 +158,14 @@ def bootstrap() -> None:
             sys.path[0] = os.path.dirname(os.path.abspath(target))
             runpy.run_path(target, run_name="__main__")
     except SystemExit:
-        session.close()
+        _close(session)
         raise
     except BaseException as exc:
-        session.close({"extra": {"ended_by": type(exc).__name__}})
+        _close(session, {"extra": {"ended_by": type(exc).__name__}})
         raise
-    session.close()
+    _close(session)
+
+
+def _close(session: Any, meta: dict[str, Any] | None = None) -> None:
+    close = getattr(session, "close_quietly", session.close)
+    close(meta)

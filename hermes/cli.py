@@ -74,8 +74,37 @@ _register_commands()
 
 
 def fail(message: str, code: int = 2) -> int:
-    print(f"hermes: error: {message}", file=sys.stderr)
+    """One line on stderr. Bytes a file name cannot encode (non-UTF-8 names reach Python as
+    surrogates) are escaped, never a UnicodeEncodeError; newlines are flattened."""
+    line = " ".join(f"hermes: error: {message}".splitlines())
+    data = (line + "\n").encode(getattr(sys.stderr, "encoding", None) or "utf-8",
+                                "backslashreplace")
+    try:
+        sys.stderr.write(data.decode(getattr(sys.stderr, "encoding", None) or "utf-8",
+                                     "replace"))
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed: the exit code still says it
+        pass
     return code
+
+
+def unexpected(exc: BaseException) -> int:
+    """Any exception no command turned into a HermesError: one line, exit 2 (HERMES_DEBUG=1
+    re-raises it for a traceback). OS and resource failures are named as such: they are the
+    user's environment, not a Hermes bug."""
+    import os
+
+    if os.environ.get("HERMES_DEBUG"):
+        raise exc
+    if isinstance(exc, OSError):
+        where = f"{os.fsdecode(exc.filename)}: " if exc.filename is not None else ""
+        return fail(f"{where}{exc.strerror or exc}", 2)
+    if isinstance(exc, MemoryError):
+        return fail("out of memory: the input is too large for this machine "
+                    "(try one rank at a time)", 2)
+    if isinstance(exc, RecursionError):
+        return fail("input nested too deeply to process", 2)
+    return fail(f"internal error: {type(exc).__name__}: {exc} (please report)", 2)
 
 
 def _quiet_stdout() -> int:
@@ -121,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             code = _quiet_stdout()
     except click.ClickException as exc:
         code = fail(exc.format_message(), exc.exit_code or 2)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
+        code = unexpected(exc)
     if argv is None:
         if code == 0 and args and args[0] in _QUICK_EXIT:
             _quick_exit(code)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes.errors import HermesError, ImportFormatError, OutputError
+
 
 @dataclass(frozen=True)
 class ImportResult:
@@ -23,6 +25,57 @@ class ImportResult:
     by_source_category: dict[str, int] = field(default_factory=dict)
     unknown_kept: dict[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+
+def _guarded_run(run: Callable[[list[Path], Path, dict[str, Any]], ImportResult],
+                 files: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
+    """Run an importer; whatever a malformed source makes it raise becomes one error naming the
+    source. Importers check the values they know are fragile (times, ids, text) with their
+    position; this catches the rest of the class (an overflow, a type no check foresaw) so a
+    hostile file is never a traceback."""
+    try:
+        return run(files, out, options)
+    except HermesError as exc:
+        if exc.path is None:  # e.g. a value the trace schema cannot store
+            exc.path = _culprit(exc, files)
+            exc.args = (exc.one_line(),)
+        raise
+    except OSError as exc:
+        if exc.filename is not None:  # reading a source (or a named file) failed
+            raise
+        # Arrow's write errors name no file: the output or its spool (disk full, too large)
+        msg = exc.strerror or " ".join(str(exc).split())[:200]
+        raise OutputError(f"cannot write: {msg}; any previous output is unchanged", path=out,
+                          hint="free space (the temporary directory too) or choose another "
+                               "--out") from None
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except RecursionError:
+        raise ImportFormatError("nested too deeply to read", path=_culprit(None, files),
+                                hint="the file is damaged or not a profiler trace") from None
+    except Exception as exc:  # noqa: BLE001 - any other failure is a malformed value
+        msg = " ".join(str(exc).split())[:200]
+        raise ImportFormatError(f"malformed value ({type(exc).__name__}: {msg})",
+                                path=_culprit(exc, files),
+                                hint="the file is damaged or not a profiler trace") from None
+
+
+def _culprit(exc: BaseException | None, files: list[Path]) -> str | None:
+    """The source being read when ``exc`` was raised: the innermost importer frame holding
+    one of ``files`` in a local variable; the only source if there is one."""
+    import sys as _sys
+
+    if len(files) == 1:
+        return str(files[0])
+    wanted = {str(f) for f in files}
+    tb = exc.__traceback__ if exc is not None else _sys.exc_info()[2]
+    found: str | None = None
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if isinstance(value, Path) and str(value) in wanted:
+                found = str(value)
+        tb = tb.tb_next
+    return found or f"one of {len(files)} sources"
 
 
 def _nothing_to_say(path: Path) -> str | None:
@@ -45,3 +98,16 @@ class Importer:
     #: for a source no importer recognizes: what it is, when it is a file this importer's
     #: ecosystem writes that is not something to import (a PyTorch Execution Trace, say)
     explain: Callable[[Path], str | None] = _nothing_to_say
+
+    def __post_init__(self) -> None:
+        # Every caller (import, diff and check of raw profiler output, the PyTorch profiler
+        # driver) gets the guard: a malformed source is one error naming it, never a traceback.
+        raw = self.run
+        if getattr(raw, "_guarded", False):
+            return
+
+        def run(files: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
+            return _guarded_run(raw, files, out, options)
+
+        run._guarded = True  # type: ignore[attr-defined]
+        object.__setattr__(self, "run", run)

@@ -7,11 +7,11 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hermes.errors import OutputError
+from hermes.errors import OutputError, UsageError
 
 
 def is_tty() -> bool:
@@ -60,30 +60,88 @@ class _RichProgress:
         self.prog.update(self.task, **kwargs)
 
 
-def check_output_path(out: Path) -> None:
-    """Fail early (exit 2) when ``out`` cannot be written: missing parent, not writable."""
+def check_output_path(out: Path, inputs: Iterable[Path] = (), flag: str = "--out",
+                      file_only: bool = False) -> None:
+    """Fail early (exit 2) when ``out`` cannot be written or would destroy an input.
+
+    Refused: a missing or unwritable parent, a directory where a file is written
+    (``file_only``, or a name with a suffix), and any output that resolves to one of
+    ``inputs`` (same file through symlinks or hard links), lies inside an input directory or
+    contains an input (replacing the directory would delete it). Every command with an output
+    calls this one helper, so no command can replace the data it reads.
+    """
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.exists():
         raise OutputError("output directory does not exist", path=parent,
                           hint="create it first or choose another --out")
+    if not parent.is_dir():
+        raise OutputError("output's parent is not a directory", path=parent, where=flag)
     if not os.access(parent, os.W_OK):
         raise OutputError("output directory is not writable", path=parent)
-    if out.is_dir() and out.suffix:
-        raise OutputError("output path is a directory", path=out)
+    if out.exists() and not (out.is_file() or out.is_dir()):  # /dev/full, a FIFO, a socket
+        raise OutputError("output path is a device, FIFO or socket; an atomic write would "
+                          "replace it", path=out, where=flag, hint="write to a regular file")
+    if out.is_dir() and (out.suffix or file_only):
+        raise OutputError("output path is a directory", path=out, where=flag,
+                          hint="name a file, or remove the directory")
+    refuse_input_overlap(out, inputs, flag)
+
+
+def refuse_input_overlap(out: Path, inputs: Iterable[Path], flag: str = "--out") -> None:
+    """Refuse an output that is, holds or lies inside one of ``inputs``."""
+    target = Path(os.path.realpath(out))
+    for src in inputs:
+        real = Path(os.path.realpath(src))
+        same = target == real or _samefile(out, src)
+        if same or target in real.parents or (real.is_dir() and real in target.parents):
+            what = "is" if same else ("contains" if target in real.parents else "lies inside")
+            raise UsageError(f"output would overwrite an input: it {what} "
+                             f"{shown(src)!r}", path=out, where=flag,
+                             hint="choose another output path")
+
+
+def _samefile(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a text file under a temporary name, then rename it into place."""
+    """Write a text file under a temporary name, then rename it into place.
+
+    Any OS failure (disk full, file too large, permission denied, the directory removed
+    meanwhile) is one :class:`OutputError`; the temp file is removed and a previous file at
+    ``path`` is left as it was.
+    """
     check_output_path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    tmp: str | None = None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                   dir=path.parent or ".")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(text)
         from hermes.trace.writer import _publish  # normal permissions, then rename
         _publish(Path(tmp), path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise os_error(exc, path) from None
+    finally:
+        if tmp is not None and os.path.lexists(tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def os_error(exc: OSError, path: Path) -> OutputError:
+    """An OS failure while writing ``path`` as one line: what happened, nothing left behind."""
+    reason = exc.strerror or type(exc).__name__
+    return OutputError(f"cannot write: {reason}; nothing was written and any previous file "
+                       "is unchanged", path=path, hint="free space, fix permissions or choose "
+                                                       "another --out")
+
+
+def shown(path: object) -> str:
+    """A path for a message: bytes of a non-UTF-8 name escaped, never an encoding error."""
+    return os.fsdecode(str(path)).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def dumps(obj: Any) -> str:
@@ -108,7 +166,7 @@ def hermes_trace(src: Path, save: Path | None = None) -> Iterator[Path]:
                               "already", path=src)
         yield src
     elif save is not None:
-        check_output_path(save)
+        check_output_path(save, [src], flag="--save-trace")
         yield import_trace(src, save)
     else:
         with trace_paths([src]) as paths:  # imported into a temporary directory

@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
 
         renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
-            check_output_path(out)
+            check_output_path(out, [trace, *([save_trace] if save_trace else [])])
         with hermes_trace(trace, save_trace) as path:
             with progress("analyzing ranks") as bar:
                 result, advice = analyze_and_advise(

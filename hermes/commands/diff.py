@@ -7,18 +7,11 @@ from pathlib import Path
 import typer
 
 from hermes.commands._util import check_output_path, write_text_atomic
-from hermes.errors import UsageError
 
 
 def refuse_overwrite(out: Path, inputs: list[Path], flag: str) -> None:
     """An output must never replace one of the runs it was computed from."""
-    check_output_path(out)
-    target = out.resolve()
-    for p in inputs:
-        src = p.resolve()
-        if target == src or src in target.parents:
-            raise UsageError("output would overwrite an input", path=out, where=flag,
-                             hint="write it elsewhere")
+    check_output_path(out, inputs, flag)
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,29 @@ def trace_collector(p: Plan, out: Path) -> FineCollector:
                          row_group_rows=row_group_rows(p.ranks))
 
 
+#: Bounds of an emulated run: beyond them it would run for days or exhaust memory.
+MAX_STEPS = 1_000_000
+MAX_RANKS = 65_536
+
+
+def _check_strengths(specs: list[str]) -> None:
+    """A NAME=VALUE whose value reads as a number must be a finite one (``nan``, ``inf`` and
+    ``1e400`` would propagate into every emulated duration)."""
+    import math
+
+    for spec in specs:
+        _, sep, value = spec.partition("=")
+        if not sep:
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            continue  # not a number: the option's own parser names what it expects
+        if not math.isfinite(number):
+            raise UsageError(f"{spec!r}: the value must be a finite number",
+                             where="--inject/--opt")
+
+
 def listing() -> str:
     """Workloads, devices, injectable causes and optimizations, one per line."""
     from hermes.devices import profiles
@@ -59,6 +82,9 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Random seed (virtual clock)."),
         list_: bool = typer.Option(False, "--list", help="List workloads, devices, causes, "
                                                          "optimizations."),
+        force: bool = typer.Option(False, "--force",
+                                   help="Replace a non-empty --out directory that is not a "
+                                        "Hermes trace."),
     ) -> int:
         """Emulate WORKLOAD on the emulated NPU and write its trace, with causes injected
         (--inject) and optimizations applied (--opt).
@@ -68,18 +94,24 @@ def register(app: typer.Typer) -> None:
         if list_:
             typer.echo(listing())
             return 0
-        from hermes.commands._util import check_output_path, progress
+        from hermes.commands._util import check_output_path, progress, shown
         from hermes.npu.emulate import emulate, plan
 
         if not workload:
             raise UsageError("missing WORKLOAD", hint="see hermes emulate --list")
         if out is None:
             raise UsageError("missing --out PATH", hint="e.g. --out run.parquet")
+        if not 1 <= ranks <= MAX_RANKS:
+            raise UsageError(f"--ranks must be 1 to {MAX_RANKS:,}, got {ranks}")
+        _check_strengths([*(inject or []), *(opt or [])])
         p = plan(workload, ranks=ranks, device=device, inject_specs=inject or [],
                  opt_specs=opt or [], clock=clock, seed=seed)
-        if steps < 1:
-            raise UsageError(f"--steps must be >= 1, got {steps}")
-        check_output_path(out)
+        if not 1 <= steps <= MAX_STEPS:
+            raise UsageError(f"--steps must be 1 to {MAX_STEPS:,}, got {steps}")
+        from hermes.trace.writer import check_trace_destination
+
+        check_output_path(out, file_only=out.suffix == ".parquet")
+        check_trace_destination(out, force)
         with progress(f"emulating {p.workload}", total=steps) as bar:
             res = emulate(p, trace_collector(p, out), steps,
                           progress=lambda done, total: bar.update(completed=done))
@@ -87,5 +119,5 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"emulated {p.workload} on {p.device}: {ranks} rank(s), {steps} steps, "
                    f"layout dp{res.layout[0]},tp{res.layout[1]},pp{res.layout[2]}")
         typer.echo(f"  median step {res.median_step_ms:.3f} ms; injected: {causes}")
-        typer.echo(f"  trace: {out}")
+        typer.echo(f"  trace: {shown(out)}")
         return 0

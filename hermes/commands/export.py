@@ -75,12 +75,12 @@ def register(app: typer.Typer) -> None:
 
         Example: hermes export run.parquet --format chrome --out run.json.gz
         """
-        from hermes.commands._util import check_output_path, progress
+        from hermes.commands._util import check_output_path, progress, shown
 
         exporter = get_format(fmt)
-        check_output_path(out)
+        check_output_path(out, [path], file_only=True)
         with progress(f"exporting {path.name}", total=_total_rows(path)) as bar:
             stats = exporter.write(path, out, bar.advance)
-        typer.echo(f"wrote {out}: {stats.events:,} events, {stats.flows:,} flows, "
+        typer.echo(f"wrote {shown(out)}: {stats.events:,} events, {stats.flows:,} flows, "
                    f"{len(stats.ranks)} rank(s), {stats.tracks} tracks")
         return 0

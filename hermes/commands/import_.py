@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from hermes.commands._util import check_output_path, dumps, progress
+from hermes.commands._util import check_output_path, dumps, progress, shown
 from hermes.errors import ImportFormatError, UsageError
 
 
@@ -20,6 +20,9 @@ def _expand(sources: list[Path]) -> list[Path]:
     for src in sources:
         if not src.exists():
             raise ImportFormatError("no such file or directory", path=src)
+        if not src.is_dir() and not src.is_file():  # a FIFO or device would block or never end
+            raise ImportFormatError("not a regular file (a FIFO, socket or device)", path=src,
+                                    hint="copy the profiler output to a file first")
         if src.is_dir() and importers.detect(src) is None:
             # a directory no importer claims stands for the files any importer reads
             pats = importers.patterns()
@@ -32,6 +35,27 @@ def _expand(sources: list[Path]) -> list[Path]:
         else:
             out.append(src)
     return out
+
+
+def dedupe(files: list[Path]) -> tuple[list[Path], list[str]]:
+    """The sources with repeats (same file by any path: symlinks, ``./``, hard links) removed,
+    and a note for each: a file given twice would otherwise be imported as two ranks."""
+    kept: list[Path] = []
+    seen: dict[tuple[int, int], Path] = {}
+    notes: list[str] = []
+    for f in files:
+        try:
+            st = f.stat()
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            kept.append(f)
+            continue
+        if key in seen:
+            notes.append(f"{f} is the same file as {seen[key]}: imported once")
+            continue
+        seen[key] = f
+        kept.append(f)
+    return kept, notes
 
 
 def _pick(sources: list[Path], forced: str | None) -> Any:
@@ -125,7 +149,7 @@ def _doc() -> str:
 def _fmt(result: Any, importer: str, n_files: int, seconds: float) -> str:
     rate = result.events / seconds if seconds > 0 else 0.0
     ranks = ",".join(str(r) for r in result.ranks) or "-"
-    lines = [f"imported {n_files} source(s) with {importer} -> {result.out}",
+    lines = [f"imported {n_files} source(s) with {importer} -> {shown(result.out)}",
              f"  ranks: {ranks}   events: {result.events:,}   "
              f"time: {seconds:.2f} s ({rate:,.0f} events/s)",
              "  events per kind:"]
@@ -135,7 +159,7 @@ def _fmt(result: Any, importer: str, n_files: int, seconds: float) -> str:
         kept = ", ".join(f"{k} {v:,}" for k, v in sorted(result.unknown_kept.items()))
         lines.append(f"  unknown categories kept as kind 'other': {kept}")
     for w in result.warnings:
-        lines.append(f"  note: {w}")
+        lines.append(f"  note: {shown(w)}")
     return "\n".join(lines)
 
 
@@ -151,7 +175,7 @@ def register(app: typer.Typer) -> None:
                                                  help=f"Force an importer ({_help()}) "
                                                       "instead of detecting it (a last resort: "
                                                       "sources are recognized by content)."),
-        rank: int | None = typer.Option(None, "--rank", min=0,
+        rank: int | None = typer.Option(None, "--rank", min=0, max=2**31 - 1,
                                         help="Rank of a single source that does not name one "
                                              "(Kineto: no distributedInfo), e.g. --rank 3."),
         device: str | None = typer.Option(None, "--device",
@@ -165,23 +189,37 @@ def register(app: typer.Typer) -> None:
                  "patterns) added to the shipped table, for collective libraries Hermes "
                  "does not know."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        max_bytes: int | None = typer.Option(
+            None, "--max-bytes", min=1,
+            help="Largest JSON text one event may span (default 64 MiB): a longer one, such "
+                 "as a decompression bomb of whitespace or one huge name, is refused."),
+        force: bool = typer.Option(False, "--force",
+                                   help="Replace a non-empty --out directory that is not a "
+                                        "Hermes trace."),
     ) -> int:
-        files = _expand(sources)
+        files, notes = dedupe(_expand(sources))
         options = _options(files, rank, device)
+        if max_bytes is not None:
+            options["max_bytes"] = max_bytes
         if comm_patterns is not None:
             from hermes.trace import comm_patterns as patterns
 
             options["comm_patterns"] = patterns.load(comm_patterns)
         importer = _pick(files, source_format)
         _use_system_allocator()
-        check_output_path(out)
-        if out.exists() and out.is_dir() and out.suffix == ".parquet":
-            raise UsageError("output path is a directory", path=out)
+        check_output_path(out, files, file_only=out.suffix == ".parquet")
+        from hermes.trace.writer import check_trace_destination
+
+        check_trace_destination(out, force)
         total = sum(f.stat().st_size for f in files if f.is_file()) or None
         start = time.perf_counter()
         with progress(f"importing ({importer.name})", total=total) as bar:
             options["progress"] = lambda done: bar.update(completed=done)
             result = importer.run(files, out, options)
+        if notes:
+            from dataclasses import replace
+
+            result = replace(result, warnings=(*notes, *result.warnings))
         seconds = time.perf_counter() - start
         if as_json:
             typer.echo(dumps({

@@ -10,6 +10,9 @@ import typer
 
 from hermes.errors import UsageError
 
+#: The most steps one detailed capture may span (each holds every event in memory).
+MAX_WINDOW = 100_000
+
 
 def register(app: typer.Typer) -> None:
     @app.command(
@@ -30,6 +33,10 @@ def register(app: typer.Typer) -> None:
             help="auto: when this file appears, capture the next K steps (file may hold K)."),
         device: str | None = typer.Option(None, "--device",
                                           help="Device profile for MFU (h100, ascend910b...)."),
+        flush_every: float = typer.Option(
+            1.0, "--flush-every",
+            help="Seconds between saves of the completed steps (0: after every step): a job "
+                 "killed by SIGKILL or abort keeps every step completed before the last save."),
     ) -> int:
         """Run `python SCRIPT ARGS...` unchanged with Hermes profiling: argv, stdio, signals
         and the exit code are the script's own. Steps come from hermes.step(), the emulated
@@ -42,9 +49,12 @@ def register(app: typer.Typer) -> None:
 
         if mode not in api.MODES:
             raise UsageError(f"unknown --mode {mode!r}", hint=f"valid: {', '.join(api.MODES)}")
-        if window < 1:
-            raise UsageError(f"--window must be >= 1, got {window}")
-        options = {"out": str(out), "mode": mode, "window": window}
+        if not 1 <= window <= MAX_WINDOW:
+            raise UsageError(f"--window must be 1 to {MAX_WINDOW:,} steps, got {window}")
+        if not 0 <= flush_every <= 86400:  # also refuses nan
+            raise UsageError(f"--flush-every must be 0 to 86400 seconds, got {flush_every}")
+        options = {"out": str(out), "mode": mode, "window": window,
+                   "flush_seconds": flush_every}
         if trigger_file is not None:
             options["trigger_file"] = str(trigger_file.resolve())
         if device is not None:

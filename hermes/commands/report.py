@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         from hermes.report.timeline import columns
         from hermes.trace import load
 
-        check_output_path(out)
+        check_output_path(out, [trace, *([save_trace] if save_trace else [])])
         with hermes_trace(trace, save_trace) as path:
             with progress("analyzing ranks") as bar:
                 analysis, advice = analyze_and_advise(

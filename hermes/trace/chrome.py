@@ -223,9 +223,16 @@ def export_chrome(path: str | os.PathLike[str], out: str | os.PathLike[str],
         raw.close()
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, out)
-    except BaseException:
-        raw.close()
+    except BaseException as exc:
+        try:  # closing flushes, which fails again on a full disk: the temp file goes anyway
+            raw.close()
+        except OSError:
+            pass
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write: {exc.strerror or exc}; nothing was written and "
+                              "any previous file is unchanged", path=out,
+                              hint="free space or choose another --out") from None
         raise
     return ExportStats(out, tuple(sorted({r for r, _ in tracks})), len(tracks), stats[0],
                        stats[1], out.stat().st_size)

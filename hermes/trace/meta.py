@@ -15,6 +15,62 @@ def _version() -> str:
     return __version__
 
 
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+
+def strict_int(value: Any, what: str, lo: int = -INT64_MAX - 1, hi: int = INT64_MAX) -> int:
+    """``value`` as an int in [lo, hi], or ValueError naming ``what``: refuses bools, fractions,
+    NaN/Infinity and Unicode digits such as '²' (``str.isdigit`` is true, ``int`` fails)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} is a boolean, not an integer")
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
+            raise ValueError(f"{what} = {value!r} is not an integer")
+        value = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        body = text[1:] if text[:1] in "+-" else text
+        if not body.isascii() or not body.isdigit() or len(body) > 20:
+            raise ValueError(f"{what} = {value[:40]!r} is not an integer")
+        value = int(text)
+    elif not isinstance(value, int):
+        raise ValueError(f"{what} is {type(value).__name__}, not an integer")
+    if not lo <= value <= hi:
+        raise ValueError(f"{what} = {value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def _finite(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} is {type(value).__name__}, not a number")
+    if value != value or value in (float("inf"), float("-inf")) or abs(value) > 1e30:
+        raise ValueError(f"{what} = {value!r} is not a finite number")
+    return float(value)
+
+
+def _text(value: str) -> str:
+    """Metadata text without control characters (they would break one-line messages)."""
+    return "".join(c if c.isprintable() else "?" for c in value)[:200]
+
+
+def _json_of(kv: dict[str, str], key: str, typ: type, default: Any) -> Any:
+    """The JSON value of ``key``, which must be of ``typ`` (missing/empty: ``default``)."""
+    raw = kv.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError):
+        raise ValueError(f"{key} is not valid JSON") from None
+    if value is None:
+        return default
+    if not isinstance(value, typ):
+        raise ValueError(f"{key} is a JSON {type(value).__name__}, expected "
+                         f"{'an object' if typ is dict else 'a list'}")
+    return value
+
+
 @dataclass(frozen=True)
 class TraceMeta:
     """What a trace says about itself. Unknown keys survive a round trip in ``extra``."""
@@ -49,29 +105,38 @@ class TraceMeta:
 
     @classmethod
     def from_kv(cls, kv: dict[str, str]) -> TraceMeta:
-        """Parse metadata; keys an older version did not write take their defaults."""
+        """Parse metadata; keys an older version did not write take their defaults.
 
-        def js(key: str, default: Any) -> Any:
-            raw = kv.get(key)
-            if raw is None or raw == "":
-                return default
-            try:
-                return json.loads(raw)
-            except json.JSONDecodeError:
-                return default
-
-        version = int(kv.get("hermes.schema_version", "0") or 0)
-        offsets = {int(k): int(v) for k, v in (js("hermes.clock_offsets_ns", {}) or {}).items()}
+        Every value is type- and range-checked: a wrong JSON type (a device that is a list,
+        ranks that are text), a non-ASCII digit or a number beyond int64 raises ValueError
+        naming the key (the reader turns it into a one-line TraceFormatError).
+        """
+        version = strict_int(kv.get("hermes.schema_version", "0") or "0",
+                             "hermes.schema_version", hi=INT32_MAX)
+        offsets_raw = _json_of(kv, "hermes.clock_offsets_ns", dict, {})
+        offsets = {strict_int(k, "hermes.clock_offsets_ns key", hi=INT32_MAX):
+                   strict_int(v, "hermes.clock_offsets_ns") for k, v in offsets_raw.items()}
+        ranks = _json_of(kv, "hermes.ranks", list, [])
+        device = _json_of(kv, "hermes.device", dict, {})
+        for key in ("peak_flops", "dtype_flops"):
+            if key in device and not isinstance(device[key], dict):
+                raise ValueError(f"hermes.device {key} is {type(device[key]).__name__}, "
+                                 "not an object")
+            for name, value in (device.get(key) or {}).items():
+                _finite(value, f"hermes.device {key}.{name}")
+        for key in ("hbm_bw_Bps", "hbm_capacity_B"):
+            if device.get(key) is not None:
+                _finite(device[key], f"hermes.device {key}")
         return cls(
             schema_version=version,
-            source=kv.get("hermes.source", "unknown"),
-            created_by=kv.get("hermes.created_by", "unknown"),
-            device=js("hermes.device", {}) or {},
+            source=_text(kv.get("hermes.source", "unknown")),
+            created_by=_text(kv.get("hermes.created_by", "unknown")),
+            device=device,
             clock_offsets_ns=offsets,
-            collector=js("hermes.collector", {}) or {},
-            ranks=tuple(int(r) for r in (js("hermes.ranks", []) or [])),
-            import_summary=js("hermes.import", {}) or {},
-            extra=js("hermes.extra", {}) or {},
+            collector=_json_of(kv, "hermes.collector", dict, {}),
+            ranks=tuple(strict_int(r, "hermes.ranks", hi=INT32_MAX) for r in ranks),
+            import_summary=_json_of(kv, "hermes.import", dict, {}),
+            extra=_json_of(kv, "hermes.extra", dict, {}),
         )
 
     @staticmethod

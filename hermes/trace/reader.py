@@ -51,12 +51,23 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.glob("*.parquet") if not f.name.startswith("."))
+        odd = [f for f in files if not f.is_file()]
+        if odd:  # a FIFO would block, a directory cannot be read
+            raise TraceFormatError("not a regular file (a directory, FIFO or device)",
+                                   path=odd[0], hint="remove it from the trace directory")
         if not files:
             raise TraceFormatError("directory holds no *.parquet trace files", path=p,
                                    hint="point at a trace written by hermes import/emulate/profile")
         return files
     if not p.exists():
+        partial = p.with_name(p.name + ".partial")
+        if partial.is_dir():  # hermes profile was killed before it could merge its segments
+            raise TraceFormatError("no such file: the profiled run was interrupted", path=p,
+                                   hint=f"its completed steps are in {partial}")
         raise TraceFormatError("no such file or directory", path=p)
+    if not p.is_file():  # opening a FIFO would block until a writer comes
+        raise TraceFormatError("not a regular file (a FIFO, socket or device)", path=p,
+                               hint="point at a .parquet trace file")
     return [p]
 
 
@@ -82,7 +93,7 @@ def read_meta(f: Path, pf: pq.ParquetFile | None = None) -> TraceMeta:
                                path=f, hint="import the source with `hermes import` first")
     try:
         meta = TraceMeta.from_kv(kv)
-    except (ValueError, TypeError, AttributeError) as exc:  # e.g. version "abc", ranks "x"
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:  # version "abc"
         raise TraceFormatError(f"invalid Hermes metadata ({exc})", path=f,
                                hint="re-create the trace with hermes") from None
     if meta.schema_version > SCHEMA_VERSION:

@@ -55,6 +55,13 @@ def check_events(df: pd.DataFrame, where: str = "trace") -> list[str]:
         i = int(neg[0])
         errors.append(f"{where}: {neg.size} event(s) with negative dur_ns, first at row {i} "
                       f"({df['name'].iloc[i]!r}, dur_ns={int(dur[i])})")
+    ts = df["ts_ns"].to_numpy()
+    with np.errstate(over="ignore"):
+        wraps = np.flatnonzero((dur > 0) & (ts > np.iinfo(np.int64).max - np.maximum(dur, 0)))
+    if wraps.size:  # ts + dur past int64 wraps to a negative end in every analysis
+        i = int(wraps[0])
+        errors.append(f"{where}: {wraps.size} event(s) end beyond the int64 nanosecond range, "
+                      f"first at row {i} (ts_ns={int(ts[i])}, dur_ns={int(dur[i])})")
     corr = df["corr_id"]
     has = corr.notna().to_numpy()
     if has.any():
@@ -78,7 +85,9 @@ def summarize(df: pd.DataFrame) -> dict[str, Any]:
     if df.empty:
         return {"events": 0, "ranks": [], "kinds": {}, "span_ns": 0, "steps": {"count": 0}}
     start = int(df["ts_ns"].min())
-    end = int((df["ts_ns"] + df["dur_ns"]).max())
+    ts, dur = df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy()
+    # ends clipped at the int64 limit instead of wrapping around (such events are reported)
+    end = int((ts + np.minimum(dur, np.iinfo(np.int64).max - ts)).max())
     kinds = df["kind"].astype(str).value_counts().sort_index()
     steps = df[df["kind"] == "step"]
     host_steps = steps[steps["lane_kind"] == "host"] if not steps.empty else steps
@@ -99,20 +108,60 @@ def summarize(df: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+#: The longest span a trace may cover, and the most its files' first events may differ: two
+#: ranks of one run start within a day of each other on one time base.
+MAX_SPAN_NS = 366 * 86400 * 10**9
+MAX_RANK_START_SKEW_NS = 86400 * 10**9
+
+
+def consistency_errors(metas: list[tuple[Path, Any, int | None]]) -> list[str]:
+    """Files of one trace directory must come from one run: the same source, the same run id
+    (``extra.run_id`` where written) and one time base (first events within a day)."""
+    if len(metas) < 2:
+        return []
+    errors: list[str] = []
+    f0, m0, _ = metas[0]
+    for f, m, _ in metas[1:]:
+        if m.source != m0.source:
+            errors.append(f"{f}: source {m.source!r} differs from {m0.source!r} of {f0.name}: "
+                          "files of two different runs are mixed in one directory")
+            break
+    for f, m, _ in metas[1:]:
+        if m.extra.get("run_id") != m0.extra.get("run_id"):
+            errors.append(f"{f}: run id {m.extra.get('run_id')!r} differs from "
+                          f"{m0.extra.get('run_id')!r} of {f0.name}: files of two runs")
+            break
+    starts = [(s, f) for f, _, s in metas if s is not None]
+    if starts:
+        (lo, flo), (hi, fhi) = min(starts), max(starts)
+        if hi - lo > MAX_RANK_START_SKEW_NS:
+            errors.append(f"{fhi}: starts {(hi - lo) / 3600e9:,.1f} h after {flo.name}: the "
+                          "ranks do not share a time base (files of different runs or clocks)")
+    return errors
+
+
 def validate(path: str | os.PathLike[str]) -> ValidationReport:
     """Validate a trace file or directory. Structural errors raise :class:`TraceFormatError`
     (the file cannot be read as a trace at all); value errors are collected in the report."""
     report = ValidationReport(Path(path))
     frames = []
     source = None
+    metas: list[tuple[Path, Any, int | None]] = []
     for table, meta, f in iter_tables(path, columns=None):
         df = table_to_pandas(table)
         report.errors += check_events(df, where=str(f))
         frames.append(df)
         source = source or meta.source
+        metas.append((f, meta, int(df["ts_ns"].min()) if len(df) else None))
     if not frames:
         raise TraceFormatError("no trace files", path=path)
+    report.errors += consistency_errors(metas)
     all_df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if len(all_df):
+        span = int((all_df["ts_ns"] + all_df["dur_ns"]).max()) - int(all_df["ts_ns"].min())
+        if span > MAX_SPAN_NS:
+            report.errors.append(f"{path}: the trace spans {span / 86400e9:,.0f} days; no "
+                                 "training run does: timestamps in different units or clocks")
     report.summary = summarize(all_df)
     report.summary["source"] = source
     report.summary["files"] = len(frames)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -183,7 +184,12 @@ class TraceWriter:
 
     def _write_group(self, table: pa.Table) -> None:
         assert self._writer is not None
-        self._writer.write_table(table, row_group_size=max(self.row_group_rows, 1))
+        try:
+            self._writer.write_table(table, row_group_size=max(self.row_group_rows, 1))
+        except OSError as exc:  # disk full, file too large, directory removed
+            raise OutputError(f"cannot write: {exc.strerror or exc}; any previous file is "
+                              "unchanged", path=self.path,
+                              hint="free space, fix permissions or choose another --out") from None
 
     def _check(self) -> None:
         if self._error is not None:
@@ -232,10 +238,16 @@ class TraceWriter:
         if not final.ranks:
             final = final.with_(ranks=tuple(sorted(self._ranks)))
         assert self._writer is not None
-        self._writer.add_key_value_metadata(final.to_kv())
-        self._writer.close()
-        self._writer = None
-        _publish(self._tmp, self.path)
+        try:
+            self._writer.add_key_value_metadata(final.to_kv())
+            self._writer.close()
+            self._writer = None
+            _publish(self._tmp, self.path)
+        except OSError as exc:
+            self.abort()
+            raise OutputError(f"cannot write: {exc.strerror}; nothing was written and any "
+                              "previous file is unchanged", path=self.path,
+                              hint="free space, fix permissions or choose another --out") from None
         self._closed = True
         return self.path
 
@@ -265,15 +277,59 @@ class TraceWriter:
             self.abort()
 
 
+def is_trace_file_name(name: str) -> bool:
+    return name.endswith(".parquet") or name.startswith(".")
+
+
+def check_trace_destination(out: Path, force: bool = False) -> None:
+    """Refuse to replace a non-empty directory that is not a Hermes trace (exit 2) unless
+    ``force``: a trace written to a directory replaces the whole directory."""
+    if out.suffix == ".parquet" or not out.is_dir() or force:
+        return
+    try:
+        foreign = sorted(e.name for e in os.scandir(out) if not is_trace_file_name(e.name))
+    except OSError as exc:
+        raise OutputError(f"cannot read the output directory: {exc.strerror}", path=out) from None
+    if foreign:
+        raise OutputError(f"output directory is not a Hermes trace (holds {foreign[0]!r}"
+                          f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); "
+                          "writing the trace would replace it", path=out,
+                          hint="choose another --out, or pass --force to replace it")
+
+
+def _swap_in(tmp_dir: Path, final: Path) -> None:
+    """Replace directory ``final`` by ``tmp_dir`` (two renames: old aside, new in, old gone),
+    so a reader never sees old rank files beside new ones."""
+    old: Path | None = None
+    if final.is_dir() and not final.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
+        os.rename(final, old / "d")
+    elif final.exists() or final.is_symlink():
+        final.unlink()
+    try:
+        os.rename(tmp_dir, final)
+    except OSError:
+        if old is not None:  # put the previous trace back
+            os.rename(old / "d", final)
+            shutil.rmtree(old, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 class RankedTraceWriter:
     """Write a trace as a directory of per-rank files (``rank-00000.parquet``, ...).
 
-    Each rank's file is its own :class:`TraceWriter`, so each appears atomically. Meant for
-    large multi-rank jobs; ``hermes.load`` reads the directory as one trace.
+    With ``replace=True`` (the default) the ranks are written into a temporary sibling
+    directory that replaces ``directory`` as a whole on close, so an import into an existing
+    trace directory never leaves old ranks beside new ones and a failure leaves the previous
+    trace untouched. ``replace=False`` adds this process's ranks to a shared directory (each
+    rank's file still appears atomically): several processes of one profiled job do that.
     """
 
     def __init__(self, directory: str | os.PathLike[str], meta: TraceMeta | None = None,
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, threaded: bool = False) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, threaded: bool = False,
+                 replace: bool = True) -> None:
         self.directory = Path(directory)
         self.meta = meta or TraceMeta()
         self.row_group_rows = row_group_rows
@@ -284,11 +340,21 @@ class RankedTraceWriter:
             raise OutputError("output directory does not exist", path=self.directory.parent,
                               hint="create it first or choose another --out")
         self._created = not self.directory.exists()
-        self.directory.mkdir(exist_ok=True)
+        self._tmp_dir: Path | None = None
+        try:
+            if replace:
+                self._tmp_dir = Path(tempfile.mkdtemp(prefix=f".{self.directory.name}.",
+                                                      suffix=".tmp", dir=self.directory.parent))
+            else:
+                self.directory.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot write here: {exc.strerror}",
+                              path=self.directory.parent) from None
         self._writers: dict[int, TraceWriter] = {}
 
     def rank_path(self, rank: int) -> Path:
-        return self.directory / f"rank-{int(rank):05d}.parquet"
+        base = self._tmp_dir if self._tmp_dir is not None else self.directory
+        return base / f"rank-{int(rank):05d}.parquet"
 
     def writer(self, rank: int) -> TraceWriter:
         w = self._writers.get(rank)
@@ -310,14 +376,28 @@ class RankedTraceWriter:
     def close(self, meta: TraceMeta | None = None) -> Path:
         if meta is not None:
             self.meta = meta
-        for rank, w in sorted(self._writers.items()):
-            w.close(self.meta.with_(ranks=(rank,)))
+        try:
+            for rank, w in sorted(self._writers.items()):
+                w.close(self.meta.with_(ranks=(rank,)))
+            if self._tmp_dir is not None:
+                _swap_in(self._tmp_dir, self.directory)
+                self._tmp_dir = None
+        except OSError as exc:
+            self.abort()
+            raise OutputError(f"cannot write: {exc.strerror}; the previous output (if any) is "
+                              "unchanged", path=self.directory) from None
+        except BaseException:
+            self.abort()
+            raise
         return self.directory
 
     def abort(self) -> None:
         for w in self._writers.values():
             w.abort()
-        if self._created:
+        if self._tmp_dir is not None:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            self._tmp_dir = None
+        elif self._created:
             try:
                 self.directory.rmdir()
             except OSError:
@@ -335,12 +415,16 @@ class RankedTraceWriter:
 
 def open_writer(path: str | os.PathLike[str], meta: TraceMeta | None = None,
                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
-                threaded: bool = False) -> TraceWriter | RankedTraceWriter:
-    """A single-file writer for ``*.parquet`` paths, a per-rank directory writer otherwise."""
+                threaded: bool = False, replace: bool = True) -> TraceWriter | RankedTraceWriter:
+    """A single-file writer for ``*.parquet`` paths, a per-rank directory writer otherwise
+    (``replace``: the directory is replaced as a whole on close; see RankedTraceWriter)."""
     p = Path(path)
     if p.suffix == ".parquet":
+        if p.is_dir():
+            raise OutputError("output path is a directory", path=p,
+                              hint="name a file, or remove the directory")
         return TraceWriter(p, meta, row_group_rows, threaded=threaded)
-    return RankedTraceWriter(p, meta, row_group_rows, threaded=threaded)
+    return RankedTraceWriter(p, meta, row_group_rows, threaded=threaded, replace=replace)
 
 
 def write_trace(path: str | os.PathLike[str], events: Any, meta: TraceMeta | None = None) -> Path:

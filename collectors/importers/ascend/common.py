@@ -102,6 +102,13 @@ def us_to_ns(values: Any) -> tuple[np.ndarray, np.ndarray]:
     parts = pc.extract_regex(pc.utf8_trim_whitespace(text), _PLAIN_DECIMAL)
     plain = parts.is_valid().to_numpy(zero_copy_only=False)
     if plain.any():
+        # 16+ integer digits of µs overflow int64 ns when scaled: the exact (Decimal) path
+        # range-checks those instead of letting the multiplication wrap around
+        long_whole = pc.utf8_length(parts.filter(pa.array(plain)).field("whole")).to_numpy(
+            zero_copy_only=False) > 15
+        if long_whole.any():
+            plain[np.flatnonzero(plain)[long_whole]] = False
+    if plain.any():
         ok = parts.filter(pa.array(plain))
         sign = ok.field("sign").to_numpy(zero_copy_only=False)
         whole = pc.cast(ok.field("whole"), pa.int64()).to_numpy()
@@ -113,12 +120,15 @@ def us_to_ns(values: Any) -> tuple[np.ndarray, np.ndarray]:
     for i in np.flatnonzero(~plain):  # exponent forms and garbage only: rare
         try:
             d = Decimal(str(arr[i]).strip()) * 1000
-            if not d.is_finite():
+            if not d.is_finite() or abs(d) > _INT64_MAX:  # never wrapped around
                 raise InvalidOperation
             ns[i] = int(d.to_integral_value(rounding="ROUND_HALF_UP"))
-        except (InvalidOperation, ValueError, TypeError):
+        except (InvalidOperation, ValueError, TypeError, OverflowError):
             bad[i] = True
     return ns, bad
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def lookup(values: Any, table: dict[Any, Any], default: Any = None) -> np.ndarray:
@@ -138,6 +148,9 @@ def snake(name: str) -> str:
     return t.strip("_").lower()
 
 
+CSV_CELL_LIMIT = 16 << 20
+
+
 def read_csv(path: Path, required: Sequence[Sequence[str]]) -> pd.DataFrame:
     """A CSV as strings (whitespace stripped). ``required``: groups of alternative header
     names, one of each group must be present. Rows with a wrong number of fields raise an
@@ -147,7 +160,15 @@ def read_csv(path: Path, required: Sequence[Sequence[str]]) -> pd.DataFrame:
     except UnicodeDecodeError as exc:
         raise ImportFormatError(f"not UTF-8 text: {exc.reason}", path=path,
                                 where=f"byte {exc.start}", hint="expected a CSV file") from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+    # Cells of up to 16 MiB: csv's default limit (128 KiB) is below a long Input Shapes cell
+    # of a real kernel_details.csv; a longer one is refused with the file named.
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_CELL_LIMIT))
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:  # a cell beyond the field limit, a NUL byte, a broken quote
+        raise ImportFormatError(f"malformed CSV ({exc})", path=path,
+                                hint="the file is damaged or not an Ascend profiler CSV"
+                                ) from None
     if not rows:
         raise ImportFormatError("empty file", path=path, where="line 1",
                                 hint="expected a CSV header")
@@ -202,8 +223,12 @@ def _physical_line(text: str, row_index: int) -> int:
 def numeric(df: pd.DataFrame, col: str, path: Path, *, what: str = "a number") -> np.ndarray:
     """Column as float64 (NA tokens -> NaN); a non-numeric cell raises naming its line."""
     raw = df[col]
-    vals = pd.to_numeric(raw.where(~raw.isin(NA_TOKENS)), errors="coerce").to_numpy(float)
-    bad = np.isnan(vals) & ~raw.isin(NA_TOKENS).to_numpy()
+    na = raw.isin(NA_TOKENS).to_numpy()
+    vals = pd.to_numeric(raw.where(~na), errors="coerce").to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(vals) & ~na  # text, "inf", "nan", overflowing exponents
+        if what == "an integer":  # ids and step numbers: whole, and exact in int64/float64
+            bad |= ~na & np.isfinite(vals) & ((vals != np.round(vals)) | (np.abs(vals) > 2**53))
     if bad.any():
         _bad_cell(df, col, int(np.flatnonzero(bad)[0]), path, what)
     return vals

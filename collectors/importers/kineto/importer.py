@@ -26,12 +26,12 @@ from hermes.collectors.importers.base import ImportResult
 from hermes.collectors.importers.kineto.arrow import dictionary, from_numpy, strings, to_numpy
 from hermes.collectors.importers.kineto.chunk import chunk_to_batch
 from hermes.collectors.importers.kineto.mapping import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
-from hermes.collectors.importers.kineto.reader import KinetoFile
+from hermes.collectors.importers.kineto.reader import MAX_EVENT_BYTES, KinetoFile
 from hermes.collectors.importers.kineto.side import DEVICE_SEP, INTERMEDIATE, Side
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace import comm_patterns
 from hermes.trace.comm_patterns import CommPatterns
-from hermes.trace.meta import TraceMeta
+from hermes.trace.meta import INT32_MAX, TraceMeta, strict_int
 from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
 
 NAME = "kineto"
@@ -211,11 +211,17 @@ def _fill_from_rpc(r: np.ndarray, ts: np.ndarray, ext: np.ndarray, lane: np.ndar
         col[fill] = src[fill, k]
 
 
-def _rank_of(header: dict[str, Any]) -> int | None:
+def _rank_of(header: dict[str, Any], path: Path | None = None) -> int | None:
+    """distributedInfo.rank, range-checked (a rank must fit the trace's int32 column)."""
     info = header.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
-    return None
+    if not isinstance(info, dict) or "rank" not in info:
+        return None
+    try:
+        return strict_int(info["rank"], "rank", lo=0, hi=INT32_MAX)
+    except ValueError as exc:
+        raise ImportFormatError(f"invalid distributedInfo.rank: {exc}", path=path,
+                                hint="fix the file or drop distributedInfo and pass --rank"
+                                ) from None
 
 
 def _device_meta(header: dict[str, Any], fallback: str | None = None) -> dict[str, Any]:
@@ -236,10 +242,10 @@ def _device_meta(header: dict[str, Any], fallback: str | None = None) -> dict[st
 
 
 def _phase1(path: Path, spool: Path, progress: Callable[[int], None] | None,
-            comm: CommPatterns) -> tuple[Side, dict[str, Any]]:
+            comm: CommPatterns, max_bytes: int) -> tuple[Side, dict[str, Any]]:
     """Read the file chunk by chunk into intermediate batches spooled to ``spool``."""
     side = Side(comm=comm)
-    kf = KinetoFile(path).open()
+    kf = KinetoFile(path, max_event_bytes=max_bytes).open()
     try:
         with pa.OSFile(str(spool), "wb") as sink, \
                 pa.ipc.new_stream(sink, INTERMEDIATE) as out:
@@ -254,12 +260,12 @@ def _phase1(path: Path, spool: Path, progress: Callable[[int], None] | None,
 
 
 def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTraceWriter,
-                 tmpdir: Path, progress: Callable[[int], None] | None, comm: CommPatterns
-                 ) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
+                 tmpdir: Path, progress: Callable[[int], None] | None, comm: CommPatterns,
+                 max_bytes: int) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
     """Import one file; returns (rank, side info, header, events per kind, dangling corr)."""
     spool = tmpdir / "spool.arrows"
-    side, header = _phase1(path, spool, progress, comm)
-    rank = _rank_of(header)
+    side, header = _phase1(path, spool, progress, comm, max_bytes)
+    rank = _rank_of(header, path)
     rank = rank_fallback if rank is None else rank
     finish = _Finish(side, rank)
     by_kind: Counter[str] = Counter()
@@ -309,7 +315,8 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
 
                 fallback = i if rank_option is None else int(rank_option)
                 rank, side, header, kinds, dangling = _import_file(
-                    src, fallback, writer, Path(tmp), step_progress, comm)
+                    src, fallback, writer, Path(tmp), step_progress, comm,
+                    int(options.get("max_bytes") or MAX_EVENT_BYTES))
                 if rank_option is not None and rank != rank_option:
                     warnings.append(f"{src.name}: the file names rank {rank} "
                                     f"(distributedInfo); rank option {rank_option} not used")

@@ -37,6 +37,11 @@ _READ_BYTES = 2 * 1024 * 1024
 _READ_AHEAD = 4
 #: Where a chunk is cut: the first event boundary in the last this-many bytes of the text read.
 _CUT_WINDOW = 64 * 1024
+#: The most JSON text one event (or the gap between two) may span. Text without an event
+#: boundary accumulates until a cut is found; past this it is refused (bounded memory and
+#: time for a gzip member inflating to gigabytes of whitespace or one huge name). Real Kineto
+#: events are kilobytes; ``hermes import --max-bytes`` raises the limit.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
 _EMPTY_ARGS = msgspec.Raw(b"{}")
 
 
@@ -119,6 +124,8 @@ class _Events:
                 return self._decoders[key].decode(text)  # type: ignore[no-any-return]
             except msgspec.ValidationError:
                 pass
+            except UnicodeDecodeError:  # invalid UTF-8 in a name or args: keep it, replaced
+                return self.decode(bytes(text).decode("utf-8", "replace").encode(), mode, names)
         return self._decoders[tries[-1]].decode(text)  # type: ignore[no-any-return]
 
 
@@ -183,6 +190,7 @@ class KinetoFile:
     _blocks: queue.Queue | None = None
     _pump: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    max_event_bytes: int = MAX_EVENT_BYTES
 
     def compressed_pos(self) -> int:
         """Bytes of the file on disk consumed so far (for progress and error positions).
@@ -326,6 +334,12 @@ class KinetoFile:
                 return
             cut = self._cut(parts, index)
             if cut is None:  # no complete event boundary yet: read on
+                if have > self.max_event_bytes:
+                    raise ImportFormatError(
+                        f"one event spans more than {self.max_event_bytes >> 20} MiB of JSON "
+                        "text (a huge name or a run of whitespace)", path=self.path,
+                        where=f"decompressed byte {self._offset}",
+                        hint="raise the limit with --max-bytes if the file is genuine")
                 parts = [b"".join(parts)]
                 need_more = True
                 continue
