@@ -36,6 +36,8 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
            f"- ranks: {len(d['ranks'])}; steps: {st['count']} (median {st['median_ms']:.3f} ms, "
            f"p90 {st['p90_ms']:.3f} ms)",
            *[f"- warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])],
+           *[f"- **missing rank {m['rank']}**: not analyzed ({m['error']})"
+             for m in d.get("missing_ranks", ())],
            f"- **bound: {d['bound']}** — {d['verdict']['reason']}", ""]
     rows = d["breakdown"]["per_rank"]
     if rows:
