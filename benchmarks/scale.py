@@ -16,7 +16,8 @@ alone: pool and Dask workers are other processes; the target is <= 2 GB) and its
 imports, and whether the two ``hermes.analysis/1`` documents are identical (findings included).
 When fewer than 4,096 ranks ran, it extrapolates linearly to 4,096: time from the time per rank,
 RSS from the driver's growth per rank over its post-import RSS (what the driver keeps per rank is
-that rank's results, so growth is linear in ranks) -- an estimate, printed as one.
+that rank's results, so growth is linear in ranks; the reduce's fixed cost is counted as per-rank
+growth too, so the estimate is high at small counts) -- an estimate, printed as one.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def report(kind: str, r: dict[str, float], ranks: int) -> None:
         grow = (r["rss_kb"] - r["base_kb"]) / ranks
         est = (r["base_kb"] + grow * TARGET_RANKS) / 2**20
         print(f"{'':<9} extrapolated to {TARGET_RANKS:,} ranks (linear, x{f:.0f}): "
-              f"~{r['s'] * f / 60:.0f} min, driver peak RSS ~{est:.2f} GiB")
+              f"~{r['s'] * f / 60:.0f} min, driver peak RSS <= ~{est:.2f} GiB")
 
 
 def main(argv: list[str] | None = None) -> int:
