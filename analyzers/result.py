@@ -82,6 +82,8 @@ class Analysis:
     findings: list[Finding]
     verdict: Verdict
     breakdown_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Ranks not analyzed after a retry: ``{"rank", "error", "attempts"}`` each (empty: none).
+    missing_ranks: list[dict[str, Any]] = field(default_factory=list)
     _tables: dict[str, pd.DataFrame] | None = field(default=None, repr=False)
 
     @property
@@ -197,6 +199,8 @@ class Analysis:
             extra["computation"] = comp
         if self.memory:
             extra["memory"] = {"per_rank": self.memory}
+        if self.missing_ranks:  # only a partial analysis has the key: complete ones are unchanged
+            extra["missing_ranks"] = self.missing_ranks
         return jsonable({
             "schema": SCHEMA,
             "source": getattr(self.meta, "source", None),

@@ -5,29 +5,32 @@ Map/reduce over ranks, as DESIGN.md's *Scale* section asks: each rank's events a
 rank's events), the rank analyzers run on them in dependency order (``base.ordered("rank")``), and
 only their results — small tables, metrics, findings — are kept; then the cluster analyzers run over
 those per-rank results, and the findings are folded and merged (:mod:`hermes.analyzers.fold`).
-``workers=N`` runs ranks in a pool of N processes (default: in-process, one rank after the other).
+Ranks run on an executor (:mod:`hermes.analyzers.executor`): in-process one after the other by
+default, ``workers=N`` in a pool of N processes, or a Dask cluster; each worker reads its rank's
+files itself and sends back only the results. A rank that fails twice (load error, analysis error,
+dead worker) is named in ``Analysis.missing_ranks``, never silently left out.
 
 Analysis stops at findings: recommendations are the advisor's (``hermes.advisor.advise``), after it.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
+from hermes.analyzers.executor import Executor, Failure, LocalExecutor
 from hermes.analyzers.fold import fold_symptoms, merge_findings
 from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
-from hermes.errors import UsageError
+from hermes.errors import HermesError, UsageError
 
 #: Modules that register analyzers (importing one registers its analyzers).
 MODULES = (
@@ -65,10 +68,17 @@ def run_rank(rank: int, events: pd.DataFrame, meta: Any,
 
 def _rank_job(path: str, rank: int, keep_warmup: bool = False
               ) -> tuple[int, dict[str, AnalyzerResult]]:
+    """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
+    them; only the results go back to the driver."""
     from hermes.trace import load
 
     tr = load(path, ranks=[rank])
     return rank, run_rank(rank, tr.events, tr.meta, keep_warmup)
+
+
+def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, AnalyzerResult]:
+    """``_rank_job`` with the rank last, for ``Executor.map`` (a partial of it pickles)."""
+    return _rank_job(path, rank, keep_warmup)[1]
 
 
 def _trace_ranks(path: Path) -> tuple[list[int], Any, bool]:
@@ -99,38 +109,44 @@ def _pick(ranks: list[int], wanted: Iterable[int] | None) -> list[int]:
 
 
 def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
-            progress: Progress | None = None, keep_warmup: bool = False) -> Analysis:
+            progress: Progress | None = None, keep_warmup: bool = False,
+            executor: Executor | None = None) -> Analysis:
     """Analyze a :class:`hermes.Trace` or a trace path; ``ranks`` restricts to some ranks.
 
-    ``workers`` > 1 analyzes ranks in that many processes; ``progress(done, total)`` is called
-    after each rank. A first step over 10x the median of the others (warm-up: compilation,
-    lazy loading, allocator and cache warm-up) is left out of the analysis and reported in
-    ``Analysis.warmup``, unless ``keep_warmup``.
+    Ranks of a trace path run on ``executor`` (default: :class:`LocalExecutor` of ``workers``
+    processes, in-process when ``workers`` <= 1); a rank that fails twice is listed in
+    ``Analysis.missing_ranks``. ``progress(done, total)`` is called after each rank. A first step
+    over 10x the median of the others (warm-up: compilation, lazy loading, allocator and cache
+    warm-up) is left out of the analysis and reported in ``Analysis.warmup``, unless
+    ``keep_warmup``.
     """
     load_analyzers()
     per_rank: dict[int, dict[str, AnalyzerResult]] = {}
+    missing: list[dict[str, Any]] = []
     if isinstance(trace_or_path, (str, os.PathLike)):
         path = Path(trace_or_path)
         all_ranks, meta, is_dir = _trace_ranks(path)
         todo = _pick(all_ranks, ranks)
-        if workers > 1 and len(todo) > 1:
-            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn")) \
-                    as pool:
-                for i, (r, res) in enumerate(pool.map(_rank_job, [str(path)] * len(todo), todo,
-                                                      [keep_warmup] * len(todo))):
-                    per_rank[r] = res
-                    if progress:
-                        progress(i + 1, len(todo))
-        elif is_dir or len(todo) <= 1:
-            for i, r in enumerate(todo):
-                per_rank[r] = _rank_job(str(path), r, keep_warmup)[1]
-                if progress:
-                    progress(i + 1, len(todo))
-        else:  # one file holding several ranks: read it once, split by rank
+        ex = executor if executor is not None else LocalExecutor(workers)
+        if isinstance(ex, LocalExecutor) and ex.workers <= 1 and not is_dir and len(todo) > 1:
+            # one file holding several ranks, in this process: read it once, split by rank
             from hermes.trace import load
 
             tr = load(path, ranks=todo)
             _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup)
+        else:
+            job = functools.partial(_rank_results, str(path), keep_warmup)
+            for i, (r, res) in enumerate(ex.map(job, todo)):
+                if isinstance(res, Failure):
+                    missing.append({"rank": int(r), "error": res.error,
+                                    "attempts": res.attempts})
+                else:
+                    per_rank[int(r)] = res
+                if progress:
+                    progress(i + 1, len(todo))
+            if not per_rank:
+                raise HermesError(f"no rank could be analyzed: {_missing_line(missing)}",
+                                  path=path)
     else:
         events = getattr(trace_or_path, "events", None)
         meta = getattr(trace_or_path, "meta", None)
@@ -139,8 +155,18 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
                              hint="pass a hermes.Trace (hermes.load(path)) or a trace path")
         present = sorted(int(r) for r in events["rank"].unique()) if len(events) else \
             [int(r) for r in (getattr(meta, "ranks", ()) or (0,))]
+        # events already in this process are analyzed here: shipping them to workers would cost
+        # more than the analysis
         _run_split(events, meta, _pick(present, ranks), per_rank, progress, keep_warmup)
-    return _reduce(per_rank, meta)
+    # results arrive in completion order; the reduce sees ranks in order, as a serial run does
+    per_rank = {r: per_rank[r] for r in sorted(per_rank)}
+    analysis = _reduce(per_rank, meta)
+    analysis.missing_ranks = sorted(missing, key=lambda m: m["rank"])
+    return analysis
+
+
+def _missing_line(missing: list[dict[str, Any]]) -> str:
+    return "; ".join(f"rank {m['rank']}: {m['error']}" for m in missing)
 
 
 def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],

@@ -254,6 +254,36 @@ def compare_hta(sizes: list[int], repeat: int, tmp: Path) -> None:
           "RSS of each child process)")
 
 
+def per_analyzer(path: Path) -> None:
+    """One in-process run, timed stage by stage: the load, each rank analyzer (in the executor's
+    order, as ``run.run_rank`` calls them) and the cluster reduce; seconds and share of the
+    total, largest first."""
+    from hermes.analyzers.base import AnalyzerResult, RankContext, ordered
+    from hermes.analyzers.run import _reduce, load_analyzers
+    from hermes.analyzers.steps import drop_warmup, step_windows
+    from hermes.trace import load
+
+    load_analyzers()
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    tr = load(path)
+    events, _ = drop_warmup(tr.events)
+    times["load"] = time.perf_counter() - t
+    results: dict[str, AnalyzerResult] = {}
+    for a in ordered("rank"):
+        t = time.perf_counter()
+        results[a.name] = a.fn(RankContext(rank=0, events=events, meta=tr.meta, results=results))
+        times[a.name] = time.perf_counter() - t
+    t = time.perf_counter()
+    results["steps"] = AnalyzerResult("steps", tables={"windows": step_windows(events)})
+    _reduce({0: results}, tr.meta)
+    times["steps + cluster reduce"] = time.perf_counter() - t
+    total = sum(times.values())
+    print(f"per analyzer, {len(events):,} events, one in-process run ({total:.1f} s in all):")
+    for name, s in sorted(times.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<24} {s:7.2f} s  {100 * s / total:5.1f} %")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=10_000_000)
@@ -264,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                          "~25 s and ~1.3 GiB per million events of this trace)")
     ap.add_argument("--hta-repeat", type=int, default=3, help="runs per side and size (median)")
     ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
+    ap.add_argument("--per-analyzer", action="store_true",
+                    help="also time the load and each analyzer in one in-process run")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.keep) if args.keep else Path(tmp) / "synthetic.parquet"
@@ -289,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"events/s; target <= {TARGET_S:.0f} s: {med / TARGET_S:.2f}x of budget), "
                   f"median peak RSS {rss:.2f} GiB (target <= {TARGET_RSS_GB:.0f} GB: "
                   f"{rss * 2**30 / (TARGET_RSS_GB * 1e9):.2f}x of budget)")
+        if args.per_analyzer:
+            per_analyzer(path)
         if not args.no_hta:
             sizes = [int(x) for x in args.hta_sizes.split(",") if x.strip()]
             compare_hta(sizes, max(1, args.hta_repeat), Path(tmp))

@@ -19,7 +19,6 @@ try:  # recent typer vendors its own copy of click
 except ImportError:  # pragma: no cover - older typer uses the click package
     from click import exceptions as click  # type: ignore[no-redef]
 
-from hermes import __version__
 from hermes.errors import HermesError
 
 app = typer.Typer(
@@ -35,6 +34,8 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
+        from hermes import __version__
+
         typer.echo(f"hermes {__version__}")
         raise typer.Exit()
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from hermes.advisor import Advice, advise
+from hermes.analyzers.executor import Executor
 from hermes.analyzers.result import Analysis
 from hermes.analyzers.run import Progress
 from hermes.analyzers.run import analyze as run_analysis
@@ -20,10 +21,12 @@ from hermes.rules import RuleTable
 
 def analyze_and_advise(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
                        progress: Progress | None = None, keep_warmup: bool = False,
-                       table: RuleTable | None = None) -> tuple[Analysis, Advice]:
-    """The analysis of a trace (or trace path) and the advisor's recommendations for it."""
+                       table: RuleTable | None = None, executor: Executor | None = None
+                       ) -> tuple[Analysis, Advice]:
+    """The analysis of a trace (or trace path) and the advisor's recommendations for it;
+    ``executor`` runs its ranks (default: the embedded one of ``workers`` processes)."""
     analysis = run_analysis(trace_or_path, ranks=ranks, workers=workers, progress=progress,
-                            keep_warmup=keep_warmup)
+                            keep_warmup=keep_warmup, executor=executor)
     # the trace travels on to the advisor so what-if can replay it (estimate = "replay")
     return analysis, advise(analysis, table, trace=trace_or_path if ranks is None else None)
 

@@ -8,6 +8,7 @@ when piped (scripts and tests read that layout).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -39,6 +40,13 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(10, "--top", help="Findings shown in text/md output."),
         workers: int = typer.Option(0, "--workers", "-j",
                                     help="Analyze ranks in this many processes (0: in-process)."),
+        scheduler: str | None = typer.Option(
+            None, "--scheduler", help="Run ranks on this Dask scheduler (tcp://HOST:PORT; "
+            "'local': a local Dask cluster of --workers); default $DASK_SCHEDULER_ADDRESS, "
+            "else this machine. Needs pip install 'hermes-profiler[cluster]'."),
+        allow_missing: bool = typer.Option(
+            False, "--allow-missing", help="Exit 0 even if some ranks could not be analyzed "
+            "(they are listed in the report either way)."),
         keep_warmup: bool = typer.Option(
             False, "--keep-warmup",
             help="Analyze a warm-up first step too (one over 10x the median of the others is "
@@ -59,12 +67,18 @@ def register(app: typer.Typer) -> None:
         renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
             check_output_path(out, [trace, *([save_trace] if save_trace else [])])
+        from hermes.analyzers.executor import make_executor
+
         with hermes_trace(trace, save_trace) as path:
-            with progress("analyzing ranks") as bar:
-                result, advice = analyze_and_advise(
-                    path, ranks=rank or None, workers=workers,
-                    progress=lambda done, total: bar.update(completed=done, total=total),
-                    keep_warmup=keep_warmup)
+            executor = make_executor(scheduler, workers)
+            try:
+                with progress("analyzing ranks") as bar:
+                    result, advice = analyze_and_advise(
+                        path, ranks=rank or None, workers=workers,
+                        progress=lambda done, total: bar.update(completed=done, total=total),
+                        keep_warmup=keep_warmup, executor=executor)
+            finally:
+                executor.close()
             loaded = None
             if renderer.wants_trace:
                 from hermes.report.timeline import columns
@@ -75,11 +89,21 @@ def register(app: typer.Typer) -> None:
                 from hermes.report.terminal import print_report
 
                 print_report(result, advice, top)
-                return 0
+                return _exit(result, allow_missing)
             text = renderer(result, advice, top, trace=loaded)
         if out is not None:
             write_text_atomic(out, text)
             typer.echo(f"wrote {out}", err=True)
         else:
             typer.echo(text, nl=False)
-        return 0
+        return _exit(result, allow_missing)
+
+
+def _exit(result: Any, allow_missing: bool) -> int:
+    """0, or 1 naming the ranks that could not be analyzed (unless ``--allow-missing``)."""
+    if result.missing_ranks and not allow_missing:
+        named = ", ".join(f"{m['rank']} ({m['error']})" for m in result.missing_ranks)
+        typer.echo(f"hermes: error: rank(s) not analyzed: {named}; the report covers the "
+                   "others (--allow-missing to accept that)", err=True)
+        return 1
+    return 0

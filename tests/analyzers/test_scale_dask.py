@@ -1,0 +1,102 @@
+"""The Dask executor: the same findings as the embedded one, and a worker killed mid-analysis
+is retried once, then reported missing (exit code 1 unless --allow-missing)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from hermes.analyzers.executor import DaskExecutor, LocalExecutor  # noqa: E402
+from hermes.analyzers.run import analyze  # noqa: E402
+from tests.conftest import run_cli  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[DaskExecutor]:
+    import cloudpickle
+
+    # the kill wrapper below travels to the workers by value: they need not import tests/
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with DaskExecutor(None, workers=2) as ex:
+        yield ex
+
+
+@pytest.fixture(scope="module")
+def ranks16(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("scale") / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "16", "--steps", "2",
+                           "--out", str(out))
+    assert code == 0, err
+    return out
+
+
+def _kill(flag_dir: str, fn: Callable[[Any], Any], rank: int) -> Any:
+    """Kills the worker process running ``rank`` while a ``kill-RANK`` flag file is there;
+    ``once`` in it: the file goes first, so the retry succeeds."""
+    flag = Path(flag_dir, f"kill-{rank}")
+    if flag.exists():
+        if flag.read_text() == "once":
+            flag.unlink()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return fn(rank)
+
+
+class KillingExecutor:
+    """The module's Dask cluster, with each rank job wrapped in :func:`_kill`."""
+
+    def __init__(self, inner: DaskExecutor, flag_dir: Path) -> None:
+        self.inner, self.flag_dir = inner, str(flag_dir)
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        return self.inner.map(functools.partial(_kill, self.flag_dir, fn), items)
+
+    def close(self) -> None:
+        """The module fixture closes the cluster."""
+
+
+def test_embedded_and_local_cluster_give_the_same_analysis(ranks16: Path,
+                                                           cluster: DaskExecutor) -> None:
+    local = analyze(ranks16, executor=LocalExecutor(0))
+    dask = analyze(ranks16, executor=cluster)
+    assert local.ranks == dask.ranks == list(range(16)) and not dask.missing_ranks
+    assert [f.to_dict() for f in local.findings] == [f.to_dict() for f in dask.findings]
+    assert local.to_json() == dask.to_json()
+
+
+def test_a_killed_worker_is_retried(ranks16: Path, cluster: DaskExecutor,
+                                    tmp_path: Path) -> None:
+    (tmp_path / "kill-3").write_text("once")
+    res = analyze(ranks16, ranks=[2, 3], executor=KillingExecutor(cluster, tmp_path))
+    assert not (tmp_path / "kill-3").exists()  # the first try ran and killed its worker
+    assert res.ranks == [2, 3] and res.missing_ranks == []
+
+
+def test_a_worker_killed_every_time_is_reported_missing(
+        ranks16: Path, cluster: DaskExecutor, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kill-5").write_text("always")
+    import hermes.analyzers.executor as executor
+
+    monkeypatch.setattr(executor, "make_executor",
+                        lambda scheduler, workers: KillingExecutor(cluster, tmp_path))
+    code, out, err = run_cli("analyze", str(ranks16), "--rank", "4", "--rank", "5",
+                             "--scheduler", "local", "--format", "json")
+    assert code == 1 and "rank(s) not analyzed: 5" in err
+    doc = json.loads(out)
+    # a task that shared the dead worker counts its death too (Dask's rule), so rank 4 may be
+    # missing as well; rank 5 always is
+    missing = {m["rank"]: m["error"] for m in doc["missing_ranks"]}
+    assert 5 in missing and 5 not in doc["ranks"] and "KilledWorker" in missing[5]
+    code, _, _ = run_cli("analyze", str(ranks16), "--rank", "4", "--rank", "5",
+                         "--scheduler", "local", "--allow-missing")
+    assert code == 0
