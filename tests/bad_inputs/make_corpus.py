@@ -129,7 +129,7 @@ def _asc_json(events: str) -> Callable[[Path], list[str]]:
 
 def _on_trace(command: str, make: Callable[[Path], Path], *extra: str
               ) -> Callable[[Path], list[str]]:
-    """``command`` run on the trace ``make`` builds (analyze/export/diff/check/validate)."""
+    """``command`` run on the trace ``make`` builds (analyze/report/export/diff/check/validate)."""
     def build(d: Path) -> list[str]:
         bad = make(d)
         if command == "validate":
@@ -137,6 +137,9 @@ def _on_trace(command: str, make: Callable[[Path], Path], *extra: str
         if command == "analyze":
             (d / "report.txt").write_text("old report\n")
             return ["analyze", str(bad), "--out", str(d / "report.txt"), *extra]
+        if command == "report":
+            (d / "report.html").write_text("<p>old report</p>\n")
+            return ["report", str(bad), "--out", str(d / "report.html"), *extra]
         if command == "export":
             (d / "out.json").write_text("{}\n")
             return ["export", str(bad), "--out", str(d / "out.json"), *extra]
@@ -148,10 +151,10 @@ def _on_trace(command: str, make: Callable[[Path], Path], *extra: str
 
 
 def _keep_for(command: str) -> str | None:
-    return {"analyze": "report.txt", "export": "out.json"}.get(command)
+    return {"analyze": "report.txt", "report": "report.html", "export": "out.json"}.get(command)
 
 
-TRACE_COMMANDS = ("validate", "analyze", "export", "diff", "check")
+TRACE_COMMANDS = ("validate", "analyze", "report", "export", "diff", "check")
 
 
 def _per_command(cid: str, cls: str, make: Callable[[Path], Path], needle: str | None,
@@ -327,7 +330,7 @@ def parquet_cases() -> list[Case]:
                             else "structure",
                             lambda d, kv=kv: retag(d, "bad.parquet", **kv), needle,
                             commands=TRACE_COMMANDS if k in ("device-list", "peak-text")
-                            else ("validate", "analyze", "export"))
+                            else ("validate", "analyze", "report", "export"))
 
     def truncated(d: Path) -> Path:
         good = good_trace(d, "_t.parquet")
