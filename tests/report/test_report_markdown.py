@@ -2,8 +2,8 @@
 
 The trace (tests/report/traces.py) is four 1 ms steps of one operator and two kernels; the
 output changes only when the report, the analysis or the advice does. After such an intended
-change, ``HERMES_UPDATE_GOLDEN=1 pytest tests/report/test_report_markdown.py`` rewrites the file: read
-its diff before committing it.
+change, ``HERMES_UPDATE_GOLDEN=1 pytest tests/report/test_report_markdown.py`` rewrites the
+file: read its diff before committing it.
 """
 
 from __future__ import annotations
