@@ -63,7 +63,8 @@ def _evidence(ev: dict[str, Any]) -> str:
             f"{esc(short_name(o.get('name'), 80))} ({float(o.get('time_ns') or 0) / 1e6:.3f} ms)"
             for o in ops))
     scalars = [(k, v) for k, v in ev.items()
-               if k != "top_ops" and isinstance(v, (int, float, str)) and not isinstance(v, bool)]
+               if k != "top_ops" and isinstance(v, (int, float, str)) and not isinstance(v, bool)
+               and v != ""]  # an empty string says nothing (runtime unknown, no framework)
     if scalars:
         out.append(", ".join(f"{esc(k)} = {esc(f'{v:.4g}' if isinstance(v, float) else v)}"
                              for k, v in scalars[:12]))
