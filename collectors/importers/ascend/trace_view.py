@@ -239,8 +239,9 @@ def _slices(df: pd.DataFrame, procs: dict[Any, str], threads: dict[Any, str], pa
 
 
 def _ints(values: np.ndarray) -> pd.arrays.IntegerArray:
-    """Float array with NaN for missing -> nullable Int64."""
-    missing = np.isnan(values)
+    """Float array with NaN for missing -> nullable Int64. A value no int64 holds (inf, beyond
+    2**63) is missing too, never a wrapped-around number."""
+    missing = ~(np.abs(values) < 2.0**63)  # NaN and inf compare False
     return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
 
 
