@@ -13,6 +13,7 @@ from hermes.collectors.importers.kineto.mapping import (
     Args,
     coll_bytes,
     coll_group,
+    with_key,
 )
 from hermes.collectors.importers.kineto.side import Side, codes
 
@@ -90,8 +91,4 @@ def memory_samples(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray, lis
 
 def with_unit(args_text: bytes, unit: str) -> bytes:
     """Add ``"unit"`` to a JSON object text (counter samples carry their unit in args)."""
-    head = b'{"unit": ' + msgspec.json.encode(unit)
-    body = args_text.lstrip()[1:].lstrip()
-    if not args_text.lstrip().startswith(b"{") or body.startswith(b"}"):
-        return head + b"}"
-    return head + b", " + body
+    return with_key(args_text, "unit", unit)

@@ -249,12 +249,18 @@ def coll_group(a: Args) -> str | None:
     return a.pg_desc or None
 
 
-def with_source_category(args_text: bytes, category: str) -> bytes:
-    """Add ``"source_category"`` to a JSON object text (kept-unknown events)."""
-    head = b'{"source_category": ' + msgspec.json.encode(category)
+def with_key(args_text: bytes, key: str, value: str) -> bytes:
+    """Add ``"key": value`` in front of a JSON object text without decoding it (args stay raw
+    JSON until they are needed); text that is not an object becomes ``{"key": value}``."""
+    head = b"{" + msgspec.json.encode(key) + b": " + msgspec.json.encode(value)
     body = args_text.lstrip()[1:].lstrip()
     if not args_text.lstrip().startswith(b"{") or body.startswith(b"}"):
         return head + b"}"
     return head + b", " + body
+
+
+def with_source_category(args_text: bytes, category: str) -> bytes:
+    """Add ``"source_category"`` to a JSON object text (kept-unknown events)."""
+    return with_key(args_text, "source_category", category)
 
 
