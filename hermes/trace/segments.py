@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from hermes.errors import OutputError
 from hermes.trace.meta import TraceMeta
-from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, TraceWriter, _ranks, to_table
+from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, TraceWriter, by_rank, to_table
 
 
 class SegmentedTraceWriter:
@@ -79,12 +79,8 @@ class SegmentedTraceWriter:
         if self.single:
             self._writer(None).write(table)
             return
-        import pyarrow.compute as pc
-
-        ranks = sorted(_ranks(table))
-        for r in ranks:
-            part = table.filter(pc.equal(table.column("rank"), r)) if len(ranks) > 1 else table
-            self._writer(int(r)).write(part)
+        for r, part in by_rank(table):
+            self._writer(r).write(part)
 
     def checkpoint(self, meta: TraceMeta | None = None) -> None:
         """Publish everything written since the last checkpoint as complete segment files."""

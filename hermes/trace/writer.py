@@ -24,7 +24,7 @@ import queue
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,16 @@ def _ranks(table: pa.Table) -> set[int]:
         if len(values):
             out.update(np.unique(values, return_index=True)[0].tolist())
     return out
+
+
+def by_rank(table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
+    """(rank, that rank's rows) for every rank in ``table``, in rank order (no copy for one)."""
+    import pyarrow.compute as pc
+
+    ranks = sorted(_ranks(table))
+    for r in ranks:
+        yield int(r), (table.filter(pc.equal(table.column("rank"), r)) if len(ranks) > 1
+                       else table)
 
 
 def _umask() -> int:
@@ -365,13 +375,8 @@ class RankedTraceWriter:
         return w
 
     def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
-        table = to_table(batch)
-        import pyarrow.compute as pc
-
-        ranks = sorted(_ranks(table))
-        for r in ranks:
-            part = table.filter(pc.equal(table.column("rank"), r)) if len(ranks) > 1 else table
-            self.writer(int(r)).write(part)
+        for r, part in by_rank(to_table(batch)):
+            self.writer(r).write(part)
 
     def close(self, meta: TraceMeta | None = None) -> Path:
         if meta is not None:
