@@ -39,6 +39,16 @@ def hermes() -> str:
     return str(exe) if exe.exists() else "hermes"
 
 
+def _step(command: str, args: list[str], out: Path, key: str) -> str | None:
+    """stdout of ``hermes COMMAND ARGS``, or None after recording its failure as KEY.err."""
+    r = subprocess.run([hermes(), command, *args], capture_output=True, text=True)
+    if r.returncode == 0:
+        return r.stdout
+    (out / f"{key}.err").write_text(f"{command} rc={r.returncode}\n{r.stderr}")
+    print(f"{command:<7} rc={r.returncode}  {key}: {r.stderr.strip()[:150]}")
+    return None
+
+
 def run(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     bad = 0
@@ -46,22 +56,12 @@ def run(out: Path) -> int:
         for i, src in enumerate(sources()):
             key = str(src.relative_to(SHARED)).replace("/", "__")
             pq = Path(tmp) / f"{i}.parquet"
-            r = subprocess.run([hermes(), "import", str(src), "--out", str(pq)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                (out / f"{key}.err").write_text(f"import rc={r.returncode}\n{r.stderr}")
-                print(f"import  rc={r.returncode}  {key}: {r.stderr.strip()[:150]}")
+            if _step("import", [str(src), "--out", str(pq)], out, key) is None or \
+                    (text := _step("analyze", [str(pq), "--format", "json"], out, key)) is None:
                 bad += 1
                 continue
-            r = subprocess.run([hermes(), "analyze", str(pq), "--format", "json"],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                (out / f"{key}.err").write_text(f"analyze rc={r.returncode}\n{r.stderr}")
-                print(f"analyze rc={r.returncode}  {key}: {r.stderr.strip()[:150]}")
-                bad += 1
-                continue
-            (out / f"{key}.json").write_text(r.stdout)
-            doc = json.loads(r.stdout)
+            (out / f"{key}.json").write_text(text)
+            doc = json.loads(text)
             lead = doc["findings"][0]["id"] if doc.get("findings") else "-"
             print(f"ok  {key}: bound={doc.get('bound')} lead={lead}")
     return bad

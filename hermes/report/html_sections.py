@@ -171,6 +171,15 @@ def _ceilings(dev: dict[str, Any]) -> list[tuple[str, float]]:
     return []
 
 
+def _ranked(g: pd.DataFrame, top_n: int) -> tuple[pd.DataFrame, pd.Series, list[str], int]:
+    """The ``top_n`` rows of ``g`` by ``total``, their share of all rows' total (%), names
+    shortened without two reading the same, and how many rows there were."""
+    g = g.sort_values("total", ascending=False)
+    share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
+    top = g.head(top_n)
+    return top, share.head(top_n), unique_short_names([str(n) for n in top.index], 90), len(g)
+
+
 def roofline(a: Analysis, figs: Figures) -> str:
     k = a.tables.get("computation.kernels")
     dev = getattr(a.meta, "device", None) or {}
@@ -217,11 +226,7 @@ def top_tables(a: Analysis, top_n: int = 30) -> str:
         g = k.groupby("name", sort=False).agg(count=("count", "sum"), total=("total_ns", "sum"),
                                               family=("family", "first"),
                                               bound=("bound", "first"))
-        g = g.sort_values("total", ascending=False)
-        n_all = len(g)
-        share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
-        g, share = g.head(top_n), share.head(top_n)
-        names = unique_short_names([str(n) for n in g.index], 90)
+        g, share, names, n_all = _ranked(g, top_n)
         rows = [[(sn, n), int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}", f,
                  str(b).replace("_", "-")]
                 for sn, n, c, t, s, f, b in zip(names, g.index, g["count"], g["total"], share,
@@ -237,11 +242,7 @@ def top_tables(a: Analysis, top_n: int = 30) -> str:
         # the critical path (time off it could grow without slowing the step)
         g = o.groupby("name", sort=False).agg(count=("count", "sum"), total=("dur_ns", "sum"),
                                               cp=("cp_time_ns", "sum"))
-        g = g.sort_values("total", ascending=False)
-        n_all = len(g)
-        share = 100 * g["total"] / max(float(g["total"].sum()), 1.0)
-        g, share = g.head(top_n), share.head(top_n)
-        names = unique_short_names([str(n) for n in g.index], 90)
+        g, share, names, n_all = _ranked(g, top_n)
         rows = [[(sn, n), int(c), f"{t / 1e6:.3f}", f"{t / max(c, 1) / 1e3:.1f}", f"{s:.1f}",
                  f"{cp / 1e6:.3f}"]
                 for sn, n, c, t, s, cp in zip(names, g.index, g["count"], g["total"], share,
