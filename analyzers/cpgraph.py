@@ -168,24 +168,28 @@ def _dijkstra_csr(n: int, indptr: np.ndarray, indices: np.ndarray, data: np.ndar
 
 def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`longest` and :func:`longest_from` of ``g`` (dist, pred, bwd), the edges computed
-    once. The reversed graph's CSR is the forward CSR's transpose (scipy's ``tocsc``: a
-    counting sort, rows ascending within each column), i.e. the same canonical arrays
-    :func:`_shortest` sorts the reversed pairs into, so Dijkstra sees the same graphs."""
+    once. On graphs of ``DAG_MIN_NODES`` nodes or more: the DAG pass on :func:`lane_csr`
+    (Dijkstra if the graph has a cycle). With Dijkstra, the reversed graph's CSR is the forward
+    CSR's transpose (scipy's ``tocsc``: a counting sort, rows ascending within each column),
+    i.e. the same canonical arrays :func:`_shortest` sorts the reversed pairs into, so Dijkstra
+    sees the same graphs."""
     if g.n == 0:
         z = np.empty(0, np.int64)
         return z, z, z
     n = g.n
+    t0, t1 = int(g.t.min()), int(g.t.max())
+    if n >= DAG_MIN_NODES:
+        indptr, v, lost = lane_csr(g)
+        topo = _dag_order(n, indptr, v)
+        if topo is not None:  # one topological order serves both passes, on the forward CSR
+            dp = dagpath()
+            d, pred = dp.forward(n, indptr, v, lost, g.t - t0, topo)
+            b = dp.backward(n, indptr, v, lost, t1 - g.t, topo)
+            return (g.t - t0) - d, pred, (t1 - g.t) - b
     u, v, lost = edges(g)  # sorted by (u, v), unique: canonical CSR order
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])
     del u
-    t0, t1 = int(g.t.min()), int(g.t.max())
-    topo = _dag_order(n, indptr, v)
-    if topo is not None:  # one topological order serves both passes, on the forward CSR
-        dp = dagpath()
-        d, pred = dp.forward(n, indptr, v, lost, g.t - t0, topo)
-        b = dp.backward(n, indptr, v, lost, t1 - g.t, topo)
-        return (g.t - t0) - d, pred, (t1 - g.t) - b
     fw = sp.csr_matrix((lost.astype(np.float64), v, indptr), shape=(n, n))
     fw.has_sorted_indices = True
     fw.has_canonical_format = True
@@ -195,6 +199,31 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     del fw
     b, _ = _dijkstra_csr(n, rv.indptr, rv.indices, rv.data, t1 - g.t, False)
     return (g.t - t0) - d, pred, (t1 - g.t) - b
+
+
+def lane_csr(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges of :func:`edges` as CSR arrays of out-edges (indptr of n + 1, target, lost),
+    built without sorting every edge: each node's chain edge first, then its forward cross
+    edges in their order in ``g`` (only the cross edges are sorted, by source). Duplicate
+    pairs are kept: they change no distance (a pair's predecessor is the same either way)."""
+    n = g.n
+    chain = np.zeros(n, bool)  # the node has a chain edge out (to node + 1)
+    chain[:-1] = ~g.first_of_lane()[1:]
+    fwd = g.forward_cross()
+    cu, cv = g.cu[fwd].astype(np.int64), g.cv[fwd].astype(np.int64)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(chain + np.bincount(cu, minlength=n), out=indptr[1:])
+    indices = np.empty(int(indptr[n]), np.int64)
+    lost = np.empty(indices.size, np.int64)
+    k = np.flatnonzero(chain)
+    indices[indptr[k]] = k + 1
+    lost[indptr[k]] = np.maximum((g.t[k + 1] - g.t[k]) - g.w[k + 1], 0)
+    o = np.argsort(cu, kind="stable")
+    cu, cv, cw = cu[o], cv[o], g.cw[fwd][o]
+    at = indptr[cu] + chain[cu] + (np.arange(cu.size) - np.searchsorted(cu, cu))
+    indices[at] = cv
+    lost[at] = np.maximum((g.t[cv] - g.t[cu]) - cw, 0)
+    return indptr, indices, lost
 
 
 def _sorted_pairs(u: np.ndarray, v: np.ndarray) -> bool:
@@ -248,7 +277,10 @@ class CrossIndex:
 
 def path_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
     """Nodes of the path ending at ``end``, first to last, following Dijkstra's predecessors
-    (a predecessor outside 0..n-1 ends the walk). One cheap step per node on the path."""
+    (a predecessor outside 0..n-1 ends the walk). One cheap step per node on the path, compiled
+    (``dagpath.walk``) on graphs of ``DAG_MIN_NODES`` nodes or more."""
+    if n >= DAG_MIN_NODES:
+        return dagpath().walk(pred, end, n)
     p = memoryview(np.ascontiguousarray(pred, np.int64))
     out = array("q", [end])
     k = end

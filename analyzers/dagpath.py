@@ -23,7 +23,8 @@ Contract (all arrays int64; the CSR holds each node's out-edges, ``indptr`` of n
   the topological order wins. ``pred`` always forms a tree (a predecessor precedes its node in
   the order);
 * :func:`backward` -- ``D`` of the reversed graph (longest path *from* each node), in reverse
-  topological order on the same forward CSR (no transpose needed).
+  topological order on the same forward CSR (no transpose needed);
+* :func:`walk` -- the path ending at a node, read back from ``pred``.
 """
 
 from __future__ import annotations
@@ -92,6 +93,20 @@ def _bwd(n, indptr, indices, lost, start, order):  # pragma: no cover - compiled
     return b
 
 
+@njit(cache=True, nogil=True)
+def _walk(pred, end, n):  # pragma: no cover - compiled
+    k, m = end, 1
+    while 0 <= pred[k] < n and m <= n:  # m: a guard, predecessors form a tree
+        k = pred[k]
+        m += 1
+    out = np.empty(m, np.int64)
+    k = end
+    for i in range(m - 1, -1, -1):
+        out[i] = k
+        k = pred[k]
+    return out
+
+
 def _i64(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, np.int64)
 
@@ -112,3 +127,9 @@ def backward(n: int, indptr: np.ndarray, indices: np.ndarray, lost: np.ndarray,
              start: np.ndarray, topo: np.ndarray) -> np.ndarray:
     """D of the reversed graph (virtual source edge weights ``start``), on the forward CSR."""
     return _bwd(n, _i64(indptr), _i64(indices), _i64(lost), _i64(start), topo)
+
+
+def walk(pred: np.ndarray, end: int, n: int) -> np.ndarray:
+    """Nodes of the path ending at ``end``, first to last, following ``pred`` (a predecessor
+    outside 0..n-1 ends it): ``cpgraph.path_nodes`` compiled, for paths of millions of nodes."""
+    return _walk(_i64(pred), end, n)

@@ -119,6 +119,14 @@ def test_random_lane_graphs_match_dijkstra(dag_always):
         t0, t1 = int(g.t.min()), int(g.t.max())
         ref_d, ref_pred = _dijkstra(n, u, v, lost, g.t - t0)
         ref_b, _ = _dijkstra(n, v, u, lost, t1 - g.t)
+        # lane_csr: the same edges, unsorted, duplicates kept (least lost per pair as edges())
+        ip, ind, ls = cpgraph.lane_csr(g)
+        best: dict = {}
+        for a, b, c in zip(np.repeat(np.arange(n), np.diff(ip)).tolist(), ind.tolist(),
+                           ls.tolist(), strict=True):
+            best[a, b] = min(best.get((a, b), c), c)
+        assert sorted(best.items()) == [((a, b), c) for a, b, c in
+                                        zip(u.tolist(), v.tolist(), lost.tolist(), strict=True)]
         dist, pred, bwd = cpgraph.both(g)
         assert dist.tolist() == ((g.t - t0) - ref_d).tolist()
         assert bwd.tolist() == ((t1 - g.t) - ref_b).tolist()
@@ -137,6 +145,13 @@ def test_random_lane_graphs_match_dijkstra(dag_always):
             assert pred.tolist() == ref_pred.tolist()  # the fallback is Dijkstra itself
         else:
             _check_pred(n, u, v, lost, g.t - t0, (g.t - t0) - dist, pred, ref_pred)
+        # the compiled walk reads back the same path as the Python one
+        end = int(np.argmax(dist))
+        walked = cpgraph.path_nodes(pred, end, n)
+        saved = cpgraph.DAG_MIN_NODES
+        cpgraph.DAG_MIN_NODES = n + 1
+        assert walked.tolist() == cpgraph.path_nodes(pred, end, n).tolist()
+        cpgraph.DAG_MIN_NODES = saved
     assert 0 < cyclic < 400  # both paths exercised
 
 
