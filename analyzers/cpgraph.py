@@ -17,10 +17,15 @@ Longest path: every edge goes forward in time and weighs at most its time span, 
 time of an edge, ``(t[v] - t[u]) - w >= 0``, is a non-negative weight and the longest path
 ending at ``v`` is ``t[v] - D(v)``, where ``D(v) = min(t[v], min over in-edges (D(u) + lost))``
 is a shortest-path distance from a virtual source linked to every node with weight ``t[v]``
-(any node may start a path). That is one call of scipy's compiled Dijkstra, O(E log V), with no
-per-event Python loop; cross edges that go backwards in time (inconsistent clocks) are dropped.
-The backward pass (longest path *from* each node) is the same on the reversed graph, giving each
-event's slack; the path itself is read back from Dijkstra's predecessors.
+(any node may start a path). Every edge goes forward in time, so the graph is a DAG (unless
+equal-time edges close a cycle): on graphs of ``DAG_MIN_NODES`` nodes or more that is one
+compiled pass in topological order, O(V + E) (:mod:`dagpath`, numba, imported only then);
+on smaller graphs, and on any graph with a cycle, one call of scipy's compiled Dijkstra,
+O(E log V). Both give the same distances, and the same predecessors up to ties between
+in-neighbours of equal distance (``dagpath``'s docstring). No per-event Python loop; cross edges
+that go backwards in time (inconsistent clocks) are dropped. The backward pass (longest path
+*from* each node) is the same on the reversed graph, giving each event's slack; the path itself
+is read back from the predecessors.
 """
 
 from __future__ import annotations
