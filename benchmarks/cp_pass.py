@@ -90,13 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         sg, new = _timed(lambda: [cpgraph.both(g) for g in graphs], True)
         dij.append(sd)
         dag.append(sg)
+        ties = 0
         for (d0, p0, b0), (d1, p1, b1), g in zip(ref, new, graphs, strict=True):
             assert np.array_equal(d0, d1) and np.array_equal(b0, b1), "distances differ"
             diff = np.flatnonzero(p0 != p1)
             D = (g.t - g.t.min()) - d0  # shortest-path distance of each node
             assert (p0[diff] < g.n).all() and (p1[diff] < g.n).all(), "source tie differs"
             assert np.array_equal(D[p0[diff]], D[p1[diff]]), "a predecessor differs, no tie"
-            ties = diff.size
+            ties += diff.size
     md, mg = statistics.median(dij), statistics.median(dag)
     print(f"{len(ev):,} events, {len(graphs)} graph(s), {n:,} nodes; cpgraph.both, median of "
           f"{args.repeat}: Dijkstra {md:.2f} s, DAG pass {mg:.2f} s, ratio {mg / md:.3f} "
