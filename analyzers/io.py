@@ -125,10 +125,22 @@ def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
     ``[{name, time_ns, count}]``."""
     if not mask.any():
         return []
-    sub = pd.DataFrame({"name": events["name"][mask].astype(str).to_numpy(),
-                        "dur_ns": (events["dur_ns"].to_numpy(np.int64) if weights is None
-                                   else weights)[mask]})
-    g = sub.groupby("name", observed=True)["dur_ns"].agg(["sum", "count"])
+    w = (events["dur_ns"].to_numpy(np.int64) if weights is None else weights)[mask]
+    names = events["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype) and w.dtype.kind in "iu":
+        # summed per category code, then by text (as the per-row strings would group): no
+        # string per event
+        code = names.cat.codes.to_numpy()[mask].astype(np.int64) + 1  # 0: missing ("nan")
+        order = np.argsort(code, kind="stable")
+        code, w = code[order], w[order].astype(np.int64)
+        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        text = np.array(["nan"] + [str(c) for c in names.cat.categories], dtype=object)
+        sub = pd.DataFrame({"name": text[code[first]], "sum": np.add.reduceat(w, first),
+                            "count": np.diff(np.r_[first, len(code)])})
+        g = sub.groupby("name")[["sum", "count"]].sum()
+    else:
+        sub = pd.DataFrame({"name": names[mask].astype(str).to_numpy(), "dur_ns": w})
+        g = sub.groupby("name", observed=True)["dur_ns"].agg(["sum", "count"])
     g = g.sort_values("sum", ascending=False).head(n)
     return [{"name": str(k), "time_ns": int(r["sum"]), "count": int(r["count"])}
             for k, r in g.iterrows()]
