@@ -83,6 +83,10 @@ class HtaFigures:
 def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``col.isin(values)`` as a numpy bool array; on categorical columns (how the reader loads
     ``kind``/``lane_kind``/``name``) this compares category codes, not millions of strings."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        # decided once per category; code -1 (missing) reads the trailing False
+        hit = np.array([c in values for c in col.cat.categories] + [False], bool)
+        return hit[col.cat.codes.to_numpy()]
     return col.isin(values).to_numpy(dtype=bool, na_value=False)
 
 
