@@ -36,6 +36,7 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.hta_compat import codes_in
 from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
 from hermes.findings import Finding
 from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
@@ -86,8 +87,8 @@ def is_(events: pd.DataFrame, name: str, *values: str) -> np.ndarray:
     s = events[name] if len(events) else None
     if s is None or not isinstance(s.dtype, pd.CategoricalDtype):
         return np.isin(col(events, name), values) if len(events) else np.zeros(0, bool)
-    hit = np.array([str(c) in values for c in s.cat.categories] + ["nan" in values], bool)
-    return hit[s.cat.codes.to_numpy()]  # code -1 (missing) reads the trailing "nan"
+    return codes_in(s, [str(c) in values for c in s.cat.categories], "nan" in values)
+
 
 
 def spans(events: pd.DataFrame, mask: np.ndarray | None = None) -> iv.Union:
