@@ -131,11 +131,14 @@ def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
     if isinstance(names.dtype, pd.CategoricalDtype) and w.dtype.kind in "iu":
         # summed per category code, then by text (as the per-row strings would group): no
         # string per event
-        code = names.cat.codes.to_numpy()[mask].astype(np.int64) + 1  # 0: missing ("nan")
-        order = np.argsort(code, kind="stable")
-        code, w = code[order], w[order].astype(np.int64)
+        code = names.cat.codes.to_numpy()[mask].astype(np.int64)
+        keep = code >= 0  # a missing name is no group (as the strings' groupby drops it)
+        order = np.argsort(code[keep], kind="stable")
+        code, w = code[keep][order], w[keep][order].astype(np.int64)
+        if code.size == 0:
+            return []
         first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-        text = np.array(["nan"] + [str(c) for c in names.cat.categories], dtype=object)
+        text = np.array([str(c) for c in names.cat.categories], dtype=object)
         sub = pd.DataFrame({"name": text[code[first]], "sum": np.add.reduceat(w, first),
                             "count": np.diff(np.r_[first, len(code)])})
         g = sub.groupby("name")[["sum", "count"]].sum()
