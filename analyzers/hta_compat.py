@@ -83,7 +83,23 @@ class HtaFigures:
 def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``col.isin(values)`` as a numpy bool array; on categorical columns (how the reader loads
     ``kind``/``lane_kind``/``name``) this compares category codes, not millions of strings."""
+    if isinstance(col.dtype, pd.CategoricalDtype):  # decided once per category
+        return codes_in(col, [c in values for c in col.cat.categories])
     return col.isin(values).to_numpy(dtype=bool, na_value=False)
+
+
+def codes_in(s: pd.Series, hit: list[bool], missing: bool = False) -> np.ndarray:
+    """Rows of the categorical ``s`` whose category is marked in ``hit`` (code -1, missing:
+    ``missing``). A few marked codes are compared directly (one pass over int8 codes), more
+    are looked up in a table."""
+    codes = s.cat.codes.to_numpy()
+    marked = [i for i, h in enumerate(hit) if h] + ([-1] if missing else [])
+    if len(marked) > 4:
+        return np.array(hit + [missing], bool)[codes]  # code -1 reads the trailing entry
+    out = np.zeros(len(codes), bool)
+    for m in marked:
+        out |= codes == m
+    return out
 
 
 def _match(names: pd.Series, pattern: str) -> np.ndarray:

@@ -36,6 +36,7 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.hta_compat import codes_in
 from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
 from hermes.findings import Finding
 from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
@@ -86,8 +87,8 @@ def is_(events: pd.DataFrame, name: str, *values: str) -> np.ndarray:
     s = events[name] if len(events) else None
     if s is None or not isinstance(s.dtype, pd.CategoricalDtype):
         return np.isin(col(events, name), values) if len(events) else np.zeros(0, bool)
-    hit = np.array([str(c) in values for c in s.cat.categories] + ["nan" in values], bool)
-    return hit[s.cat.codes.to_numpy()]  # code -1 (missing) reads the trailing "nan"
+    return codes_in(s, [str(c) in values for c in s.cat.categories], "nan" in values)
+
 
 
 def spans(events: pd.DataFrame, mask: np.ndarray | None = None) -> iv.Union:
@@ -125,10 +126,25 @@ def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
     ``[{name, time_ns, count}]``."""
     if not mask.any():
         return []
-    sub = pd.DataFrame({"name": events["name"][mask].astype(str).to_numpy(),
-                        "dur_ns": (events["dur_ns"].to_numpy(np.int64) if weights is None
-                                   else weights)[mask]})
-    g = sub.groupby("name", observed=True)["dur_ns"].agg(["sum", "count"])
+    w = (events["dur_ns"].to_numpy(np.int64) if weights is None else weights)[mask]
+    names = events["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype) and w.dtype.kind in "iu":
+        # summed per category code, then by text (as the per-row strings would group): no
+        # string per event
+        code = names.cat.codes.to_numpy()[mask].astype(np.int64)
+        keep = code >= 0  # a missing name is no group (as the strings' groupby drops it)
+        order = np.argsort(code[keep], kind="stable")
+        code, w = code[keep][order], w[keep][order].astype(np.int64)
+        if code.size == 0:
+            return []
+        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        text = np.array([str(c) for c in names.cat.categories], dtype=object)
+        sub = pd.DataFrame({"name": text[code[first]], "sum": np.add.reduceat(w, first),
+                            "count": np.diff(np.r_[first, len(code)])})
+        g = sub.groupby("name")[["sum", "count"]].sum()
+    else:
+        sub = pd.DataFrame({"name": names[mask].astype(str).to_numpy(), "dur_ns": w})
+        g = sub.groupby("name", observed=True)["dur_ns"].agg(["sum", "count"])
     g = g.sort_values("sum", ascending=False).head(n)
     return [{"name": str(k), "time_ns": int(r["sum"]), "count": int(r["count"])}
             for k, r in g.iterrows()]

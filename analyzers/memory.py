@@ -24,8 +24,8 @@ def _samples(events: pd.DataFrame) -> pd.DataFrame:
         # no events, or a caller that loaded only some columns: no samples to read
         return pd.DataFrame(columns=["device", "quantity", "ts_ns", "value"])
     counter = (events["kind"] == "counter").to_numpy(bool)
-    lanes = events["lane"].astype(str)
-    parts = lanes[counter].str.extract(r"^memory (?P<device>\S+) (?P<quantity>allocated|reserved)$")
+    lanes = events["lane"][counter].astype(str)  # counter rows only: no string per event
+    parts = lanes.str.extract(r"^memory (?P<device>\S+) (?P<quantity>allocated|reserved)$")
     ok = parts["device"].notna().to_numpy(bool)
     sub = events[counter][ok]
     out = pd.DataFrame({"device": parts["device"][ok].to_numpy(),

@@ -1,28 +1,28 @@
-"""Speed and memory of the full analysis on a large synthetic single-rank trace, HTA beside it.
+"""Speed and memory of Hermes end to end against HolisticTraceAnalysis 0.5 (issue 15).
 
-    python benchmarks/analysis_speed.py [--events 10000000] [--repeat 3] [--keep PATH]
-                                        [--hta-sizes 500000,1000000] [--hta-repeat 3] [--no-hta]
+    python benchmarks/analysis_speed.py                     # items 1-3
+    python benchmarks/analysis_speed.py --items 1 --repeat 1 --hta-repeat 1   # the ~1 GB trace
+    python benchmarks/analysis_speed.py --items 2,3 --small-events 50000 --events 2000000
 
-1. Hermes at scale: writes a synthetic trace (default 10M events, one rank: steps of host ops,
-   launches, kernels with correlation ids, a sync, a data wait, GC, queue counters), then runs
-   ``hermes.analyze(path)`` in a fresh child process ``--repeat`` times and prints the median
-   wall time and peak RSS (``ru_maxrss`` of the child) against the targets (<= 60 s, <= 4 GB on
-   2 cores).
-2. HTA beside Hermes, measured, at the smaller sizes ``--hta-sizes`` (events): HolisticTraceAnalysis
-   0.5 takes ~25 s and ~1.3 GiB per million events of this trace (more on traces with rich args),
-   so 10M would cost minutes per run and, with Hermes's 3 runs, break the ~10 min budget of the
-   default run; the 10M figure is Hermes's alone. The same
-   synthetic generator writes each size as Kineto JSON (``cpu_op`` / ``cuda_runtime`` launches /
-   ``kernel`` with ``correlation`` and ``stream``, ``ProfilerStep#N`` annotations, counters), and
-   on that one file:
-   * HTA (in its own venv, ``benchmarks/hta_env.py``): ``TraceAnalysis`` load + temporal
-     breakdown + comm/comp overlap (its critical-path analysis is left out: it builds a Python
-     graph per step and does not finish on these sizes in the time budget);
-   * Hermes: the ``hermes import`` process on the JSON (wall time), then the full
-     ``hermes.analyze`` of the result (every analyzer, critical path included);
-   each side's seconds (measured inside the child, from before its imports) and peak RSS
-   (``wait4`` of the child, so the interpreter and imports count), medians over
-   ``--hta-repeat`` runs, and the ratios.
+Every figure is a child process measured from the parent: wall seconds around it (interpreter
+start-up and imports included) and its peak RSS (``ru_maxrss`` from ``wait4``), the same way
+for Hermes and for HTA (in its own venv, ``benchmarks/hta_env.py``); medians over ``--repeat``
+(Hermes) and ``--hta-repeat`` (HTA) runs. HTA is timed on load + temporal breakdown + comm/comp
+overlap (its critical-path analysis does not finish on these sizes); Hermes on one
+``hermes analyze FILE`` process: the import in-process, every analyzer (critical path
+included), advice and the text report. The package is byte-compiled first, as an installed
+wheel is.
+
+1. a ~``--big-mb`` MB Kineto JSON (``import_speed.generate``, cached in benchmarks/.cache):
+   targets Hermes >= 10x faster and <= 1/5 of HTA's peak RSS;
+2. a ~``--small-events`` Kineto ``.json.gz`` (``synth.py``, one rank, 10 steps): targets
+   <= 1 s and >= 5x faster than HTA;
+3. ``hermes.analyze`` of a ``--events`` single-rank Parquet trace (steps of host ops, launches,
+   kernels with correlation ids, a sync, a data wait, GC, queue counters; targets <= 30 s,
+   <= 3 GB); ``--per-analyzer`` adds one in-process run timed analyzer by analyzer.
+
+``--hta-sizes`` adds the older comparison at smaller sizes: ``hermes import`` + ``hermes.analyze``
+(two processes) against HTA on the same synthetic Kineto JSON.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ import numpy as np
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import TraceWriter
 
-TARGET_S = 60.0
-TARGET_RSS_GB = 4.0
+TARGET_S = 30.0
+TARGET_RSS_GB = 3.0
 OPS_PER_STEP = 20_000  # -> about 3 events per op
 
 
@@ -254,6 +254,89 @@ def compare_hta(sizes: list[int], repeat: int, tmp: Path) -> None:
           "RSS of each child process)")
 
 
+# -- end to end against HTA (issue 15): one `hermes analyze FILE` process per run -------------
+BIG_SPEEDUP, BIG_RSS_SHARE = 10.0, 0.2  # item 1: >= 10x faster, <= 1/5 of HTA's peak RSS
+SMALL_S, SMALL_SPEEDUP = 1.0, 5.0  # item 2: <= 1 s end to end, >= 5x faster than HTA
+
+
+def _hermes_exe() -> list[str]:
+    exe = Path(sys.executable).with_name("hermes")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "hermes.cli"]
+
+
+def _wall(cmd: list[str], repeat: int) -> tuple[float, float, list[float]]:
+    """(median wall seconds of the whole child process, interpreter start-up included, median
+    peak RSS GiB from ``wait4``, every run's seconds)."""
+    runs = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        _, rss = run_measured(cmd)
+        runs.append((time.perf_counter() - t, rss))
+    return (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
+            [r[0] for r in runs])
+
+
+def end_to_end(label: str, src: Path, events: int, repeat: int, hta_repeat: int,
+               targets: str) -> tuple[float, float, float]:
+    """`hermes analyze SRC` (one process: the import in-process, every analyzer, the report)
+    against HTA's load + temporal breakdown + comm/comp overlap on the same file; prints both
+    and returns (Hermes median seconds, speed-up HTA/Hermes, Hermes/HTA peak RSS)."""
+    from hta_env import ensure_hta_venv
+
+    hs, hm, hruns = _wall([*_hermes_exe(), "analyze", str(src)], repeat)
+    ts, tm, truns = _wall([str(ensure_hta_venv()), "-c", HTA_CHILD, str(src)], hta_repeat)
+    mb = src.stat().st_size / 1e6
+    print(f"\n{label}: {src.name} ({mb:,.0f} MB on disk, {events:,} events)")
+    print(f"  hermes analyze  {len(hruns)} run(s): median {hs:7.2f} s  peak RSS {hm:6.2f} GiB  "
+          f"runs {' '.join(f'{s:.2f}' for s in hruns)}")
+    print(f"  HTA 0.5         {len(truns)} run(s): median {ts:7.2f} s  peak RSS {tm:6.2f} GiB  "
+          f"runs {' '.join(f'{s:.2f}' for s in truns)}")
+    print(f"  speed-up HTA/Hermes {ts / hs:.1f}x, peak RSS Hermes/HTA {hm / tm:.3f}  "
+          f"(targets: {targets})")
+    return hs, ts / hs, hm / tm
+
+
+def big_trace(mb: int, repeat: int, hta_repeat: int) -> None:
+    """Item 1: a ~``mb`` MB Kineto JSON (``import_speed.generate``: ops with full args, flows,
+    launches, kernels, NCCL kernels, memcpys; cached under benchmarks/.cache)."""
+    from import_speed import CACHE, generate
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    src = generate(CACHE / f"synthetic_kineto_{mb}MB.json", mb)
+    with open(src, "rb") as fh:  # every event of this generator writes '"ph": ' once
+        events = sum(block.count(b'"ph": ') for block in iter(lambda: fh.read(1 << 24), b""))
+    _, speed, rss = end_to_end(f"1. ~{mb} MB Kineto trace, end to end", src, events, repeat,
+                            hta_repeat, f">= {BIG_SPEEDUP:.0f}x, <= {BIG_RSS_SHARE}")
+    print(f"  item 1: speed {'met' if speed >= BIG_SPEEDUP else 'NOT met'}, memory "
+          f"{'met' if rss <= BIG_RSS_SHARE else 'NOT met'}")
+
+
+def small_trace(events: int, repeat: int, hta_repeat: int, tmp: Path) -> None:
+    """Item 2: ``synth.py``'s one-rank Kineto trace of about ``events`` events (10 steps of
+    host op / launch / kernel triples, an input copy, an all-reduce, sync, data wait, GC,
+    counters), gzipped."""
+    import gzip
+    import shutil
+
+    from synth import write
+
+    ops = max(1, (events // 10 - 11) // 3)
+    n = write(tmp, 1, 10, ops, fmt="kineto")
+    raw = tmp / "rank-00000.pt.trace.json"
+    src = tmp / "small.pt.trace.json.gz"
+    with open(raw, "rb") as fi, gzip.open(src, "wb", compresslevel=6) as fo:
+        shutil.copyfileobj(fi, fo)
+    raw.unlink()
+    hs, speed, _ = end_to_end("2. small Kineto trace, end to end", src, n, repeat, hta_repeat,
+                              f"<= {SMALL_S:.0f} s, >= {SMALL_SPEEDUP:.0f}x")
+    print(f"  item 2: time {'met' if hs <= SMALL_S else 'NOT met'}, speed-up "
+          f"{'met' if speed >= SMALL_SPEEDUP else 'NOT met'}")
+    floor, _, _ = _wall([*_hermes_exe(), "--version"], repeat)
+    pd_s, _, _ = _wall([sys.executable, "-c", "import pandas, pyarrow.parquet"], repeat)
+    print(f"  floors in this run: a `hermes --version` process {floor:.2f} s, a Python process "
+          f"importing pandas + pyarrow.parquet {pd_s:.2f} s")
+
+
 def per_analyzer(path: Path) -> None:
     """One in-process run, timed stage by stage: the load, each rank analyzer (in the executor's
     order, as ``run.run_rank`` calls them) and the cluster reduce; seconds and share of the
@@ -284,50 +367,77 @@ def per_analyzer(path: Path) -> None:
         print(f"  {name:<24} {s:7.2f} s  {100 * s / total:5.1f} %")
 
 
+def large(args: argparse.Namespace, tmp: Path) -> None:
+    """Item 3: ``hermes.analyze`` of the ``--events`` single-rank Parquet trace, in a child."""
+    path = Path(args.keep) if args.keep else tmp / "synthetic.parquet"
+    if not path.exists():
+        t = time.perf_counter()
+        n = write_synthetic(path, args.events)
+        print(f"wrote {n:,} events to {path} in {time.perf_counter() - t:.1f} s "
+              f"({path.stat().st_size / 2**20:.0f} MiB)")
+    else:
+        import pyarrow.parquet as pq
+
+        n = pq.ParquetFile(path).metadata.num_rows
+    print(f"\n3. {n:,} events, one rank, hermes.analyze in a child process:")
+    runs = []
+    for i in range(args.repeat):
+        r, _ = run_measured([sys.executable, "-c", CHILD, str(path)])
+        runs.append(r)
+        print(f"  run {i + 1}: {r['s']:.1f} s, peak RSS {r['rss_kb'] / 2**20:.2f} GiB, "
+              f"bound {r['bound']}, top {r['findings']}")
+    if runs:
+        med = statistics.median(r["s"] for r in runs)
+        rss = statistics.median(r["rss_kb"] for r in runs) / 2**20
+        print(f"hermes analyze, {n:,} events: median {med:.1f} s ({n / med / 1e6:.2f} M "
+              f"events/s; target <= {TARGET_S:.0f} s: {med / TARGET_S:.2f}x of budget), "
+              f"median peak RSS {rss:.2f} GiB (target <= {TARGET_RSS_GB:.0f} GB: "
+              f"{rss * 2**30 / (TARGET_RSS_GB * 1e9):.2f}x of budget)")
+    if args.per_analyzer:
+        per_analyzer(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=10_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--keep", default="", help="write the trace here and keep it")
-    ap.add_argument("--hta-sizes", default="500000,1000000",
-                    help="comma-separated event counts for the HTA comparison (HTA 0.5 needs "
-                         "~25 s and ~1.3 GiB per million events of this trace)")
-    ap.add_argument("--hta-repeat", type=int, default=3, help="runs per side and size (median)")
-    ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
+    ap.add_argument("--items", default="1,2,3",
+                    help="which of the issue-15 items to run: 1 (~1 GB Kineto end to end vs "
+                         "HTA), 2 (small Kineto .json.gz end to end vs HTA), 3 (10M events)")
+    ap.add_argument("--big-mb", type=int, default=1024, help="item 1: Kineto JSON size (MB)")
+    ap.add_argument("--small-events", type=int, default=200_000,
+                    help="item 2: events of the small trace")
+    ap.add_argument("--events", type=int, default=10_000_000, help="item 3: events")
+    ap.add_argument("--repeat", type=int, default=3, help="Hermes runs per item (median)")
+    ap.add_argument("--keep", default="", help="item 3: write the trace here and keep it")
+    ap.add_argument("--hta-sizes", default="",
+                    help="also the older comparison at these event counts (comma-separated): "
+                         "`hermes import` + hermes.analyze vs HTA (~25 s and ~1.3 GiB per "
+                         "million events)")
+    ap.add_argument("--hta-repeat", type=int, default=3,
+                    help="HTA runs per file (median); 1 for the ~1 GB trace, which takes minutes")
+    ap.add_argument("--no-hta", action="store_true", help="skip every HTA comparison")
     ap.add_argument("--per-analyzer", action="store_true",
-                    help="also time the load and each analyzer in one in-process run")
+                    help="item 3: also time the load and each analyzer in one in-process run")
     args = ap.parse_args(argv)
+    items = {x.strip() for x in args.items.split(",")}
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    hta_repeat = max(1, args.hta_repeat)
+    # byte-compile the package as an installed wheel has it (PYTHONDONTWRITEBYTECODE would
+    # otherwise make every Hermes process compile its modules again; HTA's venv has its .pyc)
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "compileall", "-q",
+                    *(str(repo / d) for d in ("hermes", "collectors", "analyzers", "rules"))],
+                   check=True, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(args.keep) if args.keep else Path(tmp) / "synthetic.parquet"
-        if not path.exists():
-            t = time.perf_counter()
-            n = write_synthetic(path, args.events)
-            print(f"wrote {n:,} events to {path} in {time.perf_counter() - t:.1f} s "
-                  f"({path.stat().st_size / 2**20:.0f} MiB)")
-        else:
-            import pyarrow.parquet as pq
-
-            n = pq.ParquetFile(path).metadata.num_rows
-        runs = []
-        for i in range(args.repeat):
-            r, _ = run_measured([sys.executable, "-c", CHILD, str(path)])
-            runs.append(r)
-            print(f"  run {i + 1}: {r['s']:.1f} s, peak RSS {r['rss_kb'] / 2**20:.2f} GiB, "
-                  f"bound {r['bound']}, top {r['findings']}")
-        if runs:
-            med = statistics.median(r["s"] for r in runs)
-            rss = statistics.median(r["rss_kb"] for r in runs) / 2**20
-            print(f"hermes analyze, {n:,} events: median {med:.1f} s ({n / med / 1e6:.2f} M "
-                  f"events/s; target <= {TARGET_S:.0f} s: {med / TARGET_S:.2f}x of budget), "
-                  f"median peak RSS {rss:.2f} GiB (target <= {TARGET_RSS_GB:.0f} GB: "
-                  f"{rss * 2**30 / (TARGET_RSS_GB * 1e9):.2f}x of budget)")
-        if args.per_analyzer:
-            per_analyzer(path)
-        if not args.no_hta:
+        if "1" in items and not args.no_hta:
+            big_trace(args.big_mb, max(1, args.repeat), hta_repeat)
+        if "2" in items and not args.no_hta:
+            small_trace(args.small_events, max(1, args.repeat), hta_repeat, Path(tmp))
+        if "3" in items:
+            large(args, Path(tmp))
+        if args.hta_sizes and not args.no_hta:
             sizes = [int(x) for x in args.hta_sizes.split(",") if x.strip()]
-            compare_hta(sizes, max(1, args.hta_repeat), Path(tmp))
+            compare_hta(sizes, hta_repeat, Path(tmp))
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers.hta_compat import gpu_events, hta_figures, kernel_types
+from hermes.analyzers.hta_compat import codes_in, gpu_events, hta_figures, isin, kernel_types
 from tests.tracegen import ev, events
 
 US = 1000  # HTA rounds times to whole microseconds: the hand-made traces are in us
@@ -125,3 +125,19 @@ def test_time_grid_replays_hta_float64_parsing_of_epoch_stamps():
     want_e = [math.floor(us(t) + us(d)) for t, d in zip(ts, dur, strict=True)]
     assert s.tolist() == want_s == [1712195495505583, 1712195495505773, 1661203462982823, 1]
     assert e.tolist() == want_e
+
+
+@pytest.mark.parametrize("values", [("a",), ("a", "c"), ("b", "c", "d", "e", "f"), (), ("z",)])
+def test_isin_on_categories_matches_pandas_isin(values):
+    # few and many matching categories (direct comparison and table lookup), a missing value
+    # (code -1) that matches nothing, a value no row has
+    col = pd.Series(pd.Categorical(["a", "b", None, "c", "a", "d", "e", "f"]))
+    want = col.astype(object).isin(values).to_numpy(bool)
+    assert isin(col, values).tolist() == want.tolist()
+    assert isin(col.astype(object), values).tolist() == want.tolist()
+
+
+def test_codes_in_missing_rows():
+    col = pd.Series(pd.Categorical(["a", None, "b", None]))
+    assert codes_in(col, [False, True], missing=True).tolist() == [False, True, True, True]
+    assert codes_in(col, [True, False]).tolist() == [True, False, False, False]

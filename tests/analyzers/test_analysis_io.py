@@ -138,3 +138,21 @@ def test_one_wait_event_is_the_whole_trace():
     # no step markers: the window is the wait itself, the device idles all of it
     res = run(ev("data_wait", "next", 0, 10))
     assert shares(res) == {"slow_data_processing": 1.0}
+
+
+def test_top_names_sums_per_name_by_hand():
+    import pandas as pd
+
+    from hermes.analyzers.io import top_names
+
+    names = pd.Categorical(["read", "open", "read", "x", None, "open"])
+    ev_ = pd.DataFrame({"name": names, "dur_ns": np.array([5, 7, 4, 100, 3, 2], np.int64)})
+    mask = np.array([True, True, True, False, True, True])
+    # read 5+4=9 (2), open 7+2=9 (2): a tie kept in name order; a missing name is left out
+    want = [{"name": "open", "time_ns": 9, "count": 2}, {"name": "read", "time_ns": 9, "count": 2}]
+    assert top_names(ev_, mask) == want
+    assert top_names(ev_.assign(name=ev_["name"].astype(str)), mask) == want
+    w = np.array([1, 1, 6, 50, 10, 1], np.int64)  # weights (self time) instead of durations
+    assert top_names(ev_, mask, weights=w) == [{"name": "read", "time_ns": 7, "count": 2},
+                                               {"name": "open", "time_ns": 2, "count": 2}]
+    assert top_names(ev_, np.array([False, False, False, False, True, False])) == []

@@ -337,15 +337,24 @@ def _counters(kind: np.ndarray, lane_kind: np.ndarray, lane_arr: pa.DictionaryAr
     counter_rows = np.flatnonzero(kind == K["counter"])
     if memory is None and counter_rows.size == 0:
         return lane_arr, value
-    lane_list = lane_arr.to_pylist()
+    # per-row work only on the counter and memory rows: their lane labels are appended to the
+    # chunk's labels, and the codes renumbered in order of first appearance at the end
+    labels = lane_arr.dictionary.to_pylist()
+    lane_code = to_numpy(lane_arr.indices).astype(np.int64)
+    label_code: dict[str, int] = {}
+
+    def relabel(rows: np.ndarray, texts: list[str]) -> None:
+        lane_code[rows] = [label_code.setdefault(t, len(labels) + len(label_code))
+                           for t in texts]
+
     if counter_rows.size:
         decoded = msgspec.json.decode(b"[" + b",".join(raw_args[i] for i in counter_rows) +
                                       b"]")
         for i, d in zip(counter_rows.tolist(), decoded, strict=True):
-            lane_list[i] = f"counter {name_dict[name_idx[i]]}"
             nums = [v for v in (d.values() if isinstance(d, dict) else ())
                     if isinstance(v, (int, float)) and not isinstance(v, bool)]
             value[i] = float(nums[0]) if nums else np.nan
+        relabel(counter_rows, [f"counter {name_dict[c]}" for c in name_idx[counter_rows]])
     if memory is not None:
         alloc, resv, devices = memory_samples(take(raw_args, memory.first))
         value[memory.first], value[memory.second] = alloc, resv
@@ -355,14 +364,18 @@ def _counters(kind: np.ndarray, lane_kind: np.ndarray, lane_arr: pa.DictionaryAr
         name_dict.extend([_NAME_ALLOCATED, _NAME_RESERVED])
         name_idx[memory.first] = len(name_dict) - 2
         name_idx[memory.second] = len(name_dict) - 1
-        for r1, r2, dev in zip(memory.first.tolist(), memory.second.tolist(), devices,
-                               strict=True):
-            lane_list[r1] = f"memory {dev} allocated"
-            lane_list[r2] = f"memory {dev} reserved"
+        relabel(memory.first, [f"memory {dev} allocated" for dev in devices])
+        relabel(memory.second, [f"memory {dev} reserved" for dev in devices])
         for r in rows.tolist():
             raw_args[r] = msgspec.Raw(with_unit(bytes(raw_args[r]), "B"))
-    lane_codes, uniq = codes(lane_list)
-    return dictionary(lane_codes, uniq), value
+    texts = labels + list(label_code)
+    # labels that are the same text (a thread named 'counter x') share one code, as before
+    canon_codes, canon = codes(texts)
+    used, first = np.unique(canon_codes[lane_code], return_index=True)
+    order = used[np.argsort(first, kind="stable")]
+    renum = np.zeros(len(canon), np.int32)
+    renum[order] = np.arange(len(order), dtype=np.int32)
+    return dictionary(renum[canon_codes[lane_code]], [canon[c] for c in order.tolist()]), value
 
 
 def _record_side(side: Side, kind: np.ndarray, ts: np.ndarray, dur: np.ndarray,
