@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.steps import step_windows
+from hermes.whatif import cluster
 from hermes.whatif import replay as rp
 from hermes.whatif.transforms import STRAGGLER, TRANSFORMS, Transform, lookup
 
@@ -134,27 +135,39 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
             ) -> Prediction:
     """Step time after the optimizations ``specs`` (rule ids or emulator options) combined."""
     chosen, unknown = _resolve(specs, meta)
-    if any(tr.name == STRAGGLER for _, tr, _ in chosen) and _collectives(gs):
-        # the other ranks' waits in collectives would stay as measured (collectives are not
-        # matched across ranks yet): no replay, the formula stands
+    cl = cluster.match(gs, getattr(meta, "clock_offsets_ns", None))
+    straggler = any(tr.name == STRAGGLER for _, tr, _ in chosen)
+    if straggler and cl is None and _collectives(gs):
+        # collectives found but none matched across ranks: the other ranks' waits would stay
+        # as measured, no replay, the formula stands
         unknown += [s for s, tr, _ in chosen if tr.name == STRAGGLER]
         chosen = [c for c in chosen if c[1].name != STRAGGLER]
+        straggler = False
     measured = {r: float(np.median(rp.measured(sg))) if len(sg.windows) else 0.0
                 for r, sg in gs.items()}
+    # a rank's own pace: its step less its waits for the last arrival in collectives
+    own = cluster.own_time(cl) if cl is not None else measured
     slow = max(measured, key=lambda r: measured[r]) if measured else 0
-    per_rank: dict[int, dict[str, float]] = {}
     changes: dict[int, rp.Change] = {}
     for r, sg in gs.items():
         ch = rp.Change.none(sg)
         for _, tr, params in chosen:
             tr.apply(sg, ch, params)
-        if any(tr.name == STRAGGLER for _, tr, _ in chosen) and r == slow and len(gs) > 1:
-            # that rank's durations scaled to the median rank (its excess removed)
-            target = float(np.median(list(measured.values())))
-            ch.scale *= target / measured[r] if measured[r] else 1.0
         changes[r] = ch
-        base = rp.replay(sg)
-        new = rp.replay(sg, ch)
+    if straggler and len(gs) > 1:
+        # the slowest rank's durations scaled to the median rank's pace (its excess removed;
+        # with matched collectives the others' waits for it shrink in the joint replay)
+        late = max(own, key=lambda r: own[r])
+        target = float(np.median(list(own.values())))
+        changes[late].scale *= target / own[late] if own[late] else 1.0
+    if cl is not None:
+        base_all, new_all = cluster.replay(cl), cluster.replay(cl, changes)
+    else:
+        base_all = {r: rp.replay(sg) for r, sg in gs.items()}
+        new_all = {r: rp.replay(sg, changes[r]) for r, sg in gs.items()}
+    per_rank: dict[int, dict[str, float]] = {}
+    for r in gs:
+        base, new = base_all[r], new_all[r]
         per_rank[r] = {"measured_ms": measured[r] / 1e6,
                        "replay_ms": float(np.median(base)) / 1e6 if base.size else 0.0,
                        "predicted_ms": float(np.median(new)) / 1e6 if new.size else 0.0}

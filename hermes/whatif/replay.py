@@ -51,6 +51,9 @@ class StepGraph:
     w: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     has_in: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
     cw: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    #: the rank's collectives (``cluster`` matches them across ranks): graph event id ``ev``,
+    #: ``group`` ('' unknown), ``seq`` (-1 unknown), ``name``, ``step`` (its window's number)
+    coll: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @dataclass
@@ -111,7 +114,27 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     into_wait = wait_ev[node_ev[g.cv]] & (g.event_end[node_ev[g.cv]] == g.cv)
     sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
     sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
+    sg.coll = _collectives(ev, info, windows)
     return sg
+
+
+def _collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """The step graph's collective events with what matches them across ranks (a collective
+    cut at a step border is left out: its copies are not one arrival)."""
+    is_c = (info["kind"] == "collective").to_numpy(bool)
+    src = info["src"].to_numpy(np.int64)
+    once = np.bincount(src, minlength=len(ev)) == 1 if src.size else np.zeros(0, bool)
+    sel = np.flatnonzero(is_c & once[src]) if src.size else np.empty(0, np.int64)
+    rows = src[sel]
+    group = (ev["coll_group"].take(rows).astype(object).fillna("").astype(str).to_numpy()
+             if "coll_group" in ev.columns else np.full(sel.size, ""))
+    seq = (pd.to_numeric(ev["coll_seq"].take(rows), errors="coerce").fillna(-1)
+           .to_numpy(np.int64) if "coll_seq" in ev.columns else np.full(sel.size, -1))
+    step = windows["step"].to_numpy(np.int64)[info["win"].to_numpy(np.int64)[sel]] \
+        if "step" in windows.columns else info["win"].to_numpy(np.int64)[sel]
+    return pd.DataFrame({"ev": sel, "group": group, "seq": seq,
+                         "name": ev["name"].take(rows).astype(str).to_numpy(), "step": step,
+                         "start": info["start"].to_numpy(np.int64)[sel]})
 
 
 def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first: np.ndarray
@@ -164,7 +187,19 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
-    w = weights(sg, change)
+    u, v, lost, start = edges(sg, change)
+    d, _ = cpgraph._shortest(g.n, u, v, lost, start)
+    return g.t - d
+
+
+def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The replay's shortest-path problem under ``change``: edges (u, v, lost time; unique
+    pairs) and each node's distance from the virtual source (``t - release``). ``wait``: per
+    event, True where its own chain segments weigh 0 (a collective matched across ranks:
+    its end comes in through the cluster's edges)."""
+    g = sg.g
+    w = weights(sg, change, wait)
     first = g.first_of_lane()
     k = np.flatnonzero(~first)
     drop = change.drop if change is not None else np.zeros(g.cu.size, bool)
@@ -183,16 +218,19 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     if change is not None:
         pinned &= ~change.early[sg.node_ev]
     release = np.where(pinned, g.t, ws)
-    d, _ = cpgraph._shortest(g.n, u[keep], v[keep], lost[keep], g.t - release)
-    return g.t - d
+    return u[keep], v[keep], lost[keep], g.t - release
 
 
-def weights(sg: StepGraph, change: Change | None = None) -> np.ndarray:
-    """Chain-edge weight into every node under ``change``: an event's own segments scaled."""
+def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+            ) -> np.ndarray:
+    """Chain-edge weight into every node under ``change``: an event's own segments scaled
+    (``wait``: per event, True where its segments weigh 0)."""
     change = change or Change.none(sg)
     seg = sg.g.seg_event
     ev = np.maximum(seg, 0)
     base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
+    if wait is not None:
+        base = np.where((seg >= 0) & wait[ev], 0, base)
     w = np.where(seg >= 0, np.rint(base * change.scale[ev]), sg.w).astype(np.int64)
     return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
 

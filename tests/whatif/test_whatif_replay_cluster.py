@@ -1,0 +1,63 @@
+"""What-if replay of several ranks together: collectives matched across ranks, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes.whatif import cluster, graphs, predict
+from hermes.whatif import replay as rp
+from tests.tracegen import ev
+from tests.whatif.test_whatif_replay import frame
+
+# three ranks: own work of 70, 80, 100 ns, then one all-reduce that ends for all at 110
+# (rank 2 arrives last at 100, transmission 10); a Gloo-style collective on the host thread
+WORK = {0: 70, 1: 80, 2: 100}
+
+
+def allreduce(seq: bool = True, steps: int = 1) -> list[dict]:
+    rows = []
+    for s in range(steps):
+        t0 = 110 * s
+        for r, work in WORK.items():
+            kw = {"coll_group": "dp", "coll_seq": s} if seq else {}
+            rows += [ev("step", f"ProfilerStep#{s}", t0, 110, rank=r),
+                     ev("host_op", "work", t0, work, rank=r),
+                     ev("collective", "allreduce", t0 + work, 110 - work, rank=r, lane="thread 1",
+                        lane_kind="host", **kw)]
+    return rows
+
+
+@pytest.mark.parametrize("seq", [True, False])
+def test_collectives_matched_by_sequence_or_by_order(seq):
+    df = frame(*allreduce(seq, steps=2))
+    cl = cluster.match(graphs(df))
+    assert cl is not None and cl.matched == 2
+    # each rank waited for rank 2's arrival at 100 (then 210)
+    waits = cl.table.sort_values(["step", "rank"])["wait_ns"].tolist()
+    assert waits == [30, 20, 0, 30, 20, 0]
+    # nothing changed: the joint replay is the measured step on every rank
+    assert {r: v.tolist() for r, v in cluster.replay(cl).items()} == \
+        {0: [110, 110], 1: [110, 110], 2: [110, 110]}
+
+
+def test_straggler_removed_gives_the_second_slowest_rank_time():
+    # rank 2's own pace (100) scaled to the median rank's (80): it arrives at 80, the
+    # all-reduce ends at 80 + 10 on every rank: the step is rank 1's pace, 90
+    p = predict(graphs(frame(*allreduce())), ["communication.fix_straggler"])
+    assert p.applied == ["communication.fix_straggler"] and not p.unknown
+    assert p.measured_ms * 1e6 == pytest.approx(110)
+    assert p.replay_ms * 1e6 == pytest.approx(110)
+    assert p.predicted_ms * 1e6 == pytest.approx(90)
+    # the others' waits shrank: every rank's step is 90
+    assert {r: v["predicted_ms"] * 1e6 for r, v in p.per_rank.items()} == \
+        pytest.approx({0: 90, 1: 90, 2: 90})
+
+
+def test_a_faster_rank_alone_gains_nothing():
+    # rank 0's work halved: it only waits longer for rank 2
+    gs = graphs(frame(*allreduce()))
+    cl = cluster.match(gs)
+    ch = {0: rp.Change.none(gs[0])}
+    ch[0].scale[:] = 0.5
+    assert {r: v.tolist() for r, v in cluster.replay(cl, ch).items()} == \
+        {0: [110], 1: [110], 2: [110]}
