@@ -87,11 +87,27 @@ def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
         keep = sorted(groups, key=lambda r: -med[r])[:max_ranks]
         groups = {r: groups[r] for r in sorted(keep)}
     out = {}
+    common = _common_median(groups) if len(groups) > 1 else None
     for r, ev in groups.items():
         ev = ev.reset_index(drop=True)
         one = median_only or len(ev) > max_events
-        out[r] = rp.build(ev, _median_window(ev) if one else None, rank=r)
+        w = None
+        if one:
+            w = step_windows(ev) if common is not None else _median_window(ev)
+            w = w[w["step"] == common].reset_index(drop=True) if common is not None else w
+            w = w if len(w) else _median_window(ev)
+        out[r] = rp.build(ev, w, rank=r)
     return out
+
+
+def _common_median(groups: Mapping[int, pd.DataFrame]) -> int | None:
+    """The step number every rank replays when only one step is: the one whose slowest rank's
+    time is the median (the ranks meet in its collectives, ``cluster``); None without one step
+    number that every rank has."""
+    ws = [step_windows(g)[["step", "dur_ns"]] for g in groups.values()]
+    both = pd.concat(ws).groupby("step")["dur_ns"].agg(["max", "size"])
+    both = both[(both["size"] == len(ws)) & (both.index >= 0)].sort_values("max", kind="stable")
+    return int(both.index[(len(both) - 1) // 2]) if len(both) else None
 
 
 def _resolve(specs: Sequence[str], meta: Any) -> tuple[list[tuple[str, Transform, dict]],
