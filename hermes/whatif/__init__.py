@@ -161,8 +161,8 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         straggler = False
     measured = {r: float(np.median(rp.measured(sg))) if len(sg.windows) else 0.0
                 for r, sg in gs.items()}
-    # a rank's own pace: its step less its waits for the last arrival in collectives
-    own = cluster.own_time(cl) if cl is not None else measured
+    # a rank's own pace: its step replayed with no wait for another rank in collectives
+    own = cluster.pace(cl) if cl is not None else measured
     slow = max(measured, key=lambda r: measured[r]) if measured else 0
     changes: dict[int, rp.Change] = {}
     for r, sg in gs.items():
@@ -171,11 +171,13 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
             tr.apply(sg, ch, params)
         changes[r] = ch
     if straggler and len(gs) > 1:
-        # the slowest rank's durations scaled to the median rank's pace (its excess removed;
-        # with matched collectives the others' waits for it shrink in the joint replay)
+        # the slowest rank's durations and stalls scaled to the median rank's pace (its excess
+        # removed; with matched collectives the others' waits for it shrink in the joint replay)
         late = max(own, key=lambda r: own[r])
         target = float(np.median(list(own.values())))
-        changes[late].scale *= target / own[late] if own[late] else 1.0
+        gap, f = _pace_factors(cl, gs[late], late, own[late], target)
+        changes[late].scale *= f
+        changes[late].gap *= gap
     if cl is not None:
         base_all, new_all = cluster.replay(cl), cluster.replay(cl, changes)
     else:
@@ -202,6 +204,31 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         bd = {"before": _breakdown(sg, None), "after": _breakdown(sg, changes[slow])}
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
                       [s for s, _, _ in chosen], unknown, overlaps, bd)
+
+
+def _pace_factors(cl: cluster.Cluster | None, sg: rp.StepGraph, late: int, own: float,
+                  target: float) -> tuple[float, float]:
+    """Factors on the late rank's unrecorded time (gaps, stalls) and on its durations that
+    bring its own pace ``own`` to ``target``: its stalls go first (a rank late at every
+    collective: a stall before it), then its durations (a slow device). Each factor is found
+    by interpolating the pace between 1 and 0 (what stays at 0: the transmissions)."""
+    if own <= target or own <= 0:
+        return 1.0, 1.0
+    if cl is None:  # no collective: the pace is the step
+        return target / own, target / own
+
+    def pace(gap: float, scale: float) -> float:
+        ch = rp.Change.none(sg)
+        ch.scale[:] = scale
+        ch.gap = gap
+        return cluster.pace(cl, {late: ch})[late]
+
+    no_gap = pace(0.0, 1.0)
+    if no_gap <= target:
+        return float((target - no_gap) / (own - no_gap)) if own > no_gap else 1.0, 1.0
+    fixed = pace(0.0, 0.0)
+    return 0.0, float(np.clip((target - fixed) / (no_gap - fixed), 0.0, 1.0)) \
+        if no_gap > fixed else 1.0
 
 
 def _collectives(gs: Mapping[int, rp.StepGraph]) -> bool:

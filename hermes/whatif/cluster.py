@@ -50,7 +50,7 @@ class Cluster:
     out_w: np.ndarray
     wait: dict[int, np.ndarray]
     #: per matched collective on each rank: rank, graph event id, step, time waited for the
-    #: last arrival and duration (ns)
+    #: last arrival (ns)
     table: pd.DataFrame
 
     @property
@@ -114,15 +114,17 @@ def match(gs: Mapping[int, rp.StepGraph], offsets: Mapping[int, int] | None = No
     np.maximum.at(xt, x, arrive)
     out_w = np.maximum(local_e + off - xt[x], 0)
     table = pd.DataFrame({"rank": rank, "ev": ev, "step": k["step"].to_numpy(np.int64),
-                          "wait_ns": xt[x] - arrive, "dur_ns": local_e - local_s})
+                          "wait_ns": xt[x] - arrive})
     return Cluster(gs, base, n, {r: offsets.get(r, 0) for r in gs}, xt, node_s, x, x,
                    node_e, out_w, wait, table)
 
 
-def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None
-                 ) -> dict[int, np.ndarray]:
+def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
+                 solo: bool = False) -> dict[int, np.ndarray]:
     """Every rank's replayed node times (ns, on its own clock) under ``changes`` (per rank;
-    missing: as measured), all ranks and their collectives solved together."""
+    missing: as measured), all ranks and their collectives solved together. ``solo``: no rank
+    waits for another (each collective ends its own transmission after its own arrival): each
+    rank's own pace."""
     us, vs, losts, starts, ts = [], [], [], [], []
     for r, sg in cl.gs.items():
         ch = (changes or {}).get(r)
@@ -133,40 +135,40 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None
         starts.append(start)
         ts.append(sg.g.t + cl.offset[r])
     t = np.concatenate(ts)
-    m = cl.xt.size
-    xid = cl.n + np.arange(m)
-    # arrival -> rendezvous: weight 0 (lost = the time to the last arrival, >= 0);
-    # rendezvous -> each end: its measured time after the last arrival (lost 0)
-    us += [cl.in_u, xid[cl.out_x]]
-    vs += [xid[cl.in_x], cl.out_v]
-    losts += [cl.xt[cl.in_x] - t[cl.in_u], np.zeros(cl.out_v.size, np.int64)]
-    # a rendezvous starts only when its participants arrive (no release of its own)
-    starts.append(np.full(m, 1e30))
-    d, _ = cpgraph._shortest(cl.n + m, np.concatenate(us), np.concatenate(vs),
-                             np.concatenate(losts), np.concatenate(starts))
+    m = 0 if solo else cl.xt.size
+    if solo:  # arrival -> own end: the transmission (lost: the time waited)
+        us.append(cl.in_u)
+        vs.append(cl.out_v)
+        losts.append(np.maximum(t[cl.out_v] - t[cl.in_u] - cl.out_w, 0))
+    else:
+        xid = cl.n + np.arange(m)
+        # arrival -> rendezvous: weight 0 (lost = the time to the last arrival, >= 0);
+        # rendezvous -> each end: its measured time after the last arrival (lost 0)
+        us += [cl.in_u, xid[cl.out_x]]
+        vs += [xid[cl.in_x], cl.out_v]
+        losts += [cl.xt[cl.in_x] - t[cl.in_u], np.zeros(cl.out_v.size, np.int64)]
+        # a rendezvous starts only when its participants arrive (no release of its own)
+        starts.append(np.full(m, 1e30))
+    u, v, lost = np.concatenate(us), np.concatenate(vs), np.concatenate(losts)
+    n = cl.n + m
+    order = cpgraph.sort_by_key(u * n + v, lost)  # (pairs unique: the least lost kept)
+    u, v, lost = u[order], v[order], lost[order]
+    keep = np.ones(u.size, bool)
+    keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+    d, _ = cpgraph._shortest(n, u[keep], v[keep], lost[keep], np.concatenate(starts))
     return {r: sg.g.t - d[cl.base[r]:cl.base[r] + sg.g.n] for r, sg in cl.gs.items()}
 
 
-def replay(cl: Cluster, changes: Mapping[int, rp.Change] | None = None
-           ) -> dict[int, np.ndarray]:
-    """Every rank's replayed step durations (ns) under ``changes``, ranks replayed together."""
-    r = replay_nodes(cl, changes)
+def replay(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
+           solo: bool = False) -> dict[int, np.ndarray]:
+    """Every rank's replayed step durations (ns) under ``changes``, ranks replayed together
+    (``solo``: each at its own pace, see :func:`replay_nodes`)."""
+    r = replay_nodes(cl, changes, solo)
     return {k: rp.step_times(sg, r[k]) for k, sg in cl.gs.items()}
 
 
-def own_time(cl: Cluster) -> dict[int, float]:
-    """Per rank: median over its steps of the measured step time less its time in matched
-    collectives (waiting for the last arrival and transmitting): the rank's own pace, the
-    same on every rank but a straggler's, whatever the others waited for it."""
-    out = {}
-    for r, sg in cl.gs.items():
-        step = rp.measured(sg).astype(np.float64)
-        if step.size == 0:
-            out[r] = 0.0
-            continue
-        t = cl.table[cl.table["rank"] == r]
-        win = sg.info["win"].to_numpy(np.int64)[t["ev"].to_numpy(np.int64)]
-        waited = np.bincount(win, weights=t["dur_ns"].to_numpy(np.float64),
-                             minlength=step.size)
-        out[r] = float(np.median(np.maximum(step - waited, 0)))
-    return out
+def pace(cl: Cluster, changes: Mapping[int, rp.Change] | None = None) -> dict[int, float]:
+    """Each rank's own pace: its median replayed step when no rank waits for another (the
+    straggler's is the largest; the others' are what they would take without it)."""
+    return {r: float(np.median(v)) if v.size else 0.0
+            for r, v in replay(cl, changes, solo=True).items()}

@@ -69,6 +69,9 @@ class Change:
     #: per event: when it starts its lane's chain in a step, it may start at the step start
     #: (what held it back, e.g. a batch not ready yet, is gone)
     early: np.ndarray
+    #: factor on the time no event accounts for (host gaps, a lane's lead-in from the step
+    #: start to its first event): a straggler's stalls shrink with its events
+    gap: float = 1.0
 
     @classmethod
     def none(cls, sg: StepGraph) -> Change:
@@ -149,9 +152,11 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
     has_in[g.cv[g.forward_cross()]] = True
     dev = ~info["host"].to_numpy(bool)
     st = g.event_start
-    # (also a helper host thread's first event in the step: a pin-memory thread woken by the
-    # loop; loader workers run ahead on their own and are left alone)
-    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & first[st]
+    # (also a helper host thread's first event in the step, or one after a gap: a
+    # pin-memory thread woken by the loop; loader workers run ahead on their own and the main
+    # thread's gaps are its own unrecorded work: both left alone)
+    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & \
+        (first[st] | (g.seg_event[st] < 0)) & ~_main_chain(g, info)
     sel = (dev | helper) & ~has_in[st]
     tgt = st[sel]
     # a helper thread follows whatever ended last before it, however long before (it was
@@ -180,6 +185,19 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
     return replace(g, cu=np.concatenate([g.cu, u]), cv=np.concatenate([g.cv, v]),
                    cw=np.concatenate([g.cw, g.t[v] - g.t[u]]),
                    ce=np.concatenate([g.ce, np.full(u.size, -1, np.int64)]))
+
+
+def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
+    """Per event: True on its step's main thread (the host lane, not a loader's, with the
+    most events in the step)."""
+    chain = g.lane[g.event_start]
+    host = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool)
+    if not host.any():
+        return np.zeros(len(info), bool)
+    cnt = pd.DataFrame({"win": info["win"].to_numpy(np.int64)[host], "chain": chain[host]}) \
+        .groupby(["win", "chain"]).size().sort_values(kind="stable")
+    main = cnt.groupby(level=0).tail(1).index.get_level_values("chain").to_numpy()
+    return np.isin(chain, main)
 
 
 def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
@@ -217,7 +235,10 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     pinned = first & ~sg.has_in
     if change is not None:
         pinned &= ~change.early[sg.node_ev]
-    release = np.where(pinned, g.t, ws)
+    lead = g.t - ws
+    if change is not None and change.gap != 1.0:
+        lead = np.rint(lead * change.gap).astype(np.int64)
+    release = np.where(pinned, ws + lead, ws)
     return u[keep], v[keep], lost[keep], g.t - release
 
 
@@ -231,7 +252,8 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
     base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
     if wait is not None:
         base = np.where((seg >= 0) & wait[ev], 0, base)
-    w = np.where(seg >= 0, np.rint(base * change.scale[ev]), sg.w).astype(np.int64)
+    w = np.where(seg >= 0, np.rint(base * change.scale[ev]), np.rint(sg.w * change.gap)
+                 ).astype(np.int64)
     return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
 
 
