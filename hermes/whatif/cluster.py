@@ -92,7 +92,7 @@ def match(gs: Mapping[int, rp.StepGraph], offsets: Mapping[int, int] | None = No
     base, n = {}, 0
     for r, sg in gs.items():
         base[r] = n
-        n += sg.g.n
+        n += rp.size(sg)
     rank = k["rank"].to_numpy(np.int64)
     ev = k["ev"].to_numpy(np.int64)
     x, _ = pd.factorize(k["key"])
@@ -133,7 +133,7 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
         vs.append(v + cl.base[r])
         losts.append(lost)
         starts.append(start)
-        ts.append(sg.g.t + cl.offset[r])
+        ts.append(rp.times(sg) + cl.offset[r])
     t = np.concatenate(ts)
     m = 0 if solo else cl.xt.size
     if solo:  # arrival -> own end: the transmission (lost: the time waited)
@@ -156,7 +156,8 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
     keep = np.ones(u.size, bool)
     keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
     d, _ = cpgraph._shortest(n, u[keep], v[keep], lost[keep], np.concatenate(starts))
-    return {r: sg.g.t - d[cl.base[r]:cl.base[r] + sg.g.n] for r, sg in cl.gs.items()}
+    return {r: rp.times(sg) - d[cl.base[r]:cl.base[r] + rp.size(sg)]
+            for r, sg in cl.gs.items()}
 
 
 def replay(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,

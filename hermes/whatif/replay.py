@@ -201,45 +201,96 @@ def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
 
 
 def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
-    """Replayed time (ns, absolute) of every node under ``change`` (None: as measured)."""
+    """Replayed time (ns, absolute) of every node under ``change`` (None: as measured),
+    followed by the replayed start of every step (:func:`edges`)."""
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
     u, v, lost, start = edges(sg, change)
-    d, _ = cpgraph._shortest(g.n, u, v, lost, start)
-    return g.t - d
+    d, _ = cpgraph._shortest(size(sg), u, v, lost, start)
+    return times(sg) - d
+
+
+def size(sg: StepGraph) -> int:
+    """Nodes of the replay's problem: the graph's, then one per step (its start)."""
+    return sg.g.n + len(sg.windows)
+
+
+def times(sg: StepGraph) -> np.ndarray:
+    """Measured time of every node of the replay's problem (:func:`size`)."""
+    return np.concatenate([sg.g.t, sg.windows["start_ns"].to_numpy(np.int64)])
 
 
 def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # long: one problem
     """The replay's shortest-path problem under ``change``: edges (u, v, lost time; unique
-    pairs) and each node's distance from the virtual source (``t - release``). ``wait``: per
-    event, True where its own chain segments weigh 0 (a collective matched across ranks:
-    its end comes in through the cluster's edges)."""
+    pairs) and each node's distance from the virtual source (``t - release``; inf: none).
+    ``wait``: per event, True where its own chain segments weigh 0 (a collective matched
+    across ranks: its end comes in through the cluster's edges).
+
+    Steps in sequence: node ``g.n + k`` is step k's start; the first one starts when
+    measured, step k + 1 when step k ends (its main thread's end plus the unrecorded tail, or
+    any other non-loader lane's end, plus the measured gap between the steps). A lane's first
+    node in a step starts its measured lead after its step's start unless a launch or wait edge
+    decides it; loader workers run on their own clock (measured, absolute)."""
     g = sg.g
+    nw = len(sg.windows)
+    n = g.n + nw
     w = weights(sg, change, wait)
     first = g.first_of_lane()
     k = np.flatnonzero(~first)
     drop = change.drop if change is not None else np.zeros(g.cu.size, bool)
     fwd = g.forward_cross() & ~drop
-    u = np.concatenate([k - 1, g.cu[fwd]]).astype(np.int64)
-    v = np.concatenate([k, g.cv[fwd]]).astype(np.int64)
-    wt = np.concatenate([w[k], sg.cw[fwd]]).astype(np.int64)
-    lost = np.maximum((g.t[v] - g.t[u]) - wt, 0)
-    order = cpgraph.sort_by_key(u * g.n + v, lost)
-    u, v, lost = u[order], v[order], lost[order]
-    keep = np.ones(u.size, bool)
-    keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
-    ws = sg.windows["start_ns"].to_numpy(np.int64)[sg.info["win"].to_numpy(np.int64)[sg.node_ev]]
-    # a lane's first node starts when measured unless a launch or wait edge decides it
+    ws_w = sg.windows["start_ns"].to_numpy(np.int64)
+    we_w = sg.windows["end_ns"].to_numpy(np.int64)
+    win = sg.info["win"].to_numpy(np.int64)[sg.node_ev]
+    ws = ws_w[win]
     pinned = first & ~sg.has_in
-    if change is not None:
-        pinned &= ~change.early[sg.node_ev]
+    early = change.early[sg.node_ev] if change is not None else np.zeros(g.n, bool)
+    pinned &= ~early
     lead = g.t - ws
     if change is not None and change.gap != 1.0:
         lead = np.rint(lead * change.gap).astype(np.int64)
-    release = np.where(pinned, ws + lead, ws)
-    return u[keep], v[keep], lost[keep], g.t - release
+    # a loader worker's first node: released when measured (or, made early, at the step start)
+    loader = sg.info["loader"].to_numpy(bool)[sg.node_ev]
+    own_clock = first & loader & ~early
+    f = np.flatnonzero(first & ~own_clock)
+    # step k's last node per non-loader lane -> step k + 1's start
+    last = np.ones(g.n, bool)
+    last[:-1] = g.lane[1:] != g.lane[:-1]
+    e = np.flatnonzero(last & ~loader & (win < nw - 1))
+    ew = np.maximum(ws_w[win[e] + 1] - we_w[win[e]], 0)  # the gap between the steps
+    main = _main_last(sg, e)
+    ew[main] = np.maximum(ws_w[win[e[main]] + 1] - g.t[e[main]], 0)  # + the tail
+    u = np.concatenate([k - 1, g.cu[fwd], g.n + win[f], e]).astype(np.int64)
+    v = np.concatenate([k, g.cv[fwd], f, g.n + win[e] + 1]).astype(np.int64)
+    wt = np.concatenate([w[k], sg.cw[fwd], np.where(pinned[f], lead[f], 0), ew]
+                        ).astype(np.int64)
+    t = times(sg)
+    lost = np.maximum((t[v] - t[u]) - wt, 0)
+    order = cpgraph.sort_by_key(u * n + v, lost)
+    u, v, lost = u[order], v[order], lost[order]
+    keep = np.ones(u.size, bool)
+    keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+    start = np.full(n, np.inf)
+    start[g.n] = 0.0  # the first step starts when measured
+    start[:g.n][own_clock] = (g.t - np.where(pinned, ws + lead, ws))[own_clock]
+    return u[keep], v[keep], lost[keep], start
+
+
+def _main_last(sg: StepGraph, idx: np.ndarray) -> np.ndarray:
+    """Of lane-last nodes ``idx`` (no loader's), a mask of each step's main thread's: the
+    host lane active last (as :func:`step_times`)."""
+    if idx.size == 0:
+        return np.zeros(0, bool)
+    ev = sg.node_ev[idx]
+    d = pd.DataFrame({"win": sg.info["win"].to_numpy(np.int64)[ev],
+                      "host": sg.info["host"].to_numpy(bool)[ev], "t": sg.g.t[idx],
+                      "i": np.arange(idx.size)})
+    pick = d.sort_values(["host", "t"], kind="stable").groupby("win").tail(1)["i"].to_numpy()
+    out = np.zeros(idx.size, bool)
+    out[pick] = True
+    return out
 
 
 def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
@@ -276,10 +327,13 @@ def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:
     idx, win, host = idx[~loader], win[~loader], host[~loader]
     lanes = pd.DataFrame({"win": win, "t": g.t[idx], "r": r[idx], "host": host})
     end_any = lanes.groupby("win")["r"].max()
-    main = lanes.sort_values(["host", "t"]).groupby("win").tail(1).set_index("win")
+    main = lanes.sort_values(["host", "t"], kind="stable").groupby("win").tail(1) \
+        .set_index("win")
     main_end = main["r"] + (we[main.index.to_numpy()] - main["t"])
     end = np.maximum(end_any.reindex(main_end.index).to_numpy(), main_end.to_numpy())
-    out[main_end.index.to_numpy()] = end - ws[main_end.index.to_numpy()]
+    # each step from its replayed start (steps in sequence), else from its measured start
+    start = r[g.n:g.n + nw] if r.size >= g.n + nw else ws
+    out[main_end.index.to_numpy()] = end - start[main_end.index.to_numpy()]
     return out
 
 
