@@ -7,9 +7,10 @@ Figures are medians over steps; the run's step time is its slowest rank's (synch
 goes at the pace of the slowest rank). ``graphs(..., median_only=True)`` replays only each
 rank's median step (ranks of over a million events always: big traces stay fast).
 
-Left out (the replay keeps their measured times): collectives are not matched across ranks
-(a collective's wait for a late rank stays as measured on the other ranks), CUDA graph launches
-are one task each, precision / tiling / bucketing changes have no transform yet.
+Ranks whose collectives match (:mod:`.cluster`) are replayed together: a collective ends at its
+last participant's arrival plus the transmission, so the straggler transform shrinks the others'
+waits. Left out: CUDA graph launches are one task each, precision / tiling / bucketing changes
+have no transform yet.
 """
 
 from __future__ import annotations

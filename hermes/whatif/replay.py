@@ -23,7 +23,9 @@ time except after waits (a sync ends when its awaited task does, not the few mic
 the trace shows): that is the replay's own error.
 
 **Step time.** A step ends when its main host thread (the host lane active last) ends, plus the
-unrecorded tail after its last event, or when any other non-loader lane ends, if later.
+unrecorded tail after its last event, or when any other non-loader lane ends, if later; the next
+step starts then (steps in sequence: one virtual start node per step, see :func:`edges`).
+Several ranks with their collectives matched are replayed together by ``hermes.whatif.cluster``.
 """
 
 from __future__ import annotations

@@ -105,12 +105,13 @@ def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, A
     return apply
 
 
-#: rank-level transform: handled by the model (``hermes.whatif.model``), not per graph
+#: rank-level transform: handled by ``hermes.whatif.predict`` on the ranks replayed together
+#: (the slowest rank's own pace brought to the median rank's), not per graph
 STRAGGLER = "isolate_slow_node"
 
 
 def _noop(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
-    """Nothing per graph: the slow rank's durations are scaled by the model."""
+    """Nothing per graph: the slow rank's stalls and durations are scaled by ``predict``."""
 
 
 def _registry() -> dict[str, Transform]:
