@@ -151,11 +151,13 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
         starts.append(np.full(m, 1e30))
     u, v, lost = np.concatenate(us), np.concatenate(vs), np.concatenate(losts)
     n = cl.n + m
-    order = cpgraph.sort_by_key(u * n + v, lost)  # (pairs unique: the least lost kept)
-    u, v, lost = u[order], v[order], lost[order]
-    keep = np.ones(u.size, bool)
-    keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
-    d, _ = cpgraph._shortest(n, u[keep], v[keep], lost[keep], np.concatenate(starts))
+    if solo:  # (an arrival -> end edge may repeat a chain edge: pairs unique, least lost kept)
+        order = cpgraph.sort_by_key(u * n + v, lost)
+        u, v, lost = u[order], v[order], lost[order]
+        keep = np.ones(u.size, bool)
+        keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
+        u, v, lost = u[keep], v[keep], lost[keep]
+    d, _ = cpgraph._shortest(n, u, v, lost, np.concatenate(starts))
     return {r: rp.times(sg) - d[cl.base[r]:cl.base[r] + rp.size(sg)]
             for r, sg in cl.gs.items()}
 
