@@ -61,3 +61,18 @@ def test_a_faster_rank_alone_gains_nothing():
     ch[0].scale[:] = 0.5
     assert {r: v.tolist() for r, v in cluster.replay(cl, ch).items()} == \
         {0: [110], 1: [110], 2: [110]}
+
+
+def test_one_step_per_rank_is_the_same_step_on_every_rank():
+    # rank 0's steps take 100, 300, 200; rank 1's 250, 100, 150 (each rank's own median:
+    # step 2); the slowest rank per step takes 250, 300, 200, whose median is step 0's: both
+    # ranks replay step 0, where their collectives would meet
+    rows = []
+    for r, durs in ((0, (100, 300, 200)), (1, (250, 100, 150))):
+        t = 0
+        for s, d in enumerate(durs):
+            rows += [ev("step", f"ProfilerStep#{s}", t, d, rank=r),
+                     ev("host_op", "work", t, d, rank=r)]
+            t += d
+    gs = graphs(frame(*rows), median_only=True)
+    assert {r: sg.windows["step"].tolist() for r, sg in gs.items()} == {0: [0], 1: [0]}
