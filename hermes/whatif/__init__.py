@@ -172,10 +172,11 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
             tr.apply(sg, ch, params)
         changes[r] = ch
     if straggler and len(gs) > 1:
-        # the slowest rank's durations and stalls scaled to the median rank's pace (its excess
-        # removed; with matched collectives the others' waits for it shrink in the joint replay)
+        # the slowest rank's stalls and durations scaled to the pace of the slowest of the
+        # others (its excess removed: the run then goes at their pace; with matched collectives
+        # the others' waits for it shrink in the joint replay)
         late = max(own, key=lambda r: own[r])
-        target = float(np.median(list(own.values())))
+        target = max(v for r, v in own.items() if r != late)
         gap, f = _pace_factors(cl, gs[late], late, own[late], target)
         changes[late].scale *= f
         changes[late].gap *= gap

@@ -106,7 +106,7 @@ def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, A
 
 
 #: rank-level transform: handled by ``hermes.whatif.predict`` on the ranks replayed together
-#: (the slowest rank's own pace brought to the median rank's), not per graph
+#: (the slowest rank's own pace brought to the slowest other rank's), not per graph
 STRAGGLER = "isolate_slow_node"
 
 
@@ -137,7 +137,7 @@ def _registry() -> dict[str, Transform]:
         aliases = (f"cpu.dispatch_{opt}",) if opt == "fusion" else (opt, f"cpu.dispatch_{opt}")
         add(Transform(f"dispatch_{opt}", f"host dispatch cost x {f}", scale_dispatch(f),
                       "host"), *aliases)
-    add(Transform(STRAGGLER, "scale the slowest rank to the median rank", _noop, "rank"),
+    add(Transform(STRAGGLER, "scale the slowest rank to the next slowest", _noop, "rank"),
         "computation.isolate_slow_node", "communication.fix_straggler")
     return out
 
