@@ -41,7 +41,7 @@ def test_collectives_matched_by_sequence_or_by_order(seq):
 
 
 def test_straggler_removed_gives_the_second_slowest_rank_time():
-    # rank 2's own pace (100) scaled to the median rank's (80): it arrives at 80, the
+    # rank 2's own pace (100) scaled to the next slowest rank's (80): it arrives at 80, the
     # all-reduce ends at 80 + 10 on every rank: the step is rank 1's pace, 90
     p = predict(graphs(frame(*allreduce())), ["communication.fix_straggler"])
     assert p.applied == ["communication.fix_straggler"] and not p.unknown
