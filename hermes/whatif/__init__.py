@@ -162,8 +162,6 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         straggler = False
     measured = {r: float(np.median(rp.measured(sg))) if len(sg.windows) else 0.0
                 for r, sg in gs.items()}
-    # a rank's own pace: its step replayed with no wait for another rank in collectives
-    own = cluster.pace(cl) if cl is not None else measured
     slow = max(measured, key=lambda r: measured[r]) if measured else 0
     changes: dict[int, rp.Change] = {}
     for r, sg in gs.items():
@@ -175,6 +173,8 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         # the slowest rank's stalls and durations scaled to the pace of the slowest of the
         # others (its excess removed: the run then goes at their pace; with matched collectives
         # the others' waits for it shrink in the joint replay)
+        # a rank's own pace: its step replayed with no wait for another rank in collectives
+        own = cluster.pace(cl) if cl is not None else measured
         late = max(own, key=lambda r: own[r])
         target = max(v for r, v in own.items() if r != late)
         gap, f = _pace_factors(cl, gs[late], late, own[late], target)

@@ -64,10 +64,11 @@ def _keys(sg: rp.StepGraph, rank: int) -> pd.DataFrame:
         return pd.DataFrame(columns=["rank", "ev", "key", "start", "step"])
     c = c[~c["name"].str.contains(_P2P)].sort_values("start", kind="stable")
     by_seq = c["seq"].to_numpy(np.int64) >= 0
-    order = c.groupby(["step", "name", "group"], sort=False).cumcount().to_numpy()
-    key = np.where(by_seq, "s|" + c["group"] + "|" + c["seq"].astype(str),
-                   "o|" + c["step"].astype(str) + "|" + c["name"] + "|" + c["group"] + "|"
-                   + pd.Series(order, index=c.index).astype(str))
+    key = ("s|" + c["group"] + "|" + c["seq"].astype(str)).to_numpy(object)
+    if not by_seq.all():
+        order = c.groupby(["step", "name", "group"], sort=False).cumcount()
+        key = np.where(by_seq, key, "o|" + c["step"].astype(str) + "|" + c["name"] + "|"
+                       + c["group"] + "|" + order.astype(str))
     return pd.DataFrame({"rank": rank, "ev": c["ev"].to_numpy(np.int64), "key": key,
                          "start": c["start"].to_numpy(np.int64),
                          "step": c["step"].to_numpy(np.int64)})

@@ -56,6 +56,11 @@ class StepGraph:
     #: the rank's collectives (``cluster`` matches them across ranks): graph event id ``ev``,
     #: ``group`` ('' unknown), ``seq`` (-1 unknown), ``name``, ``step`` (its window's number)
     coll: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: each step's last node of every non-loader lane, its step, and whether it is the step's
+    #: main thread's (the host lane active last): where a step ends
+    ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ends_win: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ends_main: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
 
 
 @dataclass
@@ -120,6 +125,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
     sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
     sg.coll = _collectives(ev, info, windows)
+    sg.ends, sg.ends_win, sg.ends_main = _lane_ends(sg)
     return sg
 
 
@@ -258,11 +264,9 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     own_clock = first & loader & ~early
     f = np.flatnonzero(first & ~own_clock)
     # step k's last node per non-loader lane -> step k + 1's start
-    last = np.ones(g.n, bool)
-    last[:-1] = g.lane[1:] != g.lane[:-1]
-    e = np.flatnonzero(last & ~loader & (win < nw - 1))
+    sel = sg.ends_win < nw - 1
+    e, main = sg.ends[sel], sg.ends_main[sel]
     ew = np.maximum(ws_w[win[e] + 1] - we_w[win[e]], 0)  # the gap between the steps
-    main = _main_last(sg, e)
     ew[main] = np.maximum(ws_w[win[e[main]] + 1] - g.t[e[main]], 0)  # + the tail
     u = np.concatenate([k - 1, g.cu[fwd], g.n + win[f], e]).astype(np.int64)
     v = np.concatenate([k, g.cv[fwd], f, g.n + win[e] + 1]).astype(np.int64)
@@ -280,19 +284,23 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     return u[keep], v[keep], lost[keep], start
 
 
-def _main_last(sg: StepGraph, idx: np.ndarray) -> np.ndarray:
-    """Of lane-last nodes ``idx`` (no loader's), a mask of each step's main thread's: the
-    host lane active last (as :func:`step_times`)."""
-    if idx.size == 0:
-        return np.zeros(0, bool)
+def _lane_ends(sg: StepGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each step's last node of every non-loader lane, its step, and a mask of each step's
+    main thread's: the host lane active last."""
+    g = sg.g
+    if g.n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool)
+    last = np.ones(g.n, bool)
+    last[:-1] = g.lane[1:] != g.lane[:-1]
+    idx = np.flatnonzero(last & ~sg.info["loader"].to_numpy(bool)[sg.node_ev])
     ev = sg.node_ev[idx]
-    d = pd.DataFrame({"win": sg.info["win"].to_numpy(np.int64)[ev],
-                      "host": sg.info["host"].to_numpy(bool)[ev], "t": sg.g.t[idx],
-                      "i": np.arange(idx.size)})
+    win = sg.info["win"].to_numpy(np.int64)[ev]
+    d = pd.DataFrame({"win": win, "host": sg.info["host"].to_numpy(bool)[ev],
+                      "t": g.t[idx], "i": np.arange(idx.size)})
     pick = d.sort_values(["host", "t"], kind="stable").groupby("win").tail(1)["i"].to_numpy()
-    out = np.zeros(idx.size, bool)
-    out[pick] = True
-    return out
+    main = np.zeros(idx.size, bool)
+    main[pick] = True
+    return idx, win, main
 
 
 def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
@@ -311,31 +319,22 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
 
 
 def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:
-    """Replayed duration (ns) of every step from node times ``r``."""
+    """Replayed duration (ns) of every step from node times ``r``: from its replayed start
+    (``r`` of :func:`replay_nodes`; else its measured start) to its main thread's end plus the
+    unrecorded tail, or any other non-loader lane's end, if later."""
     g = sg.g
     nw = len(sg.windows)
     out = np.zeros(nw, np.int64)
-    if g.n == 0:
+    if g.n == 0 or sg.ends.size == 0:
         return out
     ws = sg.windows["start_ns"].to_numpy(np.int64)
     we = sg.windows["end_ns"].to_numpy(np.int64)
-    last = np.ones(g.n, bool)
-    last[:-1] = g.lane[1:] != g.lane[:-1]
-    idx = np.flatnonzero(last)
-    ev = sg.node_ev[idx]
-    win = sg.info["win"].to_numpy(np.int64)[ev]
-    loader = sg.info["loader"].to_numpy(bool)[ev]
-    host = sg.info["host"].to_numpy(bool)[ev]
-    idx, win, host = idx[~loader], win[~loader], host[~loader]
-    lanes = pd.DataFrame({"win": win, "t": g.t[idx], "r": r[idx], "host": host})
-    end_any = lanes.groupby("win")["r"].max()
-    main = lanes.sort_values(["host", "t"], kind="stable").groupby("win").tail(1) \
-        .set_index("win")
-    main_end = main["r"] + (we[main.index.to_numpy()] - main["t"])
-    end = np.maximum(end_any.reindex(main_end.index).to_numpy(), main_end.to_numpy())
-    # each step from its replayed start (steps in sequence), else from its measured start
+    end_any = np.full(nw, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(end_any, sg.ends_win, r[sg.ends])
+    m, mw = sg.ends[sg.ends_main], sg.ends_win[sg.ends_main]
+    end = np.maximum(end_any[mw], r[m] + (we[mw] - g.t[m]))
     start = r[g.n:g.n + nw] if r.size >= g.n + nw else ws
-    out[main_end.index.to_numpy()] = end - start[main_end.index.to_numpy()]
+    out[mw] = end - start[mw]
     return out
 
 
