@@ -88,7 +88,8 @@ def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
         keep = sorted(groups, key=lambda r: -med[r])[:max_ranks]
         groups = {r: groups[r] for r in sorted(keep)}
     out = {}
-    common = _common_median(groups) if len(groups) > 1 else None
+    one_step = median_only or any(len(g) > max_events for g in groups.values())
+    common = _common_median(groups) if len(groups) > 1 and one_step else None
     for r, ev in groups.items():
         ev = ev.reset_index(drop=True)
         one = median_only or len(ev) > max_events
