@@ -160,11 +160,13 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
     has_in[g.cv[g.forward_cross()]] = True
     dev = ~info["host"].to_numpy(bool)
     st = g.event_start
-    # (also a helper host thread's first event in the step, or one after a gap: a
-    # pin-memory thread woken by the loop; loader workers run ahead on their own and the main
-    # thread's gaps are its own unrecorded work: both left alone)
+    # (also a helper host thread's first event in the step, or its batch work after a gap: a
+    # pin-memory thread woken by the loop; loader workers run ahead on their own, the main
+    # thread's gaps are its own unrecorded work and other threads' (autograd's) stay as
+    # measured)
+    data = info["kind"].astype(str).str.startswith("data_").to_numpy(bool)
     helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & \
-        (first[st] | (g.seg_event[st] < 0)) & ~_main_chain(g, info)
+        (first[st] | ((g.seg_event[st] < 0) & data)) & ~_main_chain(g, info)
     sel = (dev | helper) & ~has_in[st]
     tgt = st[sel]
     # a helper thread follows whatever ended last before it, however long before (it was
