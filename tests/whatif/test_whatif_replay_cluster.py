@@ -76,3 +76,30 @@ def test_one_step_per_rank_is_the_same_step_on_every_rank():
             t += d
     gs = graphs(frame(*rows), median_only=True)
     assert {r: sg.windows["step"].tolist() for r, sg in gs.items()} == {0: [0], 1: [0]}
+
+
+def test_device_side_collective_matched_and_straggler_removed():
+    # Kineto-like: the host launches a kernel (compute 50 ns on rank 0, 80 on rank 1) and an
+    # NCCL all-reduce on the same stream, then syncs; the all-reduce ends at 100 on both
+    # (rank 1 arrives at 82: transmission 18), the sync returns 2 ns later, 3 ns of tail.
+    rows = []
+    for r, c in ((0, 50), (1, 80)):
+        rows += [ev("step", "ProfilerStep#1", 0, 105, rank=r),
+                 ev("launch", "cudaLaunchKernel", 0, 1, corr_id=1, rank=r),
+                 ev("launch", "cudaLaunchKernel", 1, 1, corr_id=2, rank=r),
+                 ev("sync", "cudaStreamSynchronize", 2, 100, rank=r),
+                 ev("kernel", "gemm", 2, c, corr_id=1, stream=7, rank=r),
+                 ev("collective", "ncclKernel_AllReduce", 2 + c, 98 - c, corr_id=2, stream=7,
+                    rank=r, coll_group="0", coll_seq=0)]
+    gs = graphs(frame(*rows))
+    cl = cluster.match(gs)
+    assert cl is not None and cl.matched == 1
+    assert cl.table.sort_values("rank")["wait_ns"].tolist() == [30, 0]
+    # rank 0's own pace: 2 + 50 + 18 + 2 + 3 = 75; rank 1's 105. Rank 1 brought to 75 (what
+    # does not scale: the launch delay 2, the transmission 18, the return 2, the tail 3 = 25;
+    # its compute x (75 - 25) / (105 - 25)): it arrives at 52, the all-reduce ends at 70 on
+    # both, the steps end at 75
+    p = predict(gs, ["isolate_slow_node"])
+    assert (p.measured_ms * 1e6, p.replay_ms * 1e6) == pytest.approx((105, 105))
+    assert {r: v["predicted_ms"] * 1e6 for r, v in p.per_rank.items()} == \
+        pytest.approx({0: 75, 1: 75})
