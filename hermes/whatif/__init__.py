@@ -173,8 +173,8 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
     if straggler and len(gs) > 1:
         # the slowest rank's stalls and durations scaled to the pace of the slowest of the
         # others (its excess removed: the run then goes at their pace; with matched collectives
-        # the others' waits for it shrink in the joint replay)
-        # a rank's own pace: its step replayed with no wait for another rank in collectives
+        # the others' waits for it shrink in the joint replay). A rank's own pace: its step
+        # replayed with no wait for another rank in collectives
         own = cluster.pace(cl) if cl is not None else measured
         late = max(own, key=lambda r: own[r])
         target = max(v for r, v in own.items() if r != late)
