@@ -39,13 +39,19 @@ from hermes.whatif import graphs, predict  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "traces"
 ZOO = [("resnet50", 1), ("bert-large", 1), ("pangu-1.3b", 1), ("llama2-7b", 1),
-       ("deepfm", 1), ("resnet50", 4), ("bert-large", 4), ("moe", 4)]
+       ("deepfm", 1), ("resnet50", 4), ("bert-large", 4), ("moe", 4), ("resnet50", 8),
+       ("pangu-1.3b", 8)]
 WORKLOADS = ("resnet50", "bert-large", "pangu-1.3b")
 
 
 def replay_error(trace) -> tuple[float, float]:
-    p = predict(graphs(trace.events))
+    p = predict(graphs(trace.events), meta=trace.meta)
     return p.measured_ms, p.replay_ms
+
+
+def ranks_of(trace) -> int:
+    ev = trace.events
+    return int(ev["rank"].nunique()) if "rank" in ev.columns and len(ev) else 1
 
 
 def real_traces(tmp: Path) -> list[tuple[str, object]]:
@@ -54,6 +60,7 @@ def real_traces(tmp: Path) -> list[tuple[str, object]]:
     out = []
     files = sorted((SHARED / "kineto-h100").glob("*.json.gz"))
     files += sorted(f for f in (SHARED / "hta").rglob("*.json*") if "trace" in f.name.lower())
+    files.append(SHARED / "hta" / "trace_filter")  # 2 ranks of a 128-rank NCCL job, together
     for f in files:
         try:
             out.append((str(f.relative_to(SHARED)), load_any(f)))
@@ -83,6 +90,7 @@ def part_replay() -> None:
             if m <= 0:
                 continue
             errs.append(abs(r / m - 1))
+            name = f"{name} x{ranks_of(tr)}" if ranks_of(tr) > 1 else name
             print(f"  {name:<60} measured {m:10.3f} ms  replay {r:10.3f} ms  "
                   f"error {100 * (r / m - 1):+6.2f} %")
     e = 100 * np.array(errs)

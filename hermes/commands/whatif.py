@@ -13,21 +13,24 @@ from hermes.errors import UsageError
 
 
 def load_any(path: Path) -> Any:
-    """A Hermes trace, or any profiler output an importer detects (imported to a temporary
-    Parquet file first)."""
+    """A Hermes trace, or any profiler output an importer detects, or a directory of such files
+    (one per rank; imported to a temporary Parquet file first)."""
     from hermes.trace.reader import load
 
     if path.suffix == ".parquet" or (path.is_dir() and any(path.glob("*.parquet"))):
         return load(path)
     from hermes.collectors import importers
+    from hermes.commands.import_ import _expand, _pick
 
-    imp = importers.detect(path)
-    if imp is None:
+    # a directory no importer claims stands for its trace files (one per rank), as in import
+    files = _expand([path]) if path.is_dir() else [path]
+    if importers.detect(files[0]) is None:
         raise UsageError(f"{path}: not a Hermes trace and no importer recognizes it",
                          hint="see hermes import --help")
+    imp = _pick(files, None)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "trace.parquet"
-        imp.run([path], out, {})
+        imp.run(files, out, {})
         trace = load(out)
         _ = len(trace.events)  # (in memory before the file goes away)
         return trace
@@ -42,7 +45,7 @@ def render_text(d: dict[str, Any]) -> str:
                      f"({d['speedup']:.2f}x)")
     for spec in d["unknown"]:
         lines.append(f"  {spec}: not replayed on this trace (no transform, or collectives "
-                     f"across ranks), not applied")
+                     f"not matched across ranks), not applied")
     lines += [f"  note: {o}" for o in d["overlaps"]]
     lines.append("per rank (ms):  measured   replay  predicted")
     for r, v in d["per_rank"].items():
@@ -83,8 +86,8 @@ def register(app: typer.Typer) -> None:
         p = predict(graphs(tr.events), apply or [], tr.meta)
         if p.unknown and not p.applied and apply:
             raise UsageError(f"cannot replay {', '.join(p.unknown)} on this trace (no what-if "
-                             "transform, or a slow rank whose ranks meet in collectives: "
-                             "collectives are not matched across ranks yet)",
+                             "transform, or a slow rank whose collectives could not be matched "
+                             "across the trace's ranks)",
                              hint="transforms: " + ", ".join(sorted(TRANSFORMS)))
         d = p.to_dict()
         typer.echo(dumps(d) if fmt == "json" else render_text(d))

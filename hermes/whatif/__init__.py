@@ -7,9 +7,10 @@ Figures are medians over steps; the run's step time is its slowest rank's (synch
 goes at the pace of the slowest rank). ``graphs(..., median_only=True)`` replays only each
 rank's median step (ranks of over a million events always: big traces stay fast).
 
-Left out (the replay keeps their measured times): collectives are not matched across ranks
-(a collective's wait for a late rank stays as measured on the other ranks), CUDA graph launches
-are one task each, precision / tiling / bucketing changes have no transform yet.
+Ranks whose collectives match (:mod:`.cluster`) are replayed together: a collective ends at its
+last participant's arrival plus the transmission, so the straggler transform shrinks the others'
+waits. Left out: CUDA graph launches are one task each, precision / tiling / bucketing changes
+have no transform yet.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.steps import step_windows
+from hermes.whatif import cluster
 from hermes.whatif import replay as rp
 from hermes.whatif.transforms import STRAGGLER, TRANSFORMS, Transform, lookup
 
@@ -86,11 +88,28 @@ def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
         keep = sorted(groups, key=lambda r: -med[r])[:max_ranks]
         groups = {r: groups[r] for r in sorted(keep)}
     out = {}
+    one_step = median_only or any(len(g) > max_events for g in groups.values())
+    common = _common_median(groups) if len(groups) > 1 and one_step else None
     for r, ev in groups.items():
         ev = ev.reset_index(drop=True)
         one = median_only or len(ev) > max_events
-        out[r] = rp.build(ev, _median_window(ev) if one else None, rank=r)
+        w = None
+        if one:
+            w = step_windows(ev) if common is not None else _median_window(ev)
+            w = w[w["step"] == common].reset_index(drop=True) if common is not None else w
+            w = w if len(w) else _median_window(ev)
+        out[r] = rp.build(ev, w, rank=r)
     return out
+
+
+def _common_median(groups: Mapping[int, pd.DataFrame]) -> int | None:
+    """The step number every rank replays when only one step is: the one whose slowest rank's
+    time is the median (the ranks meet in its collectives, ``cluster``); None without one step
+    number that every rank has."""
+    ws = [step_windows(g)[["step", "dur_ns"]] for g in groups.values()]
+    both = pd.concat(ws).groupby("step")["dur_ns"].agg(["max", "size"])
+    both = both[(both["size"] == len(ws)) & (both.index >= 0)].sort_values("max", kind="stable")
+    return int(both.index[(len(both) - 1) // 2]) if len(both) else None
 
 
 def _resolve(specs: Sequence[str], meta: Any) -> tuple[list[tuple[str, Transform, dict]],
@@ -134,27 +153,42 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
             ) -> Prediction:
     """Step time after the optimizations ``specs`` (rule ids or emulator options) combined."""
     chosen, unknown = _resolve(specs, meta)
-    if any(tr.name == STRAGGLER for _, tr, _ in chosen) and _collectives(gs):
-        # the other ranks' waits in collectives would stay as measured (collectives are not
-        # matched across ranks yet): no replay, the formula stands
+    cl = cluster.match(gs, getattr(meta, "clock_offsets_ns", None))
+    straggler = any(tr.name == STRAGGLER for _, tr, _ in chosen)
+    if straggler and cl is None and _collectives(gs):
+        # collectives found but none matched across ranks: the other ranks' waits would stay
+        # as measured, no replay, the formula stands
         unknown += [s for s, tr, _ in chosen if tr.name == STRAGGLER]
         chosen = [c for c in chosen if c[1].name != STRAGGLER]
+        straggler = False
     measured = {r: float(np.median(rp.measured(sg))) if len(sg.windows) else 0.0
                 for r, sg in gs.items()}
     slow = max(measured, key=lambda r: measured[r]) if measured else 0
-    per_rank: dict[int, dict[str, float]] = {}
     changes: dict[int, rp.Change] = {}
     for r, sg in gs.items():
         ch = rp.Change.none(sg)
         for _, tr, params in chosen:
             tr.apply(sg, ch, params)
-        if any(tr.name == STRAGGLER for _, tr, _ in chosen) and r == slow and len(gs) > 1:
-            # that rank's durations scaled to the median rank (its excess removed)
-            target = float(np.median(list(measured.values())))
-            ch.scale *= target / measured[r] if measured[r] else 1.0
         changes[r] = ch
-        base = rp.replay(sg)
-        new = rp.replay(sg, ch)
+    if straggler and len(gs) > 1:
+        # the slowest rank's stalls and durations scaled to the pace of the slowest of the
+        # others (its excess removed: the run then goes at their pace; with matched collectives
+        # the others' waits for it shrink in the joint replay). A rank's own pace: its step
+        # replayed with no wait for another rank in collectives
+        own = cluster.pace(cl) if cl is not None else measured
+        late = max(own, key=lambda r: own[r])
+        target = max(v for r, v in own.items() if r != late)
+        gap, f = _pace_factors(cl, gs[late], late, own[late], target)
+        changes[late].scale *= f
+        changes[late].gap *= gap
+    if cl is not None:
+        base_all, new_all = cluster.replay(cl), cluster.replay(cl, changes)
+    else:
+        base_all = {r: rp.replay(sg) for r, sg in gs.items()}
+        new_all = {r: rp.replay(sg, changes[r]) for r, sg in gs.items()}
+    per_rank: dict[int, dict[str, float]] = {}
+    for r in gs:
+        base, new = base_all[r], new_all[r]
         per_rank[r] = {"measured_ms": measured[r] / 1e6,
                        "replay_ms": float(np.median(base)) / 1e6 if base.size else 0.0,
                        "predicted_ms": float(np.median(new)) / 1e6 if new.size else 0.0}
@@ -173,6 +207,31 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         bd = {"before": _breakdown(sg, None), "after": _breakdown(sg, changes[slow])}
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
                       [s for s, _, _ in chosen], unknown, overlaps, bd)
+
+
+def _pace_factors(cl: cluster.Cluster | None, sg: rp.StepGraph, late: int, own: float,
+                  target: float) -> tuple[float, float]:
+    """Factors on the late rank's unrecorded time (gaps, stalls) and on its durations that
+    bring its own pace ``own`` to ``target``: its stalls go first (a rank late at every
+    collective: a stall before it), then its durations (a slow device). Each factor is found
+    by interpolating the pace between 1 and 0 (what stays at 0: the transmissions)."""
+    if own <= target or own <= 0:
+        return 1.0, 1.0
+    if cl is None:  # no collective: the pace is the step
+        return target / own, target / own
+
+    def pace(gap: float, scale: float) -> float:
+        ch = rp.Change.none(sg)
+        ch.scale[:] = scale
+        ch.gap = gap
+        return cluster.pace(cl, {late: ch})[late]
+
+    no_gap = pace(0.0, 1.0)
+    if no_gap <= target:
+        return float((target - no_gap) / (own - no_gap)) if own > no_gap else 1.0, 1.0
+    fixed = pace(0.0, 0.0)
+    return 0.0, float(np.clip((target - fixed) / (no_gap - fixed), 0.0, 1.0)) \
+        if no_gap > fixed else 1.0
 
 
 def _collectives(gs: Mapping[int, rp.StepGraph]) -> bool:

@@ -23,7 +23,9 @@ time except after waits (a sync ends when its awaited task does, not the few mic
 the trace shows): that is the replay's own error.
 
 **Step time.** A step ends when its main host thread (the host lane active last) ends, plus the
-unrecorded tail after its last event, or when any other non-loader lane ends, if later.
+unrecorded tail after its last event, or when any other non-loader lane ends, if later; the next
+step starts then (steps in sequence: one virtual start node per step, see :func:`edges`).
+Several ranks with their collectives matched are replayed together by ``hermes.whatif.cluster``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ class StepGraph:
     w: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     has_in: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
     cw: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    #: the rank's collectives (``cluster`` matches them across ranks): graph event id ``ev``,
+    #: ``group`` ('' unknown), ``seq`` (-1 unknown), ``name``, ``step`` (its window's number)
+    coll: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: each step's last node of every non-loader lane, its step, and whether it is the step's
+    #: main thread's (the host lane active last): where a step ends
+    ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ends_win: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ends_main: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
 
 
 @dataclass
@@ -66,6 +76,9 @@ class Change:
     #: per event: when it starts its lane's chain in a step, it may start at the step start
     #: (what held it back, e.g. a batch not ready yet, is gone)
     early: np.ndarray
+    #: factor on the time no event accounts for (host gaps, a lane's lead-in from the step
+    #: start to its first event): a straggler's stalls shrink with its events
+    gap: float = 1.0
 
     @classmethod
     def none(cls, sg: StepGraph) -> Change:
@@ -111,7 +124,28 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     into_wait = wait_ev[node_ev[g.cv]] & (g.event_end[node_ev[g.cv]] == g.cv)
     sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
     sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
+    sg.coll = _collectives(ev, info, windows)
+    sg.ends, sg.ends_win, sg.ends_main = _lane_ends(sg)
     return sg
+
+
+def _collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """The step graph's collective events with what matches them across ranks (a collective
+    cut at a step border is left out: its copies are not one arrival)."""
+    is_c = (info["kind"] == "collective").to_numpy(bool)
+    src = info["src"].to_numpy(np.int64)
+    once = np.bincount(src, minlength=len(ev)) == 1 if src.size else np.zeros(0, bool)
+    sel = np.flatnonzero(is_c & once[src]) if src.size else np.empty(0, np.int64)
+    rows = src[sel]
+    group = (ev["coll_group"].take(rows).astype(object).fillna("").astype(str).to_numpy()
+             if "coll_group" in ev.columns else np.full(sel.size, ""))
+    seq = (pd.to_numeric(ev["coll_seq"].take(rows), errors="coerce").fillna(-1)
+           .to_numpy(np.int64) if "coll_seq" in ev.columns else np.full(sel.size, -1))
+    step = windows["step"].to_numpy(np.int64)[info["win"].to_numpy(np.int64)[sel]] \
+        if "step" in windows.columns else info["win"].to_numpy(np.int64)[sel]
+    return pd.DataFrame({"ev": sel, "group": group, "seq": seq,
+                         "name": ev["name"].take(rows).astype(str).to_numpy(), "step": step,
+                         "start": info["start"].to_numpy(np.int64)[sel]})
 
 
 def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first: np.ndarray
@@ -126,9 +160,13 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
     has_in[g.cv[g.forward_cross()]] = True
     dev = ~info["host"].to_numpy(bool)
     st = g.event_start
-    # (also a helper host thread's first event in the step: a pin-memory thread woken by the
-    # loop; loader workers run ahead on their own and are left alone)
-    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & first[st]
+    # (also a helper host thread's first event in the step, or its batch work after a gap: a
+    # pin-memory thread woken by the loop; loader workers run ahead on their own, the main
+    # thread's gaps are its own unrecorded work and other threads' (autograd's) stay as
+    # measured)
+    data = info["kind"].astype(str).str.startswith("data_").to_numpy(bool)
+    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & \
+        (first[st] | ((g.seg_event[st] < 0) & data)) & ~_main_chain(g, info)
     sel = (dev | helper) & ~has_in[st]
     tgt = st[sel]
     # a helper thread follows whatever ended last before it, however long before (it was
@@ -159,67 +197,146 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
                    ce=np.concatenate([g.ce, np.full(u.size, -1, np.int64)]))
 
 
+def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
+    """Per event: True on its step's main thread (the host lane, not a loader's, with the
+    most events in the step)."""
+    chain = g.lane[g.event_start]
+    host = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool)
+    if not host.any():
+        return np.zeros(len(info), bool)
+    cnt = pd.DataFrame({"win": info["win"].to_numpy(np.int64)[host], "chain": chain[host]}) \
+        .groupby(["win", "chain"]).size().sort_values(kind="stable")
+    main = cnt.groupby(level=0).tail(1).index.get_level_values("chain").to_numpy()
+    return np.isin(chain, main)
+
+
 def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
-    """Replayed time (ns, absolute) of every node under ``change`` (None: as measured)."""
+    """Replayed time (ns, absolute) of every node under ``change`` (None: as measured),
+    followed by the replayed start of every step (:func:`edges`)."""
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
-    w = weights(sg, change)
+    u, v, lost, start = edges(sg, change)
+    d, _ = cpgraph._shortest(size(sg), u, v, lost, start)
+    return times(sg) - d
+
+
+def size(sg: StepGraph) -> int:
+    """Nodes of the replay's problem: the graph's, then one per step (its start)."""
+    return sg.g.n + len(sg.windows)
+
+
+def times(sg: StepGraph) -> np.ndarray:
+    """Measured time of every node of the replay's problem (:func:`size`)."""
+    return np.concatenate([sg.g.t, sg.windows["start_ns"].to_numpy(np.int64)])
+
+
+def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # long: one problem
+    """The replay's shortest-path problem under ``change``: edges (u, v, lost time; unique
+    pairs) and each node's distance from the virtual source (``t - release``; inf: none).
+    ``wait``: per event, True where its own chain segments weigh 0 (a collective matched
+    across ranks: its end comes in through the cluster's edges).
+
+    Steps in sequence: node ``g.n + k`` is step k's start; the first one starts when
+    measured, step k + 1 when step k ends (its main thread's end plus the unrecorded tail, or
+    any other non-loader lane's end, plus the measured gap between the steps). A lane's first
+    node in a step starts its measured lead after its step's start unless a launch or wait edge
+    decides it; loader workers run on their own clock (measured, absolute)."""
+    g = sg.g
+    nw = len(sg.windows)
+    n = g.n + nw
+    w = weights(sg, change, wait)
     first = g.first_of_lane()
     k = np.flatnonzero(~first)
     drop = change.drop if change is not None else np.zeros(g.cu.size, bool)
     fwd = g.forward_cross() & ~drop
-    u = np.concatenate([k - 1, g.cu[fwd]]).astype(np.int64)
-    v = np.concatenate([k, g.cv[fwd]]).astype(np.int64)
-    wt = np.concatenate([w[k], sg.cw[fwd]]).astype(np.int64)
-    lost = np.maximum((g.t[v] - g.t[u]) - wt, 0)
-    order = cpgraph.sort_by_key(u * g.n + v, lost)
+    ws_w = sg.windows["start_ns"].to_numpy(np.int64)
+    we_w = sg.windows["end_ns"].to_numpy(np.int64)
+    win = sg.info["win"].to_numpy(np.int64)[sg.node_ev]
+    ws = ws_w[win]
+    pinned = first & ~sg.has_in
+    early = change.early[sg.node_ev] if change is not None else np.zeros(g.n, bool)
+    pinned &= ~early
+    lead = g.t - ws
+    if change is not None and change.gap != 1.0:
+        lead = np.rint(lead * change.gap).astype(np.int64)
+    # a loader worker's first node: released when measured (or, made early, at the step start)
+    loader = sg.info["loader"].to_numpy(bool)[sg.node_ev]
+    own_clock = first & loader & ~early
+    f = np.flatnonzero(first & ~own_clock)
+    # step k's last node per non-loader lane -> step k + 1's start
+    sel = sg.ends_win < nw - 1
+    e, main = sg.ends[sel], sg.ends_main[sel]
+    ew = np.maximum(ws_w[win[e] + 1] - we_w[win[e]], 0)  # the gap between the steps
+    ew[main] = np.maximum(ws_w[win[e[main]] + 1] - g.t[e[main]], 0)  # + the tail
+    u = np.concatenate([k - 1, g.cu[fwd], g.n + win[f], e]).astype(np.int64)
+    v = np.concatenate([k, g.cv[fwd], f, g.n + win[e] + 1]).astype(np.int64)
+    wt = np.concatenate([w[k], sg.cw[fwd], np.where(pinned[f], lead[f], 0), ew]
+                        ).astype(np.int64)
+    t = times(sg)
+    lost = np.maximum((t[v] - t[u]) - wt, 0)
+    order = cpgraph.sort_by_key(u * n + v, lost)
     u, v, lost = u[order], v[order], lost[order]
     keep = np.ones(u.size, bool)
     keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
-    ws = sg.windows["start_ns"].to_numpy(np.int64)[sg.info["win"].to_numpy(np.int64)[sg.node_ev]]
-    # a lane's first node starts when measured unless a launch or wait edge decides it
-    pinned = first & ~sg.has_in
-    if change is not None:
-        pinned &= ~change.early[sg.node_ev]
-    release = np.where(pinned, g.t, ws)
-    d, _ = cpgraph._shortest(g.n, u[keep], v[keep], lost[keep], g.t - release)
-    return g.t - d
+    start = np.full(n, np.inf)
+    start[g.n] = 0.0  # the first step starts when measured
+    start[:g.n][own_clock] = (g.t - np.where(pinned, ws + lead, ws))[own_clock]
+    return u[keep], v[keep], lost[keep], start
 
 
-def weights(sg: StepGraph, change: Change | None = None) -> np.ndarray:
-    """Chain-edge weight into every node under ``change``: an event's own segments scaled."""
+def _lane_ends(sg: StepGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each step's last node of every non-loader lane, its step, and a mask of each step's
+    main thread's: the host lane active last."""
+    g = sg.g
+    if g.n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool)
+    last = np.ones(g.n, bool)
+    last[:-1] = g.lane[1:] != g.lane[:-1]
+    idx = np.flatnonzero(last & ~sg.info["loader"].to_numpy(bool)[sg.node_ev])
+    ev = sg.node_ev[idx]
+    win = sg.info["win"].to_numpy(np.int64)[ev]
+    d = pd.DataFrame({"win": win, "host": sg.info["host"].to_numpy(bool)[ev],
+                      "t": g.t[idx], "i": np.arange(idx.size)})
+    pick = d.sort_values(["host", "t"], kind="stable").groupby("win").tail(1)["i"].to_numpy()
+    main = np.zeros(idx.size, bool)
+    main[pick] = True
+    return idx, win, main
+
+
+def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+            ) -> np.ndarray:
+    """Chain-edge weight into every node under ``change``: an event's own segments scaled
+    (``wait``: per event, True where its segments weigh 0)."""
     change = change or Change.none(sg)
     seg = sg.g.seg_event
     ev = np.maximum(seg, 0)
     base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
-    w = np.where(seg >= 0, np.rint(base * change.scale[ev]), sg.w).astype(np.int64)
+    if wait is not None:
+        base = np.where((seg >= 0) & wait[ev], 0, base)
+    w = np.where(seg >= 0, np.rint(base * change.scale[ev]), np.rint(sg.w * change.gap)
+                 ).astype(np.int64)
     return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
 
 
 def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:
-    """Replayed duration (ns) of every step from node times ``r``."""
+    """Replayed duration (ns) of every step from node times ``r``: from its replayed start
+    (``r`` of :func:`replay_nodes`; else its measured start) to its main thread's end plus the
+    unrecorded tail, or any other non-loader lane's end, if later."""
     g = sg.g
     nw = len(sg.windows)
     out = np.zeros(nw, np.int64)
-    if g.n == 0:
+    if g.n == 0 or sg.ends.size == 0:
         return out
     ws = sg.windows["start_ns"].to_numpy(np.int64)
     we = sg.windows["end_ns"].to_numpy(np.int64)
-    last = np.ones(g.n, bool)
-    last[:-1] = g.lane[1:] != g.lane[:-1]
-    idx = np.flatnonzero(last)
-    ev = sg.node_ev[idx]
-    win = sg.info["win"].to_numpy(np.int64)[ev]
-    loader = sg.info["loader"].to_numpy(bool)[ev]
-    host = sg.info["host"].to_numpy(bool)[ev]
-    idx, win, host = idx[~loader], win[~loader], host[~loader]
-    lanes = pd.DataFrame({"win": win, "t": g.t[idx], "r": r[idx], "host": host})
-    end_any = lanes.groupby("win")["r"].max()
-    main = lanes.sort_values(["host", "t"]).groupby("win").tail(1).set_index("win")
-    main_end = main["r"] + (we[main.index.to_numpy()] - main["t"])
-    end = np.maximum(end_any.reindex(main_end.index).to_numpy(), main_end.to_numpy())
-    out[main_end.index.to_numpy()] = end - ws[main_end.index.to_numpy()]
+    end_any = np.full(nw, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(end_any, sg.ends_win, r[sg.ends])
+    m, mw = sg.ends[sg.ends_main], sg.ends_win[sg.ends_main]
+    end = np.maximum(end_any[mw], r[m] + (we[mw] - g.t[m]))
+    start = r[g.n:g.n + nw] if r.size >= g.n + nw else ws
+    out[mw] = end - start[mw]
     return out
 
 

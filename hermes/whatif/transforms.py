@@ -105,12 +105,13 @@ def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, A
     return apply
 
 
-#: rank-level transform: handled by the model (``hermes.whatif.model``), not per graph
+#: rank-level transform: handled by ``hermes.whatif.predict`` on the ranks replayed together
+#: (the slowest rank's own pace brought to the slowest other rank's), not per graph
 STRAGGLER = "isolate_slow_node"
 
 
 def _noop(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
-    """Nothing per graph: the slow rank's durations are scaled by the model."""
+    """Nothing per graph: the slow rank's stalls and durations are scaled by ``predict``."""
 
 
 def _registry() -> dict[str, Transform]:
@@ -136,7 +137,7 @@ def _registry() -> dict[str, Transform]:
         aliases = (f"cpu.dispatch_{opt}",) if opt == "fusion" else (opt, f"cpu.dispatch_{opt}")
         add(Transform(f"dispatch_{opt}", f"host dispatch cost x {f}", scale_dispatch(f),
                       "host"), *aliases)
-    add(Transform(STRAGGLER, "scale the slowest rank to the median rank", _noop, "rank"),
+    add(Transform(STRAGGLER, "scale the slowest rank to the next slowest", _noop, "rank"),
         "computation.isolate_slow_node", "communication.fix_straggler")
     return out
 

@@ -11,6 +11,7 @@ from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace
 from hermes.whatif import graphs, predict
 from hermes.whatif import replay as rp
+from hermes.whatif.transforms import TRANSFORMS
 from tests.conftest import run_cli
 from tests.tracegen import ev, events
 
@@ -130,3 +131,19 @@ def test_whatif_command_json(tmp_path):
     assert d["predicted_ms"] == pytest.approx(ms(130))
     code, out, _ = run_cli("whatif", str(path))
     assert code == 0 and "replay as is" in out
+
+
+def test_steps_in_sequence_a_loader_that_falls_behind():
+    # step 0 [0, 100): fwd 50, GC 50; step 1 [100, 200): waits [100, 110) for the batch a
+    # loader worker decodes in [60, 110), then fwd 90. GC removed: step 0 ends at 50, step 1
+    # starts there but its batch is still ready only at 110: it waits 60 and takes 150
+    df = frame(ev("step", "ProfilerStep#0", 0, 100), ev("step", "ProfilerStep#1", 100, 100),
+               ev("host_op", "fwd", 0, 50), ev("gc", "gc", 50, 50),
+               ev("data_wait", "next(batch)", 100, 10),
+               ev("data_process", "decode", 60, 50, lane="worker 0", lane_kind="loader"),
+               ev("host_op", "fwd", 110, 90))
+    sg = rp.build(df)
+    assert rp.replay(sg).tolist() == [100, 100]
+    ch = rp.Change.none(sg)
+    TRANSFORMS["gc"].apply(sg, ch, {})
+    assert rp.replay(sg, ch).tolist() == [50, 150]

@@ -1,0 +1,105 @@
+"""What-if replay of several ranks together: collectives matched across ranks, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes.whatif import cluster, graphs, predict
+from hermes.whatif import replay as rp
+from tests.tracegen import ev
+from tests.whatif.test_whatif_replay import frame
+
+# three ranks: own work of 70, 80, 100 ns, then one all-reduce that ends for all at 110
+# (rank 2 arrives last at 100, transmission 10); a Gloo-style collective on the host thread
+WORK = {0: 70, 1: 80, 2: 100}
+
+
+def allreduce(seq: bool = True, steps: int = 1) -> list[dict]:
+    rows = []
+    for s in range(steps):
+        t0 = 110 * s
+        for r, work in WORK.items():
+            kw = {"coll_group": "dp", "coll_seq": s} if seq else {}
+            rows += [ev("step", f"ProfilerStep#{s}", t0, 110, rank=r),
+                     ev("host_op", "work", t0, work, rank=r),
+                     ev("collective", "allreduce", t0 + work, 110 - work, rank=r, lane="thread 1",
+                        lane_kind="host", **kw)]
+    return rows
+
+
+@pytest.mark.parametrize("seq", [True, False])
+def test_collectives_matched_by_sequence_or_by_order(seq):
+    df = frame(*allreduce(seq, steps=2))
+    cl = cluster.match(graphs(df))
+    assert cl is not None and cl.matched == 2
+    # each rank waited for rank 2's arrival at 100 (then 210)
+    waits = cl.table.sort_values(["step", "rank"])["wait_ns"].tolist()
+    assert waits == [30, 20, 0, 30, 20, 0]
+    # nothing changed: the joint replay is the measured step on every rank
+    assert {r: v.tolist() for r, v in cluster.replay(cl).items()} == \
+        {0: [110, 110], 1: [110, 110], 2: [110, 110]}
+
+
+def test_straggler_removed_gives_the_second_slowest_rank_time():
+    # rank 2's own pace (100) scaled to the next slowest rank's (80): it arrives at 80, the
+    # all-reduce ends at 80 + 10 on every rank: the step is rank 1's pace, 90
+    p = predict(graphs(frame(*allreduce())), ["communication.fix_straggler"])
+    assert p.applied == ["communication.fix_straggler"] and not p.unknown
+    assert p.measured_ms * 1e6 == pytest.approx(110)
+    assert p.replay_ms * 1e6 == pytest.approx(110)
+    assert p.predicted_ms * 1e6 == pytest.approx(90)
+    # the others' waits shrank: every rank's step is 90
+    assert {r: v["predicted_ms"] * 1e6 for r, v in p.per_rank.items()} == \
+        pytest.approx({0: 90, 1: 90, 2: 90})
+
+
+def test_a_faster_rank_alone_gains_nothing():
+    # rank 0's work halved: it only waits longer for rank 2
+    gs = graphs(frame(*allreduce()))
+    cl = cluster.match(gs)
+    ch = {0: rp.Change.none(gs[0])}
+    ch[0].scale[:] = 0.5
+    assert {r: v.tolist() for r, v in cluster.replay(cl, ch).items()} == \
+        {0: [110], 1: [110], 2: [110]}
+
+
+def test_one_step_per_rank_is_the_same_step_on_every_rank():
+    # rank 0's steps take 100, 300, 200; rank 1's 250, 100, 150 (each rank's own median:
+    # step 2); the slowest rank per step takes 250, 300, 200, whose median is step 0's: both
+    # ranks replay step 0, where their collectives would meet
+    rows = []
+    for r, durs in ((0, (100, 300, 200)), (1, (250, 100, 150))):
+        t = 0
+        for s, d in enumerate(durs):
+            rows += [ev("step", f"ProfilerStep#{s}", t, d, rank=r),
+                     ev("host_op", "work", t, d, rank=r)]
+            t += d
+    gs = graphs(frame(*rows), median_only=True)
+    assert {r: sg.windows["step"].tolist() for r, sg in gs.items()} == {0: [0], 1: [0]}
+
+
+def test_device_side_collective_matched_and_straggler_removed():
+    # Kineto-like: the host launches a kernel (compute 50 ns on rank 0, 80 on rank 1) and an
+    # NCCL all-reduce on the same stream, then syncs; the all-reduce ends at 100 on both
+    # (rank 1 arrives at 82: transmission 18), the sync returns 2 ns later, 3 ns of tail.
+    rows = []
+    for r, c in ((0, 50), (1, 80)):
+        rows += [ev("step", "ProfilerStep#1", 0, 105, rank=r),
+                 ev("launch", "cudaLaunchKernel", 0, 1, corr_id=1, rank=r),
+                 ev("launch", "cudaLaunchKernel", 1, 1, corr_id=2, rank=r),
+                 ev("sync", "cudaStreamSynchronize", 2, 100, rank=r),
+                 ev("kernel", "gemm", 2, c, corr_id=1, stream=7, rank=r),
+                 ev("collective", "ncclKernel_AllReduce", 2 + c, 98 - c, corr_id=2, stream=7,
+                    rank=r, coll_group="0", coll_seq=0)]
+    gs = graphs(frame(*rows))
+    cl = cluster.match(gs)
+    assert cl is not None and cl.matched == 1
+    assert cl.table.sort_values("rank")["wait_ns"].tolist() == [30, 0]
+    # rank 0's own pace: 2 + 50 + 18 + 2 + 3 = 75; rank 1's 105. Rank 1 brought to 75 (what
+    # does not scale: the launch delay 2, the transmission 18, the return 2, the tail 3 = 25;
+    # its compute x (75 - 25) / (105 - 25)): it arrives at 52, the all-reduce ends at 70 on
+    # both, the steps end at 75
+    p = predict(gs, ["isolate_slow_node"])
+    assert (p.measured_ms * 1e6, p.replay_ms * 1e6) == pytest.approx((105, 105))
+    assert {r: v["predicted_ms"] * 1e6 for r, v in p.per_rank.items()} == \
+        pytest.approx({0: 75, 1: 75})
