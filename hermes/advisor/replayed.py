@@ -70,6 +70,7 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
     events, trace_meta = _events(trace, slowest_ranks(analysis))
     gs = graphs(events, max_ranks=MAX_RANKS)
     cache: dict[str, float | None] = {}
+    why: dict[str, str] = {}
     out = {}
     share = {f.id: float(f.time_share) for f in getattr(analysis, "findings", [])}
     for fid, rs in recs.items():
@@ -82,10 +83,14 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
             if key is not None and key not in cache:
                 p = predict(gs, [key], trace_meta or meta)
                 cache[key] = p.speedup if key in p.applied else None
+                if key in p.reasons:
+                    why[key] = p.reasons[key]
             sp = cache.get(key) if key is not None else None
             if sp is not None:
                 r = replace(r, estimated_speedup=round(min(max(sp, 1.0), cap, bound), 2),
                             estimate="replay")
+            elif key in why:  # a transform exists but the trace lacks what it needs: say so
+                r = replace(r, how=f"{r.how} (Estimate from the rule's formula: {why[key]}.)")
             new.append(r)
         new.sort(key=lambda x: -x.estimated_speedup)  # stable: table order among equals
         out[fid] = new

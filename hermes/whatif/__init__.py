@@ -40,6 +40,8 @@ class Prediction:
     unknown: list[str] = field(default_factory=list)
     overlaps: list[str] = field(default_factory=list)
     breakdown: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: spec -> why its transform was not applied (the trace lacks what it needs)
+    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
@@ -55,7 +57,7 @@ class Prediction:
                 "speedup": round(self.speedup, 4),
                 "per_rank": {str(r): v for r, v in self.per_rank.items()},
                 "applied": self.applied, "unknown": self.unknown, "overlaps": self.overlaps,
-                "breakdown": self.breakdown}
+                "breakdown": self.breakdown, "reasons": self.reasons}
 
 
 def _median_window(ev: pd.DataFrame) -> pd.DataFrame:
@@ -89,20 +91,37 @@ def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
     for r, ev in groups.items():
         ev = ev.reset_index(drop=True)
         one = median_only or len(ev) > max_events
-        out[r] = rp.build(ev, _median_window(ev) if one else None, rank=r)
+        out[r] = _with_facts(rp.build(ev, _median_window(ev) if one else None, rank=r), ev)
     return out
+
+
+#: per-event facts the device and communication transforms read (NaN / <NA> where unknown)
+FACTS = ("unit", "flops", "bytes", "corr_id", "coll_bytes", "coll_group")
+
+
+def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
+    """``sg`` whose ``info`` also carries the events' :data:`FACTS` (unit, FLOPs, bytes, ...)."""
+    src = sg.info["src"].to_numpy(np.int64)
+    for c in FACTS:
+        if c in ev.columns and c not in sg.info.columns:
+            sg.info[c] = ev[c].take(src).to_numpy()
+    return sg
 
 
 def _resolve(specs: Sequence[str], meta: Any) -> tuple[list[tuple[str, Transform, dict]],
                                                        list[str]]:
     got, unknown = [], []
     workers = _recorded_workers(meta)
+    device = dict(getattr(meta, "device", {}) or {})
+    settings = dict(dict(getattr(meta, "extra", {}) or {}).get("settings") or {})
     for spec in specs:
         t = lookup(spec)
         if t is None:
             unknown.append(spec)
             continue
         tr, params = t
+        params["device"], params["settings"] = device, settings
+        params["ranks"] = len(getattr(meta, "ranks", ()) or ())
         if tr.name == "data" and "workers" in params and workers:
             params["speedup"] = max(params["workers"] / workers, 1.0)
         got.append((spec, tr, params))
@@ -139,6 +158,14 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         # matched across ranks yet): no replay, the formula stands
         unknown += [s for s, tr, _ in chosen if tr.name == STRAGGLER]
         chosen = [c for c in chosen if c[1].name != STRAGGLER]
+    reasons: dict[str, str] = {}
+    for spec, tr, params in chosen:
+        why = next((m for sg in gs.values() if (m := tr.missing(sg, params))), None) \
+            if tr.missing is not None else None
+        if why:
+            reasons[spec] = why
+    unknown += list(reasons)
+    chosen = [c for c in chosen if c[0] not in reasons]
     measured = {r: float(np.median(rp.measured(sg))) if len(sg.windows) else 0.0
                 for r, sg in gs.items()}
     slow = max(measured, key=lambda r: measured[r]) if measured else 0
@@ -172,7 +199,7 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         sg = gs[slow]
         bd = {"before": _breakdown(sg, None), "after": _breakdown(sg, changes[slow])}
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
-                      [s for s, _, _ in chosen], unknown, overlaps, bd)
+                      [s for s, _, _ in chosen], unknown, overlaps, bd, reasons)
 
 
 def _collectives(gs: Mapping[int, rp.StepGraph]) -> bool:
