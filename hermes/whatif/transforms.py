@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families
+from hermes.analyzers import cpedges, families
 from hermes.whatif.replay import Change, StepGraph
 
 #: host-side kinds whose time is the framework's dispatch cost per operator
@@ -168,6 +168,44 @@ def no_decode(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     after = before - dur[dec].sum()
     hide_data_waits(sg, ch, {"speedup": before / after if after > 0 else 2.0})
     ch.scale[dec] = 0.0
+
+
+#: a host-to-device copy from pageable memory (its name or args say so; Kineto, Hermes)
+PAGEABLE = r"pageable|\"pinned\"\s*:\s*false"
+
+
+def _pageable(sg: StepGraph) -> np.ndarray:
+    kind = _kind(sg)
+    text = sg.info["name"].astype(str)
+    if "args" in sg.info.columns:
+        text = text + " " + sg.info["args"].astype(str)
+    return (kind == "memcpy_h2d") & ~sg.info["host"].to_numpy(bool) & \
+        text.str.contains(PAGEABLE, case=False, regex=True).to_numpy()
+
+
+def pinned_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
+    copies = _pageable(sg)
+    if not copies.any():
+        return "the trace records no host-to-device copies from pageable memory"
+    if not (_num(sg, "bytes")[copies] > 0).all():
+        return "the trace records no bytes per pageable copy"
+    if not float((params.get("device") or {}).get("h2d_pinned_Bps") or 0) > 0:
+        return "the device profile gives no pinned host-to-device bandwidth"
+    return None
+
+
+def pin_memory(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
+    """Page-locked batches: each host-to-device copy from pageable memory takes ``bytes /
+    pinned bandwidth`` (device profile), not more than it took; what waits for the copy (the
+    loop's data wait, kernels reading the batch) moves up with it. (Pinning, a host memcpy on
+    the pin-memory thread, runs ahead of the copy, off the step's chain.)"""
+    copies = _pageable(sg)
+    bw = float((params.get("device") or {}).get("h2d_pinned_Bps") or 0)
+    dur = np.maximum(_dur(sg), 1.0)
+    new = _num(sg, "bytes") / bw * 1e9
+    ch.scale[copies] *= np.clip(new[copies] / dur[copies], 0.0, 1.0)
+    host = sg.info["host"].to_numpy(bool)
+    _shrink_waits(sg, ch, copies, np.isin(_kind(sg), ("data_wait", "sync")) & host)
 
 
 def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, Any]], None]:
@@ -343,6 +381,7 @@ def reschedule_comm(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
         r = _repeats(np.nan_to_num(nbytes[idx], nan=-1.0))
         if r > 1:
             ch.scale[idx[: idx.size - idx.size // r]] = 0.0
+    _unqueue(sg, ch, coll)
     link = _link_ns(sg, params, coll)
     dur = np.maximum(_dur(sg), 1.0)
     ok = coll & np.isfinite(link)
@@ -350,11 +389,31 @@ def reschedule_comm(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
     _shrink_waits(sg, ch, coll)
 
 
-def _shrink_waits(sg: StepGraph, ch: Change, tasks: np.ndarray) -> None:
-    """A device stream's wait for other streams (a sync event on a device lane) shrinks by the
-    time the ``tasks`` it overlaps lost (the trace has no edge from them into it)."""
-    kind = _kind(sg)
-    waits = np.flatnonzero((kind == "sync") & ~sg.info["host"].to_numpy(bool))
+def _unqueue(sg: StepGraph, ch: Change, tasks: np.ndarray) -> None:
+    """A task that started as the one before it on its lane ended (queued behind it, within
+    ``cpedges.LINE_UP_NS``) waited for the lane, not for what its cross edges say: those
+    edges (weighted with the measured delay, the queueing included) are dropped, so it
+    starts when the task before it ends in the replay."""
+    idx = np.flatnonzero(tasks)
+    lane = sg.g.lane[sg.g.event_start[idx]]
+    s, e = sg.info["start"].to_numpy(np.int64)[idx], sg.info["end"].to_numpy(np.int64)[idx]
+    o = np.lexsort((s, lane))
+    idx, lane, s, e = idx[o], lane[o], s[o], e[o]
+    queued = np.zeros(idx.size, bool)
+    queued[1:] = (lane[1:] == lane[:-1]) & (s[1:] - e[:-1] <= cpedges.LINE_UP_NS)
+    is_start = np.zeros(sg.g.n, bool)
+    is_start[sg.g.event_start[idx[queued]]] = True
+    ch.drop |= is_start[sg.g.cv]
+
+
+def _shrink_waits(sg: StepGraph, ch: Change, tasks: np.ndarray,
+                  waits: np.ndarray | None = None) -> None:
+    """A wait (default: a device stream's wait for other streams, a sync event on a device
+    lane) shrinks by the time the ``tasks`` it overlaps lost (where the trace has no edge from
+    them into it)."""
+    if waits is None:
+        waits = (_kind(sg) == "sync") & ~sg.info["host"].to_numpy(bool)
+    waits = np.flatnonzero(waits)
     if waits.size == 0:
         return
     s, e = sg.info["start"].to_numpy(np.int64), sg.info["end"].to_numpy(np.int64)
@@ -391,8 +450,9 @@ def _registry() -> dict[str, Transform]:
     add(Transform("remove_syncs", "remove host-device syncs", remove_syncs, "sync"),
         "cpu.sync_remove")
     add(Transform("data", "hide data waits behind compute", hide_data_waits, "io"),
-        "num_workers", "prefetch", "pin_memory",
-        "io.processing_more_workers", "io.fetch_prefetch", "io.fetch_pin_memory")
+        "num_workers", "prefetch", "io.processing_more_workers", "io.fetch_prefetch")
+    add(Transform("pin_memory", "host-to-device copies from page-locked memory", pin_memory,
+                  "io", pinned_missing), "io.fetch_pin_memory")
     add(Transform("uncompressed", "read uncompressed samples", no_decode, "io",
                   decode_missing), "io.read_uncompressed")
     add(Transform("local_storage", "read from local storage", local_reads, "io",
