@@ -9,7 +9,9 @@ rank's median step (ranks of over a million events always: big traces stay fast)
 
 Left out (the replay keeps their measured times): collectives are not matched across ranks
 (a collective's wait for a late rank stays as measured on the other ranks), CUDA graph launches
-are one task each, precision / tiling / bucketing changes have no transform yet.
+are one task each, precision / tiling / bucket size / alignment changes have no transform yet.
+A transform that needs what a trace does not record says why (``Prediction.reasons``) and is
+not applied.
 """
 
 from __future__ import annotations
