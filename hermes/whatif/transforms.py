@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, families
+from hermes.analyzers import families
+from hermes.whatif.comm import _shrink_waits, reschedule_comm
+from hermes.whatif.facts import duration, kinds, number, text
 from hermes.whatif.replay import Change, StepGraph
 
 #: host-side kinds whose time is the framework's dispatch cost per operator
@@ -42,18 +44,14 @@ class Transform:
     missing: Callable[[StepGraph, Mapping[str, Any]], str | None] | None = None
 
 
-def _kind(sg: StepGraph) -> np.ndarray:
-    return sg.info["kind"].astype(str).to_numpy()
-
-
 def remove_gc(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """GC pauses take no time."""
-    ch.scale[_kind(sg) == "gc"] = 0.0
+    ch.scale[kinds(sg) == "gc"] = 0.0
 
 
 def remove_compile(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """Run-time compilation takes no time (static shapes: compiled once, before the steps)."""
-    ch.scale[_kind(sg) == "compile"] = 0.0
+    ch.scale[kinds(sg) == "compile"] = 0.0
 
 
 def _into(sg: StepGraph, events: np.ndarray) -> np.ndarray:
@@ -66,7 +64,7 @@ def _into(sg: StepGraph, events: np.ndarray) -> np.ndarray:
 def remove_syncs(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """Host syncs return at once: their time goes to zero and the awaited task's edge into
     them is dropped, so the host runs ahead (its later launches queue behind the device)."""
-    sync = np.flatnonzero((_kind(sg) == "sync") & sg.info["host"].to_numpy(bool))
+    sync = np.flatnonzero((kinds(sg) == "sync") & sg.info["host"].to_numpy(bool))
     ch.scale[sync] = 0.0
     ch.drop |= _into(sg, sync)
 
@@ -79,12 +77,12 @@ def hide_data_waits(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
     k = float(params.get("speedup", 2.0))
     # the loader's own work (read, decode, collate/pin) goes k times faster: what waits on
     # it through other lanes (a pinned copy the loop syncs on) moves up with it
-    kind = _kind(sg)
+    kind = kinds(sg)
     feed = sg.info["loader"].to_numpy(bool) | np.isin(kind, ("data_read", "data_process",
                                                               "data_fetch"))
     ch.scale[feed] *= 1.0 / k
     ch.early[feed] = True
-    wait = np.flatnonzero((_kind(sg) == "data_wait") & sg.info["host"].to_numpy(bool))
+    wait = np.flatnonzero((kinds(sg) == "data_wait") & sg.info["host"].to_numpy(bool))
     if wait.size == 0:
         return
     win = sg.info["win"].to_numpy(np.int64)
@@ -114,7 +112,7 @@ def _local_bw(params: Mapping[str, Any]) -> float:
 
 
 def _reads(sg: StepGraph) -> np.ndarray:
-    return _kind(sg) == "data_read"
+    return kinds(sg) == "data_read"
 
 
 def local_reads_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
@@ -123,7 +121,7 @@ def local_reads_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
     reads = _reads(sg)
     if not reads.any():
         return "the trace records no storage reads"
-    if not (_num(sg, "bytes")[reads] > 0).all():
+    if not (number(sg, "bytes")[reads] > 0).all():
         return "the trace records no bytes per storage read"
     if not _local_bw(params):
         return "the trace records no local storage bandwidth"
@@ -135,8 +133,8 @@ def local_reads(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     took); the loader's throughput grows by the ratio of the read time before and after, which
     hides the data waits as :func:`hide_data_waits` does."""
     reads = _reads(sg)
-    dur = np.maximum(_dur(sg), 1.0)
-    new = np.minimum(_num(sg, "bytes") / _local_bw(params) * 1e9, dur)
+    dur = np.maximum(duration(sg), 1.0)
+    new = np.minimum(number(sg, "bytes") / _local_bw(params) * 1e9, dur)
     before, after = dur[reads].sum(), new[reads].sum()
     hide_data_waits(sg, ch, {"speedup": before / max(after, 1.0)} if after < before else
                     {"speedup": 1.0})
@@ -163,7 +161,7 @@ def no_decode(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     :func:`hide_data_waits` does)."""
     dec = _decodes(sg)
     feed = sg.info["loader"].to_numpy(bool)
-    dur = _dur(sg)
+    dur = duration(sg)
     before = dur[feed].sum()
     after = before - dur[dec].sum()
     hide_data_waits(sg, ch, {"speedup": before / after if after > 0 else 2.0})
@@ -175,7 +173,7 @@ PAGEABLE = r"pageable|\"pinned\"\s*:\s*false"
 
 
 def _pageable(sg: StepGraph) -> np.ndarray:
-    kind = _kind(sg)
+    kind = kinds(sg)
     text = sg.info["name"].astype(str)
     if "args" in sg.info.columns:
         text = text + " " + sg.info["args"].astype(str)
@@ -187,7 +185,7 @@ def pinned_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
     copies = _pageable(sg)
     if not copies.any():
         return "the trace records no host-to-device copies from pageable memory"
-    if not (_num(sg, "bytes")[copies] > 0).all():
+    if not (number(sg, "bytes")[copies] > 0).all():
         return "the trace records no bytes per pageable copy"
     if not float((params.get("device") or {}).get("h2d_pinned_Bps") or 0) > 0:
         return "the device profile gives no pinned host-to-device bandwidth"
@@ -201,18 +199,18 @@ def pin_memory(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     the pin-memory thread, runs ahead of the copy, off the step's chain.)"""
     copies = _pageable(sg)
     bw = float((params.get("device") or {}).get("h2d_pinned_Bps") or 0)
-    dur = np.maximum(_dur(sg), 1.0)
-    new = _num(sg, "bytes") / bw * 1e9
+    dur = np.maximum(duration(sg), 1.0)
+    new = number(sg, "bytes") / bw * 1e9
     ch.scale[copies] *= np.clip(new[copies] / dur[copies], 0.0, 1.0)
     host = sg.info["host"].to_numpy(bool)
-    _shrink_waits(sg, ch, copies, np.isin(_kind(sg), ("data_wait", "sync")) & host)
+    _shrink_waits(sg, ch, copies, np.isin(kinds(sg), ("data_wait", "sync")) & host)
 
 
 def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, Any]], None]:
     def apply(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
         f = float(params.get("factor", factor))
         host = sg.info["host"].to_numpy(bool) & ~sg.info["loader"].to_numpy(bool)
-        sel = host & np.isin(_kind(sg), DISPATCH_KINDS)
+        sel = host & np.isin(kinds(sg), DISPATCH_KINDS)
         ch.scale[sel] *= f
     apply.__doc__ = f"Host dispatch time per operator x {factor} (graph replay / fusion)."
     return apply
@@ -220,19 +218,6 @@ def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, A
 
 #: device-side kinds: one launch each (``launch`` / ``runtime`` host calls launch them)
 LAUNCH_KINDS = ("launch", "runtime")
-
-
-def _num(sg: StepGraph, col: str) -> np.ndarray:
-    """Column ``col`` of the graph's events as float (NaN where unknown or absent)."""
-    if col not in sg.info.columns:
-        return np.full(len(sg.info), np.nan)
-    return np.asarray(pd.to_numeric(sg.info[col], errors="coerce"), np.float64)
-
-
-def _text(sg: StepGraph, col: str) -> np.ndarray:
-    if col not in sg.info.columns:
-        return np.full(len(sg.info), "", object)
-    return sg.info[col].astype(object).where(sg.info[col].notna(), "").astype(str).to_numpy()
 
 
 def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
@@ -246,15 +231,11 @@ def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dur(sg: StepGraph) -> np.ndarray:
-    return (sg.info["end"] - sg.info["start"]).to_numpy(np.float64)
-
-
 def _producer(sg: StepGraph, memory: np.ndarray) -> np.ndarray:
     """Per event: the latest device task before it on its lane in the same step that is not
     memory-bound (``memory`` mask): the producer a memory-bound chain fuses into (-1: none)."""
     lane = sg.g.lane[sg.g.event_start]  # lanes are per (step, lane)
-    ker = np.flatnonzero((_kind(sg) == "kernel") & ~sg.info["host"].to_numpy(bool))
+    ker = np.flatnonzero((kinds(sg) == "kernel") & ~sg.info["host"].to_numpy(bool))
     o = ker[np.lexsort((sg.info["start"].to_numpy()[ker], lane[ker]))]
     pos = np.arange(o.size)
     # position of the latest producer at or before each position, restarted per lane
@@ -295,9 +276,9 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     (the producer's output, at most the producer's bytes) plus an output of that size:
     ``2 x producer bytes``; recorded traffic beyond that (unfused intermediates) goes, its
     time scaled by the bytes left (not below its compute)."""
-    kind = _kind(sg)
+    kind = kinds(sg)
     host = sg.info["host"].to_numpy(bool)
-    unit = _text(sg, "unit")
+    unit = text(sg, "unit")
     fam = _families(sg)
     dev = (kind == "kernel") & ~host
     memory = dev & (np.isin(fam, MEMORY_FAMILIES) | (unit == "vector"))
@@ -307,16 +288,16 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     once = memory & has & ~fold
     if not (fold.any() or once.any()):
         return
-    dur = np.maximum(_dur(sg), 1.0)
-    compute = _num(sg, "flops") / _peak(params.get("device") or {}, unit) * 1e9
+    dur = np.maximum(duration(sg), 1.0)
+    compute = number(sg, "flops") / _peak(params.get("device") or {}, unit) * 1e9
     compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
     ch.scale[fold] *= np.minimum(compute[fold] / dur[fold], 1.0)
-    nbytes = _num(sg, "bytes")
+    nbytes = number(sg, "bytes")
     moved = np.minimum(nbytes, 2.0 * nbytes[np.maximum(prod, 0)])
     keep = np.where(nbytes > 0, moved / np.where(nbytes > 0, nbytes, 1.0), 1.0)
     keep = np.nan_to_num(np.maximum(keep, compute / dur), nan=1.0)
     ch.scale[once] *= np.clip(keep[once], 0.0, 1.0)
-    corr = _num(sg, "corr_id")
+    corr = number(sg, "corr_id")
     gone = np.isin(corr, corr[fold & ~np.isnan(corr)]) & host & np.isin(kind, LAUNCH_KINDS)
     win = sg.info["win"].to_numpy(np.int64)
     names = sg.info["name"].astype(str).to_numpy()
@@ -324,108 +305,6 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     same_op = pd.MultiIndex.from_arrays([win, names]).isin(key)
     lead = host & ~sg.info["loader"].to_numpy(bool) & np.isin(kind, DISPATCH_KINDS) & same_op
     ch.scale[gone | lead] = 0.0
-
-
-#: ring algorithms: (latency steps, bandwidth factor) for a group of n ranks (Thakur et al.,
-#: "Optimization of collective communication operations in MPICH", IJHPCA 2005)
-RING = {"allreduce": lambda n: (2 * (n - 1), 2 * (n - 1) / n),
-        "allgather": lambda n: (n - 1, (n - 1) / n),
-        "reducescatter": lambda n: (n - 1, (n - 1) / n),
-        "reduce_scatter": lambda n: (n - 1, (n - 1) / n)}
-
-
-def _repeats(b: np.ndarray) -> int:
-    """How many times the sequence ``b`` is one shorter sequence repeated (1: not)."""
-    n = b.size
-    for p in range(1, n // 2 + 1):
-        if n % p == 0 and np.array_equal(b, np.tile(b[:p], n // p)):
-            return n // p
-    return 1
-
-
-def _link_ns(sg: StepGraph, params: Mapping[str, Any], sel: np.ndarray) -> np.ndarray:
-    """Link time (ns) of the collectives ``sel`` on an idle link: ring algorithm over the run's
-    ranks, the device profile's intra-node bandwidth and latency (NaN where unknown)."""
-    dev = params.get("device") or {}
-    bw, lat = float(dev.get("intra_node_bw_Bps") or 0), float(dev.get("intra_node_latency_s") or 0)
-    n = int(params.get("ranks") or 0)
-    out = np.full(sel.size, np.nan)
-    if bw <= 0 or n < 2:
-        return out
-    names = sg.info["name"].astype(str).str.lower().str.replace(r"[^a-z_]", "", regex=True)
-    nbytes = _num(sg, "coll_bytes")
-    for op, algo in RING.items():
-        steps, factor = algo(n)
-        m = sel & names.str.contains(op.replace("_", ""), regex=False).to_numpy() | \
-            sel & names.str.contains(op, regex=False).to_numpy()
-        out[m] = (steps * lat + factor * nbytes[m] / bw) * 1e9
-    return out
-
-
-def reschedule_comm(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
-    """Gradient communication rescheduled: one gradient sync per step (a step whose
-    collectives are one sequence of sizes repeated r times -- accumulation micro-steps that
-    each sync -- keeps its last repetition), each collective issued alone, so it runs at
-    the link's time (ring algorithm over the device profile's link: ``(2(n-1) alpha +
-    2(n-1)/n bytes / bw)`` for an allreduce), not longer (contention with computation and
-    other collectives gone)."""
-    coll = (_kind(sg) == "collective") & ~sg.info["host"].to_numpy(bool)
-    if not coll.any():
-        return
-    win = sg.info["win"].to_numpy(np.int64)
-    start = sg.info["start"].to_numpy()
-    nbytes = _num(sg, "coll_bytes")
-    for w in np.unique(win[coll]):  # (one pass per step: steps are few)
-        idx = np.flatnonzero(coll & (win == w))
-        idx = idx[np.argsort(start[idx], kind="stable")]
-        r = _repeats(np.nan_to_num(nbytes[idx], nan=-1.0))
-        if r > 1:
-            ch.scale[idx[: idx.size - idx.size // r]] = 0.0
-    _unqueue(sg, ch, coll)
-    link = _link_ns(sg, params, coll)
-    dur = np.maximum(_dur(sg), 1.0)
-    ok = coll & np.isfinite(link)
-    ch.scale[ok] = np.minimum(ch.scale[ok], np.minimum(link[ok] / dur[ok], 1.0))
-    _shrink_waits(sg, ch, coll)
-
-
-def _unqueue(sg: StepGraph, ch: Change, tasks: np.ndarray) -> None:
-    """A task that started as the one before it on its lane ended (queued behind it, within
-    ``cpedges.LINE_UP_NS``) waited for the lane, not for what its cross edges say: those
-    edges (weighted with the measured delay, the queueing included) are dropped, so it
-    starts when the task before it ends in the replay."""
-    idx = np.flatnonzero(tasks)
-    lane = sg.g.lane[sg.g.event_start[idx]]
-    s, e = sg.info["start"].to_numpy(np.int64)[idx], sg.info["end"].to_numpy(np.int64)[idx]
-    o = np.lexsort((s, lane))
-    idx, lane, s, e = idx[o], lane[o], s[o], e[o]
-    queued = np.zeros(idx.size, bool)
-    queued[1:] = (lane[1:] == lane[:-1]) & (s[1:] - e[:-1] <= cpedges.LINE_UP_NS)
-    is_start = np.zeros(sg.g.n, bool)
-    is_start[sg.g.event_start[idx[queued]]] = True
-    ch.drop |= is_start[sg.g.cv]
-
-
-def _shrink_waits(sg: StepGraph, ch: Change, tasks: np.ndarray,
-                  waits: np.ndarray | None = None) -> None:
-    """A wait (default: a device stream's wait for other streams, a sync event on a device
-    lane) shrinks by the time the ``tasks`` it overlaps lost (where the trace has no edge from
-    them into it)."""
-    if waits is None:
-        waits = (_kind(sg) == "sync") & ~sg.info["host"].to_numpy(bool)
-    waits = np.flatnonzero(waits)
-    if waits.size == 0:
-        return
-    s, e = sg.info["start"].to_numpy(np.int64), sg.info["end"].to_numpy(np.int64)
-    t = np.flatnonzero(tasks)
-    lost = (e[t] - s[t]) * (1.0 - ch.scale[t])
-    for w in waits:  # (a few waits per step)
-        over = np.clip(np.minimum(e[t], e[w]) - np.maximum(s[t], s[w]), 0, None)
-        frac = np.divide(over, np.maximum(e[t] - s[t], 1))
-        gone = float((lost * frac).sum())
-        if gone > 0:
-            ch.scale[w] = min(ch.scale[w], max(0.0, 1.0 - gone / max(e[w] - s[w], 1)))
-            ch.full[w] = True
 
 
 #: rank-level transform: handled by the model (``hermes.whatif.model``), not per graph

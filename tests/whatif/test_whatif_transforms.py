@@ -77,21 +77,51 @@ COMM = (ev("step", "ProfilerStep#1", 0, 200),
 LINK = {"intra_node_bw_Bps": 1e9, "intra_node_latency_s": 0.0}
 
 
-def test_reschedule_keeps_one_sync_per_step_at_link_time():
-    # the sizes (10, 20) repeat twice: the first repetition goes; a 2-rank ring allreduce of
-    # b bytes on a 1 B/ns link takes 2 (n-1)/n b / bw = b ns: 10 ns and 20 ns (were 20 each).
-    # The stream's wait loses what the collectives it overlaps lost: 20 + 20 + 10 = 50 of
-    # 80 ns -> 30; adam [130, 140); the tail after the stream's last event (10 ns): 150
+def test_reschedule_keeps_one_sync_per_step():
+    # the sizes (10, 20) repeat twice: the first repetition goes; the kept ones ran alone
+    # (no kernel alongside): they keep their 20 ns. The stream's wait loses what the
+    # collectives it overlaps lost, 40 of 80 ns; adam [140, 150); the tail after the stream's
+    # last event (10 ns): 160
     meta = TraceMeta(device=LINK, ranks=(0, 1))
     m, p, _, _ = step_ns(frame(*COMM), "reschedule_comm", meta)
-    assert (m, p) == pytest.approx((200, 150))
-
-
-def test_reschedule_without_a_link_figure_only_drops_repeats():
-    # no bandwidth in the profile: the kept collectives keep their 20 ns: 80 - 40 = 40 ns of
-    # wait, adam [140, 150), + 10: 160
-    m, p, _, _ = step_ns(frame(*COMM), "reschedule_comm", TraceMeta(ranks=(0, 1)))
     assert (m, p) == pytest.approx((200, 160))
+    # equal sizes could as well be equal buckets of one sync: nothing goes
+    same = [dict(r, coll_bytes=10) if r["kind"] == "collective" else r for r in COMM]
+    m, p, _, _ = step_ns(frame(*same), "reschedule_comm", meta)
+    assert (m, p) == pytest.approx((200, 200))
+
+
+# a bucket reduced during backward [50, 150) crawls (contention); the last one, issued when
+# backward's work is done, runs alone [150, 160) at 10 B / 10 ns; the stream waits for both
+CONTENDED = (ev("step", "ProfilerStep#1", 0, 180),
+             ev("kernel", "backward", 0, 100, stream=7),
+             ev("collective", "allreduce", 50, 100, lane="comm", stream=9, coll_bytes=10),
+             ev("collective", "allreduce", 150, 10, lane="comm", stream=9, coll_bytes=10),
+             ev("sync", "wait allreduce", 100, 60, lane_kind="device"),
+             ev("kernel", "adam", 160, 10, stream=7))
+
+
+def test_reschedule_runs_a_contended_collective_at_the_best_rate_of_its_size():
+    # the contended bucket takes 10 B at the 1 B/ns the lone one got: 10 ns [50, 60); the
+    # lone one, queued behind it, follows [60, 70); the wait [100, 160) overlapped half of the
+    # first one, which lost 90 ns: 45 of its 60 ns go: [100, 115); adam [115, 125); + 10: 135
+    m, p, _, _ = step_ns(frame(*CONTENDED), "reschedule_comm", TraceMeta(ranks=(0, 1)))
+    assert (m, p) == pytest.approx((180, 135))
+
+
+def test_reschedule_never_beats_the_link_nor_slows_a_collective():
+    # the profile's link: a 2-rank ring allreduce of 10 B at 0.5 B/ns takes 2 (n-1)/n x 10 /
+    # 0.5 = 20 ns: the contended one takes 20, not 10 [50, 70); the lone one took 10, less
+    # than the link time: never slower than it ran, it keeps 10 [70, 80); the wait overlapped
+    # half of the 80 ns the first one lost: 40 of its 60 go -> [100, 120); adam [120, 130);
+    # + 10: 140
+    meta = TraceMeta(device=dict(LINK, intra_node_bw_Bps=5e8), ranks=(0, 1))
+    m, p, _, _ = step_ns(frame(*CONTENDED), "reschedule_comm", meta)
+    assert (m, p) == pytest.approx((180, 140))
+    # one collective alone: nothing to compare it with, it keeps its time
+    rows = [r for r in CONTENDED if not (r["kind"] == "collective" and r["ts_ns"] == 50)]
+    m, p, _, _ = step_ns(frame(*rows), "reschedule_comm", TraceMeta(ranks=(0, 1)))
+    assert (m, p) == pytest.approx((180, 180))
 
 
 # the loop waits for a batch [0, 60) that a loader worker reads in [0, 58); compute [60, 100)
