@@ -343,7 +343,7 @@ def _registry() -> dict[str, Transform]:
         add(Transform(f"dispatch_{opt}", f"host dispatch cost x {f}", scale_dispatch(f),
                       "host"), *aliases)
     add(Transform("fuse_elementwise", "fold memory-bound kernels into their producers",
-                  fuse_elementwise, "device"),
+                  fuse_elementwise, "computation"),
         "fusion", "computation.memory_fusion", "computation.bigger_kernels")
     add(Transform("reschedule_comm", "gradient collectives once per step, each alone",
                   reschedule_comm, "communication"),
