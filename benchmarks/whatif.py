@@ -14,6 +14,7 @@
 
     python benchmarks/whatif.py                 # all parts
     python benchmarks/whatif.py --part replay   # only the replay errors
+    python benchmarks/whatif.py --part speedup --workloads resnet50 --causes io.slow_data_reading
 """
 
 from __future__ import annotations
@@ -103,12 +104,14 @@ def _measured_after(w: str, cause: str, opt: str, ranks: int, tmp: Path) -> floa
     return emulate(p, trace_collector(p, path), 6).median_step_ms
 
 
-def part_speedup() -> None:
+def part_speedup(workloads: tuple[str, ...] = WORKLOADS, causes: tuple[str, ...] = ()) -> None:
     print("top recommendation per injected cause: predicted vs measured speedup")
     all_err = []
-    for w in WORKLOADS:
+    for w in workloads:
         pred, meas = [], []
         for cid, c in CAUSES.items():
+            if causes and cid not in causes:
+                continue
             if c.needs_inter_node:  # (16+ ranks: too slow for this benchmark)
                 print(f"  {w:<11} {cid:<38} skipped: needs ranks beyond one node")
                 continue
@@ -156,12 +159,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", choices=("replay", "speedup", "optimize", "all"),
                     default="all")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="speedup part: comma-separated workloads (default: %(default)s)")
+    ap.add_argument("--causes", default="",
+                    help="speedup part: comma-separated cause ids (default: every one)")
     a = ap.parse_args()
     t0 = time.perf_counter()
     if a.part in ("replay", "all"):
         part_replay()
     if a.part in ("speedup", "all"):
-        part_speedup()
+        part_speedup(tuple(x for x in a.workloads.split(",") if x),
+                     tuple(x for x in a.causes.split(",") if x))
     if a.part in ("optimize", "all"):
         part_optimize()
     print(f"({time.perf_counter() - t0:.0f} s)")

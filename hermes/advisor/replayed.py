@@ -61,6 +61,16 @@ def _events(trace: Any, ranks: list[int] | None) -> tuple[pd.DataFrame, Any]:
     return ev, getattr(trace, "meta", None)
 
 
+def _work_bound(p: Any) -> float:
+    """Step before / after if all the own time the transforms removed (the slowest rank's
+    breakdown, per step) came off the step: no step shrinks by more than its work did."""
+    before, after = p.breakdown.get("before", {}), p.breakdown.get("after", {})
+    removed = sum(before.values()) - sum(after.values())
+    if removed <= 0 or p.replay_ms <= 0:
+        return 1.0
+    return p.replay_ms / max(p.replay_ms - removed, p.replay_ms * 1e-3)
+
+
 def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any, cap: float
                 ) -> dict[str, list[Recommendation]]:
     """``recs`` with replayed speedups where a transform exists, re-sorted per finding."""
@@ -69,23 +79,31 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
     meta = getattr(analysis, "meta", None)
     events, trace_meta = _events(trace, slowest_ranks(analysis))
     gs = graphs(events, max_ranks=MAX_RANKS)
-    cache: dict[str, float | None] = {}
+    cache: dict[str, tuple[float, float] | None] = {}
+    why: dict[str, str] = {}
     out = {}
     share = {f.id: float(f.time_share) for f in getattr(analysis, "findings", [])}
     for fid, rs in recs.items():
         # a transform acts on every event of its kind, not only on the finding's: its gain is
-        # bounded by what removing all of the finding's time would give
+        # bounded by what removing all of the finding's time would give, or all of the work
+        # the transform removed (where the analysis attributes less to the finding than that)
         bound = 1.0 / (1.0 - min(share.get(fid, 1.0), 0.999))
         new = []
         for r in rs:
             key = _key(r)
             if key is not None and key not in cache:
                 p = predict(gs, [key], trace_meta or meta)
-                cache[key] = p.speedup if key in p.applied else None
-            sp = cache.get(key) if key is not None else None
-            if sp is not None:
-                r = replace(r, estimated_speedup=round(min(max(sp, 1.0), cap, bound), 2),
+                cache[key] = (p.speedup, _work_bound(p)) if key in p.applied else None
+                if key in p.reasons:
+                    why[key] = p.reasons[key]
+            got = cache.get(key) if key is not None else None
+            if got is not None:
+                sp, work = got
+                r = replace(r, estimated_speedup=round(min(max(sp, 1.0), cap,
+                                                           max(bound, work)), 2),
                             estimate="replay")
+            elif key in why:  # a transform exists but the trace lacks what it needs: say so
+                r = replace(r, how=f"{r.how} (Estimate from the rule's formula: {why[key]}.)")
             new.append(r)
         new.sort(key=lambda x: -x.estimated_speedup)  # stable: table order among equals
         out[fid] = new

@@ -9,8 +9,9 @@ rank's median step (ranks of over a million events always: big traces stay fast)
 
 Ranks whose collectives match (:mod:`.cluster`) are replayed together: a collective ends at its
 last participant's arrival plus the transmission, so the straggler transform shrinks the others'
-waits. Left out: CUDA graph launches are one task each, precision / tiling / bucketing changes
-have no transform yet.
+waits. Left out: CUDA graph launches are one task each; precision / tiling / bucket size /
+alignment changes have no transform yet. A transform that needs what a trace does not record
+says why (``Prediction.reasons``) and is not applied.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class Prediction:
     unknown: list[str] = field(default_factory=list)
     overlaps: list[str] = field(default_factory=list)
     breakdown: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: spec -> why its transform was not applied (the trace lacks what it needs)
+    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
@@ -57,7 +60,7 @@ class Prediction:
                 "speedup": round(self.speedup, 4),
                 "per_rank": {str(r): v for r, v in self.per_rank.items()},
                 "applied": self.applied, "unknown": self.unknown, "overlaps": self.overlaps,
-                "breakdown": self.breakdown}
+                "breakdown": self.breakdown, "reasons": self.reasons}
 
 
 def _median_window(ev: pd.DataFrame) -> pd.DataFrame:
@@ -98,7 +101,7 @@ def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
             w = step_windows(ev) if common is not None else _median_window(ev)
             w = w[w["step"] == common].reset_index(drop=True) if common is not None else w
             w = w if len(w) else _median_window(ev)
-        out[r] = rp.build(ev, w, rank=r)
+        out[r] = _with_facts(rp.build(ev, w, rank=r), ev)
     return out
 
 
@@ -112,16 +115,41 @@ def _common_median(groups: Mapping[int, pd.DataFrame]) -> int | None:
     return int(both.index[(len(both) - 1) // 2]) if len(both) else None
 
 
+#: per-event facts the device and communication transforms read (NaN / <NA> where unknown)
+FACTS = ("unit", "flops", "bytes", "corr_id", "coll_bytes", "coll_group", "args")
+
+
+def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
+    """``sg`` whose ``info`` also carries the events' :data:`FACTS` (unit, FLOPs, bytes, ...)."""
+    src = sg.info["src"].to_numpy(np.int64)
+    # a helper thread pinning a later batch (data_fetch on a host lane) works for the data
+    # pipeline like the loader workers: the loop waits for its batch through its data wait,
+    # so the step does not end when the pinning does (the replay's step end leaves loader
+    # lanes out)
+    fetch = (sg.info["kind"].astype(str) == "data_fetch").to_numpy() & \
+        sg.info["host"].to_numpy(bool)
+    if fetch.any():
+        sg.info["loader"] = sg.info["loader"].to_numpy(bool) | fetch
+    for c in FACTS:
+        if c in ev.columns and c not in sg.info.columns:
+            sg.info[c] = ev[c].take(src).to_numpy()
+    return sg
+
+
 def _resolve(specs: Sequence[str], meta: Any) -> tuple[list[tuple[str, Transform, dict]],
                                                        list[str]]:
     got, unknown = [], []
     workers = _recorded_workers(meta)
+    device = dict(getattr(meta, "device", {}) or {})
+    settings = dict(dict(getattr(meta, "extra", {}) or {}).get("settings") or {})
     for spec in specs:
         t = lookup(spec)
         if t is None:
             unknown.append(spec)
             continue
         tr, params = t
+        params["device"], params["settings"] = device, settings
+        params["ranks"] = len(getattr(meta, "ranks", ()) or ())
         if tr.name == "data" and "workers" in params and workers:
             params["speedup"] = max(params["workers"] / workers, 1.0)
         got.append((spec, tr, params))
@@ -161,6 +189,14 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         unknown += [s for s, tr, _ in chosen if tr.name == STRAGGLER]
         chosen = [c for c in chosen if c[1].name != STRAGGLER]
         straggler = False
+    reasons: dict[str, str] = {}
+    for spec, tr, params in chosen:
+        why = next((m for sg in gs.values() if (m := tr.missing(sg, params))), None) \
+            if tr.missing is not None else None
+        if why:
+            reasons[spec] = why
+    unknown += list(reasons)
+    chosen = [c for c in chosen if c[0] not in reasons]
     measured = {r: float(np.median(rp.measured(sg))) if len(sg.windows) else 0.0
                 for r, sg in gs.items()}
     slow = max(measured, key=lambda r: measured[r]) if measured else 0
@@ -206,7 +242,7 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         sg = gs[slow]
         bd = {"before": _breakdown(sg, None), "after": _breakdown(sg, changes[slow])}
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
-                      [s for s, _, _ in chosen], unknown, overlaps, bd)
+                      [s for s, _, _ in chosen], unknown, overlaps, bd, reasons)
 
 
 def _pace_factors(cl: cluster.Cluster | None, sg: rp.StepGraph, late: int, own: float,

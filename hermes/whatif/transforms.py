@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from hermes.analyzers import families
+from hermes.whatif.comm import _shrink_waits, reschedule_comm
+from hermes.whatif.facts import duration, kinds, number, text
 from hermes.whatif.replay import Change, StepGraph
 
 #: host-side kinds whose time is the framework's dispatch cost per operator
@@ -35,20 +39,19 @@ class Transform:
     apply: Callable[[StepGraph, Change, Mapping[str, Any]], None]
     #: the component of the breakdown it shrinks (to say when two transforms overlap)
     touches: str
-
-
-def _kind(sg: StepGraph) -> np.ndarray:
-    return sg.info["kind"].astype(str).to_numpy()
+    #: ``missing(sg, params)``: why the trace cannot say what this transform does (None: it
+    #: can); a transform that cannot is not applied and the rule's formula stands
+    missing: Callable[[StepGraph, Mapping[str, Any]], str | None] | None = None
 
 
 def remove_gc(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """GC pauses take no time."""
-    ch.scale[_kind(sg) == "gc"] = 0.0
+    ch.scale[kinds(sg) == "gc"] = 0.0
 
 
 def remove_compile(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """Run-time compilation takes no time (static shapes: compiled once, before the steps)."""
-    ch.scale[_kind(sg) == "compile"] = 0.0
+    ch.scale[kinds(sg) == "compile"] = 0.0
 
 
 def _into(sg: StepGraph, events: np.ndarray) -> np.ndarray:
@@ -61,7 +64,7 @@ def _into(sg: StepGraph, events: np.ndarray) -> np.ndarray:
 def remove_syncs(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """Host syncs return at once: their time goes to zero and the awaited task's edge into
     them is dropped, so the host runs ahead (its later launches queue behind the device)."""
-    sync = np.flatnonzero((_kind(sg) == "sync") & sg.info["host"].to_numpy(bool))
+    sync = np.flatnonzero((kinds(sg) == "sync") & sg.info["host"].to_numpy(bool))
     ch.scale[sync] = 0.0
     ch.drop |= _into(sg, sync)
 
@@ -74,12 +77,12 @@ def hide_data_waits(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
     k = float(params.get("speedup", 2.0))
     # the loader's own work (read, decode, collate/pin) goes k times faster: what waits on
     # it through other lanes (a pinned copy the loop syncs on) moves up with it
-    kind = _kind(sg)
+    kind = kinds(sg)
     feed = sg.info["loader"].to_numpy(bool) | np.isin(kind, ("data_read", "data_process",
                                                               "data_fetch"))
     ch.scale[feed] *= 1.0 / k
     ch.early[feed] = True
-    wait = np.flatnonzero((_kind(sg) == "data_wait") & sg.info["host"].to_numpy(bool))
+    wait = np.flatnonzero((kinds(sg) == "data_wait") & sg.info["host"].to_numpy(bool))
     if wait.size == 0:
         return
     win = sg.info["win"].to_numpy(np.int64)
@@ -95,14 +98,213 @@ def hide_data_waits(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
     ch.drop |= _into(sg, wait)
 
 
+#: where a local storage bandwidth may be recorded: the device profile, the run's settings
+LOCAL_BW_KEYS = ("local_storage_Bps", "storage_local_Bps")
+
+
+def _local_bw(params: Mapping[str, Any]) -> float:
+    for src in (params.get("device") or {}, params.get("settings") or {}):
+        for k in LOCAL_BW_KEYS:
+            v = src.get(k)
+            if isinstance(v, (int, float)) and v > 0:
+                return float(v)
+    return 0.0
+
+
+def _reads(sg: StepGraph) -> np.ndarray:
+    return kinds(sg) == "data_read"
+
+
+def local_reads_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
+    """What reading from local storage needs: the bytes each read moved (``bytes`` of the
+    ``data_read`` events) and the local storage bandwidth (device profile or settings)."""
+    reads = _reads(sg)
+    if not reads.any():
+        return "the trace records no storage reads"
+    if not (number(sg, "bytes")[reads] > 0).all():
+        return "the trace records no bytes per storage read"
+    if not _local_bw(params):
+        return "the trace records no local storage bandwidth"
+    return None
+
+
+def local_reads(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
+    """Reads from local storage: each read takes ``bytes / local bandwidth`` (not more than it
+    took); the loader's throughput grows by the ratio of the read time before and after, which
+    hides the data waits as :func:`hide_data_waits` does."""
+    reads = _reads(sg)
+    dur = np.maximum(duration(sg), 1.0)
+    new = np.minimum(number(sg, "bytes") / _local_bw(params) * 1e9, dur)
+    before, after = dur[reads].sum(), new[reads].sum()
+    hide_data_waits(sg, ch, {"speedup": before / max(after, 1.0)} if after < before else
+                    {"speedup": 1.0})
+    ch.scale[reads] = np.minimum(ch.scale[reads], new[reads] / dur[reads])
+
+
+#: loader events that decompress / extract archive members (by name)
+DECODE_NAME = r"decompress|unzip|untar|inflate|extract|unpack|gunzip|zstd|lz4"
+
+
+def _decodes(sg: StepGraph) -> np.ndarray:
+    return sg.info["loader"].to_numpy(bool) & \
+        sg.info["name"].astype(str).str.contains(DECODE_NAME, case=False, regex=True).to_numpy()
+
+
+def decode_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
+    return None if _decodes(sg).any() else \
+        "the trace records no decompression apart from the reads"
+
+
+def no_decode(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
+    """Uncompressed samples: the loader's decompression events take no time; its throughput
+    grows by the ratio of its work before and after (data waits hidden as
+    :func:`hide_data_waits` does)."""
+    dec = _decodes(sg)
+    feed = sg.info["loader"].to_numpy(bool)
+    dur = duration(sg)
+    before = dur[feed].sum()
+    after = before - dur[dec].sum()
+    hide_data_waits(sg, ch, {"speedup": before / after if after > 0 else 2.0})
+    ch.scale[dec] = 0.0
+
+
+#: a host-to-device copy from pageable memory (its name or args say so; Kineto, Hermes)
+PAGEABLE = r"pageable|\"pinned\"\s*:\s*false"
+
+
+def _pageable(sg: StepGraph) -> np.ndarray:
+    kind = kinds(sg)
+    text = sg.info["name"].astype(str)
+    if "args" in sg.info.columns:
+        text = text + " " + sg.info["args"].astype(str)
+    return (kind == "memcpy_h2d") & ~sg.info["host"].to_numpy(bool) & \
+        text.str.contains(PAGEABLE, case=False, regex=True).to_numpy()
+
+
+def pinned_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
+    copies = _pageable(sg)
+    if not copies.any():
+        return "the trace records no host-to-device copies from pageable memory"
+    if not (number(sg, "bytes")[copies] > 0).all():
+        return "the trace records no bytes per pageable copy"
+    if not float((params.get("device") or {}).get("h2d_pinned_Bps") or 0) > 0:
+        return "the device profile gives no pinned host-to-device bandwidth"
+    return None
+
+
+def pin_memory(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
+    """Page-locked batches: each host-to-device copy from pageable memory takes ``bytes /
+    pinned bandwidth`` (device profile), not more than it took; what waits for the copy (the
+    loop's data wait, kernels reading the batch) moves up with it. (Pinning, a host memcpy on
+    the pin-memory thread, runs ahead of the copy, off the step's chain.)"""
+    copies = _pageable(sg)
+    bw = float((params.get("device") or {}).get("h2d_pinned_Bps") or 0)
+    dur = np.maximum(duration(sg), 1.0)
+    new = number(sg, "bytes") / bw * 1e9
+    ch.scale[copies] *= np.clip(new[copies] / dur[copies], 0.0, 1.0)
+    host = sg.info["host"].to_numpy(bool)
+    _shrink_waits(sg, ch, copies, np.isin(kinds(sg), ("data_wait", "sync")) & host)
+
+
 def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, Any]], None]:
     def apply(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
         f = float(params.get("factor", factor))
         host = sg.info["host"].to_numpy(bool) & ~sg.info["loader"].to_numpy(bool)
-        sel = host & np.isin(_kind(sg), DISPATCH_KINDS)
+        sel = host & np.isin(kinds(sg), DISPATCH_KINDS)
         ch.scale[sel] *= f
     apply.__doc__ = f"Host dispatch time per operator x {factor} (graph replay / fusion)."
     return apply
+
+
+#: device-side kinds: one launch each (``launch`` / ``runtime`` host calls launch them)
+LAUNCH_KINDS = ("launch", "runtime")
+
+
+def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
+    """Peak FLOP/s per event from the device profile: its unit's (``peak_flops``), else the
+    profile's fastest dtype (``dtype_flops``); NaN when the profile gives none."""
+    peaks = dict(device.get("peak_flops") or {})
+    best = max((float(v) for v in dict(device.get("dtype_flops") or {}).values()), default=np.nan)
+    out = np.full(units.size, best)
+    for u, v in peaks.items():
+        out[units == u] = float(v)
+    return out
+
+
+def _producer(sg: StepGraph, memory: np.ndarray) -> np.ndarray:
+    """Per event: the latest device task before it on its lane in the same step that is not
+    memory-bound (``memory`` mask): the producer a memory-bound chain fuses into (-1: none)."""
+    lane = sg.g.lane[sg.g.event_start]  # lanes are per (step, lane)
+    ker = np.flatnonzero((kinds(sg) == "kernel") & ~sg.info["host"].to_numpy(bool))
+    o = ker[np.lexsort((sg.info["start"].to_numpy()[ker], lane[ker]))]
+    pos = np.arange(o.size)
+    # position of the latest producer at or before each position, restarted per lane
+    last = np.maximum.accumulate(np.where(~memory[o], pos, -1)) if o.size else pos
+    lane_start = np.maximum.accumulate(np.where(np.r_[True, lane[o[1:]] != lane[o[:-1]]],
+                                                pos, 0)) if o.size else pos
+    prev = np.full(len(sg.info), -1, np.int64)
+    ok = (last >= lane_start) & (last < pos)
+    prev[o[ok]] = o[last[ok]]
+    return prev
+
+
+def _families(sg: StepGraph) -> np.ndarray:
+    """Kernel family per event by name; a name under a module / scope path (``layer1.relu``,
+    ``Default/net/ReLU-op1``) whose whole name says nothing memory-bound: by its leaf."""
+    names = sg.info["name"].astype(str)
+    fam = families.classify(names).astype(str).to_numpy()
+    # (a backward kernel's leaf is the operator it differentiates: ``relu.grad`` -> relu)
+    bare = names.str.replace(r"[._\-]?(grad|backward|bwd)$", "", regex=True, case=False)
+    leaf = bare.str.rsplit(pat="/", n=1).str[-1].str.rsplit(pat=".", n=1).str[-1]
+    by_leaf = families.classify(leaf).astype(str).to_numpy()
+    return np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)
+
+
+#: kernel families of few FLOPs per element (elementwise folds into a producer; a norm or
+#: reduction needs its whole input first)
+MEMORY_FAMILIES = ("elementwise", "norm", "reduction")
+
+
+def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
+    """Memory-bound fusion: a memory-bound kernel that follows a producer on its stream is
+    fused with it, so the intermediate tensors stay on chip and bytes are moved once.
+    An elementwise kernel (its family by name) folds into the producer: what is left of it is
+    its compute, ``FLOPs / peak`` of its unit (device profile; 0 when unknown), and its launch
+    goes: the host events of its launch (same correlation id) and of its operator (same name
+    in the step) take no time. A norm / reduction (or other Vector-unit) kernel needs its
+    whole input first, so it stays a kernel, but moving its data once costs at most its input
+    (the producer's output, at most the producer's bytes) plus an output of that size:
+    ``2 x producer bytes``; recorded traffic beyond that (unfused intermediates) goes, its
+    time scaled by the bytes left (not below its compute)."""
+    kind = kinds(sg)
+    host = sg.info["host"].to_numpy(bool)
+    unit = text(sg, "unit")
+    fam = _families(sg)
+    dev = (kind == "kernel") & ~host
+    memory = dev & (np.isin(fam, MEMORY_FAMILIES) | (unit == "vector"))
+    prod = _producer(sg, memory)
+    has = prod >= 0
+    fold = memory & has & (fam == "elementwise")
+    once = memory & has & ~fold
+    if not (fold.any() or once.any()):
+        return
+    dur = np.maximum(duration(sg), 1.0)
+    compute = number(sg, "flops") / _peak(params.get("device") or {}, unit) * 1e9
+    compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
+    ch.scale[fold] *= np.minimum(compute[fold] / dur[fold], 1.0)
+    nbytes = number(sg, "bytes")
+    moved = np.minimum(nbytes, 2.0 * nbytes[np.maximum(prod, 0)])
+    keep = np.where(nbytes > 0, moved / np.where(nbytes > 0, nbytes, 1.0), 1.0)
+    keep = np.nan_to_num(np.maximum(keep, compute / dur), nan=1.0)
+    ch.scale[once] *= np.clip(keep[once], 0.0, 1.0)
+    corr = number(sg, "corr_id")
+    gone = np.isin(corr, corr[fold & ~np.isnan(corr)]) & host & np.isin(kind, LAUNCH_KINDS)
+    win = sg.info["win"].to_numpy(np.int64)
+    names = sg.info["name"].astype(str).to_numpy()
+    key = pd.MultiIndex.from_arrays([win[fold], names[fold]])
+    same_op = pd.MultiIndex.from_arrays([win, names]).isin(key)
+    lead = host & ~sg.info["loader"].to_numpy(bool) & np.isin(kind, DISPATCH_KINDS) & same_op
+    ch.scale[gone | lead] = 0.0
 
 
 #: rank-level transform: handled by ``hermes.whatif.predict`` on the ranks replayed together
@@ -128,15 +330,25 @@ def _registry() -> dict[str, Transform]:
     add(Transform("remove_syncs", "remove host-device syncs", remove_syncs, "sync"),
         "cpu.sync_remove")
     add(Transform("data", "hide data waits behind compute", hide_data_waits, "io"),
-        "num_workers", "prefetch", "pin_memory", "local_storage", "uncompressed",
-        "io.processing_more_workers", "io.fetch_prefetch", "io.fetch_pin_memory",
-        "io.read_local_storage", "io.read_uncompressed")
+        "num_workers", "prefetch", "io.processing_more_workers", "io.fetch_prefetch")
+    add(Transform("pin_memory", "host-to-device copies from page-locked memory", pin_memory,
+                  "io", pinned_missing), "io.fetch_pin_memory")
+    add(Transform("uncompressed", "read uncompressed samples", no_decode, "io",
+                  decode_missing), "io.read_uncompressed")
+    add(Transform("local_storage", "read from local storage", local_reads, "io",
+                  local_reads_missing), "io.read_local_storage")
     for opt, f in DISPATCH_FACTOR.items():
         # (the option "fusion" also answers memory-bound kernels, a device-side change with
         # no transform yet: only the dispatch rule's id names this one)
         aliases = (f"cpu.dispatch_{opt}",) if opt == "fusion" else (opt, f"cpu.dispatch_{opt}")
         add(Transform(f"dispatch_{opt}", f"host dispatch cost x {f}", scale_dispatch(f),
                       "host"), *aliases)
+    add(Transform("fuse_elementwise", "fold memory-bound kernels into their producers",
+                  fuse_elementwise, "computation"),
+        "fusion", "computation.memory_fusion", "computation.bigger_kernels")
+    add(Transform("reschedule_comm", "gradient collectives once per step, each alone",
+                  reschedule_comm, "communication"),
+        "parallel.overlap_grad_comm", "communication.reschedule")
     add(Transform(STRAGGLER, "scale the slowest rank to the next slowest", _noop, "rank"),
         "computation.isolate_slow_node", "communication.fix_straggler")
     return out
