@@ -46,7 +46,7 @@ MEMORY_KEYS = ("device", "peak_allocated_bytes", "peak_reserved_bytes", "samples
 WORKER_ONLY = {"computation": ("tasks",)}
 #: Ranks whose kernel tables are aggregated together for ``computation.top_kernels`` (bounds the
 #: rows concatenated at once).
-KERNEL_CHUNK = 256
+KERNEL_CHUNK = 64
 
 
 class PackedTables(Mapping[str, pd.DataFrame]):

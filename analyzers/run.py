@@ -189,8 +189,9 @@ def _unplaced(per_rank: dict[int, dict[str, AnalyzerResult]]) -> dict[str, Any]:
     and the three longest kernel names among it (over all ranks)."""
     comp = [rr["computation"] for rr in per_rank.values() if "computation" in rr]
     pcts = [float(c.metrics.get("no_data_pct") or 0.0) for c in comp]
-    frames = [c.tables["kernels"] for c in comp if "kernels" in c.tables]
-    frames = [f[f["bound"].astype(str) == "no_data"] for f in frames if len(f)]
+    # one rank's kernel table at a time (unpacked on access): only its no_data rows are kept
+    frames = [f.loc[(f["bound"].astype(str) == "no_data").to_numpy(), ["name", "total_ns"]]
+              for f in (c.tables["kernels"] for c in comp if "kernels" in c.tables) if len(f)]
     top: list[str] = []
     if frames:
         k = pd.concat(frames, ignore_index=True).groupby("name")["total_ns"].sum()
