@@ -5,10 +5,10 @@
                                [--replicate N [--replicate-only]]
 
 Writes ``--ranks`` emulated ranks (``hermes emulate WORKLOAD``: the emulated NPU, one Parquet
-file per rank; default a GPT-style model, ``pangu-1.3b``, ~2,500 kernels a step) -- or, with
-``--synth``, synthetic ones (``benchmarks/synth.py``: ``--steps`` steps of ``3 * ops + 11``
-events) -- unless ``--dir`` already holds them, then analyzes the directory in a fresh driver
-process per executor:
+file per rank; default a GPT-style model, ``pangu-1.3b``: ~12,800 events and ~2,450 kernels a
+rank in 5 steps) -- or, with ``--synth``, synthetic ones (``benchmarks/synth.py``: ``--steps``
+steps of ``3 * ops + 11`` events) -- unless ``--dir`` already holds them, then analyzes the
+directory in a fresh driver process per executor:
 
 * embedded: ``LocalExecutor(workers)``, a spawn pool on this machine;
 * dask: ``DaskExecutor`` on a ``LocalCluster`` of ``workers`` single-threaded worker processes
