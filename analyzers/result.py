@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
+import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +38,51 @@ KERNEL_KEYS = ("count", "total_ns", "mean_ns", "max_ns", "share_pct", "family", 
 TOP_KERNELS_N = 20
 #: Per-rank memory figures of the JSON document (``memory.per_rank``).
 MEMORY_KEYS = ("device", "peak_allocated_bytes", "peak_reserved_bytes", "samples")
+
+
+#: Per-rank tables that stay with the worker when ranks run from a trace path: one row per device
+#: task (as many rows as the rank has kernels), read by no cluster analyzer, report or document.
+#: An in-memory analysis (``analyze(trace)``, ``run_rank``) keeps them.
+WORKER_ONLY = {"computation": ("tasks",)}
+#: Ranks whose kernel tables are aggregated together for ``computation.top_kernels`` (bounds the
+#: rows concatenated at once).
+KERNEL_CHUNK = 64
+
+
+class PackedTables(Mapping[str, pd.DataFrame]):
+    """A rank's tables as compressed pickles, each unpacked (a fresh DataFrame) on access.
+
+    What a worker sends and the driver keeps per rank: ~4x smaller than the DataFrames (strings
+    as Python objects), so the driver's memory grows by tens of KiB a rank, not hundreds."""
+
+    __slots__ = ("_packed",)
+
+    def __init__(self, tables: Mapping[str, pd.DataFrame]) -> None:
+        self._packed = {k: zlib.compress(pickle.dumps(v, protocol=5), 1)
+                        for k, v in tables.items()}
+
+    def __getitem__(self, key: str) -> pd.DataFrame:
+        return pickle.loads(zlib.decompress(self._packed[key]))  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._packed)
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self._packed.values())
+
+
+def pack(results: dict[str, AnalyzerResult]) -> dict[str, AnalyzerResult]:
+    """One rank's results as the driver keeps them: ``WORKER_ONLY`` tables left out, the others
+    packed (:class:`PackedTables`); findings and metrics unchanged."""
+    for name, res in results.items():
+        drop = WORKER_ONLY.get(name, ())
+        res.tables = PackedTables({k: v for k, v in res.tables.items()  # type: ignore[assignment]
+                                   if k not in drop})
+    return results
 
 
 def _steps(per_rank: dict[int, dict[str, AnalyzerResult]]) -> dict[str, Any]:
@@ -84,7 +132,7 @@ class Analysis:
     breakdown_rows: list[dict[str, Any]] = field(default_factory=list)
     #: Ranks not analyzed after a retry: ``{"rank", "error", "attempts"}`` each (empty: none).
     missing_ranks: list[dict[str, Any]] = field(default_factory=list)
-    _tables: dict[str, pd.DataFrame] | None = field(default=None, repr=False)
+    _tables: Mapping[str, pd.DataFrame] | None = field(default=None, repr=False)
 
     @property
     def bound(self) -> str:
@@ -106,24 +154,12 @@ class Analysis:
         return pd.DataFrame(self.breakdown_rows, columns=["rank", *BREAKDOWN_KEYS])
 
     @property
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """``"analyzer.table"`` -> DataFrame; per-rank tables concatenated with a rank column."""
+    def tables(self) -> Mapping[str, pd.DataFrame]:
+        """``"analyzer.table"`` -> DataFrame; per-rank tables concatenated with a rank column.
+        Each is built on first use (a render reads a few of them, never all)."""
         if self._tables is None:
-            parts: dict[str, list[pd.DataFrame]] = {}
-            for r, rr in self.per_rank.items():
-                for res in rr.values():
-                    for name, df in res.tables.items():
-                        parts.setdefault(f"{res.name}.{name}", []).append(
-                            df.assign(rank=r) if "rank" not in df.columns else df)
-            out = {k: pd.concat(v, ignore_index=True) if len(v) > 1 else v[0].reset_index(drop=True)
-                   for k, v in parts.items()}
-            for k, df in out.items():
-                out[k] = df[["rank", *[c for c in df.columns if c != "rank"]]]
-            for res in self.cluster.values():
-                for name, df in res.tables.items():
-                    out[f"{res.name}.{name}"] = df
-            self._tables = out
-        return self._tables
+            self._tables = _LazyTables(self)  # type: ignore[assignment]
+        return self._tables  # type: ignore[return-value]
 
     @property
     def critical_path(self) -> dict[str, Any]:
@@ -172,13 +208,10 @@ class Analysis:
         per_rank = [{"rank": r, **{k: rr["computation"].metrics.get(k) for k in MFU_KEYS}}
                     for r, rr in self.per_rank.items() if "computation" in rr]
         per_rank = [row for row in per_rank if row.get("achieved_tflops") is not None]
-        k = self.tables.get("computation.kernels")
         top: list[dict[str, Any]] = []
-        if k is not None and len(k):
-            g = k.groupby("name", sort=False)
-            agg = pd.DataFrame({"count": g["count"].sum(), "total_ns": g["total_ns"].sum(),
-                                "max_ns": g["max_ns"].max(), "family": g["family"].first(),
-                                "bound": g["bound"].first()})
+        agg = _kernel_totals([rr["computation"].tables.get("kernels") for rr in
+                              self.per_rank.values() if "computation" in rr])
+        if agg is not None and len(agg):
             agg["mean_ns"] = agg["total_ns"] / agg["count"]
             agg["share_pct"] = 100.0 * agg["total_ns"] / max(float(agg["total_ns"].sum()), 1.0)
             agg = agg.sort_values("total_ns", ascending=False, kind="stable").head(TOP_KERNELS_N)
@@ -223,3 +256,69 @@ class Analysis:
         top = ", ".join(f"{f.id} {100 * f.time_share:.1f}%" for f in self.findings[:3]) or "none"
         return (f"<Analysis ranks={len(self.ranks)} steps={st['count']} "
                 f"median={st['median_ms']:.3f}ms bound={self.bound} top: {top}>")
+
+
+def _kernel_sums(k: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel name (first-seen order): count and total summed, max, first family and bound."""
+    g = k.groupby("name", sort=False)
+    return pd.DataFrame({"count": g["count"].sum(), "total_ns": g["total_ns"].sum(),
+                         "max_ns": g["max_ns"].max(), "family": g["family"].first(),
+                         "bound": g["bound"].first()})
+
+
+def _kernel_totals(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
+    """``_kernel_sums`` of every rank's kernel table, in rank order, ``KERNEL_CHUNK`` ranks at a
+    time (sums of integer sums, max of maxima and first of firsts are the one-pass figures)."""
+    cols = ["name", "count", "total_ns", "max_ns", "family", "bound"]
+    parts = []
+    for i in range(0, len(frames), KERNEL_CHUNK):
+        chunk = [f[cols] for f in frames[i:i + KERNEL_CHUNK] if f is not None and len(f)]
+        if chunk:
+            parts.append(_kernel_sums(pd.concat(chunk, ignore_index=True)).reset_index())
+    if not parts:
+        return None
+    return parts[0].set_index("name") if len(parts) == 1 else \
+        _kernel_sums(pd.concat(parts, ignore_index=True))
+
+
+class _LazyTables(Mapping[str, pd.DataFrame]):
+    """``Analysis.tables``: each key concatenated over the ranks when first read, then kept."""
+
+    def __init__(self, a: Analysis) -> None:
+        self._a = a
+        self._done: dict[str, pd.DataFrame] = {}
+        names: dict[str, tuple[str, str]] = {}
+        for rr in a.per_rank.values():
+            for res in rr.values():
+                for name in res.tables:
+                    names.setdefault(f"{res.name}.{name}", (res.name, name))
+        for res in a.cluster.values():
+            for name in res.tables:
+                names[f"{res.name}.{name}"] = ("", name)
+        self._names = names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __getitem__(self, key: str) -> pd.DataFrame:
+        if key not in self._done:
+            self._done[key] = self._build(key)
+        return self._done[key]
+
+    def _build(self, key: str) -> pd.DataFrame:
+        analyzer, name = self._names[key]
+        if not analyzer:
+            return next(res.tables[name] for res in self._a.cluster.values()
+                        if f"{res.name}.{name}" == key)
+        parts = []
+        for r, rr in self._a.per_rank.items():
+            for res in rr.values():
+                if res.name == analyzer and name in res.tables:
+                    df = res.tables[name]
+                    parts.append(df.assign(rank=r) if "rank" not in df.columns else df)
+        df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else \
+            parts[0].reset_index(drop=True)
+        return df[["rank", *[c for c in df.columns if c != "rank"]]]

@@ -27,7 +27,7 @@ import pandas as pd
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
 from hermes.analyzers.executor import Executor, Failure, LocalExecutor
 from hermes.analyzers.fold import fold_symptoms, merge_findings
-from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis
+from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
 from hermes.errors import HermesError, UsageError
@@ -73,7 +73,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     from hermes.trace import load
 
     tr = load(path, ranks=[rank])
-    return rank, run_rank(rank, tr.events, tr.meta, keep_warmup)
+    return rank, pack(run_rank(rank, tr.events, tr.meta, keep_warmup))
 
 
 def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, AnalyzerResult]:
@@ -133,7 +133,7 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
             from hermes.trace import load
 
             tr = load(path, ranks=todo)
-            _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup)
+            _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup, packed=True)
         else:
             job = functools.partial(_rank_results, str(path), keep_warmup)
             for i, (r, res) in enumerate(ex.map(job, todo)):
@@ -171,12 +171,15 @@ def _missing_line(missing: list[dict[str, Any]]) -> str:
 
 def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
                per_rank: dict[int, dict[str, AnalyzerResult]], progress: Progress | None,
-               keep_warmup: bool = False) -> None:
+               keep_warmup: bool = False, packed: bool = False) -> None:
+    """Ranks of events already in this process, one after the other; ``packed``: results kept
+    as a trace path's are (:func:`hermes.analyzers.result.pack`)."""
     groups = {int(k): g for k, g in events.groupby("rank", observed=True, sort=True)} \
         if len(events) else {}
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])
-        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup)
+        res = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup)
+        per_rank[r] = pack(res) if packed else res
         if progress:
             progress(i + 1, len(todo))
 
@@ -186,8 +189,9 @@ def _unplaced(per_rank: dict[int, dict[str, AnalyzerResult]]) -> dict[str, Any]:
     and the three longest kernel names among it (over all ranks)."""
     comp = [rr["computation"] for rr in per_rank.values() if "computation" in rr]
     pcts = [float(c.metrics.get("no_data_pct") or 0.0) for c in comp]
-    frames = [c.tables["kernels"] for c in comp if "kernels" in c.tables]
-    frames = [f[f["bound"].astype(str) == "no_data"] for f in frames if len(f)]
+    # one rank's kernel table at a time (unpacked on access): only its no_data rows are kept
+    frames = [f.loc[(f["bound"].astype(str) == "no_data").to_numpy(), ["name", "total_ns"]]
+              for f in (c.tables["kernels"] for c in comp if "kernels" in c.tables) if len(f)]
     top: list[str] = []
     if frames:
         k = pd.concat(frames, ignore_index=True).groupby("name")["total_ns"].sum()

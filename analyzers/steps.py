@@ -27,6 +27,7 @@ work: it is not free time), while step-time statistics and fluctuation use every
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -59,20 +60,44 @@ def _step_numbers(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _windows_of(rows: pd.DataFrame) -> pd.DataFrame:
+    """One window per step number: earliest start to latest end, sorted by (start, step)."""
     start = rows["ts_ns"].to_numpy(np.int64)
     end = start + rows["dur_ns"].to_numpy(np.int64)
-    df = pd.DataFrame({"step": _step_numbers(rows), "start_ns": start, "end_ns": end})
-    df = df.groupby("step", as_index=False, sort=False).agg(start_ns=("start_ns", "min"),
-                                                             end_ns=("end_ns", "max"))
-    df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    df = df.sort_values(["start_ns", "step"], kind="stable").reset_index(drop=True)
-    return df.astype({c: np.int64 for c in WINDOW_COLUMNS})[list(WINDOW_COLUMNS)]
+    steps, inv = np.unique(_step_numbers(rows), return_inverse=True)
+    lo = np.full(steps.size, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(steps.size, np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(lo, inv, start)
+    np.maximum.at(hi, inv, end)
+    o = np.lexsort((steps, lo))
+    return pd.DataFrame({"step": steps[o], "start_ns": lo[o], "end_ns": hi[o],
+                         "dur_ns": hi[o] - lo[o]})
+
+
+#: The last few (events, windows) computed: every analyzer of a rank asks for the same events'
+#: windows, so they are found once per events frame (keyed by the frame's identity, its length
+#: and its columns; analyzers never modify their input events in place).
+_CACHE: list[tuple[weakref.ref[pd.DataFrame], tuple[Any, ...], pd.DataFrame]] = []
+_CACHE_SIZE = 4
 
 
 def step_windows(events: pd.DataFrame) -> pd.DataFrame:
     """One row per step: ``step``, ``start_ns``, ``end_ns``, ``dur_ns`` (int64 ns)."""
     if events is None or len(events) == 0:
         return empty_windows()
+    key = (len(events), tuple(events.columns))
+    for ref, k, w in _CACHE:
+        if ref() is events and k == key:
+            return w.copy()
+    w = _step_windows(events)
+    try:
+        _CACHE.insert(0, (weakref.ref(events), key, w))
+    except TypeError:  # not weak-referenceable: not cached
+        return w
+    del _CACHE[_CACHE_SIZE:]
+    return w.copy()
+
+
+def _step_windows(events: pd.DataFrame) -> pd.DataFrame:
     # categorical columns compare by code: no per-event string work on big traces
     is_step = events["kind"].isin(("step",)).to_numpy(bool) & \
         (events["dur_ns"].to_numpy(np.int64) > 0)

@@ -1,0 +1,107 @@
+"""What the driver keeps per rank: packed tables (the same DataFrames back, the per-task table
+left with the worker), the same document as an in-memory analysis, step windows found once per
+events frame, and the top kernels aggregated in chunks as in one pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.analyzers import result as result_mod
+from hermes.analyzers import run as run_mod
+from hermes.analyzers import steps
+from hermes.analyzers.base import AnalyzerResult
+from hermes.analyzers.result import PackedTables, _kernel_totals, pack
+from hermes.analyzers.run import analyze
+from hermes.trace import load
+from tests.conftest import run_cli
+from tests.tracegen import ev, frame
+
+
+@pytest.fixture(scope="module")
+def ranks4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("driver") / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "4", "--steps", "3",
+                           "--out", str(out))
+    assert code == 0, err
+    return out
+
+
+def test_packed_tables_give_the_same_frames_back() -> None:
+    df = pd.DataFrame({"name": pd.Categorical(["a", "b", "a"]), "dur_ns": [1, 2, 3],
+                       "x": pd.array([1, None, 3], dtype="Int64"), "s": ["u", None, "w"]},
+                      index=[5, 6, 7])
+    p = PackedTables({"t": df, "empty": df.iloc[:0]})
+    assert list(p) == ["t", "empty"] and len(p) == 2 and "t" in p and "nope" not in p
+    pd.testing.assert_frame_equal(p["t"], df)
+    pd.testing.assert_frame_equal(p["empty"], df.iloc[:0])
+    assert p["t"] is not p["t"]  # a fresh frame each time: the packed bytes are the only copy
+    assert 0 < p.nbytes
+
+
+def test_pack_leaves_the_per_task_table_with_the_worker() -> None:
+    t = pd.DataFrame({"a": [1]})
+    res = pack({"computation": AnalyzerResult("computation", tables={"tasks": t, "kernels": t},
+                                              metrics={"m": 1}),
+                "cpu": AnalyzerResult("cpu", tables={"tasks": t})})
+    assert list(res["computation"].tables) == ["kernels"]
+    assert list(res["cpu"].tables) == ["tasks"]  # only computation's per-task table is left out
+    assert res["computation"].metrics == {"m": 1}
+
+
+def test_a_path_analysis_keeps_packed_results_and_the_same_document(
+        ranks4: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from_path = analyze(ranks4)
+    comp = from_path.results("computation", 1)
+    assert isinstance(comp.tables, PackedTables) and "tasks" not in comp.tables
+    with monkeypatch.context() as m:
+        m.setattr(run_mod, "pack", lambda res: res)  # results kept as the analyzers made them
+        unpacked = analyze(ranks4)
+    assert "tasks" in unpacked.results("computation", 1).tables
+    assert from_path.to_json() == unpacked.to_json()
+    assert "tasks" in analyze(load(ranks4), ranks=[1]).results("computation", 1).tables
+    # Analysis.tables: one table concatenated over the ranks with a rank column, on demand
+    k = from_path.tables["computation.kernels"]
+    assert sorted(k["rank"].unique()) == [0, 1, 2, 3]
+    assert len(k) == sum(len(from_path.results("computation", r).tables["kernels"])
+                         for r in range(4))
+    assert "computation.tasks" not in from_path.tables
+
+
+def test_top_kernels_in_chunks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    def kern(names: list[str], total: list[int], fam: list[str | None]) -> pd.DataFrame:
+        return pd.DataFrame({"name": names, "count": [1] * len(names), "total_ns": total,
+                             "max_ns": total, "family": fam,
+                             "bound": ["memory_bound"] * len(names)})
+
+    frames = [kern(["b", "a"], [5, 7], [None, "x"]), kern(["a", "c"], [1, 2], ["y", "z"]),
+              kern(["c", "b"], [4, 9], ["w", "v"])]
+    monkeypatch.setattr(result_mod, "KERNEL_CHUNK", 1)
+    got = _kernel_totals([*frames, None])
+    assert got is not None
+    # first-seen order b, a, c; sums 14, 8, 6; max 9, 7, 4; first non-missing family v, x, z
+    assert list(got.index) == ["b", "a", "c"]
+    assert got["total_ns"].tolist() == [14, 8, 6] and got["count"].tolist() == [2, 2, 2]
+    assert got["max_ns"].tolist() == [9, 7, 4] and got["family"].tolist() == ["v", "x", "z"]
+    monkeypatch.setattr(result_mod, "KERNEL_CHUNK", 64)
+    pd.testing.assert_frame_equal(_kernel_totals(frames), got)
+
+
+def test_step_windows_merge_threads_and_are_found_once_per_frame() -> None:
+    ev_ = frame(ev("step", "ProfilerStep#2", 1_000, 500, lane="thread 2"),
+                ev("step", "ProfilerStep#1", 0, 900),
+                ev("step", "ProfilerStep#2", 1_100, 600),
+                ev("kernel", "k", 100, 50))
+    w = steps.step_windows(ev_)
+    # step 2 on two threads: earliest start 1000 to latest end 1700; sorted by start
+    assert w.to_dict("list") == {"step": [1, 2], "start_ns": [0, 1_000],
+                                 "end_ns": [900, 1_700], "dur_ns": [900, 700]}
+    assert all(w[c].dtype == np.int64 for c in w.columns)
+    w.loc[0, "dur_ns"] = -1  # a caller's change does not reach the next caller
+    assert steps.step_windows(ev_)["dur_ns"].tolist() == [900, 700]
+    other = ev_.iloc[:2].reset_index(drop=True)  # another frame: its own windows
+    assert steps.step_windows(other)["step"].tolist() == [1, 2]
+    assert steps.step_windows(other)["end_ns"].tolist() == [900, 1_500]
