@@ -251,13 +251,15 @@ def _producer(sg: StepGraph, memory: np.ndarray) -> np.ndarray:
 def _families(sg: StepGraph) -> np.ndarray:
     """Kernel family per event by name; a name under a module / scope path (``layer1.relu``,
     ``Default/net/ReLU-op1``) whose whole name says nothing memory-bound: by its leaf."""
-    names = sg.info["name"].astype(str)
+    # the string work runs once per distinct name, not per event
+    codes, uniq = pd.factorize(sg.info["name"].astype(str), use_na_sentinel=False)
+    names = pd.Series(uniq.astype(str) if len(uniq) else np.empty(0, str), dtype=object)
     fam = families.classify(names).astype(str).to_numpy()
     # (a backward kernel's leaf is the operator it differentiates: ``relu.grad`` -> relu)
     bare = names.str.replace(r"[._\-]?(grad|backward|bwd)$", "", regex=True, case=False)
     leaf = bare.str.rsplit(pat="/", n=1).str[-1].str.rsplit(pat=".", n=1).str[-1]
     by_leaf = families.classify(leaf).astype(str).to_numpy()
-    return np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)
+    return np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)[codes]
 
 
 #: kernel families of few FLOPs per element (elementwise folds into a producer; a norm or
