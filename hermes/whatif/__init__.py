@@ -122,14 +122,6 @@ FACTS = ("unit", "flops", "bytes", "corr_id", "coll_bytes", "coll_group", "args"
 def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
     """``sg`` whose ``info`` also carries the events' :data:`FACTS` (unit, FLOPs, bytes, ...)."""
     src = sg.info["src"].to_numpy(np.int64)
-    # a helper thread pinning a later batch (data_fetch on a host lane) works for the data
-    # pipeline like the loader workers: the loop waits for its batch through its data wait,
-    # so the step does not end when the pinning does (the replay's step end leaves loader
-    # lanes out)
-    fetch = (sg.info["kind"].astype(str) == "data_fetch").to_numpy() & \
-        sg.info["host"].to_numpy(bool)
-    if fetch.any():
-        sg.info["loader"] = sg.info["loader"].to_numpy(bool) | fetch
     for c in FACTS:
         if c in ev.columns and c not in sg.info.columns:
             sg.info[c] = ev[c].take(src).to_numpy()
