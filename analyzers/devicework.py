@@ -93,8 +93,12 @@ def assign_families(k: pd.DataFrame) -> None:
     fam = k["family"].astype(object) if "family" in k.columns else \
         families.classify(k["name"]).astype(object)
     if "host_family" in k.columns:
-        host = k["host_family"].map(lambda f: families.HOST_TO_KERNEL.get(f, f)
-                                    if isinstance(f, str) else None)
+        # looked up once per distinct host family, not per kernel
+        codes, uniq = pd.factorize(k["host_family"].astype(object), use_na_sentinel=True)
+        vals = np.array([families.HOST_TO_KERNEL.get(f, f) if isinstance(f, str) else None
+                         for f in uniq] + [None], dtype=object)
+        host = pd.Series(vals[np.where(codes >= 0, codes, len(uniq))], index=k.index,
+                         dtype=object)
         fam = fam.where(~((fam == families.OTHER) & host.notna()), host)
     k["family"] = pd.Categorical(fam)
 

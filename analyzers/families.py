@@ -61,5 +61,8 @@ def classify(names: pd.Series) -> pd.Series:
 
 
 def bounds(families: pd.Series) -> pd.Series:
-    """The usual bound of each family (object strings)."""
-    return families.astype(object).map(bound_of)
+    """The usual bound of each family (object strings), looked up once per distinct family."""
+    codes, uniq = pd.factorize(families.astype(object), use_na_sentinel=True)
+    vals = np.array([bound_of(u) for u in uniq] + [bound_of(None)], dtype=object)
+    return pd.Series(vals[np.where(codes >= 0, codes, len(uniq))], index=families.index,
+                     dtype=object)
