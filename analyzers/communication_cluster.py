@@ -25,6 +25,10 @@ from hermes.analyzers.communication import (
 from hermes.analyzers.opinfo import top_ops
 from hermes.findings import MIN_SHARE, Finding
 
+#: collectives-table columns the cluster reduce reads (sync_table, the per-rank waits,
+#: transmission_costs and the findings' top operators)
+REDUCE_COLUMNS = [c for c in COLUMNS if c not in ("wait_ns", "link", "peer", "bw_GBps")]
+
 
 def _per_rank(ctx: ClusterContext, name: str) -> dict[int, AnalyzerResult]:
     return {int(r): res[name] for r, res in ctx.per_rank.items() if name in res}
@@ -67,8 +71,11 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     """Synchronization wait vs transmission across ranks; the communication matrix."""
     per = _per_rank(ctx, "communication")
     res = AnalyzerResult("communication_cluster")
+    # only the columns the reduce reads: on thousands of ranks the concatenation is the
+    # driver's largest table (text columns such as link and peer cost most)
     tabs = [r.tables["collectives"] for r in per.values() if len(r.tables.get("collectives", ()))]
-    t = pd.concat(tabs, ignore_index=True) if tabs else pd.DataFrame(columns=COLUMNS)
+    t = pd.concat([x[[c for c in REDUCE_COLUMNS if c in x.columns]] for x in tabs],
+                  ignore_index=True) if tabs else pd.DataFrame(columns=REDUCE_COLUMNS)
     sync = sync_table(t)
     res.tables["sync"] = sync
     mats = [r.tables["matrix"] for r in per.values() if len(r.tables.get("matrix", ()))]
