@@ -29,3 +29,11 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(args))
     return code, out.getvalue(), err.getvalue()
+
+
+def emulated_run(out: Path, workload: str, ranks: int, steps: int) -> Path:
+    """``hermes emulate WORKLOAD --ranks N --steps S --out OUT`` (checked), returns ``out``."""
+    code, _, err = run_cli("emulate", workload, "--ranks", str(ranks), "--steps", str(steps),
+                           "--out", str(out))
+    assert code == 0, err
+    return out

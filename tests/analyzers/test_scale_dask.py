@@ -18,7 +18,7 @@ pytest.importorskip("distributed")
 
 from hermes.analyzers.executor import DaskExecutor, LocalExecutor  # noqa: E402
 from hermes.analyzers.run import analyze  # noqa: E402
-from tests.conftest import run_cli  # noqa: E402
+from tests.conftest import emulated_run, run_cli  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +33,7 @@ def cluster() -> Iterator[DaskExecutor]:
 
 @pytest.fixture(scope="module")
 def ranks16(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("scale") / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "16", "--steps", "2",
-                           "--out", str(out))
-    assert code == 0, err
-    return out
+    return emulated_run(tmp_path_factory.mktemp("scale") / "run", "deepfm", 16, 2)
 
 
 def _kill(flag_dir: str, fn: Callable[[Any], Any], rank: int) -> Any:

@@ -17,17 +17,13 @@ from hermes.analyzers.base import AnalyzerResult
 from hermes.analyzers.result import PackedTables, _kernel_totals, pack
 from hermes.analyzers.run import analyze
 from hermes.trace import load
-from tests.conftest import run_cli
+from tests.conftest import emulated_run
 from tests.tracegen import ev, frame
 
 
 @pytest.fixture(scope="module")
 def ranks4(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("driver") / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "4", "--steps", "3",
-                           "--out", str(out))
-    assert code == 0, err
-    return out
+    return emulated_run(tmp_path_factory.mktemp("driver") / "run", "deepfm", 4, 3)
 
 
 def test_packed_tables_give_the_same_frames_back() -> None:
