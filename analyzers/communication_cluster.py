@@ -73,9 +73,15 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     res = AnalyzerResult("communication_cluster")
     # only the columns the reduce reads: on thousands of ranks the concatenation is the
     # driver's largest table (text columns such as link and peer cost most)
-    tabs = [r.tables["collectives"] for r in per.values() if len(r.tables.get("collectives", ()))]
-    t = pd.concat([x[[c for c in REDUCE_COLUMNS if c in x.columns]] for x in tabs],
-                  ignore_index=True) if tabs else pd.DataFrame(columns=REDUCE_COLUMNS)
+    # (each rank's table is unpacked once and cut at once: the full tables are never all held)
+    tabs = []
+    for r in per.values():
+        x = r.tables.get("collectives")
+        if x is not None and len(x):
+            tabs.append(x[[c for c in REDUCE_COLUMNS if c in x.columns]].copy())
+        del x
+    t = pd.concat(tabs, ignore_index=True) if tabs else pd.DataFrame(columns=REDUCE_COLUMNS)
+    del tabs
     sync = sync_table(t)
     res.tables["sync"] = sync
     mats = [r.tables["matrix"] for r in per.values() if len(r.tables.get("matrix", ()))]
