@@ -84,17 +84,23 @@ def test_sync_is_charged_for_device_idle_time_only():
     assert shares(idle) == {"host_device_sync": 0.59, "operator_dispatch": 0.01}
 
 
+def _alloc_rows(api: str) -> list[dict]:
+    """A 1000 ns step of 3 ops at 0, 300, 600: {api}Malloc 150, {api}LaunchKernel 20,
+    {api}Free 100 on the host, each op's kernel [t + 270, t + 300) on the device."""
+    rows = [ev("step", "ProfilerStep#1", 0, 1000)]
+    for i, t in enumerate((0, 300, 600), start=1):
+        rows += [ev("runtime", f"{api}Malloc", t, 150),
+                 ev("launch", f"{api}LaunchKernel", t + 150, 20, corr_id=i),
+                 ev("runtime", f"{api}Free", t + 170, 100),
+                 ev("kernel", f"k{i}", t + 270, 30, corr_id=i, stream=7)]
+    return rows
+
+
 def test_allocator_calls_dominating_the_host_are_memory_allocation():
     # step [0, 1000): per op cudaMalloc 150 + launch 20 + cudaFree 100 on the host, 3 ops at
     # 0, 300, 600; their kernels run [270, 300), [570, 600), [870, 900). Device idle 910 of
     # 1000; allocator time 3 x 250 = 750 -> 0.75, launches 3 x 20 = 60 -> 0.06.
-    rows = [ev("step", "ProfilerStep#1", 0, 1000)]
-    for i, t in enumerate((0, 300, 600), start=1):
-        rows += [ev("runtime", "cudaMalloc", t, 150), ev("launch", "cudaLaunchKernel", t + 150,
-                                                         20, corr_id=i),
-                 ev("runtime", "cudaFree", t + 170, 100),
-                 ev("kernel", f"k{i}", t + 270, 30, corr_id=i, stream=7)]
-    res = run(*rows)
+    res = run(*_alloc_rows("cuda"))
     assert shares(res) == {"memory_allocation": 0.75, "operator_dispatch": 0.06}
     alloc = next(f for f in res.findings if f.evidence.get("reason") == "memory_allocation")
     assert alloc.evidence["calls_per_step"] == 6.0 and alloc.evidence["runtime"] == "cuda"
@@ -105,13 +111,7 @@ def test_allocator_calls_dominating_the_host_are_memory_allocation():
 
 def test_rocm_runs_get_hip_wording():
     # the same shape with HIP calls: the runtime is named "hip" and the advice says so
-    rows = [ev("step", "ProfilerStep#1", 0, 1000)]
-    for i, t in enumerate((0, 300, 600), start=1):
-        rows += [ev("runtime", "hipMalloc", t, 150), ev("launch", "hipLaunchKernel", t + 150,
-                                                        20, corr_id=i),
-                 ev("runtime", "hipFree", t + 170, 100),
-                 ev("kernel", f"k{i}", t + 270, 30, corr_id=i, stream=7)]
-    res = run(*rows)
+    res = run(*_alloc_rows("hip"))
     alloc = next(f for f in res.findings if f.evidence.get("reason") == "memory_allocation")
     recs = recommend(alloc, KINETO)
     assert [r.rule for r in recs] == ["cpu.alloc_caching_rocm"]

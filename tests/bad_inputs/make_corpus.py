@@ -107,24 +107,23 @@ def _imp_gz(text: str) -> Callable[[Path], list[str]]:
     return _imp(gzip.compress(text.encode()), "bad.pt.trace.json.gz")
 
 
-def _asc_csv(csv_text: str | bytes) -> Callable[[Path], list[str]]:
+def _asc(name: str, text: str | bytes) -> Callable[[Path], list[str]]:
+    """Import of one Ascend profiler file ``name`` holding ``text``."""
     def build(d: Path) -> list[str]:
         prof = d / "prof" / "ASCEND_PROFILER_OUTPUT"
         prof.mkdir(parents=True)
-        write(prof, "kernel_details.csv", csv_text)
+        write(prof, name, text)
         good_trace(d, "out.parquet")
-        return ["import", str(prof / "kernel_details.csv"), "--out", str(d / "out.parquet")]
+        return ["import", str(prof / name), "--out", str(d / "out.parquet")]
     return build
+
+
+def _asc_csv(csv_text: str | bytes) -> Callable[[Path], list[str]]:
+    return _asc("kernel_details.csv", csv_text)
 
 
 def _asc_json(events: str) -> Callable[[Path], list[str]]:
-    def build(d: Path) -> list[str]:
-        prof = d / "prof" / "ASCEND_PROFILER_OUTPUT"
-        prof.mkdir(parents=True)
-        write(prof, "trace_view.json", events)
-        good_trace(d, "out.parquet")
-        return ["import", str(prof / "trace_view.json"), "--out", str(d / "out.parquet")]
-    return build
+    return _asc("trace_view.json", events)
 
 
 def _on_trace(command: str, make: Callable[[Path], Path], *extra: str
