@@ -152,16 +152,16 @@ def _setup(sg: StepGraph, params: Mapping[str, Any]
 
 def _apply(sg: StepGraph, ch: Change, sel: np.ndarray, f: np.ndarray) -> None:
     """Factor ``f`` (0..1) on the collectives ``sel``: on their own time and, ranks replayed
-    together, on their transmission; a collective queued behind the one before it on its
-    lane starts when that one ends (``comm._unqueue``); a device wait with no edge into it
-    (the trace does not say what it awaited) shrinks by the time the collectives it overlaps
-    lost (``comm._shrink_waits``)."""
+    together, on their transmission; a collective (changed or not) queued behind the one
+    before it on its lane starts when that one ends (``comm._unqueue``); a device wait with no
+    edge into it (the trace does not say what it awaited) shrinks by the time the collectives
+    it overlaps lost (``comm._shrink_waits``)."""
     f = np.clip(np.nan_to_num(f, nan=1.0), 0.0, 1.0)
     ch.scale[sel] = np.minimum(ch.scale[sel], f[sel])
     if ch.tx is None:
         ch.tx = np.ones(len(sg.info))
     ch.tx[sel] = np.minimum(ch.tx[sel], f[sel])
-    _unqueue(sg, ch, sel)
+    _unqueue(sg, ch, (kinds(sg) == "collective") & ~sg.info["host"].to_numpy(bool))
     waits = (kinds(sg) == "sync") & ~sg.info["host"].to_numpy(bool)
     _shrink_waits(sg, ch, sel, waits & ~sg.has_in[sg.g.event_end])
 
