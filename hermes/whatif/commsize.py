@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers import cpedges
 from hermes.whatif.comm import _shrink_waits, _unqueue
 from hermes.whatif.facts import duration, kinds, number
 from hermes.whatif.replay import Change, StepGraph
@@ -162,8 +163,26 @@ def _apply(sg: StepGraph, ch: Change, sel: np.ndarray, f: np.ndarray) -> None:
         ch.tx = np.ones(len(sg.info))
     ch.tx[sel] = np.minimum(ch.tx[sel], f[sel])
     _unqueue(sg, ch, (kinds(sg) == "collective") & ~sg.info["host"].to_numpy(bool))
-    waits = (kinds(sg) == "sync") & ~sg.info["host"].to_numpy(bool)
-    _shrink_waits(sg, ch, sel, waits & ~sg.has_in[sg.g.event_end])
+    _shrink_waits(sg, ch, sel, _loose_waits(sg, ch))
+
+
+def _loose_waits(sg: StepGraph, ch: Change) -> np.ndarray:
+    """Device waits the graph does not tie to what they awaited: none of its edges leads into
+    them, or the one that does comes from a collective that ended over ``cpedges.LINE_UP_NS``
+    before the wait did (it awaited a later one, e.g. one ending a clock tick after it); that
+    edge is dropped (``ch.drop``)."""
+    kind = kinds(sg)
+    host = sg.info["host"].to_numpy(bool)
+    waits = (kind == "sync") & ~host
+    is_end = np.zeros(sg.g.n, bool)
+    is_end[sg.g.event_end[waits]] = True
+    src = sg.node_ev[sg.g.cu]
+    stale = is_end[sg.g.cv] & (kind[src] == "collective") & (sg.g.event_end[src] == sg.g.cu) & \
+        (sg.cw > cpedges.LINE_UP_NS)
+    ch.drop |= stale
+    fed = np.zeros(sg.g.n, bool)
+    fed[sg.g.cv[sg.g.forward_cross() & ~ch.drop]] = True
+    return waits & ~fed[sg.g.event_end]
 
 
 def fix_network(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
