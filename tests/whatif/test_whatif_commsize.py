@@ -3,9 +3,11 @@ step graphs whose replayed step times are worked out by hand."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from hermes.analyzers.stepgraph import serial_starts
 from hermes.trace.meta import TraceMeta
 from hermes.whatif import graphs, predict
 from hermes.whatif.commsize import Link, fit
@@ -126,3 +128,36 @@ def test_the_size_curve_is_measured_on_the_trace():
     t = pd.Series([16 * MiB / 5e11, MiB / (5e11 * (1 / 8) ** 0.25)]).to_numpy() * 1e9
     b0, e = fit(s, t, (one * 2).repeat(2).to_numpy(), one.repeat(2).to_numpy(), lk)
     assert (b0, e) == pytest.approx((5e11, 0.25))
+
+
+def test_ranks_replayed_together_move_the_transmission():
+    # two ranks, the same allreduce (group dp, seq 0) of 16 MiB in 64000 ns, a quarter of the
+    # link's rate: replayed together, the transmission after the last arrival is what shrinks
+    # (its own time weighs 0 there): 1000 + 16000 + 1000 on both ranks
+    rows = [dict(r, rank=k, coll_group="dp", coll_seq=0) if r["kind"] == "collective"
+            else dict(r, rank=k) for k in (0, 1) for r in comm_step([16 * MiB], [64000])]
+    p = predict(graphs(frame(*rows)), ["hccl_env"], META)
+    assert p.applied == ["hccl_env"]
+    assert (p.replay_ms * 1e6, p.predicted_ms * 1e6) == pytest.approx((66000, 18000), abs=2)
+    assert {r: v["predicted_ms"] * 1e6 for r, v in p.per_rank.items()} == \
+        pytest.approx({0: 18000, 1: 18000}, abs=2)
+
+
+def test_a_wait_starting_a_tick_before_the_kernel_ends_is_still_a_wait():
+    # the stream's wait starts 1 ns before backward ends (start and duration rounded apart):
+    # it is the wait that shrinks with the collective, not backward that holds the time
+    rows = list(comm_step([16 * MiB], [64000]))
+    rows = [dict(r, ts_ns=999, dur_ns=r["dur_ns"] + 1) if r["name"] == "wait allreduce" else r
+            for r in rows]
+    m, p, _ = step_ns(frame(*rows), "hccl_env")
+    assert (m, p) == pytest.approx((66000, 18000), abs=2)
+
+
+def test_serial_starts_moves_only_a_tick_of_overlap_on_a_device_lane():
+    ts = np.array([0, 99, 150, 0, 50])
+    te = np.array([100, 200, 160, 100, 60])
+    lane = np.array([0, 0, 0, 1, 1])
+    # lane 0: 99 starts 1 ns before 100: moved to 100; 150 is inside [99, 200) by 50 ns: a
+    # real overlap, kept; lane 1 (a host lane here): 50 nested in [0, 100), kept
+    out = serial_starts(ts, te, lane, np.array([True, True, True, False, False]))
+    assert out.tolist() == [0, 100, 150, 0, 50]
