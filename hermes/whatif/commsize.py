@@ -75,13 +75,25 @@ def link(params: Mapping[str, Any]) -> Link | None:
                 float(dev.get("hccs_alignment_B") or 0), n)
 
 
+def ops(sg: StepGraph) -> np.ndarray:
+    """The collective algorithm (a key of :data:`ALGOS`) of every device collective by its name
+    ('' elsewhere, or where the name names none); the names are read once each."""
+    codes, uniq = pd.factorize(sg.info["name"].astype(object), use_na_sentinel=False)
+    names = pd.Series(np.asarray(uniq, dtype=object)).astype(str).str.lower() \
+        .str.replace(r"[^a-z]", "", regex=True)
+    op = np.full(len(names), "", object)
+    for k in ALGOS:
+        op[(op == "") & names.str.contains(k, regex=False).to_numpy()] = k
+    coll = (kinds(sg) == "collective") & ~sg.info["host"].to_numpy(bool)
+    return np.where(coll, op[codes] if len(op) else "", "")
+
+
 def algo(sg: StepGraph, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(steps, factor) per event by its name (NaN: not a collective the model knows)."""
-    names = sg.info["name"].astype(str).str.lower().str.replace(r"[^a-z]", "", regex=True)
-    steps, factor = np.full(len(names), np.nan), np.full(len(names), np.nan)
-    coll = (kinds(sg) == "collective") & ~sg.info["host"].to_numpy(bool)
-    for op, f in ALGOS.items():
-        m = coll & np.isnan(steps) & names.str.contains(op, regex=False).to_numpy()
+    op = ops(sg)
+    steps, factor = np.full(op.size, np.nan), np.full(op.size, np.nan)
+    for k, f in ALGOS.items():
+        m = op == k
         steps[m], factor[m] = f(n)
     return steps, factor
 
@@ -215,7 +227,7 @@ def align_sizes(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     _apply(sg, ch, off, new / model_ns(s, steps, factor, lk, b0m, em))
 
 
-def _runs(sg: StepGraph, sel: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _runs(sg: StepGraph, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The collectives ``sel`` in issue order and their run number: a run is consecutive
     collectives of one kind (algorithm) and group within a step."""
     idx = np.flatnonzero(sel)
@@ -223,10 +235,7 @@ def _runs(sg: StepGraph, sel: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray
     start = sg.info["start"].to_numpy(np.int64)[idx]
     group = (sg.info["coll_group"].astype(object).fillna("").astype(str).to_numpy()[idx]
              if "coll_group" in sg.info.columns else np.full(idx.size, ""))
-    names = sg.info["name"].astype(str).str.lower().str.replace(r"[^a-z]", "", regex=True)
-    op = np.full(idx.size, "", object)
-    for k in ALGOS:
-        op[(op == "") & names.str.contains(k, regex=False).to_numpy()[idx]] = k
+    op = ops(sg)[idx]
     o = np.lexsort((start, win))
     idx, win, group, op = idx[o], win[o], group[o], op[o]
     new = np.ones(idx.size, bool)
@@ -247,7 +256,7 @@ def bigger_buckets(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None
     dur = duration(sg)
     b0, e = fit(s[sel], dur[sel], steps[sel], factor[sel], lk)
     before = model_ns(s, steps, factor, lk, b0, e)
-    idx, run = _runs(sg, sel, steps)
+    idx, run = _runs(sg, sel)
     if idx.size == 0:
         return
     sz = s[idx]
