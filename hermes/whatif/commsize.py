@@ -35,7 +35,7 @@ import pandas as pd
 
 from hermes.analyzers import cpedges
 from hermes.whatif.comm import _shrink_waits, _unqueue
-from hermes.whatif.facts import duration, kinds, number
+from hermes.whatif.facts import duration, number
 from hermes.whatif.replay import Change, StepGraph
 
 #: (alpha steps, bandwidth factor) per collective on n ranks: ring algorithms, a binomial tree
@@ -75,22 +75,30 @@ def link(params: Mapping[str, Any]) -> Link | None:
                 float(dev.get("hccs_alignment_B") or 0), n)
 
 
+def _colls(sg: StepGraph) -> np.ndarray:
+    """Mask of the device collectives."""
+    return (sg.info["kind"] == "collective").to_numpy(bool) & ~sg.info["host"].to_numpy(bool)
+
+
 def ops(sg: StepGraph) -> np.ndarray:
     """The collective algorithm (a key of :data:`ALGOS`) of every device collective by its name
-    ('' elsewhere, or where the name names none); the names are read once each."""
-    codes, uniq = pd.factorize(sg.info["name"].astype(object), use_na_sentinel=False)
+    ('' elsewhere, or where the name names none); each distinct name is read once."""
+    out = np.full(len(sg.info), "", object)
+    idx = np.flatnonzero(_colls(sg))
+    if idx.size == 0:
+        return out
+    codes, uniq = pd.factorize(sg.info["name"].take(idx).astype(object), use_na_sentinel=False)
     names = pd.Series(np.asarray(uniq, dtype=object)).astype(str).str.lower() \
         .str.replace(r"[^a-z]", "", regex=True)
     op = np.full(len(names), "", object)
     for k in ALGOS:
         op[(op == "") & names.str.contains(k, regex=False).to_numpy()] = k
-    coll = (kinds(sg) == "collective") & ~sg.info["host"].to_numpy(bool)
-    return np.where(coll, op[codes] if len(op) else "", "")
+    out[idx] = op[codes]
+    return out
 
 
-def algo(sg: StepGraph, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, factor) per event by its name (NaN: not a collective the model knows)."""
-    op = ops(sg)
+def algo(op: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, factor) per event of algorithm ``op`` (:func:`ops`; NaN: none known)."""
     steps, factor = np.full(op.size, np.nan), np.full(op.size, np.nan)
     for k, f in ALGOS.items():
         m = op == k
@@ -98,18 +106,17 @@ def algo(sg: StepGraph, n: int) -> tuple[np.ndarray, np.ndarray]:
     return steps, factor
 
 
-def messages(sg: StepGraph, params: Mapping[str, Any]) -> np.ndarray:
+def messages(sg: StepGraph, op: np.ndarray | None = None) -> np.ndarray:
     """Mask of the device collectives the model covers (known algorithm, size > 0)."""
-    steps, _ = algo(sg, 2)
-    return np.isfinite(steps) & (number(sg, "coll_bytes") > 0)
+    op = ops(sg) if op is None else op
+    return (op != "") & (number(sg, "coll_bytes") > 0)
 
 
 def missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
     """What the model needs: collectives with their sizes, the link's bandwidth."""
-    coll = (kinds(sg) == "collective") & ~sg.info["host"].to_numpy(bool)
-    if not coll.any():
+    if not _colls(sg).any():
         return "the trace records no collectives"
-    if not messages(sg, params).any():
+    if not messages(sg).any():
         return "the trace records no message sizes of its collectives"
     if link(params) is None:
         return "the device profile gives no link bandwidth"
@@ -156,11 +163,13 @@ def fit(s: np.ndarray, t_ns: np.ndarray, steps: np.ndarray, factor: np.ndarray, 
 
 
 def _setup(sg: StepGraph, params: Mapping[str, Any]
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Link]:
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Link, np.ndarray]:
+    """(messages, sizes, steps, factor, link, algorithm) of the graph's events."""
     lk = link(params)
     assert lk is not None  # (missing() said so otherwise)
-    steps, factor = algo(sg, lk.n)
-    return messages(sg, params), number(sg, "coll_bytes"), steps, factor, lk
+    op = ops(sg)
+    steps, factor = algo(op, lk.n)
+    return messages(sg, op), number(sg, "coll_bytes"), steps, factor, lk, op
 
 
 def _apply(sg: StepGraph, ch: Change, sel: np.ndarray, f: np.ndarray) -> None:
@@ -174,7 +183,7 @@ def _apply(sg: StepGraph, ch: Change, sel: np.ndarray, f: np.ndarray) -> None:
     if ch.tx is None:
         ch.tx = np.ones(len(sg.info))
     ch.tx[sel] = np.minimum(ch.tx[sel], f[sel])
-    _unqueue(sg, ch, (kinds(sg) == "collective") & ~sg.info["host"].to_numpy(bool))
+    _unqueue(sg, ch, _colls(sg))
     _shrink_waits(sg, ch, sel, _loose_waits(sg, ch))
 
 
@@ -183,13 +192,11 @@ def _loose_waits(sg: StepGraph, ch: Change) -> np.ndarray:
     them, or the one that does comes from a collective that ended over ``cpedges.LINE_UP_NS``
     before the wait did (it awaited a later one, e.g. one ending a clock tick after it); that
     edge is dropped (``ch.drop``)."""
-    kind = kinds(sg)
-    host = sg.info["host"].to_numpy(bool)
-    waits = (kind == "sync") & ~host
+    waits = (sg.info["kind"] == "sync").to_numpy(bool) & ~sg.info["host"].to_numpy(bool)
     is_end = np.zeros(sg.g.n, bool)
     is_end[sg.g.event_end[waits]] = True
     src = sg.node_ev[sg.g.cu]
-    stale = is_end[sg.g.cv] & (kind[src] == "collective") & (sg.g.event_end[src] == sg.g.cu) & \
+    stale = is_end[sg.g.cv] & _colls(sg)[src] & (sg.g.event_end[src] == sg.g.cu) & \
         (sg.cw > cpedges.LINE_UP_NS)
     ch.drop |= stale
     fed = np.zeros(sg.g.n, bool)
@@ -201,7 +208,7 @@ def fix_network(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """The collective library's environment corrected: every message moves at the link's
     bandwidth (device profile) on the trace's own size curve (slope ``e``), where it moved
     slower (``B0`` below the link's)."""
-    sel, s, steps, factor, lk = _setup(sg, params)
+    sel, s, steps, factor, lk, op = _setup(sg, params)
     b0, e = fit(s[sel], duration(sg)[sel], steps[sel], factor[sel], lk)
     before = model_ns(s, steps, factor, lk, b0, e)
     _apply(sg, ch, sel, model_ns(s, steps, factor, lk, max(b0, lk.bw), e) / before)
@@ -213,7 +220,7 @@ def align_sizes(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     bandwidth aligned messages get. That bandwidth is measured on the trace's aligned
     messages (the model fitted on them); with none, the link's, on the slope of the misaligned
     ones (misalignment taken to slow every size alike)."""
-    sel, s, steps, factor, lk = _setup(sg, params)
+    sel, s, steps, factor, lk, op = _setup(sg, params)
     dur = duration(sg)
     off = sel & (np.mod(s, lk.align) != 0)
     if not off.any():
@@ -227,7 +234,7 @@ def align_sizes(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     _apply(sg, ch, off, new / model_ns(s, steps, factor, lk, b0m, em))
 
 
-def _runs(sg: StepGraph, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _runs(sg: StepGraph, sel: np.ndarray, op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The collectives ``sel`` in issue order and their run number: a run is consecutive
     collectives of one kind (algorithm) and group within a step."""
     idx = np.flatnonzero(sel)
@@ -235,7 +242,7 @@ def _runs(sg: StepGraph, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     start = sg.info["start"].to_numpy(np.int64)[idx]
     group = (sg.info["coll_group"].astype(object).fillna("").astype(str).to_numpy()[idx]
              if "coll_group" in sg.info.columns else np.full(idx.size, ""))
-    op = ops(sg)[idx]
+    op = op[idx]
     o = np.lexsort((start, win))
     idx, win, group, op = idx[o], win[o], group[o], op[o]
     new = np.ones(idx.size, bool)
@@ -251,12 +258,12 @@ def bigger_buckets(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None
     its members' bytes in one message of the model's time; it goes when its last member would
     have gone: its time is placed on its members, last first, each up to its own time (the
     members queue on one link, so the bucket ends when the last one would end)."""
-    sel, s, steps, factor, lk = _setup(sg, params)
+    sel, s, steps, factor, lk, op = _setup(sg, params)
     cap = float(params.get("bucket_mb") or BUCKET_MB) * 2**20
     dur = duration(sg)
     b0, e = fit(s[sel], dur[sel], steps[sel], factor[sel], lk)
     before = model_ns(s, steps, factor, lk, b0, e)
-    idx, run = _runs(sg, sel)
+    idx, run = _runs(sg, sel, op)
     if idx.size == 0:
         return
     sz = s[idx]
