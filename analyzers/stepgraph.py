@@ -85,6 +85,8 @@ class Events:
         lane_codes = ev["lane"].astype("category").cat.codes.to_numpy()
         self.lanes = int(lane_codes.max(initial=0)) + 1
         self.lane = lane_codes.astype(np.int64)
+        self.ts = serial_starts(self.ts, self.te, self.lane,
+                                ~_in(self.lane_kind, _LANE, HOST_LANES))
         self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
             np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
         self.name = ev["name"].array
@@ -117,6 +119,38 @@ class Events:
                 stream = pd.to_numeric(ev["stream"], errors="coerce").to_numpy(
                     np.float64, na_value=np.nan)
                 self.waits = (device, stream, wait_stream, wait_record)
+
+
+#: a device lane runs one task at a time: a task starting at most this long before the one
+#: before it on its lane ended started when that one ended (start and duration rounded apart,
+#: e.g. a nanosecond trace converted from microseconds, or an emulator's float times), not a
+#: task nested in it
+TICK_NS = 2
+
+
+def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.ndarray
+                  ) -> np.ndarray:
+    """``ts`` with each device task (``device`` mask) that starts up to :data:`TICK_NS`
+    before an earlier task on its lane ends moved to that end (not past its own end)."""
+    idx = np.flatnonzero(device)
+    if idx.size < 2:
+        return ts
+    o = idx[np.lexsort((ts[idx], lane[idx]))]
+    t0 = int(min(ts[o].min(), te[o].min()))
+    big = int(max(te[o].max(), ts[o].max())) - t0 + 1
+    key = lane[o] * big + (te[o] - t0)
+    if int(lane[o].max() + 1) * big >= 2**62:
+        return ts
+    prev = np.r_[-1, np.maximum.accumulate(key)[:-1]]  # the latest end before, per lane
+    same = (prev >= 0) & (prev // big == lane[o])
+    prev_end = prev - lane[o] * big + t0
+    over = prev_end - ts[o]
+    snap = same & (over > 0) & (over <= TICK_NS)
+    if not snap.any():
+        return ts
+    out = ts.copy()
+    out[o[snap]] = np.minimum(prev_end[snap], te[o[snap]])
+    return out
 
 
 def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:

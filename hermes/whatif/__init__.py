@@ -9,9 +9,9 @@ rank's median step (ranks of over a million events always: big traces stay fast)
 
 Ranks whose collectives match (:mod:`.cluster`) are replayed together: a collective ends at its
 last participant's arrival plus the transmission, so the straggler transform shrinks the others'
-waits. Left out: CUDA graph launches are one task each; precision / tiling / bucket size /
-alignment changes have no transform yet. A transform that needs what a trace does not record
-says why (``Prediction.reasons``) and is not applied.
+waits. Left out: CUDA graph launches are one task each; precision / tiling changes have no
+transform yet. A transform that needs what a trace does not record says why
+(``Prediction.reasons``) and is not applied.
 """
 
 from __future__ import annotations

@@ -136,18 +136,19 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
         starts.append(start)
         ts.append(rp.times(sg) + cl.offset[r])
     t = np.concatenate(ts)
+    out_w = _transmissions(cl, changes)
     m = 0 if solo else cl.xt.size
     if solo:  # arrival -> own end: the transmission (lost: the time waited)
         us.append(cl.in_u)
         vs.append(cl.out_v)
-        losts.append(np.maximum(t[cl.out_v] - t[cl.in_u] - cl.out_w, 0))
+        losts.append(np.maximum(t[cl.out_v] - t[cl.in_u] - out_w, 0))
     else:
         xid = cl.n + np.arange(m)
         # arrival -> rendezvous: weight 0 (lost = the time to the last arrival, >= 0);
         # rendezvous -> each end: its measured time after the last arrival (lost 0)
         us += [cl.in_u, xid[cl.out_x]]
         vs += [xid[cl.in_x], cl.out_v]
-        losts += [cl.xt[cl.in_x] - t[cl.in_u], np.zeros(cl.out_v.size, np.int64)]
+        losts += [cl.xt[cl.in_x] - t[cl.in_u], cl.out_w - out_w]
         # a rendezvous starts only when its participants arrive (no release of its own)
         starts.append(np.full(m, 1e30))
     u, v, lost = np.concatenate(us), np.concatenate(vs), np.concatenate(losts)
@@ -161,6 +162,18 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
     d, _ = cpgraph._shortest(n, u, v, lost, np.concatenate(starts))
     return {r: rp.times(sg) - d[cl.base[r]:cl.base[r] + rp.size(sg)]
             for r, sg in cl.gs.items()}
+
+
+def _transmissions(cl: Cluster, changes: Mapping[int, rp.Change] | None) -> np.ndarray:
+    """Each rendezvous -> end weight under ``changes``: the measured time after the last
+    arrival times the change's transmission factor (``Change.tx``) of that rank's collective."""
+    f = np.ones(cl.out_w.size)
+    rank, ev = cl.table["rank"].to_numpy(np.int64), cl.table["ev"].to_numpy(np.int64)
+    for r, ch in (changes or {}).items():
+        if ch is not None and ch.tx is not None:
+            m = rank == r
+            f[m] = np.clip(ch.tx[ev[m]], 0.0, 1.0)
+    return np.rint(cl.out_w * f).astype(np.int64)
 
 
 def replay(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,

@@ -40,12 +40,12 @@ def _link_ns(sg: StepGraph, params: Mapping[str, Any], sel: np.ndarray) -> np.nd
     out = np.full(sel.size, np.nan)
     if bw <= 0 or n < 2:
         return out
-    names = sg.info["name"].astype(str).str.lower().str.replace(r"[^a-z_]", "", regex=True)
+    # (letters only: Kineto's ``nccl:all_reduce`` names an allreduce too)
+    names = sg.info["name"].astype(str).str.lower().str.replace(r"[^a-z]", "", regex=True)
     nbytes = number(sg, "coll_bytes")
     for op, algo in RING.items():
         steps, factor = algo(n)
-        m = sel & names.str.contains(op.replace("_", ""), regex=False).to_numpy() | \
-            sel & names.str.contains(op, regex=False).to_numpy()
+        m = sel & names.str.contains(op.replace("_", ""), regex=False).to_numpy()
         out[m] = (steps * lat + factor * nbytes[m] / bw) * 1e9
     return out
 

@@ -79,6 +79,9 @@ class Change:
     #: factor on the time no event accounts for (host gaps, a lane's lead-in from the step
     #: start to its first event): a straggler's stalls shrink with its events
     gap: float = 1.0
+    #: per event, factor on a matched collective's transmission in a joint replay of ranks
+    #: (``cluster``: its time after the last arrival; None: kept as measured)
+    tx: np.ndarray | None = None
 
     @classmethod
     def none(cls, sg: StepGraph) -> Change:

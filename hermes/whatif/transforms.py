@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import families
+from hermes.whatif import commsize
 from hermes.whatif.comm import _shrink_waits, reschedule_comm
 from hermes.whatif.facts import duration, kinds, number, text
 from hermes.whatif.replay import Change, StepGraph
@@ -353,6 +354,15 @@ def _registry() -> dict[str, Transform]:
         "parallel.overlap_grad_comm", "communication.reschedule")
     add(Transform(STRAGGLER, "scale the slowest rank to the next slowest", _noop, "rank"),
         "computation.isolate_slow_node", "communication.fix_straggler")
+    add(Transform("grad_bucket_mb", "gradient collectives merged into bigger buckets",
+                  commsize.bigger_buckets, "communication", commsize.missing),
+        "communication.bigger_buckets")
+    add(Transform("align_sizes", "message sizes padded to the link's alignment",
+                  commsize.align_sizes, "communication", commsize.align_missing),
+        "communication.align_512")
+    add(Transform("hccl_env", "collectives at the link's bandwidth (environment corrected)",
+                  commsize.fix_network, "communication", commsize.missing),
+        "communication.network_env")
     return out
 
 
@@ -370,6 +380,11 @@ def lookup(spec: str) -> tuple[Transform, dict[str, Any]] | None:
     if value and t.name == "data":
         try:
             params["workers"] = float(value)
+        except ValueError:
+            pass
+    if value and t.name == "grad_bucket_mb":
+        try:
+            params["bucket_mb"] = float(value)
         except ValueError:
             pass
     return t, params
