@@ -289,6 +289,11 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     return u[keep], v[keep], lost[keep], start
 
 
+#: data-pipeline work (reading, decoding, pinning the next batches): it feeds later steps, so
+#: a lane that ends a step with it does not end the step
+FEED_KINDS = ("data_read", "data_process", "data_fetch")
+
+
 def _lane_ends(sg: StepGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each step's last node of every non-loader lane, its step, and a mask of each step's
     main thread's: the host lane active last."""
@@ -297,7 +302,9 @@ def _lane_ends(sg: StepGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool)
     last = np.ones(g.n, bool)
     last[:-1] = g.lane[1:] != g.lane[:-1]
-    idx = np.flatnonzero(last & ~sg.info["loader"].to_numpy(bool)[sg.node_ev])
+    kind = sg.info["kind"].astype(str).to_numpy()
+    feed = sg.info["loader"].to_numpy(bool) | np.isin(kind, FEED_KINDS)
+    idx = np.flatnonzero(last & ~feed[sg.node_ev])
     ev = sg.node_ev[idx]
     win = sg.info["win"].to_numpy(np.int64)[ev]
     d = pd.DataFrame({"win": win, "host": sg.info["host"].to_numpy(bool)[ev],
