@@ -29,8 +29,9 @@ KINDS = ["compile", "gc", "infer_shape", "tiling", "alloc", "launch", "host_op",
          "memcpy_h2d", "counter", "python", "runtime", "marker"]
 UNITS = list(UNIT_NAMES[:3]) + ["link", "host", "copy"]
 EXTRA_NAMES = ["TransData", "StreamSynchronize", "wait grad_allreduce", "gc.collect(gen0)",
-               "gc.collect(full)", "next(batch)", "read batch", "process batch", "pin batch",
-               "H2D batch", "data_queue", "host_queue", "device_queue", "host_cpu_pct",
+               "gc.collect(full)", "next(batch)", "read batch", "decompress batch",
+               "process batch", "pin batch", "H2D batch", "data_queue", "host_queue",
+               "device_queue", "host_cpu_pct",
                "other_processes_cpu_pct", "ModelExecute", "ModelLoad", "model_execute_header",
                "grad_allreduce", "straggler_stall", "item_sync", "ProfilerStep",
                "aicore_freq_mhz"]
@@ -279,8 +280,14 @@ def _step_and_data(p: Parts, st: Stage, rec: StepRecord, vocab: Vocab, t3: str,
     p.add(1, lane="thread 0", kind="step", name=x["ProfilerStep"], ts=start, dur=end - start)
     if data:
         lane_l = LANES.index(loader_lane)
+        # a read is its transfer (the bytes it moved) then, from compressed archives, the
+        # extraction of their members (a read of its own kind, named as such)
+        read_start = data["read_end"] - data["read_dur"]
         p.add(1, lane=np.array([lane_l]), kind="data_read", name=x["read batch"],
-              ts=data["read_end"] - data["read_dur"], dur=data["read_dur"])
+              ts=read_start, dur=data["transfer_dur"], bytes=data["read_bytes"])
+        if data["decode_dur"] > 0:
+            p.add(1, lane=np.array([lane_l]), kind="data_read", name=x["decompress batch"],
+                  ts=read_start + data["transfer_dur"], dur=data["decode_dur"])
         p.add(1, lane=np.array([lane_l]), kind="data_process", name=x["process batch"],
               ts=data["proc_end"] - data["proc_dur"], dur=data["proc_dur"])
         p.add(1, lane="thread pin", kind="data_fetch", name=x["pin batch"],
