@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families
+from hermes.analyzers import families, opinfo
 from hermes.whatif.comm import _shrink_waits, reschedule_comm
 from hermes.whatif.facts import duration, kinds, number, text
 from hermes.whatif.replay import Change, StepGraph
@@ -160,11 +160,16 @@ def local_reads(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
 DECODE_NAME = r"decompress|unzip|untar|inflate|extract|unpack|gunzip|zstd|lz4"
 
 
-def _named_decode(sg: StepGraph) -> np.ndarray:
+def _named(sg: StepGraph, pattern: str) -> np.ndarray:
+    """Per event: its name matches ``pattern`` (case-insensitive; once per distinct name)."""
     codes, uniq = pd.factorize(sg.info["name"].astype(str), use_na_sentinel=False)
     hit = pd.Series(np.asarray(uniq, dtype=object), dtype=object).astype(str).str.contains(
-        DECODE_NAME, case=False, regex=True).to_numpy(bool)
+        pattern, case=False, regex=True).to_numpy(bool)
     return hit[codes] if len(codes) else np.zeros(0, bool)
+
+
+def _named_decode(sg: StepGraph) -> np.ndarray:
+    return _named(sg, DECODE_NAME)
 
 
 def _decodes(sg: StepGraph) -> np.ndarray:
@@ -284,12 +289,56 @@ def _families(sg: StepGraph) -> np.ndarray:
     bare = names.str.replace(r"[._\-]?(grad|backward|bwd)$", "", regex=True, case=False)
     leaf = bare.str.rsplit(pat="/", n=1).str[-1].str.rsplit(pat=".", n=1).str[-1]
     by_leaf = families.classify(leaf).astype(str).to_numpy()
-    return np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)[codes]
+    fam = np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)[codes]
+    if "args" not in sg.info.columns:
+        return fam
+    # where the name says nothing memory-bound, the operator type the profiler recorded
+    # (Ascend kernel_details ``Type``: ``Add``, ``LayerNorm``, ...)
+    acodes, auniq = pd.factorize(sg.info["args"].astype(object), use_na_sentinel=True)
+    if not len(auniq):
+        return fam
+    typ = opinfo.arg_values(pd.Series(np.asarray(auniq, dtype=object)), "Type", "op_type")
+    by_type = np.full(len(auniq), "other", dtype=object)
+    known = typ.notna().to_numpy()
+    if known.any():
+        by_type[known] = families.classify(typ[known].astype(str)).astype(str).to_numpy()
+    typed = np.where(acodes >= 0, by_type[np.maximum(acodes, 0)], "other")
+    return np.where(~np.isin(fam, MEMORY_FAMILIES) & np.isin(typed, MEMORY_FAMILIES), typed, fam)
+
+
+#: optimizer-step kernels (by name): elementwise over the parameters and their state, not over
+#: the previous kernel's output, so they have no producer to fold into
+OPTIMIZER_NAME = (r"adam|\bsgd|lamb\b|lars\b|adagrad|rmsprop|momentum|optimi[sz]er"
+                  r"|multi_tensor_apply")
 
 
 #: kernel families of few FLOPs per element (elementwise folds into a producer; a norm or
 #: reduction needs its whole input first)
 MEMORY_FAMILIES = ("elementwise", "norm", "reduction")
+
+
+_SHAPES = {k: rf'"(?:{k} Shapes|{k.lower()}_shapes)"\s*:\s*"([^"]*)"' for k in ("Input", "Output")}
+
+
+def _shape_bytes(sg: StepGraph) -> np.ndarray:
+    """Per event: the bytes its recorded input and output shapes hold (Ascend ``Input Shapes``
+    / ``Output Shapes`` with their data types: every input read once, every output written
+    once); NaN where the trace records no such shapes. Parsed once per distinct args text."""
+    out = np.full(len(sg.info), np.nan)
+    if "args" not in sg.info.columns:
+        return out
+    codes, uniq = pd.factorize(sg.info["args"].astype(object), use_na_sentinel=True)
+    if not len(uniq):
+        return out
+    text = pd.Series(np.asarray(uniq, dtype=object)).astype(str)
+    elem = opinfo.dtype_bytes(text).to_numpy()
+    got = np.full(len(text), np.nan)
+    found = {k: text.str.extract(rx, expand=False) for k, rx in _SHAPES.items()}
+    for i in np.flatnonzero(found["Input"].notna().to_numpy() & found["Output"].notna().to_numpy()):
+        dims = opinfo.shapes(found["Input"].iat[i]) + opinfo.shapes(found["Output"].iat[i])
+        got[i] = sum(float(np.prod(d)) for d in dims) * elem[i]
+    out[codes >= 0] = got[codes[codes >= 0]]
+    return out
 
 
 def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
@@ -299,10 +348,11 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     its compute, ``FLOPs / peak`` of its unit (device profile; 0 when unknown), and its launch
     goes: the host events of its launch (same correlation id) and of its operator (same name
     in the step) take no time. A norm / reduction (or other Vector-unit) kernel needs its
-    whole input first, so it stays a kernel, but moving its data once costs at most its input
-    (the producer's output, at most the producer's bytes) plus an output of that size:
-    ``2 x producer bytes``; recorded traffic beyond that (unfused intermediates) goes, its
-    time scaled by the bytes left (not below its compute)."""
+    whole input first, so it stays a kernel, moving its data once: where the trace records
+    its input / output shapes (``S`` bytes) and its traffic (``bytes``, ``B``), what it moves
+    beyond its tensors (unfused intermediates) goes: its time x ``S / B``; without shapes, its
+    input is at most the producer's output: at most ``2 x producer bytes`` of ``B`` stay, its
+    time scaled by the bytes left. Neither goes below its compute."""
     kind = kinds(sg)
     host = sg.info["host"].to_numpy(bool)
     unit = text(sg, "unit")
@@ -311,16 +361,18 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     memory = dev & (np.isin(fam, MEMORY_FAMILIES) | (unit == "vector"))
     prod = _producer(sg, memory)
     has = prod >= 0
-    fold = memory & has & (fam == "elementwise")
-    once = memory & has & ~fold
+    nbytes = number(sg, "bytes")
+    shaped = _shape_bytes(sg)
+    sized = (shaped > 0) & (nbytes > 0)
+    fold = memory & has & (fam == "elementwise") & ~_named(sg, OPTIMIZER_NAME)
+    once = memory & (has | sized) & ~fold
     if not (fold.any() or once.any()):
         return
     dur = np.maximum(duration(sg), 1.0)
     compute = number(sg, "flops") / _peak(params.get("device") or {}, unit) * 1e9
     compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
     ch.scale[fold] *= np.minimum(compute[fold] / dur[fold], 1.0)
-    nbytes = number(sg, "bytes")
-    moved = np.minimum(nbytes, 2.0 * nbytes[np.maximum(prod, 0)])
+    moved = np.where(sized, shaped, np.minimum(nbytes, 2.0 * nbytes[np.maximum(prod, 0)]))
     keep = np.where(nbytes > 0, moved / np.where(nbytes > 0, nbytes, 1.0), 1.0)
     keep = np.nan_to_num(np.maximum(keep, compute / dur), nan=1.0)
     ch.scale[once] *= np.clip(keep[once], 0.0, 1.0)
