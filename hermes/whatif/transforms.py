@@ -16,13 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families, opinfo
 from hermes.whatif.comm import _shrink_waits, reschedule_comm
-from hermes.whatif.facts import duration, kinds, number, text
+from hermes.whatif.facts import duration, kinds, number
+from hermes.whatif.fusion import DISPATCH_KINDS, fuse_elementwise
 from hermes.whatif.replay import Change, StepGraph
 
-#: host-side kinds whose time is the framework's dispatch cost per operator
-DISPATCH_KINDS = ("host_op", "python", "infer_shape", "tiling", "launch", "runtime", "alloc")
 #: factor on dispatch cost per option: sink / graph replay runs the whole step as one launch
 #: (host cost per op ~ gone); fusion halves the operators; a 3-stage host pipeline spreads
 #: the stages over three cores; a tiling cache skips the tiling stage on hits
@@ -244,146 +242,6 @@ def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, A
         ch.scale[sel] *= f
     apply.__doc__ = f"Host dispatch time per operator x {factor} (graph replay / fusion)."
     return apply
-
-
-#: device-side kinds: one launch each (``launch`` / ``runtime`` host calls launch them)
-LAUNCH_KINDS = ("launch", "runtime")
-
-
-def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
-    """Peak FLOP/s per event from the device profile: its unit's (``peak_flops``), else the
-    profile's fastest dtype (``dtype_flops``); NaN when the profile gives none."""
-    peaks = dict(device.get("peak_flops") or {})
-    best = max((float(v) for v in dict(device.get("dtype_flops") or {}).values()), default=np.nan)
-    out = np.full(units.size, best)
-    for u, v in peaks.items():
-        out[units == u] = float(v)
-    return out
-
-
-def _producer(sg: StepGraph, memory: np.ndarray) -> np.ndarray:
-    """Per event: the latest device task before it on its lane in the same step that is not
-    memory-bound (``memory`` mask): the producer a memory-bound chain fuses into (-1: none)."""
-    lane = sg.g.lane[sg.g.event_start]  # lanes are per (step, lane)
-    ker = np.flatnonzero((kinds(sg) == "kernel") & ~sg.info["host"].to_numpy(bool))
-    o = ker[np.lexsort((sg.info["start"].to_numpy()[ker], lane[ker]))]
-    pos = np.arange(o.size)
-    # position of the latest producer at or before each position, restarted per lane
-    last = np.maximum.accumulate(np.where(~memory[o], pos, -1)) if o.size else pos
-    lane_start = np.maximum.accumulate(np.where(np.r_[True, lane[o[1:]] != lane[o[:-1]]],
-                                                pos, 0)) if o.size else pos
-    prev = np.full(len(sg.info), -1, np.int64)
-    ok = (last >= lane_start) & (last < pos)
-    prev[o[ok]] = o[last[ok]]
-    return prev
-
-
-def _families(sg: StepGraph) -> np.ndarray:
-    """Kernel family per event by name; a name under a module / scope path (``layer1.relu``,
-    ``Default/net/ReLU-op1``) whose whole name says nothing memory-bound: by its leaf."""
-    # the string work runs once per distinct name, not per event
-    codes, uniq = pd.factorize(sg.info["name"].astype(str), use_na_sentinel=False)
-    names = pd.Series(uniq.astype(str) if len(uniq) else np.empty(0, str), dtype=object)
-    fam = families.classify(names).astype(str).to_numpy()
-    # (a backward kernel's leaf is the operator it differentiates: ``relu.grad`` -> relu)
-    bare = names.str.replace(r"[._\-]?(grad|backward|bwd)$", "", regex=True, case=False)
-    leaf = bare.str.rsplit(pat="/", n=1).str[-1].str.rsplit(pat=".", n=1).str[-1]
-    by_leaf = families.classify(leaf).astype(str).to_numpy()
-    fam = np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)[codes]
-    if "args" not in sg.info.columns:
-        return fam
-    # where the name says nothing memory-bound, the operator type the profiler recorded
-    # (Ascend kernel_details ``Type``: ``Add``, ``LayerNorm``, ...)
-    acodes, auniq = pd.factorize(sg.info["args"].astype(object), use_na_sentinel=True)
-    if not len(auniq):
-        return fam
-    typ = opinfo.arg_values(pd.Series(np.asarray(auniq, dtype=object)), "Type", "op_type")
-    by_type = np.full(len(auniq), "other", dtype=object)
-    known = typ.notna().to_numpy()
-    if known.any():
-        by_type[known] = families.classify(typ[known].astype(str)).astype(str).to_numpy()
-    typed = np.where(acodes >= 0, by_type[np.maximum(acodes, 0)], "other")
-    return np.where(~np.isin(fam, MEMORY_FAMILIES) & np.isin(typed, MEMORY_FAMILIES), typed, fam)
-
-
-#: optimizer-step kernels (by name): elementwise over the parameters and their state, not over
-#: the previous kernel's output, so they have no producer to fold into
-OPTIMIZER_NAME = (r"adam|\bsgd|lamb\b|lars\b|adagrad|rmsprop|momentum|optimi[sz]er"
-                  r"|multi_tensor_apply")
-
-
-#: kernel families of few FLOPs per element (elementwise folds into a producer; a norm or
-#: reduction needs its whole input first)
-MEMORY_FAMILIES = ("elementwise", "norm", "reduction")
-
-
-_SHAPES = {k: rf'"(?:{k} Shapes|{k.lower()}_shapes)"\s*:\s*"([^"]*)"' for k in ("Input", "Output")}
-
-
-def _shape_bytes(sg: StepGraph) -> np.ndarray:
-    """Per event: the bytes its recorded input and output shapes hold (Ascend ``Input Shapes``
-    / ``Output Shapes`` with their data types: every input read once, every output written
-    once); NaN where the trace records no such shapes. Parsed once per distinct args text."""
-    out = np.full(len(sg.info), np.nan)
-    if "args" not in sg.info.columns:
-        return out
-    codes, uniq = pd.factorize(sg.info["args"].astype(object), use_na_sentinel=True)
-    if not len(uniq):
-        return out
-    text = pd.Series(np.asarray(uniq, dtype=object)).astype(str)
-    elem = opinfo.dtype_bytes(text).to_numpy()
-    got = np.full(len(text), np.nan)
-    found = {k: text.str.extract(rx, expand=False) for k, rx in _SHAPES.items()}
-    for i in np.flatnonzero(found["Input"].notna().to_numpy() & found["Output"].notna().to_numpy()):
-        dims = opinfo.shapes(found["Input"].iat[i]) + opinfo.shapes(found["Output"].iat[i])
-        got[i] = sum(float(np.prod(d)) for d in dims) * elem[i]
-    out[codes >= 0] = got[codes[codes >= 0]]
-    return out
-
-
-def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
-    """Memory-bound fusion: a memory-bound kernel that follows a producer on its stream is
-    fused with it, so the intermediate tensors stay on chip and bytes are moved once.
-    An elementwise kernel (its family by name) folds into the producer: what is left of it is
-    its compute, ``FLOPs / peak`` of its unit (device profile; 0 when unknown), and its launch
-    goes: the host events of its launch (same correlation id) and of its operator (same name
-    in the step) take no time. A norm / reduction (or other Vector-unit) kernel needs its
-    whole input first, so it stays a kernel, moving its data once: where the trace records
-    its input / output shapes (``S`` bytes) and its traffic (``bytes``, ``B``), what it moves
-    beyond its tensors (unfused intermediates) goes: its time x ``S / B``; without shapes, its
-    input is at most the producer's output: at most ``2 x producer bytes`` of ``B`` stay, its
-    time scaled by the bytes left. Neither goes below its compute."""
-    kind = kinds(sg)
-    host = sg.info["host"].to_numpy(bool)
-    unit = text(sg, "unit")
-    fam = _families(sg)
-    dev = (kind == "kernel") & ~host
-    memory = dev & (np.isin(fam, MEMORY_FAMILIES) | (unit == "vector"))
-    prod = _producer(sg, memory)
-    has = prod >= 0
-    nbytes = number(sg, "bytes")
-    shaped = _shape_bytes(sg)
-    sized = (shaped > 0) & (nbytes > 0)
-    fold = memory & has & (fam == "elementwise") & ~_named(sg, OPTIMIZER_NAME)
-    once = memory & (has | sized) & ~fold
-    if not (fold.any() or once.any()):
-        return
-    dur = np.maximum(duration(sg), 1.0)
-    compute = number(sg, "flops") / _peak(params.get("device") or {}, unit) * 1e9
-    compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
-    ch.scale[fold] *= np.minimum(compute[fold] / dur[fold], 1.0)
-    moved = np.where(sized, shaped, np.minimum(nbytes, 2.0 * nbytes[np.maximum(prod, 0)]))
-    keep = np.where(nbytes > 0, moved / np.where(nbytes > 0, nbytes, 1.0), 1.0)
-    keep = np.nan_to_num(np.maximum(keep, compute / dur), nan=1.0)
-    ch.scale[once] *= np.clip(keep[once], 0.0, 1.0)
-    corr = number(sg, "corr_id")
-    gone = np.isin(corr, corr[fold & ~np.isnan(corr)]) & host & np.isin(kind, LAUNCH_KINDS)
-    win = sg.info["win"].to_numpy(np.int64)
-    names = sg.info["name"].astype(str).to_numpy()
-    key = pd.MultiIndex.from_arrays([win[fold], names[fold]])
-    same_op = pd.MultiIndex.from_arrays([win, names]).isin(key)
-    lead = host & ~sg.info["loader"].to_numpy(bool) & np.isin(kind, DISPATCH_KINDS) & same_op
-    ch.scale[gone | lead] = 0.0
 
 
 #: rank-level transform: handled by ``hermes.whatif.predict`` on the ranks replayed together
