@@ -68,44 +68,51 @@ def _name_codes(sg: StepGraph, rows: np.ndarray) -> tuple[np.ndarray, pd.Series]
     return codes, pd.Series(np.asarray(uniq, dtype=object), dtype=object).astype(str)
 
 
-def _families(sg: StepGraph, rows: np.ndarray) -> np.ndarray:
-    """Kernel family of events ``rows`` by name; a name under a module / scope path
-    (``layer1.relu``, ``Default/net/ReLU-op1``) whose whole name says nothing memory-bound: by
-    its leaf; where neither does, by the operator type the profiler recorded (Ascend
-    kernel_details ``Type``: ``Add``, ``LayerNorm``, ...)."""
+def _fam_codes(fam: pd.Series | np.ndarray) -> np.ndarray:
+    """Index of each family in :data:`MEMORY_FAMILIES` (-1: none of them)."""
+    f = np.asarray(fam, dtype=object).astype(str)
+    out = np.full(f.size, -1, np.int8)
+    for i, name in enumerate(MEMORY_FAMILIES):
+        out[f == name] = i
+    return out
+
+
+def _families(sg: StepGraph, rows: np.ndarray, args: pd.Series | None) -> np.ndarray:
+    """Memory family code (:func:`_fam_codes`) of events ``rows`` by name; a name under a
+    module / scope path (``layer1.relu``, ``Default/net/ReLU-op1``) whose whole name says
+    nothing memory-bound: by its leaf; where neither does, by the operator type the profiler
+    recorded (Ascend kernel_details ``Type``: ``Add``, ``LayerNorm``, ...; ``args``: those
+    of ``rows``)."""
     # the string work runs once per distinct name, not per event
     codes, names = _name_codes(sg, rows)
-    fam = families.classify(names).astype(str).to_numpy()
+    if not len(codes):
+        return np.empty(0, np.int8)
+    whole = _fam_codes(families.classify(names))
     # (a backward kernel's leaf is the operator it differentiates: ``relu.grad`` -> relu)
     bare = names.str.replace(r"[._\-]?(grad|backward|bwd)$", "", regex=True, case=False)
     leaf = bare.str.rsplit(pat="/", n=1).str[-1].str.rsplit(pat=".", n=1).str[-1]
-    by_leaf = families.classify(leaf).astype(str).to_numpy()
-    fam = np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)[codes] if len(codes) else \
-        np.empty(0, object)
-    other = np.flatnonzero(~np.isin(fam, MEMORY_FAMILIES))
-    typ = _arg(sg, rows[other], "Type")
+    fam = np.where(whole >= 0, whole, _fam_codes(families.classify(leaf)))[codes]
+    other = np.flatnonzero(fam < 0)
+    typ = _arg(args, other, "Type")
     if typ is not None:
-        known = typ.notna().to_numpy()
-        by_type = np.full(other.size, "other", dtype=object)
-        if known.any():
-            by_type[known] = families.classify(typ[known].astype(str)).astype(str).to_numpy()
-        take = np.isin(by_type, MEMORY_FAMILIES)
-        fam[other[take]] = by_type[take]
+        known = np.flatnonzero(typ.notna().to_numpy())
+        tcodes, tuniq = pd.factorize(typ.iloc[known].astype(str), use_na_sentinel=False)
+        by_type = _fam_codes(families.classify(pd.Series(tuniq, dtype=object)))[tcodes]
+        fam[other[known]] = by_type
     return fam
 
 
-def _arg(sg: StepGraph, rows: np.ndarray, key: str) -> pd.Series | None:
-    """The string value of args key ``key`` for events ``rows`` (NaN where absent; None when
-    no event has it). A literal pre-filter keeps the regex off args without the key (Kineto
-    kernels' args carry no such key)."""
-    if "args" not in sg.info.columns or rows.size == 0:
+def _arg(args: pd.Series | None, pos: np.ndarray, key: str) -> pd.Series | None:
+    """The string value of args key ``key`` at positions ``pos`` of ``args`` (NaN where
+    absent; None when none has it). A literal pre-filter keeps the regex to args with the key
+    (Kineto kernels' args carry none of these keys)."""
+    if args is None or pos.size == 0:
         return None
-    a = sg.info["args"].iloc[rows]
-    has = np.asarray(a.str.contains(f'"{key}"', regex=False).fillna(False), bool)
+    has = np.asarray(args.str.contains(f'"{key}"', regex=False).fillna(False), bool)[pos]
     if not has.any():
         return None
-    out = pd.Series(np.nan, index=a.index, dtype=object)
-    out[has] = opinfo.arg_values(a[has].astype(object), key).to_numpy()
+    out = pd.Series(np.nan, index=np.arange(pos.size), dtype=object)
+    out[has] = opinfo.arg_values(args.iloc[pos[has]].astype(object), key).to_numpy()
     return out
 
 
@@ -120,21 +127,21 @@ OPTIMIZER_NAME = (r"adam|\bsgd|lamb\b|lars\b|adagrad|rmsprop|momentum|optimi[sz]
 MEMORY_FAMILIES = ("elementwise", "norm", "reduction")
 
 
-def _shape_bytes(sg: StepGraph, rows: np.ndarray) -> np.ndarray:
-    """Per event of ``rows``: the bytes its recorded input and output shapes hold (Ascend
-    ``Input Shapes`` / ``Output Shapes`` with their data types: every input read once, every
-    output written once); NaN where the trace records no such shapes. Parsed once per
-    distinct shape text."""
+def _shape_bytes(args: pd.Series | None, rows: np.ndarray) -> np.ndarray:
+    """Per position of ``rows`` in ``args``: the bytes its recorded input and output shapes
+    hold (Ascend ``Input Shapes`` / ``Output Shapes`` with their data types: every input read
+    once, every output written once); NaN where the trace records no such shapes. Parsed once
+    per distinct shape text."""
     out = np.full(rows.size, np.nan)
-    ins = _arg(sg, rows, "Input Shapes")
-    outs = _arg(sg, rows, "Output Shapes") if ins is not None else None
+    ins = _arg(args, rows, "Input Shapes")
+    outs = _arg(args, rows, "Output Shapes") if ins is not None else None
     if ins is None or outs is None:
         return out
     both = np.flatnonzero(ins.notna().to_numpy() & outs.notna().to_numpy())
     if both.size == 0:
         return out
-    args = sg.info["args"].iloc[rows[both]].astype(object)
-    elem = opinfo.dtype_bytes(args).to_numpy()
+    assert args is not None
+    elem = opinfo.dtype_bytes(args.iloc[rows[both]].astype(object)).to_numpy()
     key = ins.iloc[both].astype(str) + "|" + outs.iloc[both].astype(str)
     codes, uniq = pd.factorize(key, use_na_sentinel=False)
     held = np.array([sum(float(np.prod(d)) for part in u.split("|") for d in opinfo.shapes(part))
@@ -162,32 +169,34 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     if ker.size == 0:
         return
     n = len(sg.info)
-    fam = np.full(n, "", dtype=object)
-    fam[ker] = _families(sg, ker)
+    # the kernels' args, taken once (the lookups below pre-filter them by a literal)
+    args = sg.info["args"].iloc[ker] if "args" in sg.info.columns else None
+    fam = np.full(n, -1, np.int8)
+    fam[ker] = _families(sg, ker, args)
     vector = np.asarray(sg.info["unit"].iloc[ker] == "vector", bool) \
         if "unit" in sg.info.columns else np.zeros(ker.size, bool)
     memory = np.zeros(n, bool)
-    memory[ker] = np.isin(fam[ker], MEMORY_FAMILIES) | vector
+    memory[ker] = (fam[ker] >= 0) | vector
     prod = _producer(sg, ker, memory)
     has = prod >= 0
     nbytes = number(sg, "bytes")
     mem = np.flatnonzero(memory)
     shaped = np.full(n, np.nan)
-    shaped[mem] = _shape_bytes(sg, mem)
+    shaped[mem] = _shape_bytes(args, np.flatnonzero(memory[ker]))
     sized = (shaped > 0) & (nbytes > 0)
     optimizer = np.zeros(n, bool)
     codes, names = _name_codes(sg, mem)
     optimizer[mem] = names.str.contains(OPTIMIZER_NAME, case=False, regex=True).to_numpy(
         bool)[codes] if len(codes) else np.zeros(0, bool)
-    fold = memory & has & (fam == "elementwise") & ~optimizer
+    fold = memory & has & (fam == MEMORY_FAMILIES.index("elementwise")) & ~optimizer
     once = memory & (has | sized) & ~fold
     if not (fold.any() or once.any()):
         return
     dur = np.maximum(duration(sg), 1.0)
-    units = np.full(n, "", dtype=object)
-    units[mem] = sg.info["unit"].iloc[mem].astype(object).fillna("").astype(str).to_numpy() \
-        if "unit" in sg.info.columns else ""
-    compute = number(sg, "flops") / _peak(params.get("device") or {}, units) * 1e9
+    units = sg.info["unit"].iloc[mem].astype(object).fillna("").astype(str).to_numpy() \
+        if "unit" in sg.info.columns else np.full(mem.size, "", dtype=object)
+    compute = np.zeros(n)
+    compute[mem] = number(sg, "flops")[mem] / _peak(params.get("device") or {}, units) * 1e9
     compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
     ch.scale[fold] *= np.minimum(compute[fold] / dur[fold], 1.0)
     moved = np.where(sized, shaped, np.minimum(nbytes, 2.0 * nbytes[np.maximum(prod, 0)]))
