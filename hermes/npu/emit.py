@@ -151,8 +151,10 @@ class Parts:
             static["unit"] = pa.DictionaryArray.from_arrays(
                 pa.array(np.where(u < 0, 0, u), pa.int32(), mask=u < 0), _UNIT_DICT)
             a = cat["args"]
-            table = np.array(ARGS + self.texts, dtype=object)
-            static["args"] = pa.array(table[np.where(a < 0, 0, a)], pa.string())
+            # decoded from a dictionary in Arrow (no Python object per event)
+            table = pa.array(ARGS + self.texts, pa.string())
+            idx = pa.array(np.where(a < 0, 0, a).astype(np.int32), mask=a <= 0)
+            static["args"] = pa.DictionaryArray.from_arrays(idx, table).cast(pa.string())
         keep = cat["keep"] if n else np.empty((self.R, 0), bool)
         # start and end rounded to the ns, the duration their difference: tasks back to back
         # on one stream stay back to back (no 1 ns overlaps from rounding each apart)
