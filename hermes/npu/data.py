@@ -55,11 +55,18 @@ class DataPipeline:
     def __post_init__(self) -> None:
         w, s, f = self.workload, self.s, self.profile.fields
         b = w.samples_per_step
-        bw = s.storage_Bps or (REMOTE_STORAGE_BPS if s.remote_storage else LOCAL_STORAGE_BPS)
+        #: the host's local storage read bandwidth (what the trace's device profile records)
+        self.local_Bps = float(f.get("local_storage_Bps", LOCAL_STORAGE_BPS))
+        bw = s.storage_Bps or (REMOTE_STORAGE_BPS if s.remote_storage else self.local_Bps)
         # Storage bandwidth is shared by all workers (reads queue on one channel), and so is
         # extracting members of one zip/tar archive (sequential); processing runs per worker.
+        # The trace shows the two parts of a read apart: the transfer (its bytes) and the
+        # extraction of the archive's members.
         self.read_dur = b * (w.sample_storage_B / bw
                              + (DECODE_S_PER_SAMPLE if s.compressed else 0.0)) * 1e9
+        self.read_bytes = int(b * w.sample_storage_B)
+        self.decode_dur = b * DECODE_S_PER_SAMPLE * 1e9 if s.compressed else 0.0
+        self.transfer_dur = self.read_dur - self.decode_dur
         self.proc_dur = b * w.process_s * s.process_scale * s.host_slowdown * 1e9
         nbytes = b * device_bytes(w) * s.device_bytes_scale
         h2d = f.get("h2d_pinned_Bps", 2e10) if s.pin_memory else f.get("h2d_pageable_Bps", 8e9)

@@ -8,13 +8,13 @@ detail.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from hermes.npu.graph import BWD, UNIT_NAMES
+from hermes.npu.graph import BWD, DTYPE_BYTES, UNIT_NAMES, Graph
 from hermes.npu.stage import Stage, StepRecord
 from hermes.trace.schema import arrow_schema
 
@@ -29,8 +29,9 @@ KINDS = ["compile", "gc", "infer_shape", "tiling", "alloc", "launch", "host_op",
          "memcpy_h2d", "counter", "python", "runtime", "marker"]
 UNITS = list(UNIT_NAMES[:3]) + ["link", "host", "copy"]
 EXTRA_NAMES = ["TransData", "StreamSynchronize", "wait grad_allreduce", "gc.collect(gen0)",
-               "gc.collect(full)", "next(batch)", "read batch", "process batch", "pin batch",
-               "H2D batch", "data_queue", "host_queue", "device_queue", "host_cpu_pct",
+               "gc.collect(full)", "next(batch)", "read batch", "decompress batch",
+               "process batch", "pin batch", "H2D batch", "data_queue", "host_queue",
+               "device_queue", "host_cpu_pct",
                "other_processes_cpu_pct", "ModelExecute", "ModelLoad", "model_execute_header",
                "grad_allreduce", "straggler_stall", "item_sync", "ProfilerStep",
                "aicore_freq_mhz"]
@@ -54,6 +55,27 @@ class Vocab:
     names: pa.Array
     op_name: np.ndarray       # (expanded ops,) index into names
     extra: dict[str, int]
+    #: per shape scale: the args of every graph operator (its shapes; None where not recorded)
+    shape_args: dict[float, np.ndarray] = field(default_factory=dict, compare=False)
+
+    def shapes(self, g: Graph, scale: float) -> np.ndarray:
+        """Args of each operator of ``g`` as a profiler records a task (Ascend
+        kernel_details ``Type``, ``Input Shapes`` / ``Output Shapes`` and data types): a
+        Vector operator reads
+        ``tensors - 1`` tensors and writes one, each of ``bytes / tensors`` at the base shape;
+        None for other operators. Once per stage and shape scale (dynamic shapes)."""
+        out = self.shape_args.get(scale)
+        if out is None:
+            out = np.full(len(g), None, dtype=object)
+            for i in np.flatnonzero(g.tensors > 0):
+                n = int(g.tensors[i])
+                e = str(int(round(g.bytes[i] / (n * DTYPE_BYTES) * scale)))
+                ins, types = ";".join([e] * max(n - 1, 1)), ";".join(["DT_BF16"] * max(n - 1, 1))
+                out[i] = (f'{{"Type":"{g.optype[i]}","Input Shapes":"{ins}",'
+                          f'"Input Data Types":"{types}","Output Shapes":"{e}",'
+                          f'"Output Data Types":"DT_BF16"}}')
+            self.shape_args[scale] = out
+        return out
 
     @classmethod
     def of(cls, st: Stage) -> Vocab:
@@ -75,6 +97,7 @@ class Parts:
 
     def __init__(self, ranks: int) -> None:
         self.R = ranks
+        self.texts: list[Any] = []  # args beyond ARGS, one per event that has its own
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in (
             "lane", "kind", "name", "ts_ns", "dur_ns", "corr_id", "stream", "unit", "flops",
             "bytes", "value", "coll_group", "coll_seq", "coll_bytes", "args", "keep")}
@@ -99,6 +122,11 @@ class Parts:
             c[k].append(np.broadcast_to(np.asarray(kw.get(k, np.nan), np.float64), (n,)))
         for k in ("unit", "coll_group", "args"):
             c[k].append(np.broadcast_to(np.asarray(kw.get(k, -1), np.int32), (n,)))
+        text = kw.get("args_text")
+        if text is not None:  # each event its own args (codes past ARGS)
+            c["args"][-1] = np.arange(len(ARGS) + len(self.texts),
+                                      len(ARGS) + len(self.texts) + n, dtype=np.int32)
+            self.texts.extend(text)
 
     def freeze(self, vocab: Vocab) -> Frozen:
         cat = {k: np.concatenate(v, axis=-1) if v else np.empty(0) for k, v in self.cols.items()}
@@ -123,15 +151,18 @@ class Parts:
             static["unit"] = pa.DictionaryArray.from_arrays(
                 pa.array(np.where(u < 0, 0, u), pa.int32(), mask=u < 0), _UNIT_DICT)
             a = cat["args"]
-            static["args"] = pa.array(np.array(ARGS, dtype=object)[np.where(a < 0, 0, a)],
-                                      pa.string())
+            # decoded from a dictionary in Arrow (no Python object per event)
+            table = pa.array(ARGS + self.texts, pa.string())
+            idx = pa.array(np.where(a < 0, 0, a).astype(np.int32), mask=a <= 0)
+            static["args"] = pa.DictionaryArray.from_arrays(idx, table).cast(pa.string())
         keep = cat["keep"] if n else np.empty((self.R, 0), bool)
+        # start and end rounded to the ns, the duration their difference: tasks back to back
+        # on one stream stay back to back (no 1 ns overlaps from rounding each apart)
+        ts = np.round(cat["ts_ns"]) if n else np.empty((self.R, 0))
+        dur = np.maximum(np.round(cat["ts_ns"] + cat["dur_ns"]) - ts, 0) if n else ts
         return Frozen(n, static, cat["coll_group"] if n else np.empty(0, np.int32),
                       cat["value"] if n else np.empty((self.R, 0)),
-                      None if keep.all() else keep,
-                      np.round(cat["ts_ns"]).astype(np.int64) if n else np.empty((self.R, 0)),
-                      np.maximum(np.round(cat["dur_ns"]), 0).astype(np.int64) if n
-                      else np.empty((self.R, 0)))
+                      None if keep.all() else keep, ts.astype(np.int64), dur.astype(np.int64))
 
 
 def _mat(x: Any, r: int, n: int) -> np.ndarray:
@@ -248,7 +279,7 @@ def _device_tasks(p: Parts, st: Stage, rec: StepRecord, vocab: Vocab, corr: np.n
     p.add(int(k.sum()), lane="stream 0", kind="kernel", name=names[k],
           ts=dts[:, k] + td[k], dur=ddur[:, k] - td[k], corr_id=kcorr[k], stream=0,
           unit=st.unit[o[k]], flops=st.flops[o[k]] * rec.scale,
-          bytes=st.nbytes[o[k]] * rec.scale)
+          bytes=st.nbytes[o[k]] * rec.scale, args_text=vocab.shapes(g, rec.scale)[o[k]].tolist())
     if link.any():
         grp = np.array([st.group_code[g.comm_group[i]] for i in o[link]])
         lane = np.array([LANES.index(LINK_LANE[g.comm_group[i]]) for i in o[link]])
@@ -279,12 +310,23 @@ def _step_and_data(p: Parts, st: Stage, rec: StepRecord, vocab: Vocab, t3: str,
     p.add(1, lane="thread 0", kind="step", name=x["ProfilerStep"], ts=start, dur=end - start)
     if data:
         lane_l = LANES.index(loader_lane)
+        # a read is its transfer (the bytes it moved) then, from compressed archives, the
+        # extraction of their members (a read of its own kind, named as such)
+        read_start = data["read_end"] - data["read_dur"]
         p.add(1, lane=np.array([lane_l]), kind="data_read", name=x["read batch"],
-              ts=data["read_end"] - data["read_dur"], dur=data["read_dur"])
+              ts=read_start, dur=data["transfer_dur"], bytes=data["read_bytes"])
+        if data["decode_dur"] > 0:
+            p.add(1, lane=np.array([lane_l]), kind="data_read", name=x["decompress batch"],
+                  ts=read_start + data["transfer_dur"], dur=data["decode_dur"])
         p.add(1, lane=np.array([lane_l]), kind="data_process", name=x["process batch"],
               ts=data["proc_end"] - data["proc_dur"], dur=data["proc_dur"])
-        p.add(1, lane="thread pin", kind="data_fetch", name=x["pin batch"],
-              ts=data["fetch_end"] - data["fetch_dur"] - data["pin_dur"], dur=data["pin_dur"])
+        # the pin thread pins a batch once it is processed; where the copy starts before
+        # that would end, the pinning is drawn ending at the copy's start
+        copy_start = data["fetch_end"] - data["fetch_dur"]
+        pin = data["proc_end"] if data["proc_end"] + data["pin_dur"] <= copy_start else \
+            copy_start - data["pin_dur"]
+        p.add(1, lane="thread pin", kind="data_fetch", name=x["pin batch"], ts=pin,
+              dur=data["pin_dur"])
         p.add(1, lane="copy 0", kind="memcpy_h2d", name=x["H2D batch"],
               ts=data["fetch_end"] - data["copy_dur"], dur=data["copy_dur"], stream=2,
               unit=UNITS.index("copy"), bytes=data["batch_bytes"],

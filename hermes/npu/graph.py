@@ -46,6 +46,9 @@ class Graph:
     comm_group: list[str]     # "tp", "pp_next", "pp_prev", "ep" for LINK ops
     comm_bytes: np.ndarray    # message bytes per rank for LINK ops
     objects: np.ndarray       # Python objects allocated per call (drives GC)
+    #: tensors a Vector operator reads and writes, each of ``bytes / tensors`` (its recorded
+    #: input / output shapes); 0 for other operators
+    tensors: np.ndarray
 
     def __len__(self) -> int:
         return len(self.name)
@@ -80,7 +83,7 @@ class GraphBuilder:
         row = dict(name=name, optype=optype, unit=unit, flops=float(flops), bytes=float(nbytes),
                    phase=phase, inner=0, param_bytes=0.0, small=False, fusible=False,
                    sync=False, private_fmt=False, aicpu=False, sig=sig, coll="",
-                   comm_group="", comm_bytes=0.0, objects=8)
+                   comm_group="", comm_bytes=0.0, objects=8, tensors=0)
         row.update(kw)
         self.rows.append(row)
 
@@ -111,7 +114,8 @@ class GraphBuilder:
         kw.setdefault("fusible", optype in ("Add", "Relu", "Gelu", "Mul", "Silu", "Cast"))
         self._add(name, optype, VECTOR, elems * flops_per, elems * tensors * DTYPE_BYTES,
                   (optype, int(elems)), phase,
-                  param_bytes=params * DTYPE_BYTES if phase == BWD else 0.0, **kw)
+                  param_bytes=params * DTYPE_BYTES if phase == BWD else 0.0, tensors=tensors,
+                  **kw)
 
     def small(self, name: str, optype: str, phase: int = FWD, unit: int = VECTOR,
               **kw: Any) -> None:
@@ -129,7 +133,7 @@ class GraphBuilder:
         arrays = dict(unit=np.int8, flops=np.float64, bytes=np.float64, phase=np.int8,
                       inner=np.int64, param_bytes=np.float64, small=bool, fusible=bool,
                       sync=bool, private_fmt=bool, aicpu=bool, sig=np.int64,
-                      comm_bytes=np.float64, objects=np.int64)
+                      comm_bytes=np.float64, objects=np.int64, tensors=np.int64)
         kw: dict[str, Any] = {}
         for k in ("name", "optype", "coll", "comm_group"):
             kw[k] = list(cols.get(k, []))

@@ -187,7 +187,9 @@ class Runtime:
             if self.progress is not None:
                 self.progress(step + 1, steps)
         res = RunResult(w.name, R, (dp, tp, pp), step_ns, host_ns, busy_ns, tasks, s, comm_ns)
-        res.meta = {"device": prof.to_meta(), "source": "emulator",
+        # the node's local storage read bandwidth, as a collector is told it (device profile)
+        device = {**prof.to_meta(), "local_storage_Bps": data.local_Bps}
+        res.meta = {"device": device, "source": "emulator",
                     "clock_offsets_ns": {r: 0 for r in range(R)} if R <= 4096 else {},
                     "extra": {**self.meta, "workload": w.name, "ranks": R,
                               "layout": {"dp": dp, "tp": tp, "pp": pp}, "seed": self.seed,
@@ -202,7 +204,8 @@ class Runtime:
                  "fetch_end": data.fetch_end[k], "read_dur": data.read_dur,
                  "proc_dur": data.proc_dur, "fetch_dur": data.fetch_dur,
                  "copy_dur": data.copy_dur, "pin_dur": data.pin_dur,
-                 "batch_bytes": data.batch_bytes, **depths}
+                 "batch_bytes": data.batch_bytes, "transfer_dur": data.transfer_dur,
+                 "decode_dur": data.decode_dur, "read_bytes": data.read_bytes, **depths}
         loader = f"loader {k % min(data.workers, MAX_LOADER_LANES)}"
         compute = ~st.is_link & ~rec.costs.on_host
         flops = float((st.flops[st.order[compute]]).sum() * rec.scale)

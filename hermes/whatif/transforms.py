@@ -16,14 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families
 from hermes.whatif import commsize
 from hermes.whatif.comm import _shrink_waits, reschedule_comm
-from hermes.whatif.facts import duration, kinds, number, text
+from hermes.whatif.facts import duration, kinds, number
+from hermes.whatif.fusion import DISPATCH_KINDS, fuse_elementwise
 from hermes.whatif.replay import Change, StepGraph
 
-#: host-side kinds whose time is the framework's dispatch cost per operator
-DISPATCH_KINDS = ("host_op", "python", "infer_shape", "tiling", "launch", "runtime", "alloc")
 #: factor on dispatch cost per option: sink / graph replay runs the whole step as one launch
 #: (host cost per op ~ gone); fusion halves the operators; a 3-stage host pipeline spreads
 #: the stages over three cores; a tiling cache skips the tiling stage on hits
@@ -83,6 +81,14 @@ def hide_data_waits(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
                                                               "data_fetch"))
     ch.scale[feed] *= 1.0 / k
     ch.early[feed] = True
+    # a helper thread woken by the loader (pinning a batch after a read) waited a measured
+    # gap that was the loader's work: that hold goes with it
+    g = sg.g
+    n_ev = np.flatnonzero(feed)
+    starts, ends = np.zeros(g.n, bool), np.zeros(g.n, bool)
+    starts[g.event_start[n_ev]], ends[g.event_end[n_ev]] = True, True
+    inside = (g.cu < g.n) & (g.cv < g.n)
+    ch.drop[inside] |= starts[g.cv[inside]] & ends[g.cu[inside]]
     wait = np.flatnonzero((kinds(sg) == "data_wait") & sg.info["host"].to_numpy(bool))
     if wait.size == 0:
         return
@@ -113,7 +119,9 @@ def _local_bw(params: Mapping[str, Any]) -> float:
 
 
 def _reads(sg: StepGraph) -> np.ndarray:
-    return kinds(sg) == "data_read"
+    """Storage reads that move bytes: ``data_read`` events other than the extraction of
+    archive members (named so, :data:`DECODE_NAME`), which reads from local storage keep."""
+    return (kinds(sg) == "data_read") & ~_named_decode(sg)
 
 
 def local_reads_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
@@ -130,13 +138,18 @@ def local_reads_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
 
 
 def local_reads(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
-    """Reads from local storage: each read takes ``bytes / local bandwidth`` (not more than it
-    took); the loader's throughput grows by the ratio of the read time before and after, which
-    hides the data waits as :func:`hide_data_waits` does."""
+    """Reads from local storage: each read's transfer takes ``bytes / local bandwidth`` (not
+    more than it took); what else the loader does with what it read (extracting archive
+    members, processing) keeps its time. The loader's pace is its storage stage's (reads share
+    the storage's bandwidth, and a batch's archive is extracted as it is read): its throughput
+    grows by the ratio of the storage stage's time (every ``data_read`` event, transfers and
+    extractions) before / after, which hides the data waits as :func:`hide_data_waits` does."""
     reads = _reads(sg)
+    stage = _storage_stage(sg)
     dur = np.maximum(duration(sg), 1.0)
     new = np.minimum(number(sg, "bytes") / _local_bw(params) * 1e9, dur)
-    before, after = dur[reads].sum(), new[reads].sum()
+    before = dur[stage].sum()
+    after = before - (dur[reads] - new[reads]).sum()
     hide_data_waits(sg, ch, {"speedup": before / max(after, 1.0)} if after < before else
                     {"speedup": 1.0})
     ch.scale[reads] = np.minimum(ch.scale[reads], new[reads] / dur[reads])
@@ -146,9 +159,25 @@ def local_reads(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
 DECODE_NAME = r"decompress|unzip|untar|inflate|extract|unpack|gunzip|zstd|lz4"
 
 
+def _named(sg: StepGraph, pattern: str) -> np.ndarray:
+    """Per event: its name matches ``pattern`` (case-insensitive; once per distinct name)."""
+    codes, uniq = pd.factorize(sg.info["name"].astype(str), use_na_sentinel=False)
+    hit = pd.Series(np.asarray(uniq, dtype=object), dtype=object).astype(str).str.contains(
+        pattern, case=False, regex=True).to_numpy(bool)
+    return hit[codes] if len(codes) else np.zeros(0, bool)
+
+
+def _named_decode(sg: StepGraph) -> np.ndarray:
+    return _named(sg, DECODE_NAME)
+
+
 def _decodes(sg: StepGraph) -> np.ndarray:
-    return sg.info["loader"].to_numpy(bool) & \
-        sg.info["name"].astype(str).str.contains(DECODE_NAME, case=False, regex=True).to_numpy()
+    return sg.info["loader"].to_numpy(bool) & _named_decode(sg)
+
+
+def _storage_stage(sg: StepGraph) -> np.ndarray:
+    """The loader's storage stage: its reads and the extraction of what they read."""
+    return (kinds(sg) == "data_read") | _decodes(sg)
 
 
 def decode_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
@@ -158,12 +187,11 @@ def decode_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:
 
 def no_decode(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     """Uncompressed samples: the loader's decompression events take no time; its throughput
-    grows by the ratio of its work before and after (data waits hidden as
-    :func:`hide_data_waits` does)."""
+    grows by the ratio of its storage stage's time (reads and extractions, as in
+    :func:`local_reads`) before / after (data waits hidden as :func:`hide_data_waits` does)."""
     dec = _decodes(sg)
-    feed = sg.info["loader"].to_numpy(bool)
     dur = duration(sg)
-    before = dur[feed].sum()
+    before = dur[_storage_stage(sg)].sum()
     after = before - dur[dec].sum()
     hide_data_waits(sg, ch, {"speedup": before / after if after > 0 else 2.0})
     ch.scale[dec] = 0.0
@@ -215,99 +243,6 @@ def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, A
         ch.scale[sel] *= f
     apply.__doc__ = f"Host dispatch time per operator x {factor} (graph replay / fusion)."
     return apply
-
-
-#: device-side kinds: one launch each (``launch`` / ``runtime`` host calls launch them)
-LAUNCH_KINDS = ("launch", "runtime")
-
-
-def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
-    """Peak FLOP/s per event from the device profile: its unit's (``peak_flops``), else the
-    profile's fastest dtype (``dtype_flops``); NaN when the profile gives none."""
-    peaks = dict(device.get("peak_flops") or {})
-    best = max((float(v) for v in dict(device.get("dtype_flops") or {}).values()), default=np.nan)
-    out = np.full(units.size, best)
-    for u, v in peaks.items():
-        out[units == u] = float(v)
-    return out
-
-
-def _producer(sg: StepGraph, memory: np.ndarray) -> np.ndarray:
-    """Per event: the latest device task before it on its lane in the same step that is not
-    memory-bound (``memory`` mask): the producer a memory-bound chain fuses into (-1: none)."""
-    lane = sg.g.lane[sg.g.event_start]  # lanes are per (step, lane)
-    ker = np.flatnonzero((kinds(sg) == "kernel") & ~sg.info["host"].to_numpy(bool))
-    o = ker[np.lexsort((sg.info["start"].to_numpy()[ker], lane[ker]))]
-    pos = np.arange(o.size)
-    # position of the latest producer at or before each position, restarted per lane
-    last = np.maximum.accumulate(np.where(~memory[o], pos, -1)) if o.size else pos
-    lane_start = np.maximum.accumulate(np.where(np.r_[True, lane[o[1:]] != lane[o[:-1]]],
-                                                pos, 0)) if o.size else pos
-    prev = np.full(len(sg.info), -1, np.int64)
-    ok = (last >= lane_start) & (last < pos)
-    prev[o[ok]] = o[last[ok]]
-    return prev
-
-
-def _families(sg: StepGraph) -> np.ndarray:
-    """Kernel family per event by name; a name under a module / scope path (``layer1.relu``,
-    ``Default/net/ReLU-op1``) whose whole name says nothing memory-bound: by its leaf."""
-    # the string work runs once per distinct name, not per event
-    codes, uniq = pd.factorize(sg.info["name"].astype(str), use_na_sentinel=False)
-    names = pd.Series(uniq.astype(str) if len(uniq) else np.empty(0, str), dtype=object)
-    fam = families.classify(names).astype(str).to_numpy()
-    # (a backward kernel's leaf is the operator it differentiates: ``relu.grad`` -> relu)
-    bare = names.str.replace(r"[._\-]?(grad|backward|bwd)$", "", regex=True, case=False)
-    leaf = bare.str.rsplit(pat="/", n=1).str[-1].str.rsplit(pat=".", n=1).str[-1]
-    by_leaf = families.classify(leaf).astype(str).to_numpy()
-    return np.where(np.isin(fam, MEMORY_FAMILIES), fam, by_leaf)[codes]
-
-
-#: kernel families of few FLOPs per element (elementwise folds into a producer; a norm or
-#: reduction needs its whole input first)
-MEMORY_FAMILIES = ("elementwise", "norm", "reduction")
-
-
-def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
-    """Memory-bound fusion: a memory-bound kernel that follows a producer on its stream is
-    fused with it, so the intermediate tensors stay on chip and bytes are moved once.
-    An elementwise kernel (its family by name) folds into the producer: what is left of it is
-    its compute, ``FLOPs / peak`` of its unit (device profile; 0 when unknown), and its launch
-    goes: the host events of its launch (same correlation id) and of its operator (same name
-    in the step) take no time. A norm / reduction (or other Vector-unit) kernel needs its
-    whole input first, so it stays a kernel, but moving its data once costs at most its input
-    (the producer's output, at most the producer's bytes) plus an output of that size:
-    ``2 x producer bytes``; recorded traffic beyond that (unfused intermediates) goes, its
-    time scaled by the bytes left (not below its compute)."""
-    kind = kinds(sg)
-    host = sg.info["host"].to_numpy(bool)
-    unit = text(sg, "unit")
-    fam = _families(sg)
-    dev = (kind == "kernel") & ~host
-    memory = dev & (np.isin(fam, MEMORY_FAMILIES) | (unit == "vector"))
-    prod = _producer(sg, memory)
-    has = prod >= 0
-    fold = memory & has & (fam == "elementwise")
-    once = memory & has & ~fold
-    if not (fold.any() or once.any()):
-        return
-    dur = np.maximum(duration(sg), 1.0)
-    compute = number(sg, "flops") / _peak(params.get("device") or {}, unit) * 1e9
-    compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
-    ch.scale[fold] *= np.minimum(compute[fold] / dur[fold], 1.0)
-    nbytes = number(sg, "bytes")
-    moved = np.minimum(nbytes, 2.0 * nbytes[np.maximum(prod, 0)])
-    keep = np.where(nbytes > 0, moved / np.where(nbytes > 0, nbytes, 1.0), 1.0)
-    keep = np.nan_to_num(np.maximum(keep, compute / dur), nan=1.0)
-    ch.scale[once] *= np.clip(keep[once], 0.0, 1.0)
-    corr = number(sg, "corr_id")
-    gone = np.isin(corr, corr[fold & ~np.isnan(corr)]) & host & np.isin(kind, LAUNCH_KINDS)
-    win = sg.info["win"].to_numpy(np.int64)
-    names = sg.info["name"].astype(str).to_numpy()
-    key = pd.MultiIndex.from_arrays([win[fold], names[fold]])
-    same_op = pd.MultiIndex.from_arrays([win, names]).isin(key)
-    lead = host & ~sg.info["loader"].to_numpy(bool) & np.isin(kind, DISPATCH_KINDS) & same_op
-    ch.scale[gone | lead] = 0.0
 
 
 #: rank-level transform: handled by ``hermes.whatif.predict`` on the ranks replayed together
