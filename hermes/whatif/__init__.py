@@ -214,6 +214,9 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
     else:
         base_all = {r: rp.replay(sg) for r, sg in gs.items()}
         new_all = {r: rp.replay(sg, changes[r]) for r, sg in gs.items()}
+    workers = _recorded_workers(meta)
+    new_all = {r: _loader_bound(gs[r], changes[r], base_all[r], new_all[r], workers)
+               for r in gs}
     per_rank: dict[int, dict[str, float]] = {}
     for r in gs:
         base, new = base_all[r], new_all[r]
@@ -235,6 +238,31 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         bd = {"before": _breakdown(sg, None), "after": _breakdown(sg, changes[slow])}
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
                       [s for s, _, _ in chosen], unknown, overlaps, bd, reasons)
+
+
+def _loader_bound(sg: rp.StepGraph, ch: rp.Change, base: np.ndarray, new: np.ndarray,
+                  workers: float) -> np.ndarray:
+    """Replayed steps no faster than the data loader can feed them: one batch a step, each
+    taking the loader's work per step (its events' own time over the steps that show loader
+    work -- a loader that read ahead shows none in the last steps --, scaled by the change),
+    spread over ``W`` workers -- the most loader lanes active in one step, or the
+    recorded ``num_workers`` if more (workers outside the trace's window) -- sustain a step of
+    ``work / W`` at best (steady state: prefetched batches only delay the wait). A step that
+    replayed faster takes that time, but never more than its unchanged replay (a loader that
+    ran ahead of the trace's steps)."""
+    loader = sg.info["loader"].to_numpy(bool)
+    nw = len(sg.windows)
+    if not loader.any() or new.size == 0 or nw == 0:
+        return new
+    own = (sg.info["end"] - sg.info["start"]).to_numpy(np.float64) * ch.scale
+    # chains are per (step, lane): a step's loader chains are its active loader lanes
+    chain = sg.g.lane[sg.g.event_start[loader]]
+    win = sg.info["win"].to_numpy(np.int64)[loader]
+    pairs = np.unique(np.stack([win, chain]), axis=1)
+    per_step = np.bincount(pairs[0], minlength=nw)
+    floor = float(own[loader].sum()) / max(int((per_step > 0).sum()), 1) / \
+        max(float(per_step.max()), workers, 1.0)
+    return np.maximum(new, np.minimum(floor, base)).astype(new.dtype)
 
 
 def _pace_factors(cl: cluster.Cluster | None, sg: rp.StepGraph, late: int, own: float,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from hermes.trace.meta import TraceMeta
 from hermes.whatif import graphs, predict
 from tests.tracegen import ev, frame
 
@@ -26,3 +27,20 @@ def test_a_pin_thread_ending_with_the_step_does_not_hold_it():
     assert p.replay_ms * 1e6 == pytest.approx(100)
     assert p.predicted_ms * 1e6 == pytest.approx(70)
 
+
+
+# the loop: gc [0, 60), fwd [60, 100); one loader worker turns out a batch in 80 ns a step
+LOADER = (ev("step", "ProfilerStep#1", 0, 100),
+          ev("gc", "gc.collect", 0, 60),
+          ev("host_op", "fwd", 60, 40),
+          ev("data_process", "decode", 0, 80, lane="worker 0", lane_kind="loader"))
+
+
+@pytest.mark.parametrize(("workers", "step"), [(None, 80), (1, 80), (2, 40), (4, 40)])
+def test_steps_no_faster_than_the_loader_feeds_them(workers, step):
+    # GC removed: the loop alone would take 40 ns, but one batch a step costs the loader 80 ns
+    # of work: W workers (the recorded num_workers, else the one loader lane) sustain 80 / W
+    meta = TraceMeta(extra={"settings": {"num_workers": workers}} if workers else {})
+    p = predict(graphs(frame(*LOADER)), ["gc"], meta)
+    assert p.replay_ms * 1e6 == pytest.approx(100)
+    assert p.predicted_ms * 1e6 == pytest.approx(step)
