@@ -44,8 +44,9 @@ def render_text(d: dict[str, Any]) -> str:
         lines.append(f"with {', '.join(d['applied'])}: predicted {d['predicted_ms']:.3f} ms "
                      f"({d['speedup']:.2f}x)")
     for spec in d["unknown"]:
-        lines.append(f"  {spec}: not replayed on this trace (no transform, or collectives "
-                     f"not matched across ranks), not applied")
+        why = (d.get("reasons") or {}).get(spec) or \
+            "no transform, or collectives not matched across ranks"
+        lines.append(f"  {spec}: not replayed on this trace ({why}), not applied")
     lines += [f"  note: {o}" for o in d["overlaps"]]
     lines.append("per rank (ms):  measured   replay  predicted")
     for r, v in d["per_rank"].items():
@@ -85,9 +86,10 @@ def register(app: typer.Typer) -> None:
         tr = load_any(trace)
         p = predict(graphs(tr.events), apply or [], tr.meta)
         if p.unknown and not p.applied and apply:
-            raise UsageError(f"cannot replay {', '.join(p.unknown)} on this trace (no what-if "
-                             "transform, or a slow rank whose collectives could not be matched "
-                             "across the trace's ranks)",
+            why = "; ".join(f"{s}: {r}" for s, r in p.reasons.items())
+            raise UsageError(f"cannot replay {', '.join(p.unknown)} on this trace ("
+                             + (why or "no what-if transform, or a slow rank whose collectives "
+                                "could not be matched across the trace's ranks") + ")",
                              hint="transforms: " + ", ".join(sorted(TRANSFORMS)))
         d = p.to_dict()
         typer.echo(dumps(d) if fmt == "json" else render_text(d))

@@ -44,3 +44,20 @@ def test_steps_no_faster_than_the_loader_feeds_them(workers, step):
     p = predict(graphs(frame(*LOADER)), ["gc"], meta)
     assert p.replay_ms * 1e6 == pytest.approx(100)
     assert p.predicted_ms * 1e6 == pytest.approx(step)
+
+
+def test_whatif_says_why_a_transform_was_not_applied(tmp_path):
+    # the loop trace above records no storage read: local storage cannot be replayed, and the
+    # command says that (not "no transform"), on the text output and as the error when nothing
+    # else was applied
+    from hermes.trace.meta import TraceMeta as Meta
+    from hermes.trace.writer import write_trace
+    from tests.conftest import run_cli
+
+    path = tmp_path / "t.parquet"
+    write_trace(path, frame(*LOADER), Meta())
+    code, out, _ = run_cli("whatif", str(path), "--apply", "gc", "--apply", "local_storage")
+    assert code == 0 and "local_storage: not replayed on this trace (the trace records no " \
+        "storage reads)" in out
+    code, _, err = run_cli("whatif", str(path), "--apply", "local_storage")
+    assert code == 2 and "the trace records no storage reads" in err
