@@ -12,6 +12,10 @@ graph type and its longest-path solver.
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -141,6 +145,63 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
     lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
+    corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
+    waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
+    key = None
+    if n_ev <= KEEP_MAX_EVENTS:
+        # everything the graph is made of (the rest of this function reads nothing else)
+        key = _digest(s, e, win, src, kind, lane_kind, nccl, lane, corr,
+                      windows["start_ns"].to_numpy(np.int64),
+                      windows["end_ns"].to_numpy(np.int64), *_name_key(pre.name, src),
+                      *(waits or ()))
+        kept = _KEPT.get(key)
+        if kept is not None:
+            _KEPT.move_to_end(key)
+            return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
+    g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
+    if key is None:
+        return g, info
+    for a in g.__dict__.values():
+        a.flags.writeable = False  # shared with later users: no change in place
+    _KEPT[key] = (g, info, n_ev)
+    while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
+        _KEPT.popitem(last=False)  # the least recently used first
+    return g, info.copy(deep=False)
+
+
+#: Graphs of at most this many events in all are kept after they are built (the most recently
+#: used, each under a digest of everything it is made of): the what-if replay
+#: (``hermes.whatif``, the advisor's replayed speedups) builds the graph of the same events
+#: and steps as the critical path did and takes it from here. Bigger graphs are not kept
+#: (memory) -- the replay of a rank of over a million events builds its median step alone.
+KEEP_MAX_EVENTS = 500_000
+_KEPT: OrderedDict[bytes, tuple[cpgraph.Graph, pd.DataFrame, int]] = OrderedDict()
+
+
+def _digest(*arrays: np.ndarray) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.digest()
+
+
+def _name_key(name: Any, src: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The names of the events ``src`` as arrays to digest: category codes and the categories'
+    text when categorical, else the names' hashes."""
+    if isinstance(name, pd.Categorical):
+        cats = np.asarray(name.categories.astype(str), dtype=object)
+        return np.asarray(name.codes)[src], pd.util.hash_array(cats)
+    return (pd.util.hash_array(np.asarray(name.take(src), dtype=object)),)
+
+
+def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.ndarray,
+           kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray, lane: np.ndarray,
+           corr: np.ndarray, waits: tuple[np.ndarray, ...] | None, windows: pd.DataFrame
+           ) -> tuple[cpgraph.Graph, pd.DataFrame]:
+    """The graph of the event copies (after :func:`build_sel`'s cut and selection)."""
+    n_ev = s.size
     ws = windows["start_ns"].to_numpy(np.int64)
     span = int((windows["end_ns"] - windows["start_ns"]).to_numpy(np.int64).max(initial=0)) + 1
     comp = _component(kind, lane_kind, nccl, _inside_data(lane, s - ws[win], e - ws[win], kind,
@@ -184,12 +245,10 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
     w[(seg < 0) & _in(lane_kind[nev], _LANE, HOST_LANES)] = 0
-    corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
-    waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
     cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
                                          end_node, t, w, first, seg, prev_t, waits)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
