@@ -216,17 +216,22 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
     dur = e - s
-    eid = np.arange(n_ev)
-    # nodes: start (is_start 1) and end (0) of every event
+    # nodes: start (is_start 1) and end (0) of every event, laid out [starts, ends]
     n_t = np.concatenate([s, e])
-    n_lane = np.concatenate([lane, lane])
-    n_ev_id = np.concatenate([eid, eid])
-    n_is_start = np.concatenate([np.ones(n_ev, np.int64), np.zeros(n_ev, np.int64)])
+    n_is_start = np.zeros(2 * n_ev, np.int64)
+    n_is_start[:n_ev] = 1
     # equal times: ends before starts; starts outer (longer) first; ends inner (shorter) first
     tie = np.concatenate([-dur, dur])
-    order = node_order(n_ev_id, tie, n_is_start, n_t, n_lane)
-    t, ln, nev, st = n_t[order], n_lane[order], n_ev_id[order], n_is_start[order]
-    del n_t, n_lane, n_ev_id, n_is_start, tie  # (peak memory: free node-sized temporaries early)
+    order = node_order(None, tie, n_is_start, n_t, np.concatenate([lane, lane]))
+    del n_is_start, tie  # (peak memory: free node-sized temporaries early)
+    t = n_t[order]
+    del n_t
+    # a node's event and start/end follow from its place in the layout (no gathers)
+    is_end = order >= n_ev
+    nev = order - n_ev * is_end
+    st = (~is_end).astype(np.int64)
+    del is_end
+    ln = lane[nev]
     n = t.size
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n)
@@ -254,16 +259,19 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
-def node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
+def node_order(ev_id: np.ndarray | None, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
                 lane: np.ndarray) -> np.ndarray:
     """``np.lexsort((ev_id, tie, is_start, t, lane))`` for nodes laid out as [starts, ends] of
-    events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys): one
-    int64 key (lane, t, is_start) sorted stably, ties by ``tie`` (``cpgraph.sort_by_key``)."""
+    events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys; None:
+    that layout's ids, ``[0..n-1, 0..n-1]``): one int64 key (lane, t, is_start) sorted stably,
+    ties by ``tie`` (``cpgraph.sort_by_key``)."""
     if t.size == 0:
         return np.empty(0, np.int64)
     t0 = int(t.min())
     span = int(t.max()) - t0 + 1
     if (int(lane.max()) + 1) * span * 2 >= 2**62 or int(lane.min()) < 0:
+        if ev_id is None:
+            ev_id = np.tile(np.arange(t.size // 2), 2)
         return np.lexsort((ev_id, tie, is_start, t, lane))
     key = (lane * span + (t - t0)) * 2 + is_start
     return cpgraph.sort_by_key(key, tie)
