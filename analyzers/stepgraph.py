@@ -208,10 +208,11 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
                                                           span))
     kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
                                          categories=list(_KIND_NAMES))
+    host_ev = _in(lane_kind, _LANE, HOST_LANES)
     info = pd.DataFrame({"name": pre.name.take(src), "kind": kind_cat,
                          "component": comp, "start": s, "end": e, "win": win,
                          "loader": lane_kind == _LANE["loader"],
-                         "host": _in(lane_kind, _LANE, HOST_LANES), "src": src})
+                         "host": host_ev, "src": src})
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
@@ -249,7 +250,7 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     w[(seg >= 0) & (kind[np.maximum(seg, 0)] == _KIND["sync"])] = 0  # waiting is not work
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
-    w[(seg < 0) & _in(lane_kind[nev], _LANE, HOST_LANES)] = 0
+    w[(seg < 0) & host_ev[nev]] = 0
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
@@ -281,19 +282,23 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     """Innermost event active after each node of nodes sorted by (lane, time) — ``st`` 1 for a
     start, 0 for an end, ``nev`` the node's event, ``ln`` its lane: after a start, that event;
     after an end, the event of the latest earlier start at the same nesting depth on the lane
-    (the enclosing event); -1 where none. Vectorized per nesting depth."""
-    depth = np.cumsum(np.where(st == 1, 1, -1))
-    active = np.where(st == 1, nev, -1)
-    starts = np.flatnonzero(st == 1)
-    for d in np.unique(depth[st == 0]):
-        if d <= 0:
-            continue
-        q = np.flatnonzero((st == 0) & (depth == d))
-        cand = starts[depth[starts] == d]
-        k = np.searchsorted(cand, q) - 1
-        j = cand[np.maximum(k, 0)]
-        ok = (k >= 0) & (ln[j] == ln[q])
-        active[q[ok]] = nev[j[ok]]
+    (the enclosing event); -1 where none. Vectorized: the starts sorted by (depth, position)
+    (a radix sort of the depths), one search for every end."""
+    n = st.size
+    is_start = st == 1
+    depth = np.cumsum(np.where(is_start, 1, -1))
+    active = np.where(is_start, nev, -1)
+    starts = np.flatnonzero(is_start)
+    q = np.flatnonzero(~is_start & (depth > 0))
+    if q.size == 0 or starts.size == 0:
+        return active
+    ds = depth[starts]
+    o = np.argsort(ds.astype(np.int16) if ds.max() < 2**15 else ds, kind="stable")
+    starts = starts[o]
+    k = np.searchsorted(ds[o] * n + starts, depth[q] * n + q) - 1
+    j = starts[np.maximum(k, 0)]
+    ok = (k >= 0) & (depth[j] == depth[q]) & (ln[j] == ln[q])
+    active[q[ok]] = nev[j[ok]]
     return active
 
 
