@@ -84,7 +84,7 @@ def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``col.isin(values)`` as a numpy bool array; on categorical columns (how the reader loads
     ``kind``/``lane_kind``/``name``) this compares category codes, not millions of strings."""
     if isinstance(col.dtype, pd.CategoricalDtype):  # decided once per category
-        return codes_in(col, [c in values for c in col.cat.categories])
+        return codes_in(col, [c in values for c in col.cat.categories.tolist()])
     return col.isin(values).to_numpy(dtype=bool, na_value=False)
 
 
@@ -106,9 +106,9 @@ def _match(names: pd.Series, pattern: str) -> np.ndarray:
     """Anchored regex match per name (like ``re.match``), evaluated once per distinct name."""
     cat = names.astype("category")
     rx = re.compile(pattern)
-    hits = np.array([rx.match(str(c)) is not None for c in cat.cat.categories], dtype=bool)
+    hits = np.array([rx.match(str(c)) is not None for c in cat.cat.categories.tolist()], dtype=bool)
     codes = cat.cat.codes.to_numpy()
-    return np.where(codes >= 0, hits[np.maximum(codes, 0)], False)
+    return np.append(hits, False)[codes]  # code -1 (missing) reads the trailing False
 
 
 def gpu_rows(events: pd.DataFrame) -> np.ndarray:

@@ -41,7 +41,7 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
     """Small-int codes of a string column in a fixed vocabulary (-1: unknown), computed once
     per distinct value: comparisons on millions of events are then integer operations."""
     cat = col.astype("category")
-    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories] + [-1], np.int64)
+    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories.tolist()] + [-1], np.int64)
     return table[cat.cat.codes.to_numpy()]
 
 
