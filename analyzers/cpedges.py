@@ -9,6 +9,7 @@ and adjusts the chain weights ``w`` in place where a gap turns out to be a wait
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, EVENT_KINDS, HOST_LANES, LANE_KINDS
 
@@ -113,27 +114,14 @@ def launches(corr: np.ndarray, win: np.ndarray, host: np.ndarray, task: np.ndarr
              ) -> tuple[np.ndarray, np.ndarray]:
     """(launching host event, device task) pairs: each task (``task``) with a correlation id
     is launched by the first host event (``host``, in event order) with the same correlation id
-    in the same step. Ordered by launch, then task (the order of an inner join of the host
-    events, first per (id, step), with the tasks). Sorted integer keys, no hash join."""
-    ok = ~np.isnan(corr)
-    hi, di = np.flatnonzero(host & ok), np.flatnonzero(task & ok)
-    if hi.size == 0 or di.size == 0:
-        z = np.empty(0, np.int64)
-        return z, z
-    vals = np.unique(corr[hi])  # (step, id) -> one int64 key: step * ids + id's rank
-    kh = win[hi].astype(np.int64) * vals.size + np.searchsorted(vals, corr[hi])
-    p = np.minimum(np.searchsorted(vals, corr[di]), vals.size - 1)
-    kd = win[di].astype(np.int64) * vals.size + p
-    o = np.argsort(kh, kind="stable")  # the first host event of each key
-    ks = kh[o]
-    first = np.ones(ks.size, bool)
-    first[1:] = ks[1:] != ks[:-1]
-    uk, uh = ks[first], hi[o[first]]
-    j = np.minimum(np.searchsorted(uk, kd), uk.size - 1)
-    hit = (vals[p] == corr[di]) & (uk[j] == kd)
-    h, d = uh[j[hit]], di[hit]
-    o = np.argsort(h, kind="stable")  # d is ascending already: by (h, d)
-    return h[o], d[o]
+    in the same step. Ordered by launch, then task (an inner join of the host events, first
+    per (id, step), with the tasks). (A join on sorted integer keys is 3x faster but raised
+    the 10M-event analysis's peak RSS by ~0.2 GiB: freed sort buffers stay resident.)"""
+    eid = np.arange(corr.size)
+    h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
+    d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
+    m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
+    return m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
 
 
 def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarray,
