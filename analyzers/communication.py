@@ -118,18 +118,13 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     args = c["args"].astype(object)
     pk, prof = peaks(ctx), profile_of(ctx)
     dev = {**(prof.fields if prof is not None else {}), **ctx.device}
-    t = pd.DataFrame({"rank": int(ctx.rank)}, index=c.index)
-    t["group"] = c["coll_group"].astype(object).where(c["coll_group"].notna(), "default")
-    t["seq"] = c["coll_seq"]
-    t["op"] = c["name"].astype(str)
-    t["bytes"] = c["coll_bytes"].where(c["coll_bytes"].notna(), c["bytes"])
-    t["arrive_ns"] = c["ts_ns"] + offset
-    t["end_ns"] = c["end_ns"] + offset
-    t["dur_ns"] = c["dur_ns"]
-    wait = arg_numbers(args, "wait_ns")
-    t["wait_ns"] = wait.clip(lower=0).fillna(0).clip(upper=t["dur_ns"])
+    # columns built as Series / arrays on the collectives' index, the frame made once (one
+    # column insertion each cost ~0.5 ms per rank)
+    idx = c.index
+    dur = c["dur_ns"]
+    wait = arg_numbers(args, "wait_ns").clip(lower=0).fillna(0).clip(upper=dur)
     transit = arg_numbers(args, "transit_ns")
-    t["transit_ns"] = transit.where(transit.notna(), t["dur_ns"] - t["wait_ns"])
+    transit = transit.where(transit.notna(), dur - wait)
     link = arg_values(args, "link", "link_type", "transport")
     link = link.where(link.notna() & (link != ""), _busiest_transport(args))
     n = arg_numbers(args, "Group size", "group_size")
@@ -143,22 +138,27 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     default = np.where(n.fillna(0).to_numpy() > per_node,
                        str(dev.get("inter_node_link") or "inter"),
                        str(dev.get("intra_node_link") or "intra"))
-    t["link"] = link.where(~unnamed, pd.Series(default, index=t.index)).astype(str).str.lower()
-    t["peer"] = arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst")
-    cls = _link_class(t["link"])
+    link = link.where(~unnamed, pd.Series(default, index=idx)).astype(str).str.lower()
+    op = c["name"].astype(str)
+    nbytes = c["coll_bytes"].where(c["coll_bytes"].notna(), c["bytes"])
+    cls = _link_class(link)
     with np.errstate(divide="ignore", invalid="ignore"):
-        bw = t["bytes"] / (t["transit_ns"].where(t["transit_ns"] > 0) * 1e-9) / 1e9
-    t["bw_GBps"] = bw
-    t["busbw_GBps"] = bw * _bus_factor(t["op"], n)
+        bw = nbytes / (transit.where(transit > 0) * 1e-9) / 1e9
     exp = np.where(cls == "inter", float(dev.get("inter_node_bw_Bps") or np.nan),
                    float(dev.get("intra_node_bw_Bps") or np.nan)) / 1e9
-    t["expected_GBps"] = exp
     small_b = np.where(cls == "inter",
                        float(dev.get("rdma_small_packet_B") or GPU_SMALL_PACKET_B["inter"]),
                        float(dev.get("sdma_small_packet_B") or GPU_SMALL_PACKET_B["intra"]))
-    t["small"] = (t["bytes"] > 0) & (t["bytes"] < small_b)
     align = int(dev.get("hccs_alignment_B") or ALIGN_B)
-    t["misaligned"] = (t["bytes"] > 0) & (t["bytes"].fillna(0) % align != 0)
+    t = pd.DataFrame({
+        "rank": pd.Series(int(ctx.rank), index=idx),
+        "group": c["coll_group"].astype(object).where(c["coll_group"].notna(), "default"),
+        "seq": c["coll_seq"], "op": op, "bytes": nbytes, "arrive_ns": c["ts_ns"] + offset,
+        "end_ns": c["end_ns"] + offset, "dur_ns": dur, "wait_ns": wait, "transit_ns": transit,
+        "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst"),
+        "bw_GBps": bw, "busbw_GBps": bw * _bus_factor(op, n), "expected_GBps": exp,
+        "small": (nbytes > 0) & (nbytes < small_b),
+        "misaligned": (nbytes > 0) & (nbytes.fillna(0) % align != 0)}, index=idx)
     # previous sync point: end of the previous collective of the same group on this rank, else
     # the start of the step (both on rank 0's clock)
     t = t.sort_values("arrive_ns", kind="stable")
@@ -229,8 +229,11 @@ def _matrix(t: pd.DataFrame) -> pd.DataFrame:
     if len(t) == 0:
         return pd.DataFrame(columns=MATRIX_COLUMNS)
     t = t.assign(peer=t["peer"].fillna(-1).astype("int64"), bytes=t["bytes"].fillna(0))
-    return (t.groupby(["rank", "group", "op", "peer"], as_index=False, sort=True)
-            .agg(count=("bytes", "size"), bytes=("bytes", "sum")))[MATRIX_COLUMNS]
+    # (one grouped column, two reductions: half the cost of a named aggregation)
+    g = t.groupby(["rank", "group", "op", "peer"], sort=True)["bytes"]
+    out = g.sum().to_frame("bytes")
+    out.insert(0, "count", g.size())
+    return out.reset_index()[MATRIX_COLUMNS]
 
 
 def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:

@@ -110,6 +110,20 @@ def _event_waits(task: np.ndarray, corr: np.ndarray, win: np.ndarray, t: np.ndar
     return explained
 
 
+def launches(corr: np.ndarray, win: np.ndarray, host: np.ndarray, task: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(launching host event, device task) pairs: each task (``task``) with a correlation id
+    is launched by the first host event (``host``, in event order) with the same correlation id
+    in the same step. Ordered by launch, then task (an inner join of the host events, first
+    per (id, step), with the tasks). (A join on sorted integer keys is 3x faster but raised
+    the 10M-event analysis's peak RSS by ~0.2 GiB: freed sort buffers stay resident.)"""
+    eid = np.arange(corr.size)
+    h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
+    d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
+    m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
+    return m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
+
+
 def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarray,
                  kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
                  start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
@@ -122,16 +136,13 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
     events by (step, end)."""
     host = _in(lane_kind, _LANE, HOST_LANES)
     task = ~host & _in(kind, _KIND, COMPUTE_KINDS + COMM_KINDS)
-    eid = np.arange(s.size)
     us: list[np.ndarray] = []
     vs: list[np.ndarray] = []
     ws_: list[np.ndarray] = []
     es: list[np.ndarray] = []
-    h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
-    d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
-    m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
+    hi, di = launches(corr, win, host, task)
     launch_s = np.full(s.size, np.iinfo(np.int64).min)  # launch start of each task (min: none)
-    launch_s[m["d"].to_numpy(np.int64)] = s[m["h"].to_numpy(np.int64)]
+    launch_s[di] = s[hi]
     explained = _event_waits(task, corr, win, t, start_node, end_node, w, prev_t, launch_s,
                              waits, us, vs, ws_, es)
     explained |= _inferred_stream_waits(task, wkey, s, win, start_node, end_node, t, w, prev_t,
@@ -141,8 +152,7 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
     # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay
     unknown = ~host & (launch_s == np.iinfo(np.int64).min) & ~explained
     w[start_node[unknown]] = 0
-    if len(m):
-        hi, di = m["h"].to_numpy(np.int64), m["d"].to_numpy(np.int64)
+    if hi.size:
         # the task waited for its launch when launched after its stream was last busy (HTA's
         # empty queue) and no other stream's task explains its start: then the launch delay
         # is on the path and the stream gap is not; otherwise the launch is a dependency only

@@ -240,16 +240,15 @@ def _dispatch_evidence(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any
 
 
 def _claim(ev: pd.DataFrame, idle: iv.Union, cls: dict[str, np.ndarray]
-           ) -> tuple[dict[str, iv.Union], int]:
-    """Device-idle host time claimed by each class in ``CLAIM_ORDER``, and ``|HB|``."""
-    remaining = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
-    hb_total = iv.total(remaining)
+           ) -> tuple[dict[str, iv.Union], iv.Union]:
+    """Device-idle host time claimed by each class in ``CLAIM_ORDER``, and ``HB``."""
+    remaining = hb = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
     claimed: dict[str, iv.Union] = {}
     for name in hostcalls.CLAIM_ORDER:
         u = spans(ev, cls[name])
         claimed[name] = iv.intersect(remaining, u)
         remaining = iv.subtract(remaining, u)
-    return claimed, int(hb_total)
+    return claimed, hb
 
 
 def _unattributed(ev: pd.DataFrame, idle: iv.Union, windows: pd.DataFrame) -> dict[str, Any]:
@@ -303,15 +302,13 @@ def _per_step(claimed: dict[str, iv.Union], windows: pd.DataFrame, hb: iv.Union,
     return pd.DataFrame(table)
 
 
-def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[str, Any],
-              table: pd.DataFrame, windows: pd.DataFrame) -> tuple[dict[str, Any], int, str]:
-    """(cause-specific evidence, events behind the cause, summary text) of one cause."""
-    specific = np.zeros(len(ev), bool)
-    for other in SPECIFIC:
-        specific |= cls[other]
+def _events_of(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[str, Any],
+               pure_dispatch: np.ndarray) -> tuple[np.ndarray, int]:
+    """(mask of the events behind cause ``c``, their count) -- ``pure_dispatch``: dispatch
+    events of no more specific class, not Python frames."""
     mask = cls.get(c, cls["operator_dispatch"])
     if c in ("operator_dispatch", "resource_contention"):
-        mask = cls["operator_dispatch"] & ~specific & ~is_(ev, "kind", "python")
+        mask = pure_dispatch
     n = int(mask.sum())
     if c == "resource_contention":
         # the evidence: calls inflated over their own median, or other processes' CPU samples
@@ -320,6 +317,14 @@ def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[
     if c == "environment_configuration" and split["env_frac"]:
         mask = mask | (cls["operator_dispatch"] & is_(ev, "kind", "launch"))
         n = int(mask.sum())
+    return mask, n
+
+
+def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[str, Any],
+              table: pd.DataFrame, windows: pd.DataFrame, mask: np.ndarray, n: int
+              ) -> tuple[dict[str, Any], str]:
+    """(cause-specific evidence, summary text) of one cause whose events are ``mask``
+    (``n`` of them: :func:`_events_of`)."""
     evidence: dict[str, Any] = {"top_ops": top_names(ev, mask), "runtime": split["runtime"],
                                 "framework": split["framework"]}
     text = CAUSE_TEXT[c]
@@ -348,7 +353,7 @@ def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[
                          round(float(ps[1:].sum() / ps.sum()), 4) if ps.sum() else 0.0})
         if len(ps) > 1 and evidence["compile_after_first_share"] < 0.1:
             text = "operators are compiled once, in the first step (one-off warm-up)"
-    return evidence, n, text
+    return evidence, text
 
 
 @register("cpu", scope="rank", needs=("overlap",))
@@ -368,7 +373,8 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
         return res
     idle = device_idle(ctx, windows)
     cls = hostcalls.classes(ev)
-    claimed, hb_total = _claim(ev, idle, cls)
+    claimed, hb = _claim(ev, idle, cls)
+    hb_total = int(iv.total(hb))
     specific = np.zeros(len(ev), bool)
     for other in SPECIFIC:
         specific |= cls[other]
@@ -379,7 +385,6 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     times["resource_contention"] = dispatch_t * split["cont_frac"]
     times["operator_dispatch"] = dispatch_t * (1.0 - split["env_frac"] - split["cont_frac"])
     free = _unattributed(ev, idle, windows)
-    hb = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
     table = _per_step(claimed, windows, hb, split, free.pop("per_step"))
     res.tables["per_step"] = table
     res.metrics.update({"host_bound_ns": hb_total, "io_wait_ns": int(times["io"]),
@@ -388,14 +393,16 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
                         "unattributed_share": min(1.0, free["ns"] / step_total),
                         "long_gaps": free["long_gaps"], "longest_gap_ms": free["longest_gap_ms"],
                         "windows": window_note(windows)})
+    pure_dispatch = cls["operator_dispatch"] & ~specific & ~is_(ev, "kind", "python")
     for c in causes:
         share = min(1.0, times[c] / step_total)
         res.metrics[f"{c}_share"] = share
-        evidence, n, text = _evidence(c, ev, cls, split, table, windows)
+        mask, n = _events_of(c, ev, cls, split, pure_dispatch)
         strong = c in ("operator_compilation", "host_device_sync") and n >= STRONG_COUNT
         # no finding without evidence: a cause must have recorded events of its own
         if n == 0 or (share < MIN_SHARE and not (strong and share > 0)):
             continue
+        evidence, text = _evidence(c, ev, cls, split, table, windows, mask, n)
         evidence = {"time_ms": round(times[c] / 1e6, 3), "events": n,
                     "host_bound_ms": round(hb_total / 1e6, 3),
                     "steps_total_ms": round(step_total / 1e6, 3), **evidence}

@@ -84,7 +84,7 @@ def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``col.isin(values)`` as a numpy bool array; on categorical columns (how the reader loads
     ``kind``/``lane_kind``/``name``) this compares category codes, not millions of strings."""
     if isinstance(col.dtype, pd.CategoricalDtype):  # decided once per category
-        return codes_in(col, [c in values for c in col.cat.categories])
+        return codes_in(col, [c in values for c in col.cat.categories.tolist()])
     return col.isin(values).to_numpy(dtype=bool, na_value=False)
 
 
@@ -106,16 +106,16 @@ def _match(names: pd.Series, pattern: str) -> np.ndarray:
     """Anchored regex match per name (like ``re.match``), evaluated once per distinct name."""
     cat = names.astype("category")
     rx = re.compile(pattern)
-    hits = np.array([rx.match(str(c)) is not None for c in cat.cat.categories], dtype=bool)
+    hits = np.array([rx.match(str(c)) is not None for c in cat.cat.categories.tolist()], dtype=bool)
     codes = cat.cat.codes.to_numpy()
-    return np.where(codes >= 0, hits[np.maximum(codes, 0)], False)
+    return np.append(hits, False)[codes]  # code -1 (missing) reads the trailing False
 
 
-def gpu_events(events: pd.DataFrame) -> pd.DataFrame:
-    """HTA's GPU events (``stream >= 0`` device-side tasks), before the last-step filter: their
-    name, kind, lane_kind, ts_ns, dur_ns, corr_id and stream columns."""
+def gpu_rows(events: pd.DataFrame) -> np.ndarray:
+    """Row positions of HTA's GPU events (``stream >= 0`` device-side tasks), before the
+    last-step filter."""
     if len(events) == 0:
-        return events
+        return np.empty(0, np.int64)
     is_sync = isin(events["kind"], ("sync",))
     on_device = ~isin(events["lane_kind"], HOST_LANES) & isin(events["kind"], DEVICE_KINDS)
     if "stream" in events.columns:
@@ -125,37 +125,55 @@ def gpu_events(events: pd.DataFrame) -> pd.DataFrame:
         stream = np.full(len(events), np.nan)
     # a sync without a stream id is an event/context sync (HTA stream -1): not a GPU event
     has_stream = (stream >= 0) | (np.isnan(stream) & ~is_sync)
+    return np.flatnonzero(on_device & has_stream)
+
+
+def gpu_events(events: pd.DataFrame) -> pd.DataFrame:
+    """HTA's GPU events (:func:`gpu_rows`): their name, kind, lane_kind, ts_ns, dur_ns,
+    corr_id and stream columns."""
+    if len(events) == 0:
+        return events
     # only the columns the HTA figures read (a masked copy of every column costs seconds on
     # millions of kernels)
     cols = [c for c in ("name", "kind", "lane_kind", "ts_ns", "dur_ns", "corr_id", "stream")
             if c in events.columns]
-    return events.loc[on_device & has_stream, cols]
+    mask = np.zeros(len(events), bool)
+    mask[gpu_rows(events)] = True
+    return events.loc[mask, cols]
 
 
-def last_step_filter(events: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+def last_step_rows(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """HTA's quirk: with >= 2 ProfilerStep names, drop GPU events not launched before the start
-    of the last ProfilerStep (on any lane)."""
-    if len(gpu) == 0:
-        return gpu
+    of the last ProfilerStep (on any lane). ``rows``: positions of the GPU events; returns
+    those kept."""
+    if rows.size == 0:
+        return rows
     is_ps = _match(events["name"], f".*{PROFILER_STEP}")
     if events["name"][is_ps].nunique() < 2:
-        return gpu
+        return rows
     last_start = int(events["ts_ns"].to_numpy(np.int64)[is_ps].max())
     if "corr_id" not in events.columns:
-        return gpu.iloc[:0]  # no launch can be matched: HTA keeps nothing either
-    host = isin(events["lane_kind"], HOST_LANES) & events["corr_id"].notna().to_numpy()
-    launches = events[host & (events["ts_ns"].to_numpy(np.int64) < last_start)]
-    keep = gpu["corr_id"].isin(launches["corr_id"].dropna().unique())
-    return gpu[keep.fillna(False).to_numpy(bool)]
+        return rows[:0]  # no launch can be matched: HTA keeps nothing either
+    corr = events["corr_id"]
+    host = isin(events["lane_kind"], HOST_LANES) & corr.notna().to_numpy()
+    launched = corr[host & (events["ts_ns"].to_numpy(np.int64) < last_start)].dropna().unique()
+    keep = corr.iloc[rows].isin(launched)
+    return rows[keep.fillna(False).to_numpy(bool)]
 
 
 def kernel_types(gpu: pd.DataFrame) -> np.ndarray:
     """Per GPU event: 'communication', 'memory', 'computation' or 'other' (HTA's KernelType)."""
-    kind = gpu["kind"]
-    names = gpu["name"]
-    comm = _match(names, NCCL_KERNEL_RE) | isin(kind, ("collective",))
-    mem = ~comm & (_match(names, MEMORY_KERNEL_RE) | isin(kind, MEMORY_KINDS))
-    comp = ~comm & ~mem & isin(kind, ("kernel",)) & ~_match(names, NON_COMPUTE_RE)
+    return kernel_types_at(gpu, np.arange(len(gpu)))
+
+
+def kernel_types_at(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """:func:`kernel_types` of the events at positions ``rows`` (decided per distinct name and
+    kind on the whole columns, no copy of the rows)."""
+    kind = events["kind"]
+    names = events["name"]
+    comm = (_match(names, NCCL_KERNEL_RE) | isin(kind, ("collective",)))[rows]
+    mem = ~comm & (_match(names, MEMORY_KERNEL_RE) | isin(kind, MEMORY_KINDS))[rows]
+    comp = ~comm & ~mem & (isin(kind, ("kernel",)) & ~_match(names, NON_COMPUTE_RE))[rows]
     return np.select([comm, mem, comp], ["communication", "memory", "computation"], "other")
 
 
@@ -233,17 +251,25 @@ def hta_time_grid(ts_ns: np.ndarray, dur_ns: np.ndarray) -> tuple[np.ndarray, np
     return q + np.ceil(frac).astype(np.int64), q + np.floor(end_frac).astype(np.int64)
 
 
-def hta_figures(events: pd.DataFrame) -> HtaFigures:
-    """HTA's temporal breakdown and comm/comp overlap for one rank's events.
+def hta_figures(events: pd.DataFrame, rows: np.ndarray | None = None,
+                types: np.ndarray | None = None) -> HtaFigures:
+    """HTA's temporal breakdown and comm/comp overlap for one rank's events (``rows``, ``types``:
+    :func:`gpu_rows` and :func:`kernel_types_at` of them, when the caller has them).
 
     Times are first put on HTA's grid: HTA rounds nanosecond-resolution Kineto times to whole
     microseconds, the start *up* and the end *down* (``round_down_time_stamps``), so sub-us
     events can get a negative duration; the figures are then computed in us with HTA's merge.
     The returned ``*_ns`` fields are those us figures times 1000."""
-    gpu = last_step_filter(events, gpu_events(events))
-    if len(gpu) == 0:
+    if rows is None or types is None:
+        rows = gpu_rows(events)
+        types = kernel_types_at(events, rows)
+    kept = last_step_rows(events, rows)
+    if kept.size == 0:
         return HtaFigures(0, 0, 0, 0, 0, 0)
-    s_us, e_us = hta_time_grid(gpu["ts_ns"].to_numpy(np.int64), gpu["dur_ns"].to_numpy(np.int64))
-    f = figures_of(s_us, e_us, kernel_types(gpu), hta_merging=True)
+    if kept.size != rows.size:
+        types = types[np.isin(rows, kept)]
+    s_us, e_us = hta_time_grid(events["ts_ns"].to_numpy(np.int64)[kept],
+                               events["dur_ns"].to_numpy(np.int64)[kept])
+    f = figures_of(s_us, e_us, types, hta_merging=True)
     return HtaFigures(*(1000 * x for x in (f.kernel_time_ns, f.idle_ns, f.compute_ns,
                                              f.non_compute_ns, f.comm_ns, f.overlap_ns)))

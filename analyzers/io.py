@@ -64,9 +64,9 @@ def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
         return np.zeros(0, bool)
     cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
     rx = re.compile(pattern)
-    hit = np.array([bool(rx.search(str(c))) for c in cat.cat.categories], dtype=bool)
+    hit = np.array([bool(rx.search(str(c))) for c in cat.cat.categories.tolist()], dtype=bool)
     codes = cat.cat.codes.to_numpy()
-    return np.where(codes >= 0, hit[np.maximum(codes, 0)], False)
+    return np.append(hit, False)[codes]  # code -1 (missing) reads the trailing False
 
 
 def col(events: pd.DataFrame, name: str) -> np.ndarray:
@@ -76,7 +76,7 @@ def col(events: pd.DataFrame, name: str) -> np.ndarray:
         return np.empty(0, object)
     s = events[name]
     if isinstance(s.dtype, pd.CategoricalDtype):
-        cats = np.array([str(c) for c in s.cat.categories] + ["nan"], dtype=object)
+        cats = np.array([str(c) for c in s.cat.categories.tolist()] + ["nan"], dtype=object)
         return cats[s.cat.codes.to_numpy()]  # code -1 (missing) picks the trailing "nan"
     return s.astype(str).to_numpy(dtype=object)
 
@@ -87,7 +87,7 @@ def is_(events: pd.DataFrame, name: str, *values: str) -> np.ndarray:
     s = events[name] if len(events) else None
     if s is None or not isinstance(s.dtype, pd.CategoricalDtype):
         return np.isin(col(events, name), values) if len(events) else np.zeros(0, bool)
-    return codes_in(s, [str(c) in values for c in s.cat.categories], "nan" in values)
+    return codes_in(s, [str(c) in values for c in s.cat.categories.tolist()], "nan" in values)
 
 
 
@@ -138,7 +138,7 @@ def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
         if code.size == 0:
             return []
         first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-        text = np.array([str(c) for c in names.cat.categories], dtype=object)
+        text = np.array([str(c) for c in names.cat.categories.tolist()], dtype=object)
         sub = pd.DataFrame({"name": text[code[first]], "sum": np.add.reduceat(w, first),
                             "count": np.diff(np.r_[first, len(code)])})
         g = sub.groupby("name")[["sum", "count"]].sum()

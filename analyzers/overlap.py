@@ -96,10 +96,10 @@ def device_idle_gaps(windows: pd.DataFrame, busy: iv.Union) -> pd.DataFrame:
                          "step": windows["step"].to_numpy(np.int64)[w]})
 
 
-def _hta_per_window(gpu: pd.DataFrame, types: np.ndarray, windows: pd.DataFrame
+def _hta_per_window(s: np.ndarray, e: np.ndarray, types: np.ndarray, windows: pd.DataFrame
                     ) -> list[hta_compat.HtaFigures]:
-    """HTA's figures per window on the GPU events clipped to it (one pass over the events)."""
-    s, e = _intervals(gpu)
+    """HTA's figures per window on the GPU events [s, e) clipped to it (one pass over the
+    events)."""
     cs, ce, w, src = split_by_windows(s, e, windows)
     order = np.argsort(w, kind="stable")
     cs, ce, w, t = cs[order], ce[order], w[order], types[src[order]]
@@ -108,11 +108,14 @@ def _hta_per_window(gpu: pd.DataFrame, types: np.ndarray, windows: pd.DataFrame
             for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def overlap_tables(events: pd.DataFrame, meta: Any = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def overlap_tables(events: pd.DataFrame, meta: Any = None,
+                   gpu: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per_step, device_idle) tables for one rank. ``per_step`` columns: step, start_ns,
     end_ns, dur_ns, ``<part>_ns`` and ``<part>_pct`` for the five parts, and the HTA figures.
     Only the steps captured in detail (``steps.fine_windows``): a step the monitor saw alone
-    has no recorded work, and counting it would pass its whole time off as free time."""
+    has no recorded work, and counting it would pass its whole time off as free time.
+    ``gpu``: HTA's GPU event rows and their kernel types (:func:`_gpu`), when computed."""
     windows = fine_windows(events, meta)
     ws = windows["start_ns"].to_numpy(np.int64)
     we = windows["end_ns"].to_numpy(np.int64)
@@ -128,19 +131,26 @@ def overlap_tables(events: pd.DataFrame, meta: Any = None) -> tuple[pd.DataFrame
     with np.errstate(invalid="ignore", divide="ignore"):
         for name in PARTS:
             table[f"{name}_pct"] = np.where(dur > 0, 100.0 * table[f"{name}_ns"] / dur, 0.0)
-    gpu = hta_compat.gpu_events(events)
-    types = hta_compat.kernel_types(gpu) if len(gpu) else np.empty(0, str)
-    figs = _hta_per_window(gpu, types, windows) if len(gpu) else \
+    rows, types = _gpu(events) if gpu is None else gpu
+    s, e = _intervals(events)
+    figs = _hta_per_window(s[rows], e[rows], types, windows) if rows.size else \
         [hta_compat.HtaFigures(0, 0, 0, 0, 0, 0)] * len(windows)
     for key in ("idle_pct", "compute_pct", "non_compute_pct", "comm_comp_overlap_pct"):
         table[key] = [getattr(f, key) for f in figs]
     return table, device_idle_gaps(windows, p["device_busy"])
 
 
+def _gpu(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's GPU event rows and their kernel types (computed once for both HTA figures)."""
+    rows = hta_compat.gpu_rows(events)
+    return rows, hta_compat.kernel_types_at(events, rows) if rows.size else np.empty(0, str)
+
+
 @register("overlap", scope="rank")
 def analyze(ctx: RankContext) -> AnalyzerResult:
     """Multi-component overlap: computation/communication/overlapped/host-bound/free % per step."""
-    per_step, idle = overlap_tables(ctx.events, ctx.meta)
+    gpu = _gpu(ctx.events)
+    per_step, idle = overlap_tables(ctx.events, ctx.meta, gpu)
     total = int(per_step["dur_ns"].sum())
     metrics: dict[str, object] = {}
     for name in PARTS:
@@ -148,7 +158,7 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
             else 0.0
     if total == 0:
         metrics["free_pct"] = 100.0
-    hta = hta_compat.hta_figures(ctx.events)
+    hta = hta_compat.hta_figures(ctx.events, *gpu)
     has_gpu = hta.kernel_time_ns > 0  # <= 0: no GPU event (or only sub-us ones on HTA's grid)
     for key in ("idle_pct", "compute_pct", "non_compute_pct"):
         # clipped to 0..100: HTA's negative sub-us durations can push a share a hair outside

@@ -12,6 +12,10 @@ graph type and its longest-path solver.
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -37,7 +41,7 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
     """Small-int codes of a string column in a fixed vocabulary (-1: unknown), computed once
     per distinct value: comparisons on millions of events are then integer operations."""
     cat = col.astype("category")
-    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories] + [-1], np.int64)
+    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories.tolist()] + [-1], np.int64)
     return table[cat.cat.codes.to_numpy()]
 
 
@@ -175,31 +179,94 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
     lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
+    corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
+    waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
+    key = None
+    if n_ev <= KEEP_MAX_EVENTS:
+        # everything the graph is made of (the rest of this function reads nothing else)
+        key = _digest(s, e, win, src, kind, lane_kind, nccl, lane, corr,
+                      windows["start_ns"].to_numpy(np.int64),
+                      windows["end_ns"].to_numpy(np.int64), *_name_key(pre.name, src),
+                      *(waits or ()))
+        kept = _KEPT.get(key)
+        if kept is not None:
+            _KEPT.move_to_end(key)
+            return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
+    g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
+    if key is None:
+        return g, info
+    for a in g.__dict__.values():
+        a.flags.writeable = False  # shared with later users: no change in place
+    _KEPT[key] = (g, info, n_ev)
+    while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
+        _KEPT.popitem(last=False)  # the least recently used first
+    return g, info.copy(deep=False)
+
+
+#: Graphs of at most this many events in all are kept after they are built (the most recently
+#: used, each under a digest of everything it is made of): the what-if replay
+#: (``hermes.whatif``, the advisor's replayed speedups) builds the graph of the same events
+#: and steps as the critical path did and takes it from here. Bigger graphs are not kept
+#: (memory) -- the replay of a rank of over a million events builds its median step alone.
+KEEP_MAX_EVENTS = 500_000
+_KEPT: OrderedDict[bytes, tuple[cpgraph.Graph, pd.DataFrame, int]] = OrderedDict()
+
+
+def _digest(*arrays: np.ndarray) -> bytes:
+    h = hashlib.sha256()  # (hardware-accelerated on most CPUs: ~2x blake2b's speed here)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}|".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.digest()
+
+
+def _name_key(name: Any, src: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The names of the events ``src`` as arrays to digest: category codes and the categories'
+    text when categorical, else the names' hashes."""
+    if isinstance(name, pd.Categorical):
+        cats = np.asarray(name.categories.astype(str), dtype=object)
+        return np.asarray(name.codes)[src], pd.util.hash_array(cats)
+    return (pd.util.hash_array(np.asarray(name.take(src), dtype=object)),)
+
+
+def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.ndarray,
+           kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray, lane: np.ndarray,
+           corr: np.ndarray, waits: tuple[np.ndarray, ...] | None, windows: pd.DataFrame
+           ) -> tuple[cpgraph.Graph, pd.DataFrame]:
+    """The graph of the event copies (after :func:`build_sel`'s cut and selection)."""
+    n_ev = s.size
     ws = windows["start_ns"].to_numpy(np.int64)
     span = int((windows["end_ns"] - windows["start_ns"]).to_numpy(np.int64).max(initial=0)) + 1
     comp = _component(kind, lane_kind, nccl, _inside_data(lane, s - ws[win], e - ws[win], kind,
                                                           span))
     kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
                                          categories=list(_KIND_NAMES))
+    host_ev = _in(lane_kind, _LANE, HOST_LANES)
     info = pd.DataFrame({"name": pre.name.take(src), "kind": kind_cat,
                          "component": comp, "start": s, "end": e, "win": win,
                          "loader": lane_kind == _LANE["loader"],
-                         "host": _in(lane_kind, _LANE, HOST_LANES), "src": src})
+                         "host": host_ev, "src": src})
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
     dur = e - s
-    eid = np.arange(n_ev)
-    # nodes: start (is_start 1) and end (0) of every event
+    # nodes: start (is_start 1) and end (0) of every event, laid out [starts, ends]
     n_t = np.concatenate([s, e])
-    n_lane = np.concatenate([lane, lane])
-    n_ev_id = np.concatenate([eid, eid])
-    n_is_start = np.concatenate([np.ones(n_ev, np.int64), np.zeros(n_ev, np.int64)])
+    n_is_start = np.zeros(2 * n_ev, np.int64)
+    n_is_start[:n_ev] = 1
     # equal times: ends before starts; starts outer (longer) first; ends inner (shorter) first
     tie = np.concatenate([-dur, dur])
-    order = node_order(n_ev_id, tie, n_is_start, n_t, n_lane)
-    t, ln, nev, st = n_t[order], n_lane[order], n_ev_id[order], n_is_start[order]
-    del n_t, n_lane, n_ev_id, n_is_start, tie  # (peak memory: free node-sized temporaries early)
+    order = node_order(None, tie, n_is_start, n_t, np.concatenate([lane, lane]))
+    del n_is_start, tie  # (peak memory: free node-sized temporaries early)
+    t = n_t[order]
+    del n_t
+    # a node's event and start/end follow from its place in the layout (no gathers)
+    is_end = order >= n_ev
+    nev = order - n_ev * is_end
+    st = (~is_end).astype(np.int64)
+    del is_end
+    ln = lane[nev]
     n = t.size
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n)
@@ -217,28 +284,29 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame
     w[(seg >= 0) & (kind[np.maximum(seg, 0)] == _KIND["sync"])] = 0  # waiting is not work
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
-    w[(seg < 0) & _in(lane_kind[nev], _LANE, HOST_LANES)] = 0
-    corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
+    w[(seg < 0) & host_ev[nev]] = 0
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
-    waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
     cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
                                          end_node, t, w, first, seg, prev_t, waits)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
-def node_order(ev_id: np.ndarray, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
+def node_order(ev_id: np.ndarray | None, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
                 lane: np.ndarray) -> np.ndarray:
     """``np.lexsort((ev_id, tie, is_start, t, lane))`` for nodes laid out as [starts, ends] of
-    events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys): one
-    int64 key (lane, t, is_start) sorted stably, ties by ``tie`` (``cpgraph.sort_by_key``)."""
+    events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys; None:
+    that layout's ids, ``[0..n-1, 0..n-1]``): one int64 key (lane, t, is_start) sorted stably,
+    ties by ``tie`` (``cpgraph.sort_by_key``)."""
     if t.size == 0:
         return np.empty(0, np.int64)
     t0 = int(t.min())
     span = int(t.max()) - t0 + 1
     if (int(lane.max()) + 1) * span * 2 >= 2**62 or int(lane.min()) < 0:
+        if ev_id is None:
+            ev_id = np.tile(np.arange(t.size // 2), 2)
         return np.lexsort((ev_id, tie, is_start, t, lane))
     key = (lane * span + (t - t0)) * 2 + is_start
     return cpgraph.sort_by_key(key, tie)
@@ -248,19 +316,23 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     """Innermost event active after each node of nodes sorted by (lane, time) — ``st`` 1 for a
     start, 0 for an end, ``nev`` the node's event, ``ln`` its lane: after a start, that event;
     after an end, the event of the latest earlier start at the same nesting depth on the lane
-    (the enclosing event); -1 where none. Vectorized per nesting depth."""
-    depth = np.cumsum(np.where(st == 1, 1, -1))
-    active = np.where(st == 1, nev, -1)
-    starts = np.flatnonzero(st == 1)
-    for d in np.unique(depth[st == 0]):
-        if d <= 0:
-            continue
-        q = np.flatnonzero((st == 0) & (depth == d))
-        cand = starts[depth[starts] == d]
-        k = np.searchsorted(cand, q) - 1
-        j = cand[np.maximum(k, 0)]
-        ok = (k >= 0) & (ln[j] == ln[q])
-        active[q[ok]] = nev[j[ok]]
+    (the enclosing event); -1 where none. Vectorized: the starts sorted by (depth, position)
+    (a radix sort of the depths), one search for every end."""
+    n = st.size
+    is_start = st == 1
+    depth = np.cumsum(np.where(is_start, 1, -1))
+    active = np.where(is_start, nev, -1)
+    starts = np.flatnonzero(is_start)
+    q = np.flatnonzero(~is_start & (depth > 0))
+    if q.size == 0 or starts.size == 0:
+        return active
+    ds = depth[starts]
+    o = np.argsort(ds.astype(np.int16) if ds.max() < 2**15 else ds, kind="stable")
+    starts = starts[o]
+    k = np.searchsorted(ds[o] * n + starts, depth[q] * n + q) - 1
+    j = starts[np.maximum(k, 0)]
+    ok = (k >= 0) & (depth[j] == depth[q]) & (ln[j] == ln[q])
+    active[q[ok]] = nev[j[ok]]
     return active
 
 

@@ -173,7 +173,7 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
             ) -> Prediction:
     """Step time after the optimizations ``specs`` (rule ids or emulator options) combined."""
     chosen, unknown = _resolve(specs, meta)
-    cl = cluster.match(gs, getattr(meta, "clock_offsets_ns", None))
+    cl, base_all = _unchanged(gs, getattr(meta, "clock_offsets_ns", None))
     straggler = any(tr.name == STRAGGLER for _, tr, _ in chosen)
     if straggler and cl is None and _collectives(gs):
         # collectives found but none matched across ranks: the other ranks' waits would stay
@@ -210,9 +210,8 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         changes[late].scale *= f
         changes[late].gap *= gap
     if cl is not None:
-        base_all, new_all = cluster.replay(cl), cluster.replay(cl, changes)
+        new_all = cluster.replay(cl, changes)
     else:
-        base_all = {r: rp.replay(sg) for r, sg in gs.items()}
         new_all = {r: rp.replay(sg, changes[r]) for r, sg in gs.items()}
     workers = _recorded_workers(meta)
     new_all = {r: _loader_bound(gs[r], changes[r], base_all[r], new_all[r], workers)
@@ -263,6 +262,24 @@ def _loader_bound(sg: rp.StepGraph, ch: rp.Change, base: np.ndarray, new: np.nda
     floor = float(own[loader].sum()) / max(int((per_step > 0).sum()), 1) / \
         max(float(per_step.max()), workers, 1.0)
     return np.maximum(new, np.minimum(floor, base)).astype(new.dtype)
+
+
+def _unchanged(gs: Mapping[int, rp.StepGraph], offsets: Mapping[int, int] | None
+               ) -> tuple[cluster.Cluster | None, dict[int, np.ndarray]]:
+    """The ranks' matched collectives and the replay with nothing changed: the same for every
+    set of optimizations, so computed once per set of graphs (kept on the first graph, with
+    the graphs and offsets they were computed for) and reused by later :func:`predict` calls."""
+    key = (tuple(gs), tuple(sorted((int(r), int(v)) for r, v in (offsets or {}).items())))
+    graphs_ = tuple(gs.values())
+    memo = graphs_[0].memo if graphs_ else {}
+    got = memo.get("unchanged")
+    if got is not None and got[0] == key and len(got[1]) == len(graphs_) and \
+            all(a is b for a, b in zip(got[1], graphs_, strict=True)):
+        return got[2], got[3]
+    cl = cluster.match(gs, offsets)
+    base = cluster.replay(cl) if cl is not None else {r: rp.replay(sg) for r, sg in gs.items()}
+    memo["unchanged"] = (key, graphs_, cl, base)
+    return cl, base
 
 
 def _pace_factors(cl: cluster.Cluster | None, sg: rp.StepGraph, late: int, own: float,

@@ -61,6 +61,8 @@ class StepGraph:
     ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     ends_win: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     ends_main: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
+    #: what ``hermes.whatif.predict`` computes once per set of graphs (the unchanged replay)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -108,8 +110,10 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     has_in = np.zeros(n, bool)
     has_in[g.cv[g.forward_cross()]] = True
     w = g.w.copy()
-    kind = info["kind"].astype(str).to_numpy()
-    wait_ev = np.isin(kind, ("sync", "data_wait"))
+    # (decided per category of the kind column, no string per event)
+    kind = info["kind"]
+    wait_ev = np.isin(kind.cat.categories.to_numpy(object), ("sync", "data_wait")
+                      )[kind.cat.codes.to_numpy()]
     seg = g.seg_event
     waiting = (seg >= 0) & wait_ev[np.maximum(seg, 0)]
     # time nothing explains (no launch or wait edge into the node: a host gap, a device gap
@@ -167,7 +171,8 @@ def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first:
     # pin-memory thread woken by the loop; loader workers run ahead on their own, the main
     # thread's gaps are its own unrecorded work and other threads' (autograd's) stay as
     # measured)
-    data = info["kind"].astype(str).str.startswith("data_").to_numpy(bool)
+    data = np.asarray(info["kind"].cat.categories.str.startswith("data_"), bool)[
+        info["kind"].cat.codes.to_numpy()]
     helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & \
         (first[st] | ((g.seg_event[st] < 0) & data)) & ~_main_chain(g, info)
     sel = (dev | helper) & ~has_in[st]

@@ -265,3 +265,58 @@ def test_dag_pass_gives_dijkstras_answer_on_real_traces(shared_traces, tmp_path,
     assert res["dag"].metrics["length_pct"] > 0
     for t in ("top_ops", "ops", "per_step"):
         pd.testing.assert_frame_equal(res["dag"].tables[t], res["dijkstra"].tables[t])
+
+
+def _sync_frame(**change):
+    df = pd.DataFrame(events(*SYNC))
+    for c in ("corr_id", "stream"):
+        df[c] = pd.array(df[c], dtype="Int64")
+    for c, v in change.items():
+        df[c] = v
+    return df
+
+
+def _same_graph(a, b):
+    (g1, i1), (g2, i2) = a, b
+    for f in g1.__dict__:
+        np.testing.assert_array_equal(getattr(g1, f), getattr(g2, f))
+    pd.testing.assert_frame_equal(i1, i2)
+
+
+def test_replay_takes_the_graph_the_critical_path_built(monkeypatch):
+    from hermes.analyzers import stepgraph
+    from hermes.analyzers.steps import step_windows
+    from hermes.whatif import replay
+
+    stepgraph._KEPT.clear()
+    df = _sync_frame()
+    run(*SYNC)  # the critical path builds the graph and keeps it
+    kept = next(iter(stepgraph._KEPT.values()))
+    sg = replay.build(df.copy(), step_windows(df))
+    # the very arrays (nothing built again), and the same as a fresh build
+    assert sg.g.t is kept[0].t and sg.info["start"].to_numpy().tolist() == [0, 10, 40, 85, 20]
+    monkeypatch.setattr(stepgraph, "KEEP_MAX_EVENTS", 0)
+    _same_graph(stepgraph.build(df, step_windows(df)), (kept[0], kept[1]))
+    # a kept graph is read-only: a user changing it in place would change the next one's
+    with pytest.raises(ValueError):
+        kept[0].w[0] = 1
+    # columns a user adds to its info stay in its copy
+    sg.info["extra"] = 1
+    assert "extra" not in kept[1].columns
+
+
+@pytest.mark.parametrize("col, value", [("corr_id", pd.array([None] * 6, dtype="Int64")),
+                                        ("name", ["a", "b", "c", "d", "e", "f"]),
+                                        ("dur_ns", [100, 30, 5, 45, 10, 59])])
+def test_a_kept_graph_is_not_taken_for_other_events(col, value):
+    from hermes.analyzers import stepgraph
+    from hermes.analyzers.steps import step_windows
+
+    stepgraph._KEPT.clear()
+    df = _sync_frame()
+    stepgraph.build(df, step_windows(df))
+    other = _sync_frame(**{col: value})
+    g, info = stepgraph.build(other, step_windows(other))
+    assert len(stepgraph._KEPT) == 2  # built, not taken
+    stepgraph._KEPT.clear()
+    _same_graph((g, info), stepgraph.build(other, step_windows(other)))
