@@ -31,6 +31,7 @@ from hermes.collectors.importers.kineto.side import DEVICE_SEP, INTERMEDIATE, Si
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace import comm_patterns
 from hermes.trace.comm_patterns import CommPatterns
+from hermes.trace.memory import MemoryWriter
 from hermes.trace.meta import INT32_MAX, TraceMeta, strict_int
 from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
 
@@ -259,7 +260,8 @@ def _phase1(path: Path, spool: Path, progress: Callable[[int], None] | None,
     return side, kf.header
 
 
-def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTraceWriter,
+def _import_file(path: Path, rank_fallback: int,
+                 writer: TraceWriter | RankedTraceWriter | MemoryWriter,
                  tmpdir: Path, progress: Callable[[int], None] | None, comm: CommPatterns,
                  max_bytes: int) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
     """Import one file; returns (rank, side info, header, events per kind, dangling corr)."""
@@ -293,8 +295,12 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     progress: Callable[[int], None] | None = options.get("progress")
     #: which kernel names are communication: the shipped table, or one a user extended
     comm: CommPatterns = options.get("comm_patterns") or comm_patterns.default()
-    writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
-                         threaded=True)
+    writer: TraceWriter | RankedTraceWriter | MemoryWriter
+    if options.get("in_memory"):  # the Trace load() would give of ``out``, no file written
+        writer = MemoryWriter(TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS)
+    else:
+        writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
+                             threaded=True)
     ranks: dict[int, Path] = {}
     by_kind: Counter[str] = Counter()
     by_cat: Counter[str] = Counter()
@@ -353,7 +359,10 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     except BaseException:
         writer.abort()
         raise
-    return ImportResult(out=written, events=int(sum(by_kind.values())),
+    trace = None
+    if isinstance(writer, MemoryWriter):
+        trace, written = written, out
+    return ImportResult(out=written, trace=trace, events=int(sum(by_kind.values())),
                         ranks=tuple(sorted(ranks)), by_kind=dict(by_kind),
                         by_source_category=dict(by_cat), unknown_kept=dict(unknown),
                         warnings=tuple(warnings))
