@@ -81,3 +81,20 @@ def test_analysis_failure_in_memory_is_one_line(monkeypatch: pytest.MonkeyPatch)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "no rank could be analyzed: rank 0: ValueError: boom" in lines[0]
     assert "internal error" not in lines[0]
+
+
+def test_console_analyze_output_is_complete(tmp_path: Path) -> None:
+    """A console ``hermes analyze`` ends without the interpreter's teardown (``os._exit``):
+    everything it printed or wrote is there first."""
+    import subprocess
+    import sys
+
+    src = KINETO / SOURCES[1]
+    code, want, err = run_cli("analyze", str(src), "--format", "json")
+    assert code == 0, err
+    cmd = [sys.executable, "-m", "hermes.cli", "analyze", str(src), "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == want, r.stderr
+    out = tmp_path / "a.json"
+    r = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and out.read_text() == want, r.stderr
