@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 
 @dataclass(frozen=True)
@@ -157,6 +155,9 @@ def _dag_order(n: int, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray | 
 def _dijkstra_csr(n: int, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                   start: np.ndarray, preds: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`_shortest` on edges already in canonical CSR form (``indptr`` of n + 1 rows)."""
+    import scipy.sparse as sp  # imported on use (~0.2 s): only Dijkstra needs scipy
+    from scipy.sparse.csgraph import dijkstra
+
     idx = np.int32 if n + 1 + indices.size < 2**31 - 1 else np.int64
     ip = np.empty(n + 2, idx)
     ip[:n + 1] = indptr
@@ -193,6 +194,8 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             d, pred = dp.forward(n, indptr, v, lost, g.t - t0, topo)
             b = dp.backward(n, indptr, v, lost, t1 - g.t, topo)
             return (g.t - t0) - d, pred, (t1 - g.t) - b
+    import scipy.sparse as sp
+
     u, v, lost = edges(g)  # sorted by (u, v), unique: canonical CSR order
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])

@@ -25,6 +25,9 @@ class ImportResult:
     by_source_category: dict[str, int] = field(default_factory=dict)
     unknown_kept: dict[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: the imported :class:`hermes.trace.Trace` when the import ran with option
+    #: ``in_memory`` (an importer with ``Importer.in_memory``): nothing written at ``out``
+    trace: Any = None
 
 
 def _guarded_run(run: Callable[[list[Path], Path, dict[str, Any]], ImportResult],
@@ -98,6 +101,10 @@ class Importer:
     #: for a source no importer recognizes: what it is, when it is a file this importer's
     #: ecosystem writes that is not something to import (a PyTorch Execution Trace, say)
     explain: Callable[[Path], str | None] = _nothing_to_say
+    #: True when ``run`` takes option ``in_memory``: the trace is returned in
+    #: ``ImportResult.trace`` (exactly what ``hermes.trace.load`` gives of the file it would
+    #: write) and nothing is written
+    in_memory: bool = False
 
     def __post_init__(self) -> None:
         # Every caller (import, diff and check of raw profiler output, the PyTorch profiler

@@ -28,7 +28,6 @@ from typing import Any
 from hermes.analyzers.result import Analysis
 from hermes.errors import HermesError
 from hermes.findings import Finding, Recommendation
-from hermes.npu import opts
 from hermes.rules import TABLE, Rule, RuleTable
 from hermes.rules.expr import Unavailable
 
@@ -172,6 +171,8 @@ def _emulator_state(meta: Any, spec: str) -> str:
     """``"ok"``, ``"applied"`` (the run already had this option with this value) or
     ``"invalid"`` (the emulator recorded that the option cannot be planned with this run:
     ``extra.opts_rejected``, written by the emulator at plan time)."""
+    from hermes.npu import opts  # imported on use: only emulated runs name emulator options
+
     extra = _extra(meta)
     try:
         name, value = opts.parse(spec)

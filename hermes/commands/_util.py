@@ -149,6 +149,22 @@ def dumps(obj: Any) -> str:
 
 
 @contextlib.contextmanager
+def hermes_source(src: Path, save: Path | None = None) -> Iterator[Any]:
+    """:func:`hermes_trace`, except that a single profiler file whose importer can
+    (Kineto JSON) is imported straight into a :class:`hermes.Trace` in this process, with no
+    Parquet written and read back (unless ``save`` asks to keep it)."""
+    if save is None and src.is_file() and src.suffix != ".parquet":
+        from hermes.diff.runs import import_in_memory
+
+        trace = import_in_memory(src)
+        if trace is not None:
+            yield trace
+            return
+    with hermes_trace(src, save) as path:
+        yield path
+
+
+@contextlib.contextmanager
 def hermes_trace(src: Path, save: Path | None = None) -> Iterator[Path]:
     """A Hermes trace for ``src``: ``src`` itself when it is one, else the profiler output it
     holds (Kineto JSON/.gz, Ascend output) imported in this process, into ``save`` when given

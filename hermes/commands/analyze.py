@@ -7,12 +7,21 @@ when piped (scripts and tests read that layout).
 
 from __future__ import annotations
 
+import contextlib
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from hermes.commands._util import check_output_path, hermes_trace, progress, write_text_atomic
+from hermes.commands._util import (
+    check_output_path,
+    hermes_source,
+    hermes_trace,
+    progress,
+    write_text_atomic,
+)
 from hermes.report import formats_help
 
 TRACE_HELP = ("Hermes trace (.parquet or per-rank directory), or profiler output to import "
@@ -67,36 +76,66 @@ def register(app: typer.Typer) -> None:
         renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
             check_output_path(out, [trace, *([save_trace] if save_trace else [])])
-        from hermes.analyzers.executor import make_executor
+        from hermes.analyzers.executor import LocalExecutor, make_executor
 
-        with hermes_trace(trace, save_trace) as path:
-            executor = make_executor(scheduler, workers)
-            try:
-                with progress("analyzing ranks") as bar:
+        executor = make_executor(scheduler, workers)
+        # one process (no pool, no cluster): a profiler file is imported into memory
+        here = isinstance(executor, LocalExecutor) and executor.workers <= 1
+        try:
+            with (hermes_source if here else hermes_trace)(trace, save_trace) as source:
+                with progress("analyzing ranks") as bar, _as_rank_failure(source, trace):
                     result, advice = analyze_and_advise(
-                        path, ranks=rank or None, workers=workers,
+                        source, ranks=rank or None, workers=workers,
                         progress=lambda done, total: bar.update(completed=done, total=total),
                         keep_warmup=keep_warmup, executor=executor)
-            finally:
-                executor.close()
-            loaded = None
-            if renderer.wants_trace:
-                from hermes.report.timeline import columns
-                from hermes.trace import load
+                loaded = _timeline_trace(source, rank) if renderer.wants_trace else None
+        finally:
+            executor.close()
+        if out is None and fmt == "text" and stdout_is_terminal():
+            from hermes.report.terminal import print_report
 
-                loaded = load(path, columns=columns(), ranks=rank or None)
-            if out is None and fmt == "text" and stdout_is_terminal():
-                from hermes.report.terminal import print_report
-
-                print_report(result, advice, top)
-                return _exit(result, allow_missing)
-            text = renderer(result, advice, top, trace=loaded)
+            print_report(result, advice, top)
+            return _exit(result, allow_missing)
+        text = renderer(result, advice, top, trace=loaded)
         if out is not None:
             write_text_atomic(out, text)
             typer.echo(f"wrote {out}", err=True)
         else:
             typer.echo(text, nl=False)
         return _exit(result, allow_missing)
+
+
+@contextlib.contextmanager
+def _as_rank_failure(source: Any, src: Path) -> Iterator[None]:
+    """A trace imported in memory is analyzed in this process: a failure of its analysis is
+    the one-line error a trace path's failed rank gives (the executor's), never a traceback."""
+    from hermes.errors import HermesError
+
+    try:
+        yield
+    except Exception as exc:
+        from hermes.trace import Trace
+
+        if isinstance(exc, HermesError) or not isinstance(source, Trace):
+            raise
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        ranks = ", ".join(f"rank {r}" for r in source.ranks)
+        raise HermesError(f"no rank could be analyzed: {ranks}: {last.splitlines()[0]}",
+                          path=src) from None
+
+
+def _timeline_trace(source: Any, rank: list[int] | None) -> Any:
+    """The events a renderer that draws a timeline reads (its columns, the ranks analyzed):
+    loaded from a trace path, or taken from a trace imported in memory."""
+    from hermes.report.timeline import columns
+    from hermes.trace import Trace, load
+
+    if not isinstance(source, Trace):
+        return load(source, columns=columns(), ranks=rank or None)
+    ev = source.events
+    if rank:
+        ev = ev.loc[ev["rank"].isin([int(r) for r in rank]).to_numpy()]
+    return Trace(events=ev[columns()].reset_index(drop=True), meta=source.meta)
 
 
 def _exit(result: Any, allow_missing: bool) -> int:

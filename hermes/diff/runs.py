@@ -73,8 +73,29 @@ def import_trace(src: Path, out: Path) -> Path:
 
     The one place outside ``hermes import`` that calls the importer registry (its public
     ``detect``/``get``): ``hermes diff``, ``hermes analyze`` and ``hermes report`` all import
-    through it (the latter two via ``hermes.commands._util.hermes_trace``).
+    through it or :func:`import_in_memory` (the latter two via ``hermes.commands._util``).
     """
+    imp, files = _importer(src)
+    imp.run(files, out, {})
+    return out
+
+
+def import_in_memory(src: Path) -> Any:
+    """Profiler output ``src`` imported straight into a :class:`hermes.Trace` (the events
+    ``hermes.trace.load`` would give of the imported file, no file written) when it is a single
+    file whose importer can (``Importer.in_memory``: Kineto JSON); None otherwise (import it
+    with :func:`import_trace`)."""
+    if not src.is_file():
+        return None
+    imp, files = _importer(src)
+    if not imp.in_memory:
+        return None
+    return imp.run(files, src.with_name(src.name + ".parquet"), {"in_memory": True}).trace
+
+
+def _importer(src: Path) -> tuple[Any, list[Path]]:
+    """The importer that reads ``src`` and the files it reads (a directory no importer claims
+    is expanded to its trace files, as ``hermes import`` does)."""
     from hermes.collectors import importers
 
     imp = importers.detect(src)
@@ -90,8 +111,7 @@ def import_trace(src: Path, out: Path) -> Path:
                                 "recognizes", path=src,
                                 hint="Hermes reads a .parquet trace or a directory of per-rank "
                                      f".parquet files; {readable}")
-    importers.get(imp.name).run(files, out, {})
-    return out
+    return importers.get(imp.name), files
 
 
 def _windows(a: Analysis) -> pd.DataFrame:

@@ -26,4 +26,4 @@ IMPORTER = Importer(
     name="kineto",
     description="PyTorch profiler (Kineto) JSON trace, .json or .json.gz, one per rank",
     patterns=("*.json", "*.json.gz"),
-    detect=detect, run=run, explain=explain)
+    detect=detect, run=run, explain=explain, in_memory=True)

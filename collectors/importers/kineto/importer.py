@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from hermes.collectors.importers.kineto.side import DEVICE_SEP, INTERMEDIATE, Si
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace import comm_patterns
 from hermes.trace.comm_patterns import CommPatterns
+from hermes.trace.memory import MemoryWriter
 from hermes.trace.meta import INT32_MAX, TraceMeta, strict_int
 from hermes.trace.writer import RankedTraceWriter, TraceWriter, open_writer
 
@@ -241,29 +242,54 @@ def _device_meta(header: dict[str, Any], fallback: str | None = None) -> dict[st
     return meta
 
 
-def _phase1(path: Path, spool: Path, progress: Callable[[int], None] | None,
-            comm: CommPatterns, max_bytes: int) -> tuple[Side, dict[str, Any]]:
-    """Read the file chunk by chunk into intermediate batches spooled to ``spool``."""
+def _phase1(path: Path, spool: Path | list[pa.RecordBatch],
+            progress: Callable[[int], None] | None, comm: CommPatterns, max_bytes: int
+            ) -> tuple[Side, dict[str, Any]]:
+    """Read the file chunk by chunk into intermediate batches spooled to ``spool`` (a file, or
+    a list when the trace is built in memory anyway)."""
     side = Side(comm=comm)
     kf = KinetoFile(path, max_event_bytes=max_bytes).open()
     try:
-        with pa.OSFile(str(spool), "wb") as sink, \
-                pa.ipc.new_stream(sink, INTERMEDIATE) as out:
+        if isinstance(spool, list):
             for chunk in kf.chunks(progress):
                 batch = chunk_to_batch(chunk, side, path)
                 if batch is not None:
-                    out.write_batch(batch)
-                del chunk, batch  # hold one chunk at a time, not two
+                    spool.append(batch)
+                del chunk, batch
+        else:
+            with pa.OSFile(str(spool), "wb") as sink, \
+                    pa.ipc.new_stream(sink, INTERMEDIATE) as out:
+                for chunk in kf.chunks(progress):
+                    batch = chunk_to_batch(chunk, side, path)
+                    if batch is not None:
+                        out.write_batch(batch)
+                    del chunk, batch  # hold one chunk at a time, not two
     finally:
         kf.close()
     return side, kf.header
 
 
-def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTraceWriter,
+def _spooled(spool: Path | list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The intermediate batches in order; each is let go once the next is asked for (a
+    finished batch keeps only the columns it shares with it)."""
+    if isinstance(spool, list):
+        while spool:
+            yield spool.pop(0)
+        return
+    with pa.OSFile(str(spool), "rb") as src:
+        yield from pa.ipc.open_stream(src)
+    spool.unlink(missing_ok=True)
+
+
+def _import_file(path: Path, rank_fallback: int,
+                 writer: TraceWriter | RankedTraceWriter | MemoryWriter,
                  tmpdir: Path, progress: Callable[[int], None] | None, comm: CommPatterns,
                  max_bytes: int) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
-    """Import one file; returns (rank, side info, header, events per kind, dangling corr)."""
-    spool = tmpdir / "spool.arrows"
+    """Import one file; returns (rank, side info, header, events per kind, dangling corr).
+    Into memory, the intermediate batches stay in memory too (no spool file): a batch read
+    back from the spool is one buffer that the finished batch's shared columns keep whole."""
+    spool: Path | list[pa.RecordBatch] = [] if isinstance(writer, MemoryWriter) else \
+        tmpdir / "spool.arrows"
     side, header = _phase1(path, spool, progress, comm, max_bytes)
     rank = _rank_of(header, path)
     rank = rank_fallback if rank is None else rank
@@ -271,15 +297,14 @@ def _import_file(path: Path, rank_fallback: int, writer: TraceWriter | RankedTra
     by_kind: Counter[str] = Counter()
     first = 0
     pool = pa.default_memory_pool()
-    with pa.OSFile(str(spool), "rb") as src:
-        for b in pa.ipc.open_stream(src):
-            cols = finish.batch(b, first)
-            first += b.num_rows
-            for k, n in finish.kind_counts:
-                by_kind[KINDS[k]] += n
-            writer.write(cols)
-            pool.release_unused()
-    spool.unlink(missing_ok=True)
+    for b in _spooled(spool):
+        cols = finish.batch(b, first)
+        first += b.num_rows
+        for k, n in finish.kind_counts:
+            by_kind[KINDS[k]] += n
+        writer.write(cols)
+        del b, cols
+        pool.release_unused()
     return rank, side, header, by_kind, finish.dangling
 
 
@@ -293,8 +318,12 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     progress: Callable[[int], None] | None = options.get("progress")
     #: which kernel names are communication: the shipped table, or one a user extended
     comm: CommPatterns = options.get("comm_patterns") or comm_patterns.default()
-    writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
-                         threaded=True)
+    writer: TraceWriter | RankedTraceWriter | MemoryWriter
+    if options.get("in_memory"):  # the Trace load() would give of ``out``, no file written
+        writer = MemoryWriter(TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS)
+    else:
+        writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
+                             threaded=True)
     ranks: dict[int, Path] = {}
     by_kind: Counter[str] = Counter()
     by_cat: Counter[str] = Counter()
@@ -353,7 +382,10 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     except BaseException:
         writer.abort()
         raise
-    return ImportResult(out=written, events=int(sum(by_kind.values())),
+    trace = None
+    if isinstance(writer, MemoryWriter):
+        trace, written = written, out
+    return ImportResult(out=written, trace=trace, events=int(sum(by_kind.values())),
                         ranks=tuple(sorted(ranks)), by_kind=dict(by_kind),
                         by_source_category=dict(by_cat), unknown_kept=dict(unknown),
                         warnings=tuple(warnings))

@@ -1,0 +1,170 @@
+"""An in-memory trace writer: the :class:`Trace` that ``TraceWriter`` + ``load`` would give, with
+no file written or read.
+
+``hermes analyze FILE.json.gz`` imports the file and analyzes it in one process; writing the
+trace to Parquet and reading it back only to hand the events to the analysis cost ~0.15 s on a
+200k-event trace. :class:`MemoryWriter` takes the same batches as
+:class:`hermes.trace.writer.TraceWriter` (``write(columns)``, ``close(meta)``, ``abort()``) and
+``trace`` is then exactly the frame ``hermes.trace.load`` gives of the file that writer would have
+written: same columns, dtypes, values and categorical categories *in the same order*.
+
+The order of a categorical's categories is what the Parquet round trip makes it (it decides
+group order in the analyzers, so it must not change). The writer buffers batches and writes each
+flush as row groups of ``row_group_rows`` rows; per row group and column, Parquet keeps the first
+batch's Arrow dictionary whole (unused values included) and appends the values of the other
+batches in order of first appearance; the reader unifies the row groups' dictionaries in order.
+:func:`stored_categories` replays exactly that per distinct value, never per event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from hermes.trace.meta import TraceMeta
+from hermes.trace.schema import COLUMNS, arrow_schema
+from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, _ranks, to_table
+
+_DICT_COLUMNS = [c.name for c in COLUMNS if pa.types.is_dictionary(c.type)]
+
+
+class MemoryWriter:
+    """``TraceWriter``'s interface, kept in memory; ``close`` builds :attr:`trace`."""
+
+    def __init__(self, meta: TraceMeta | None = None,
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+        self.meta = meta or TraceMeta()
+        self._first_kv = self.meta.to_kv()  # what TraceWriter stores in the Arrow schema
+        self.row_group_rows = max(int(row_group_rows), 1)
+        self._tables: list[pa.Table] = []
+        #: row counts of the row groups TraceWriter would write, in order
+        self._groups: list[int] = []
+        self._buffered = 0
+        self._ranks: set[int] = set()
+        self.trace: Any = None
+
+    def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
+        table = to_table(batch)
+        if table.num_rows == 0:
+            return
+        self._ranks.update(_ranks(table))
+        self._tables.append(table)
+        self._buffered += table.num_rows
+        if self._buffered >= self.row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        """TraceWriter's flush: the buffered rows as row groups of ``row_group_rows``."""
+        full, rest = divmod(self._buffered, self.row_group_rows)
+        self._groups += [self.row_group_rows] * full + ([rest] if rest else [])
+        self._buffered = 0
+
+    def close(self, meta: TraceMeta | None = None) -> Any:
+        """The trace as ``hermes.trace.load`` would read it (also kept in :attr:`trace`)."""
+        from hermes.trace.reader import Trace, table_to_pandas
+
+        if meta is not None:
+            self.meta = meta
+        self._flush()
+        final = self.meta if self.meta.ranks else self.meta.with_(ranks=tuple(sorted(self._ranks)))
+        kv = dict(self._first_kv)  # the file's key-value metadata wins over the schema's
+        kv.update(final.to_kv())
+        table = as_stored(self._tables, self._groups)
+        self._tables = []
+        self.trace = Trace(events=table_to_pandas(table, destroy=True),
+                           meta=TraceMeta.from_kv(kv))
+        return self.trace
+
+    def abort(self) -> None:
+        self._tables = []
+        self.trace = None
+
+
+def as_stored(tables: list[pa.Table], groups: list[int]) -> pa.Table:
+    """``tables`` (v1 schema) as one table whose dictionary columns hold the dictionaries the
+    Parquet round trip gives (:func:`stored_categories`), one chunk per column."""
+    schema = arrow_schema()
+    if not tables:
+        return schema.empty_table()
+    whole = pa.concat_tables(tables)
+    arrays = []
+    for name in schema.names:
+        col = whole.column(name)
+        if name in _DICT_COLUMNS:
+            arrays.append(_recode(col, groups))
+        else:
+            arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def stored_categories(col: pa.ChunkedArray, groups: list[int]) -> list[str]:
+    """The dictionary a Parquet round trip gives ``col`` written as row groups of ``groups``
+    rows: per row group the dictionary of its first chunk, whole, then the values the other
+    chunks use in order of first appearance; row groups unified in order."""
+    out: dict[str, None] = {}
+    chunks = [c for c in col.chunks if len(c)]
+    ci, off = 0, 0  # current chunk, and rows of it already in earlier row groups
+    for size in groups:
+        first = True
+        left = size
+        while left > 0 and ci < len(chunks):
+            chunk = chunks[ci]
+            take = min(left, len(chunk) - off)
+            if first:
+                out.update(dict.fromkeys(chunk.dictionary.to_pylist()))
+                first = False
+            else:
+                out.update(dict.fromkeys(_used_in_order(chunk.slice(off, take))))
+            left -= take
+            off += take
+            if off == len(chunk):
+                ci, off = ci + 1, 0
+    return list(out)
+
+
+def _used_in_order(arr: pa.DictionaryArray) -> list[str]:
+    """The dictionary values ``arr`` uses, in order of first appearance (nulls skipped)."""
+    idx = _codes(arr)
+    if arr.null_count:
+        idx = idx[_valid(arr)]
+    if not len(idx):
+        return []
+    uniq, first = np.unique(idx, return_index=True)
+    codes = uniq[np.argsort(first, kind="stable")]
+    values = arr.dictionary.to_pylist()
+    return [values[c] for c in codes.tolist()]
+
+
+def _codes(arr: pa.DictionaryArray) -> np.ndarray:
+    """The int32 indices of ``arr`` (any value under a null), zero-copy."""
+    ind = arr.indices
+    return np.frombuffer(ind.buffers()[1], np.int32, ind.offset + len(ind))[ind.offset:]
+
+
+def _valid(arr: pa.DictionaryArray) -> np.ndarray:
+    if arr.null_count == 0:
+        return np.ones(len(arr), bool)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _recode(col: pa.ChunkedArray, groups: list[int]) -> pa.DictionaryArray:
+    """``col`` as one dictionary array over :func:`stored_categories`."""
+    cats = stored_categories(col, groups)
+    pos = {v: i for i, v in enumerate(cats)}
+    codes: list[np.ndarray] = []
+    valid: list[np.ndarray] = []
+    for chunk in col.chunks:
+        remap = np.array([pos.get(v, 0) for v in chunk.dictionary.to_pylist()], np.int32)
+        idx = _codes(chunk)
+        ok = _valid(chunk)
+        codes.append(remap[np.where(ok, idx, 0)] if len(remap) else np.zeros(len(chunk),
+                                                                            np.int32))
+        valid.append(ok)
+    code = np.concatenate(codes) if codes else np.zeros(0, np.int32)
+    ok = np.concatenate(valid) if valid else np.zeros(0, bool)
+    mask = None if ok.all() else ~ok
+    indices = pa.array(code, pa.int32(), mask=mask)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(cats, pa.string()))
