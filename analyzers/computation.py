@@ -28,6 +28,7 @@ import pandas as pd
 from hermes.analyzers import devicework, families
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.kernelstats import KernelStats
 from hermes.analyzers.opinfo import (
     TOP_N,
     arg_numbers,
@@ -42,7 +43,6 @@ from hermes.analyzers.opinfo import (
     peaks,
     rich_args,
     step_of,
-    top_ops,
     union_time,
 )
 from hermes.analyzers.steps import step_windows
@@ -203,8 +203,8 @@ def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
 # ---------------------------------------------------------------- underutilization causes
 
 def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None = None
-            ) -> dict[str, pd.DataFrame]:
-    """Operators behind each underutilization cause (rows of ``k``)."""
+            ) -> dict[str, np.ndarray]:
+    """Operators behind each underutilization cause (masks of the rows of ``k``)."""
     if len(k) == 0:
         return {}
     args = rich_args(k["args"]) if args is None else args
@@ -220,11 +220,11 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None
         mis[idx] = [misaligned(shape[i], n_in, align) for i in idx]
     state = arg_values(args, "OP State", "op_state", "op state").reindex(k.index)
     return {
-        "ai_cpu": k[(k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy()],
-        "shape_affinity": k[mis],
-        "private_format": k[has(k["name"], "TransData", case=False)
-                            | has(typ, "TransData", case=False)],
-        "dynamic_shape": k[has(state, r"^\s*dynamic\s*$", case=False)],
+        "ai_cpu": (k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy(),
+        "shape_affinity": mis,
+        "private_format": has(k["name"], "TransData", case=False)
+        | has(typ, "TransData", case=False),
+        "dynamic_shape": has(state, r"^\s*dynamic\s*$", case=False),
     }
 
 
@@ -293,25 +293,31 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     causes = _causes(ctx, k, pk["kind"], args)
     # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned
     # shapes, format conversions) are underutilization whatever roof they sit under
+    cls = k["class"].cat.codes.to_numpy(np.int64).copy() if len(k) else np.zeros(0, np.int64)
     for reason in OVERRIDING_CAUSES:
-        if reason in causes and len(causes[reason]):
-            k.loc[causes[reason].index, "class"] = "underutilized"
+        if reason in causes and causes[reason].any():
+            cls[causes[reason]] = CLASSES.index("underutilized")
+    if len(k):
+        k["class"] = pd.Categorical.from_codes(cls, CLASSES)
+    ks = KernelStats(k, cls, CLASSES)
+    ts, end = _starts_ends(k)
+    clock = k["clock"].to_numpy(np.float64) if len(k) else np.zeros(0)
     res = AnalyzerResult("computation")
     per_step = _per_step(k, windows)
-    total_dev = float(k["dur_ns"].sum()) if len(k) else 0.0
+    total_dev = float(ks.dur.sum()) if len(k) else 0.0
     rows = []
-    for c in CLASSES:
-        sub = k[k["class"] == c] if len(k) else k
-        t = float(sub["dur_ns"].sum()) if len(sub) else 0.0
-        u = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),
-                       windows) if len(sub) else 0
+    for ci, c in enumerate(CLASSES):
+        m = cls == ci
+        t = float(ks.dur[m].sum()) if m.any() else 0.0
+        u = union_time(ts[m], end[m], windows) if m.any() else 0
         # time at the nominal clock: what a downclocked device adds is the frequency drop's
-        clk = float((sub["dur_ns"] * sub["clock"]).sum() / t) if t > 0 else 1.0
-        rows.append({"class": c, "kernels": int(len(sub)), "device_time_ns": int(t),
+        clk = float((ks.dur[m] * clock[m]).sum() / t) if t > 0 else 1.0
+        rows.append({"class": c, "kernels": int(m.sum()), "device_time_ns": int(t),
                      "share_pct": 100.0 * t / total_dev if total_dev else 0.0,
                      "step_share": u / step_total * clk if step_total else 0.0})
     classes = pd.DataFrame(rows)
     busy = _device_busy(ev, windows)
+    basis = k["basis"].to_numpy(object) if len(k) else np.zeros(0, object)
     res.metrics.update({
         "u_threshold": U_THRESHOLD,
         "steps": int(len(windows)),
@@ -324,44 +330,40 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         "device_idle_pct": 100.0 * (1 - busy / step_total) if step_total else 0.0,
         **{f"{r['class']}_pct": r["share_pct"] for r in rows},
         # share of kernel time without FLOP/byte data (judged by kernel family, or not at all)
-        "no_data_pct": 100.0 * float(k.loc[k["basis"] != "roofline", "dur_ns"].sum())
+        "no_data_pct": 100.0 * float(ks.dur[basis != "roofline"].sum())
         / total_dev if total_dev else 0.0,
-        "family_basis_pct": 100.0 * float(k.loc[k["basis"] == "family", "dur_ns"].sum())
+        "family_basis_pct": 100.0 * float(ks.dur[basis == "family"].sum())
         / total_dev if total_dev else 0.0,
         **devicework.mfu(k, step_total, pk),
     })
     res.tables.update({"tasks": k.drop(columns=["args", "host_args", "shape", "lane",
                                                 "coll_group", "coll_bytes", "coll_seq",
                                                 "value"], errors="ignore"),
-                       "kernels": devicework.kernel_summary(k),
-                       "families": devicework.family_table(k),
+                       "kernels": ks.kernels(), "families": ks.families(),
                        "classes": classes, "per_step": per_step})
     top = []
     for c in ("compute_bound", "memory_bound", "underutilized"):
-        sub = k[k["class"] == c] if len(k) else k
-        for op in top_ops(sub):
+        for op in _top_ops(ks, cls == CLASSES.index(c)):
             top.append({"class": c, **op})
     res.tables["top_ops"] = pd.DataFrame(top, columns=["class", "name", "time_ns", "count"])
     # every operator's time and count: the cluster analyzer compares the same operators across
     # ranks (slower device vs more work)
-    res.tables["op_time"] = (k.groupby("name", observed=True, sort=False)["dur_ns"]
-                             .agg(time_ns="sum", count="size").reset_index()
+    res.tables["op_time"] = (ks.op_table().rename(columns={"sum": "time_ns"}).reset_index()
                              if len(k) else pd.DataFrame(columns=["name", "time_ns", "count"]))
     steps = tuple(int(s) for s in windows["step"]) if len(windows) else ()
     ranks = (int(ctx.rank),)
-    _class_findings(res, k, classes, pk, ranks, steps)
+    _class_findings(res, ks, classes, pk, ranks, steps)
     cause_rows = []
     named: dict[str, dict] = {}
-    for reason, sub in causes.items():
-        if len(sub) == 0:
+    for reason, m in causes.items():
+        if not m.any():
             continue
-        share = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),
-                           windows) / step_total if step_total else 0.0
-        ops = top_ops(sub, n=50)
+        share = union_time(ts[m], end[m], windows) / step_total if step_total else 0.0
+        ops = _top_ops(ks, m, n=50)
         for op in ops:
             cause_rows.append({"cause": reason, **op})
         named[reason] = {"share": round(min(1.0, share), 6), "text": _CAUSE_TEXT[reason],
-                         "tasks": int(len(sub)), "time_ns": int(sub["dur_ns"].sum()),
+                         "tasks": int(m.sum()), "time_ns": int(ks.dur[m].sum()),
                          "operators": [o["name"] for o in ops], "top_ops": ops[:TOP_N]}
     res.tables["causes"] = pd.DataFrame(cause_rows, columns=["cause", "name", "time_ns", "count"])
     freq = _frequency(ev, windows, pk["clock_mhz"])
@@ -374,9 +376,24 @@ def computation(ctx: RankContext) -> AnalyzerResult:
             "text": f"device clock {100 * freq['drop']:.1f}% below nominal "
                     f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
             **{k2: round(v, 3) for k2, v in freq.items()}}
-    _underutilization(res, k, classes, named, freq_share, ranks, steps,
+    _underutilization(res, ks, classes, named, freq_share, ranks, steps,
                       _computing_share(k, windows, step_total), pk)
     return res
+
+
+def _starts_ends(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    if len(k) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return k["ts_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
+
+
+def _top_ops(ks: KernelStats, mask: np.ndarray, n: int = TOP_N) -> list[dict[str, Any]]:
+    """``opinfo.top_ops`` of the tasks in ``mask``: [{name, time_ns, count}]."""
+    if not mask.any():
+        return []
+    g = ks.op_table(mask).sort_values("sum", ascending=False).head(n)
+    return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
+            for k, v in g.iterrows()]
 
 
 def _computing_share(k: pd.DataFrame, windows: pd.DataFrame, step_total: int) -> float:
@@ -384,23 +401,23 @@ def _computing_share(k: pd.DataFrame, windows: pd.DataFrame, step_total: int) ->
     computation finding may claim more (the verdict's device share also counts copies)."""
     if not step_total or len(k) == 0:
         return 0.0
-    c = k[(k["family"] != "communication").to_numpy()]
-    return union_time(c["ts_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64),
-                      windows) / step_total
+    c = (k["family"] != "communication").to_numpy()
+    ts, end = _starts_ends(k)
+    return union_time(ts[c], end[c], windows) / step_total
 
 
-def _class_findings(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
+def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
                     pk: dict[str, Any], ranks: tuple[int, ...], steps: tuple[int, ...]) -> None:
     """``computation.compute_bound`` / ``memory_bound``: time_share = the class's step share;
     evidence: where its device time goes (families, top kernels, achieved TFLOP/s and GB/s
     against the device's peaks) and how much of it was judged by kernel family alone."""
-    total = float(k["dur_ns"].sum()) if len(k) else 0.0
+    total = float(ks.dur.sum()) if ks.n else 0.0
     for c in ("compute_bound", "memory_bound"):
         r = classes[classes["class"] == c].iloc[0]
         if r["step_share"] < MIN_SHARE:
             continue
-        sub = k[k["class"] == c]
-        ev = devicework.class_evidence(sub, total, pk)
+        sub = ks.cls == CLASSES.index(c)
+        ev = devicework.class_evidence(ks, sub, total, pk)
         where = devicework.describe(ev, compute=c == "compute_bound")
         res.findings.append(Finding(
             "computation", c, min(1.0, float(r["step_share"])),
@@ -409,11 +426,11 @@ def _class_findings(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
             evidence={"share_of_device_time_pct": round(float(r["share_pct"]), 3),
                       "no_data_pct": round(res.metrics["no_data_pct"], 3),
                       "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                      "top_ops": top_ops(sub), **ev},
+                      "top_ops": _top_ops(ks, sub), **ev},
             ranks=ranks, steps=steps))
 
 
-def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
+def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
                       named: dict[str, dict], freq_share: float, ranks: tuple[int, ...],
                       steps: tuple[int, ...], computing: float, pk: dict[str, Any]) -> None:
     """One ``computation.underutilization`` finding per rank: time_share = the underutilized
@@ -426,7 +443,7 @@ def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFram
     if share < MIN_SHARE and not named:
         return
     reason = max(named, key=lambda x: named[x]["share"]) if named else ""
-    sub = k[k["class"] == "underutilized"] if len(k) else k
+    sub = ks.cls == CLASSES.index("underutilized")
     parts = ", ".join(f"{x} {100 * v['share']:.1f}%" for x, v in
                       sorted(named.items(), key=lambda kv: -kv[1]["share"]))
     res.findings.append(Finding(
@@ -438,8 +455,8 @@ def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFram
                   "share_of_device_time_pct": round(float(r["share_pct"]), 3),
                   "no_data_pct": round(res.metrics["no_data_pct"], 3),
                   "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                  "top_ops": top_ops(sub),
-                  **devicework.class_evidence(sub, float(k["dur_ns"].sum()) if len(k) else 0.0,
+                  "top_ops": _top_ops(ks, sub),
+                  **devicework.class_evidence(ks, sub, float(ks.dur.sum()) if ks.n else 0.0,
                                               pk)},
         ranks=ranks, steps=steps))
 
