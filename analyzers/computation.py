@@ -93,38 +93,44 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
                                      "family", "basis", "step"]), \
             pd.Series([], dtype="string[pyarrow]")
     args = rich_args(k["args"])  # one pass; the lookups below only see rows with keys
-    typ = arg_values(args, "Type", "op_type").reindex(k.index)
-    gemm = has(k["name"], _GEMM) | has(typ, _GEMM)
+    n, pos = len(k), args.index.to_numpy(np.int64)  # k has a RangeIndex: labels = positions
+    gemm = has(k["name"], _GEMM)
+    gemm[pos] |= has(arg_values(args, "Type", "op_type"), _GEMM)
     k["gemm"] = gemm
-    k["shape"] = input_shapes(args).reindex(k.index)
+    k["shape"] = _scatter(n, pos, input_shapes(args))
     k["host_args"] = None
     devicework.assign_families(k)
     devicework.link_host_ops(ev, k)
     devicework.assign_families(k)  # names no pattern knows take their host operator's family
-    core = arg_values(args, "Accelerator Core", "Task Type", "task_type").reindex(k.index)
-    unit = k["unit"].astype(object).where(k["unit"].notna(), None)
-    unit = unit.where(unit.notna(), np.where(has(core, "AI_CPU", case=False), "ai_cpu", None))
-    default = "sm" if pk["kind"] == "gpu" else "vector"
-    unit = unit.where(unit.notna(), np.where(gemm, "cube" if pk["kind"] != "gpu" else "sm",
-                                             default)).astype(str)
-    k["unit"] = unit
+    # the unit: the trace's, else AI CPU by the task's core type, else by GEMM-ness
+    ucodes, ucats = _codes(k["unit"])
+    vocab = [str(u) for u in ucats] + ["ai_cpu", "cube" if pk["kind"] != "gpu" else "sm",
+                                       "sm" if pk["kind"] == "gpu" else "vector"]
+    ai_cpu = np.zeros(n, bool)
+    ai_cpu[pos] = has(arg_values(args, "Accelerator Core", "Task Type", "task_type"), "AI_CPU",
+                      case=False)
+    nu = len(ucats)
+    ucodes = np.where(ucodes >= 0, ucodes, np.where(ai_cpu, nu, np.where(gemm, nu + 1, nu + 2)))
+    k["unit"] = pd.array(vocab, dtype="str").take(ucodes)
     # = unit.replace({"mix": "cube"}).map(peak_flops), decided once per distinct unit
-    codes, uniq = pd.factorize(unit)
     pf = pk["peak_flops"]
-    per = pd.Series(pd.Series(uniq, dtype=object).replace({"mix": "cube"}).map(pf)
-                    .astype("float64").to_numpy())
-    peak_unit = pd.Series(np.append(per.to_numpy(), np.nan)[codes], index=k.index)
+    per = pd.Series(vocab, dtype=object).replace({"mix": "cube"}).map(pf).to_numpy(np.float64)
+    peak_unit = per[ucodes]
     # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
-    gm = pd.Series(gemm, index=k.index)
-    dsrc = k["host_args"].where(k["host_args"].notna(), k["args"])[gm]
-    elem = pd.Series(2.0, index=k.index)
-    elem[gm] = dtype_bytes(dsrc)
-    elem = k["elem"].where(k["elem"].notna() & gm, elem)  # the operator's parsed input dtype
+    gi = np.flatnonzero(gemm)
+    ha = k["host_args"].to_numpy(object)[gi]
+    src = pd.Series(k["args"].array.take(gi))
+    if pd.notna(ha).any():
+        src = pd.Series(np.where(pd.notna(ha), ha, src.to_numpy(object)), dtype=object)
+    elem = np.full(n, 2.0)
+    elem[gi] = dtype_bytes(src).to_numpy(np.float64)
+    kel = k["elem"].to_numpy(np.float64)
+    elem = np.where(~np.isnan(kel) & gemm, kel, elem)  # the operator's parsed input dtype
     if pk["dtype_flops"]:
         fp32 = pk["dtype_flops"].get("fp32")
         if fp32:
-            peak_unit = peak_unit.where(~(pd.Series(gemm, index=k.index) & (elem == 4.0)),
-                                        min(fp32, peak_unit.max()))
+            top = float(np.nanmax(peak_unit)) if (~np.isnan(peak_unit)).any() else np.nan
+            peak_unit = np.where(gemm & (elem == 4.0), min(fp32, top), peak_unit)
     # judge a task against the clock it ran at: a downclocked unit is a frequency drop (its own
     # finding), not an inefficient kernel. Both roofs scale: the AI Core's MTE pipes move data
     # from HBM at the core clock, so a downclocked core also loads more slowly.
@@ -133,49 +139,76 @@ def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame
     peak_unit = peak_unit * clock
     # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
     # judge the task by a guessed bandwidth
-    est = gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index) & k["flops"].notna()),
-                      elem)
-    k["bytes"] = k["bytes"].where(k["bytes"].notna() & (k["bytes"] > 0), est)
+    fl0, by0 = k["flops"].to_numpy(np.float64), k["bytes"].to_numpy(np.float64)
+    shape = k["shape"].to_numpy(object)
+    sel = np.flatnonzero(gemm & ~np.isnan(fl0) & pd.notna(shape))
+    est = np.full(n, np.nan)
+    if sel.size:
+        est[sel] = gemm_bytes(pd.Series(shape[sel], dtype=object), pd.Series(elem[sel])) \
+            .to_numpy(np.float64)
+    with np.errstate(invalid="ignore"):
+        by0 = np.where(~np.isnan(by0) & (by0 > 0), by0, est)
+    k["bytes"] = by0
     hbm = (pk["hbm_bw_Bps"] or np.nan) * clock
     dur_s = k["dur_ns"].to_numpy(np.float64) * 1e-9
     with np.errstate(divide="ignore", invalid="ignore"):
-        flops = k["flops"].where(k["flops"] > 0)
-        byts = k["bytes"].where(k["bytes"] > 0)
-        k["ai_flop_per_B"] = flops / byts
-        k["ridge_flop_per_B"] = peak_unit / hbm  # unchanged by the clock
-        k["achieved_flops"] = np.where(dur_s > 0, flops / dur_s, np.nan)
-        k["achieved_Bps"] = np.where(dur_s > 0, byts / dur_s, np.nan)
-        k["u_compute"] = k["achieved_flops"] / peak_unit
-        k["u_bandwidth"] = k["achieved_Bps"] / hbm
-    k["class"] = _classify(k, args)
-    _family_fallback(k)
+        flops = np.where(fl0 > 0, fl0, np.nan)
+        byts = np.where(by0 > 0, by0, np.nan)
+        ach_f = np.where(dur_s > 0, flops / dur_s, np.nan)
+        ach_b = np.where(dur_s > 0, byts / dur_s, np.nan)
+        roof = {"ai_flop_per_B": flops / byts, "ridge_flop_per_B": peak_unit / hbm,
+                "achieved_flops": ach_f, "achieved_Bps": ach_b,
+                "u_compute": ach_f / peak_unit, "u_bandwidth": ach_b / hbm}
+    for c, v in roof.items():
+        k[c] = v
+    cls = _classify(roof, args, n)
+    k["class"], k["basis"] = _family_fallback(k["family"], cls)
     k["step"] = step_of(k["ts_ns"].to_numpy(np.int64), windows)
     return k, args
 
 
-def _family_fallback(k: pd.DataFrame) -> None:
+def _scatter(n: int, pos: np.ndarray, values: pd.Series) -> pd.Series:
+    """An object column of ``n`` rows: ``values`` at rows ``pos``, NaN elsewhere."""
+    out = np.full(n, np.nan, dtype=object)
+    out[pos] = values.to_numpy(object)
+    return pd.Series(out, dtype=object)
+
+
+def _codes(x: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    if isinstance(x.dtype, pd.CategoricalDtype):
+        return x.cat.codes.to_numpy(np.int64), x.cat.categories
+    codes, uniq = pd.factorize(x.astype(object), use_na_sentinel=True)
+    return codes.astype(np.int64), pd.Index(uniq, dtype=object)
+
+
+_BASIS = pd.array(["roofline", "family", "none"], dtype="str")
+
+
+def _family_fallback(family: pd.Series, cls: np.ndarray) -> tuple[pd.Categorical, Any]:
     """Tasks without FLOP/byte data take their kernel family's usual bound (``families.toml``:
     matrix families compute-bound, the rest memory-bound); ``basis`` says which tasks were
     judged by measurement (``roofline``), by family (``family``) or not at all (``none``:
-    communication kernels, which are not computation)."""
-    nd = (k["class"] == "no_data").to_numpy()
-    usual = families.bounds(k["family"]).to_numpy(object)
-    fb = nd & np.isin(usual, ("compute_bound", "memory_bound"))
-    k["basis"] = np.where(nd, np.where(fb, "family", "none"), "roofline")
-    if fb.any():
-        cls = np.array(k["class"].astype(object), dtype=object)
-        cls[fb] = usual[fb]
-        k["class"] = pd.Categorical(cls, categories=CLASSES)
+    communication kernels, which are not computation). Returns (class, basis)."""
+    nd = cls == CLASSES.index("no_data")
+    fcodes, fcats = _codes(family)
+    usual = np.array([CLASSES.index(b) if b in ("compute_bound", "memory_bound") else -1
+                      for b in (families.bound_of(f) for f in fcats)] +
+                     [-1 if families.bound_of(None) not in CLASSES[:2]
+                      else CLASSES.index(families.bound_of(None))], np.int64)[fcodes]
+    fb = nd & (usual >= 0)
+    cls = np.where(fb, usual, cls)
+    return pd.Categorical.from_codes(cls, CLASSES), \
+        _BASIS.take(np.where(nd, np.where(fb, 1, 2), 0))
 
 
-def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
+def _classify(roof: dict[str, np.ndarray], args: pd.Series, n: int) -> np.ndarray:
     """The roofline class of each task (codes into ``CLASSES``), rules as in the module doc."""
     cb, mb, uu, nd = range(4)
-    ai, ridge = k["ai_flop_per_B"].to_numpy(), k["ridge_flop_per_B"].to_numpy()
-    uc, ub = k["u_compute"].to_numpy(), k["u_bandwidth"].to_numpy()
+    ai, ridge = roof["ai_flop_per_B"], roof["ridge_flop_per_B"]
+    uc, ub = roof["u_compute"], roof["u_bandwidth"]
     with np.errstate(invalid="ignore"):
         both = ~(np.isnan(ai) | np.isnan(ridge) | np.isnan(uc) | np.isnan(ub))
-        cls = np.full(len(k), nd, np.int8)
+        cls = np.full(n, nd, np.int8)
         cls[both] = uu
         cls[both & (ai <= ridge) & (ub >= U_THRESHOLD)] = mb
         cls[both & (ai > ridge) & (uc >= U_THRESHOLD)] = cb
@@ -187,7 +220,7 @@ def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
                             axis=1).max(axis=1)
             mte = pd.concat([arg_numbers(args, "aic_mte2_ratio"),
                              arg_numbers(args, "aiv_mte2_ratio")], axis=1).max(axis=1)
-            pos = k.index.get_indexer(args.index)
+            pos = args.index.to_numpy(np.int64)
             mac_v, mte_v = mac.to_numpy(), mte.to_numpy()
             sel = (cls[pos] == nd) & ~(np.isnan(mac_v) & np.isnan(mte_v))
             pc = np.where(mac_v >= U_THRESHOLD, cb, np.where(mte_v >= U_THRESHOLD, mb, uu))
@@ -197,7 +230,7 @@ def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
         one = cls == nd
         cls[one & (uc >= U_THRESHOLD)] = cb
         cls[(cls == nd) & (ub >= U_THRESHOLD)] = mb
-    return pd.Categorical.from_codes(cls, CLASSES)
+    return cls
 
 
 # ---------------------------------------------------------------- underutilization causes
