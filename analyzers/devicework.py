@@ -88,18 +88,32 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
 
 
 def assign_families(k: pd.DataFrame) -> None:
-    """``family`` by kernel name; a name no pattern knows takes its host operator's family."""
-    fam = k["family"].astype(object) if "family" in k.columns else \
-        families.classify(k["name"]).astype(object)
+    """``family`` by kernel name; a name no pattern knows takes its host operator's family.
+    Works on codes: each distinct name and host family is looked up once."""
+    fam = k["family"] if "family" in k.columns else families.classify(k["name"])
+    if isinstance(fam.dtype, pd.CategoricalDtype):
+        codes, cats = fam.cat.codes.to_numpy(np.int64), list(fam.cat.categories)
+    else:
+        c, u = pd.factorize(fam.astype(object), use_na_sentinel=True)
+        codes, cats = c.astype(np.int64), list(u)
     if "host_family" in k.columns:
-        # looked up once per distinct host family, not per kernel
-        codes, uniq = pd.factorize(k["host_family"].astype(object), use_na_sentinel=True)
-        vals = np.array([families.HOST_TO_KERNEL.get(f, f) if isinstance(f, str) else None
-                         for f in uniq] + [None], dtype=object)
-        host = pd.Series(vals[np.where(codes >= 0, codes, len(uniq))], index=k.index,
-                         dtype=object)
-        fam = fam.where(~((fam == families.OTHER) & host.notna()), host)
-    k["family"] = pd.Categorical(fam)
+        hf = k["host_family"].to_numpy(object)
+        rows = np.flatnonzero(pd.notna(hf))
+        if rows.size and families.OTHER in cats:
+            hc, hu = pd.factorize(hf[rows], use_na_sentinel=True)
+            mapped = [families.HOST_TO_KERNEL.get(f, f) if isinstance(f, str) else None
+                      for f in hu]
+            cats += [m for m in dict.fromkeys(mapped) if m is not None and m not in cats]
+            to = np.array([cats.index(m) if m is not None else -1 for m in mapped] + [-1])
+            new = to[np.where(hc >= 0, hc, len(hu))]
+            swap = (codes[rows] == cats.index(families.OTHER)) & (new >= 0)
+            codes[rows[swap]] = new[swap]
+    # = pd.Categorical(the family strings): the used families, sorted, as categories
+    used = np.unique(codes[codes >= 0])
+    names = sorted(cats[i] for i in used)
+    remap = np.full(len(cats) + 1, -1, np.int64)
+    remap[used] = [names.index(cats[i]) for i in used]
+    k["family"] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(names, dtype=object))
 
 
 # ---------------------------------------------------------------- tables

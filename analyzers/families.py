@@ -55,9 +55,11 @@ def classify(names: pd.Series) -> pd.Series:
         codes, uniq = names.cat.codes.to_numpy(), names.cat.categories
     else:
         codes, uniq = pd.factorize(names.astype(object), use_na_sentinel=True)
-    fams = np.array([family_of(str(u)) for u in uniq] + [OTHER], dtype=object)
-    out = fams[np.where(codes >= 0, codes, len(uniq))]
-    return pd.Series(pd.Categorical(out), index=names.index)
+    fams = [family_of(str(u)) for u in uniq] + [OTHER]
+    cats = sorted(set(fams))
+    per = np.array([cats.index(f) for f in fams], np.int64)
+    out = pd.Categorical.from_codes(per[np.where(codes >= 0, codes, len(uniq))], categories=cats)
+    return pd.Series(out, index=names.index).cat.remove_unused_categories()
 
 
 def bounds(families: pd.Series) -> pd.Series:
