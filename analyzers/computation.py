@@ -73,23 +73,31 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None
     if len(k) == 0:
         return {}
     args = rich_args(k["args"]) if args is None else args
-    typ = arg_values(args, "Type", "op_type").reindex(k.index)
+    pos = args.index.to_numpy(np.int64)  # the task table's RangeIndex: labels = positions
+
+    def rows(hit: np.ndarray) -> np.ndarray:  # the rows with args -> all rows
+        out = np.zeros(len(k), bool)
+        out[pos] = hit
+        return out
+
+    typ = arg_values(args, "Type", "op_type")
     mm_align, fa_align = ALIGNMENT.get(kind, ALIGNMENT["gpu"])
-    fa = has(k["name"], _FA) | has(typ, _FA)
+    fa = has(k["name"], _FA) | rows(has(typ, _FA))
     gemm = k["gemm"].to_numpy() & ~fa
     shape = k["shape"].to_numpy()
     mis = np.zeros(len(k), bool)
     for sel, n_in, align in ((gemm, 2, mm_align), (fa, 3, fa_align)):
         idx = np.flatnonzero(sel & pd.notna(shape))
-        # once per distinct shape string (shapes is cached)
-        mis[idx] = [misaligned(shape[i], n_in, align) for i in idx]
-    state = arg_values(args, "OP State", "op_state", "op state").reindex(k.index)
+        if idx.size:  # once per distinct shape string
+            codes, uniq = pd.factorize(shape[idx])
+            mis[idx] = np.array([misaligned(u, n_in, align) for u in uniq], bool)[codes]
+    state = arg_values(args, "OP State", "op_state", "op state")
     return {
         "ai_cpu": (k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy(),
         "shape_affinity": mis,
         "private_format": has(k["name"], "TransData", case=False)
-        | has(typ, "TransData", case=False),
-        "dynamic_shape": has(state, r"^\s*dynamic\s*$", case=False),
+        | rows(has(typ, "TransData", case=False)),
+        "dynamic_shape": rows(has(state, r"^\s*dynamic\s*$", case=False)),
     }
 
 
@@ -161,7 +169,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                      "step_share": u / step_total * clk if step_total else 0.0})
     classes = pd.DataFrame(rows)
     busy = _device_busy(ev, windows)
-    basis = k["basis"].to_numpy(object) if len(k) else np.zeros(0, object)
+    measured = (k["basis"] == "roofline").to_numpy(bool) if len(k) else np.zeros(0, bool)
     res.metrics.update({
         "u_threshold": U_THRESHOLD,
         "steps": int(len(windows)),
@@ -174,9 +182,9 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         "device_idle_pct": 100.0 * (1 - busy / step_total) if step_total else 0.0,
         **{f"{r['class']}_pct": r["share_pct"] for r in rows},
         # share of kernel time without FLOP/byte data (judged by kernel family, or not at all)
-        "no_data_pct": 100.0 * float(ks.dur[basis != "roofline"].sum())
+        "no_data_pct": 100.0 * float(ks.dur[~measured].sum())
         / total_dev if total_dev else 0.0,
-        "family_basis_pct": 100.0 * float(ks.dur[basis == "family"].sum())
+        "family_basis_pct": 100.0 * float(ks.dur[ks.family_basis].sum())
         / total_dev if total_dev else 0.0,
         **devicework.mfu(k, step_total, pk),
     })
@@ -187,7 +195,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                        "classes": classes, "per_step": per_step})
     top = []
     for c in ("compute_bound", "memory_bound", "underutilized"):
-        for op in _top_ops(ks, cls == CLASSES.index(c)):
+        for op in _top_ops(ks, cls=CLASSES.index(c)):
             top.append({"class": c, **op})
     res.tables["top_ops"] = pd.DataFrame(top, columns=["class", "name", "time_ns", "count"])
     # every operator's time and count: the cluster analyzer compares the same operators across
@@ -231,11 +239,13 @@ def _starts_ends(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return k["ts_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
 
 
-def _top_ops(ks: KernelStats, mask: np.ndarray, n: int = TOP_N) -> list[dict[str, Any]]:
-    """``opinfo.top_ops`` of the tasks in ``mask``: [{name, time_ns, count}]."""
-    if not mask.any():
+def _top_ops(ks: KernelStats, mask: np.ndarray | None = None, n: int = TOP_N,
+             cls: int | None = None) -> list[dict[str, Any]]:
+    """``opinfo.top_ops`` of the tasks in ``mask`` or of class ``cls``: [{name, time_ns,
+    count}]."""
+    if not (mask.any() if mask is not None else (ks.cls == cls).any()):
         return []
-    g = ks.op_table(mask).sort_values("sum", ascending=False).head(n)
+    g = ks.op_table(mask, cls).sort_values("sum", ascending=False).head(n)
     return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
             for k, v in g.iterrows()]
 
@@ -260,8 +270,8 @@ def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
         r = classes[classes["class"] == c].iloc[0]
         if r["step_share"] < MIN_SHARE:
             continue
-        sub = ks.cls == CLASSES.index(c)
-        ev = devicework.class_evidence(ks, sub, total, pk)
+        ci = CLASSES.index(c)
+        ev = devicework.class_evidence(ks, ci, total, pk)
         where = devicework.describe(ev, compute=c == "compute_bound")
         res.findings.append(Finding(
             "computation", c, min(1.0, float(r["step_share"])),
@@ -270,7 +280,7 @@ def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
             evidence={"share_of_device_time_pct": round(float(r["share_pct"]), 3),
                       "no_data_pct": round(res.metrics["no_data_pct"], 3),
                       "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                      "top_ops": _top_ops(ks, sub), **ev},
+                      "top_ops": _top_ops(ks, cls=ci), **ev},
             ranks=ranks, steps=steps))
 
 
@@ -287,7 +297,7 @@ def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFram
     if share < MIN_SHARE and not named:
         return
     reason = max(named, key=lambda x: named[x]["share"]) if named else ""
-    sub = ks.cls == CLASSES.index("underutilized")
+    ci = CLASSES.index("underutilized")
     parts = ", ".join(f"{x} {100 * v['share']:.1f}%" for x, v in
                       sorted(named.items(), key=lambda kv: -kv[1]["share"]))
     res.findings.append(Finding(
@@ -299,8 +309,8 @@ def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFram
                   "share_of_device_time_pct": round(float(r["share_pct"]), 3),
                   "no_data_pct": round(res.metrics["no_data_pct"], 3),
                   "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                  "top_ops": _top_ops(ks, sub),
-                  **devicework.class_evidence(ks, sub, float(ks.dur.sum()) if ks.n else 0.0,
+                  "top_ops": _top_ops(ks, cls=ci),
+                  **devicework.class_evidence(ks, ci, float(ks.dur.sum()) if ks.n else 0.0,
                                               pk)},
         ranks=ranks, steps=steps))
 

@@ -167,9 +167,9 @@ def mfu(k: pd.DataFrame, step_total_ns: int, pk: dict[str, Any]) -> dict[str, An
 
 # ---------------------------------------------------------------- finding evidence
 
-def class_evidence(ks: KernelStats, mask: np.ndarray, total_ns: float, pk: dict[str, Any]
+def class_evidence(ks: KernelStats, cls: int, total_ns: float, pk: dict[str, Any]
                    ) -> dict[str, Any]:
-    """Evidence of a computation finding over its tasks (``mask`` of the task table): families
+    """Evidence of a computation finding over its tasks (class ``cls``): families
     and top kernels with their share of all kernel time (%), achieved TFLOP/s and GB/s, the
     device's peaks, and the share of the finding's time classified by kernel family alone (no
     FLOP/byte data)."""
@@ -194,15 +194,16 @@ def class_evidence(ks: KernelStats, mask: np.ndarray, total_ns: float, pk: dict[
             res.append(row)
         return res
 
+    mask = ks.cls == cls
     any_ = bool(mask.any())
     t = float(ks.dur[mask].sum()) if any_ else 0.0
     fam_only = float(ks.dur[mask & ks.family_basis].sum()) if any_ else 0.0
-    fams = rows(ks.families(mask, frame=False), "family", 10) if any_ else []
+    fams = rows(ks.families(cls, frame=False), "family", 10) if any_ else []
     return {**ks.matmul_precision(mask, MATRIX), "families": fams,
             # the leading family as scalars: the rule table reads scalar evidence
             "top_family": fams[0]["family"] if fams else "",
             "top_family_pct": fams[0]["share_of_device_time_pct"] if fams else 0.0,
-            "top_kernels": rows(ks.top_kernels(mask, TOP_KERNELS), "name", TOP_KERNELS)
+            "top_kernels": rows(ks.top_kernels(cls, TOP_KERNELS), "name", TOP_KERNELS)
             if any_ else [],
             "peak_tflops": round(peak / 1e12, 1) if peak else None,
             "peak_hbm_GBps": round(hbm / 1e9, 1) if hbm else None,

@@ -54,8 +54,9 @@ def _fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np
     keep = key >= 0
     if not keep.any():
         return out
-    g = pd.DataFrame({c: v[keep] for c, v in cols.items()}, copy=False) \
-        .groupby(key[keep], sort=True).sum(min_count=1)
+    every = bool(keep.all())
+    g = pd.DataFrame({c: v if every else v[keep] for c, v in cols.items()}, copy=False) \
+        .groupby(key if every else key[keep], sort=True).sum(min_count=1)
     pos = g.index.to_numpy(np.int64)
     for c in cols:
         out[c][pos] = g[c].to_numpy(np.float64)
@@ -63,12 +64,11 @@ def _fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np
 
 
 def _isums(key: np.ndarray, n: int, w: np.ndarray | None = None) -> np.ndarray:
-    """Per-group counts (``w`` None) or exact sums of integer weights, rows with key < 0 out."""
-    keep = key >= 0
-    if w is None:
-        return np.bincount(key[keep], minlength=n).astype(np.int64)
+    """Per-group counts (``w`` None) or exact sums of integer weights, rows with key < 0 out
+    (counted in a spare first bin)."""
+    out = np.bincount(key + 1, weights=w, minlength=n + 1)[1:]
     # integer-valued float64 partial sums are exact below 2**53 ns (104 days)
-    return np.bincount(key[keep], weights=w[keep], minlength=n).round().astype(np.int64)
+    return out.astype(np.int64) if w is None else out.round().astype(np.int64)
 
 
 class KernelStats:
@@ -90,21 +90,56 @@ class KernelStats:
         self.family_basis = (k["basis"] == "family").to_numpy() if "basis" in k.columns \
             else np.zeros(self.n, bool)
         self.elem = k["elem"].to_numpy(np.float64) if "elem" in k.columns else None
-        self._by_class: dict[str, Any] = {}
+        self._groups: dict[str, dict[str, np.ndarray]] = {}
+
+    def group(self, by: str) -> dict[str, np.ndarray]:
+        """Figures per group, computed once: ``by`` "name", "family", "class_name" or
+        "class_family" (group ``class * len(keys) + key``): count, total (ns), first row, FLOPs
+        and bytes (NaN when none known) and the time of the tasks they are known for."""
+        if by in self._groups:
+            return self._groups[by]
+        codes, keys = (self.nc, self.names) if by.endswith("name") else (self.fc, self.fams)
+        n = len(keys)
+        if by.startswith("class"):
+            codes = np.where(codes >= 0, self.cls * n + codes, -1)
+            n *= len(self.classes)
+        durf = self.dur.astype(np.float64)
+        g = {"count": _isums(codes, n), "total": _isums(codes, n, durf),
+             "tf_ns": _isums(codes, n, np.where(self.flk, durf, 0.0)),
+             "gb_ns": _isums(codes, n, np.where(self.byk, durf, 0.0)),
+             **_fsums(codes, n, {"flops": self.fl, "bytes": self.by})}
+        first = np.full(n + 1, -1, np.int64)
+        idx = np.flatnonzero(codes >= 0)[::-1]
+        first[codes[idx]] = idx                   # the first row of each group
+        g["first"] = first[:n]
+        self._groups[by] = g
+        return g
+
+    def _class_slice(self, by: str, cls: int | None) -> dict[str, np.ndarray]:
+        if cls is None:
+            return self.group(by)
+        n = len(self.names) if by == "name" else len(self.fams)
+        return {c: v[cls * n:(cls + 1) * n] for c, v in self.group("class_" + by).items()}
 
     # ---------------------------------------------------------------- one row per name
 
-    def first_order(self, mask: np.ndarray | None = None) -> np.ndarray:
-        """Name codes in order of first appearance (a group-by with ``sort=False``)."""
-        c = self.nc if mask is None else self.nc[mask]
-        return pd.unique(c[c >= 0])
+    def _order(self, g: dict[str, np.ndarray]) -> np.ndarray:
+        """Groups with rows, in order of their first row (a group-by with ``sort=False``)."""
+        seen = np.flatnonzero(g["count"] > 0)
+        return seen[np.argsort(g["first"][seen], kind="stable")]
 
-    def op_table(self, mask: np.ndarray | None = None) -> pd.DataFrame:
-        """``groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])`` of the rows."""
-        nn = len(self.names)
-        key = self.nc if mask is None else np.where(mask, self.nc, -1)
-        order = self.first_order(mask)
-        tot, cnt = _isums(key, nn, self.dur.astype(np.float64)), _isums(key, nn)
+    def op_table(self, mask: np.ndarray | None = None, cls: int | None = None) -> pd.DataFrame:
+        """``groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])`` of the rows of
+        class ``cls``, of ``mask`` or of all."""
+        if mask is not None:
+            key = np.where(mask, self.nc, -1)
+            c = self.nc[mask]
+            order = pd.unique(c[c >= 0])
+            nn = len(self.names)
+            tot, cnt = _isums(key, nn, self.dur.astype(np.float64)), _isums(key, nn)
+        else:
+            g = self._class_slice("name", cls)
+            order, tot, cnt = self._order(g), g["total"], g["count"]
         return pd.DataFrame({"sum": tot[order], "count": cnt[order]},
                             index=pd.CategoricalIndex(pd.Categorical.from_codes(
                                 order, categories=self.names), name="name"))
@@ -113,32 +148,25 @@ class KernelStats:
         """One row per kernel name (``KERNEL_COLUMNS``), sorted by total time."""
         if self.n == 0:
             return pd.DataFrame(columns=KERNEL_COLUMNS)
-        nn, key = len(self.names), self.nc
-        order = self.first_order()
-        durf = self.dur.astype(np.float64)
-        cnt, tot = _isums(key, nn), _isums(key, nn, durf)
+        g, key = self.group("name"), self.nc
+        order = self._order(g)
+        cnt, tot = g["count"][order], g["total"][order]
         keep = key >= 0
-        g = pd.Series(self.dur[keep]).groupby(key[keep], sort=True)
-        pos = np.searchsorted(np.flatnonzero(cnt > 0), order)
+        d = pd.Series(self.dur[keep]).groupby(key[keep], sort=True)
+        pos = np.searchsorted(np.flatnonzero(g["count"] > 0), order)
+        total = float(self.dur.sum())
+        fl, by = g["flops"][order], g["bytes"][order]
         cols: dict[str, Any] = {
             "name": np.asarray(self.names, dtype=object)[order],
-            "count": cnt[order], "total_ns": tot[order], "mean_ns": tot[order] / cnt[order],
-            "med_ns": g.median().to_numpy(np.float64)[pos],
-            "min_ns": g.min().to_numpy(np.int64)[pos], "max_ns": g.max().to_numpy(np.int64)[pos],
-            "std_ns": g.std(ddof=0).to_numpy(np.float64)[pos]}
-        total = float(self.dur.sum())
-        share = 100.0 * tot[order] / total if total else np.zeros(len(order))
-        first = np.full(nn, -1, np.int64)
-        idx = np.flatnonzero(keep)
-        first[key[idx][::-1]] = idx[::-1]          # the first row of each name
-        f = _fsums(key, nn, {"flops": self.fl, "bytes": self.by})
-        fl, by = f["flops"][order], f["bytes"][order]
-        tf_ns = _isums(key, nn, np.where(self.flk, durf, 0.0))[order]
-        gb_ns = _isums(key, nn, np.where(self.byk, durf, 0.0))[order]
-        fam = np.asarray(self.fams, dtype=object)[self.fc[first[order]]]
-        cols.update({"share_pct": share, "family": fam, "bound": self._bound()[order],
-            "flops": fl, "bytes": by, "tflops": rates(fl, tf_ns, 1e12),
-            "GBps": rates(by, gb_ns, 1e9)})
+            "count": cnt, "total_ns": tot, "mean_ns": tot / cnt,
+            "med_ns": d.median().to_numpy(np.float64)[pos],
+            "min_ns": d.min().to_numpy(np.int64)[pos], "max_ns": d.max().to_numpy(np.int64)[pos],
+            "std_ns": d.std(ddof=0).to_numpy(np.float64)[pos],
+            "share_pct": 100.0 * tot / total if total else np.zeros(len(order)),
+            "family": np.asarray(self.fams, dtype=object)[self.fc[g["first"][order]]],
+            "bound": self._bound()[order], "flops": fl, "bytes": by,
+            "tflops": rates(fl, g["tf_ns"][order], 1e12),
+            "GBps": rates(by, g["gb_ns"][order], 1e9)}
         srt = desc_order(cols["total_ns"])
         out = pd.DataFrame({c: cols[c][srt] for c in KERNEL_COLUMNS})
         return out.astype({"name": object, "family": object, "bound": object})
@@ -146,41 +174,36 @@ class KernelStats:
     def _bound(self) -> np.ndarray:
         """Per name, the class holding most of its time (ties: the later class)."""
         nn, nk = len(self.names), len(self.classes)
-        key = np.where(self.nc >= 0, self.nc * nk + self.cls, -1)
-        cnt = _isums(key, nn * nk).reshape(nn, nk)
-        tot = _isums(key, nn * nk, self.dur.astype(np.float64)).reshape(nn, nk)
+        g = self.group("class_name")
+        cnt, tot = g["count"].reshape(nk, nn), g["total"].reshape(nk, nn)
         best, val = np.full(nn, -1), np.full(nn, -1, np.int64)
         for c in range(nk):
-            take = (cnt[:, c] > 0) & (tot[:, c] >= val)
-            best[take], val[take] = c, tot[take, c]
+            take = (cnt[c] > 0) & (tot[c] >= val)
+            best[take], val[take] = c, tot[c][take]
         labels = np.array(list(self.classes) + [None], dtype=object)
         return labels[best]
 
     # ---------------------------------------------------------------- one row per family
 
-    def families(self, mask: np.ndarray | None = None, frame: bool = True) -> Any:
-        """One row per kernel family of the rows in ``mask`` (``FAMILY_COLUMNS``), as a
-        DataFrame or (``frame`` False) a dict of columns."""
-        fc = self.fc if mask is None else np.where(mask, self.fc, -1)
-        nf = len(self.fams)
-        if not (fc >= 0).any():
+    def families(self, cls: int | None = None, frame: bool = True) -> Any:
+        """One row per kernel family of the tasks of class ``cls`` (all when None)
+        (``FAMILY_COLUMNS``), as a DataFrame or (``frame`` False) a dict of columns."""
+        g = self._class_slice("family", cls)
+        present = np.flatnonzero(g["count"] > 0)
+        if not present.size:
             return pd.DataFrame(columns=FAMILY_COLUMNS) if frame else \
                 {c: np.zeros(0) for c in FAMILY_COLUMNS}
-        durf = self.dur.astype(np.float64)
-        cnt = _isums(fc, nf)
-        f = _fsums(fc, nf, {"flops": self.fl, "bytes": self.by})
-        present = np.flatnonzero(cnt > 0)
         names = np.asarray(self.fams, dtype=object)[present]
         srt = np.argsort(names.astype(str), kind="stable")  # a group-by's sorted keys
         sel = present[srt]
-        time = _isums(fc, nf, durf)[sel].astype(np.float64)
-        fl, by = f["flops"][sel], f["bytes"][sel]
-        tf_ns = _isums(fc, nf, np.where(self.flk, durf, 0.0))[sel].astype(np.float64)
-        gb_ns = _isums(fc, nf, np.where(self.byk, durf, 0.0))[sel].astype(np.float64)
-        total = float(durf[fc >= 0].sum())
+        time = g["total"][sel].astype(np.float64)
+        fl, by = g["flops"][sel], g["bytes"][sel]
+        tf_ns, gb_ns = g["tf_ns"][sel].astype(np.float64), g["gb_ns"][sel].astype(np.float64)
+        total = float(self.dur.sum() if cls is None else self.dur[self.cls == cls].sum())
         with np.errstate(divide="ignore", invalid="ignore"):
             known = 100.0 * tf_ns / np.where(time > 0, time, np.nan)
-        cols = {"family": names[srt], "kernels": cnt[sel], "time_ns": time.astype(np.int64),
+        cols = {"family": names[srt], "kernels": g["count"][sel],
+                "time_ns": time.astype(np.int64),
                 "share_pct": 100.0 * time / total if total else np.zeros(len(sel)),
                 "usual_bound": np.array([families.bound_of(x) for x in names[srt]], object),
                 "flops": fl, "bytes": by, "tflops": rates(fl, tf_ns, 1e12),
@@ -191,30 +214,20 @@ class KernelStats:
 
     # ---------------------------------------------------------------- a class's evidence
 
-    def top_kernels(self, mask: np.ndarray, n: int) -> dict[str, np.ndarray]:
-        """The ``n`` names with most time among the rows in ``mask``, summarized over those rows
-        (count, total_ns, family, tflops, GBps), by total time."""
-        nn = len(self.names)
-        key = np.where(mask, self.nc, -1)
-        cnt, tot = _isums(key, nn), _isums(key, nn, self.dur.astype(np.float64))
-        seen = np.flatnonzero(cnt > 0)
-        top = pd.Series(tot[seen], index=seen).nlargest(n).index.to_numpy(np.int64)
+    def top_kernels(self, cls: int, n: int) -> dict[str, np.ndarray]:
+        """The ``n`` names with most time among the tasks of class ``cls``, summarized over
+        those tasks (count, total_ns, family, tflops, GBps), by total time."""
+        g = self._class_slice("name", cls)
+        seen = np.flatnonzero(g["count"] > 0)
+        top = pd.Series(g["total"][seen], index=seen).nlargest(n).index.to_numpy(np.int64)
         # the summary of those names lists them by first appearance, then by total (stable)
-        order = self.first_order(mask & np.isin(self.nc, top))
-        durf = self.dur.astype(np.float64)
-        sub = np.where(np.isin(key, order), key, -1)
-        f = _fsums(sub, nn, {"flops": self.fl, "bytes": self.by})
-        first = np.full(nn, -1, np.int64)
-        idx = np.flatnonzero(sub >= 0)
-        first[sub[idx][::-1]] = idx[::-1]
-        fl, by = f["flops"][order], f["bytes"][order]
-        tf_ns = _isums(sub, nn, np.where(self.flk, durf, 0.0))[order]
-        gb_ns = _isums(sub, nn, np.where(self.byk, durf, 0.0))[order]
-        cols = {"name": np.asarray(self.names, dtype=object)[order], "count": cnt[order],
-                "total_ns": tot[order], "family": np.asarray(self.fams, dtype=object)[
-                    self.fc[first[order]]] if len(order) else np.zeros(0, object),
-                "flops": fl, "bytes": by, "tflops": rates(fl, tf_ns, 1e12),
-                "GBps": rates(by, gb_ns, 1e9)}
+        order = top[np.argsort(g["first"][top], kind="stable")]
+        fl, by = g["flops"][order], g["bytes"][order]
+        cols = {"name": np.asarray(self.names, dtype=object)[order], "count": g["count"][order],
+                "total_ns": g["total"][order], "family": np.asarray(self.fams, dtype=object)[
+                    self.fc[g["first"][order]]] if len(order) else np.zeros(0, object),
+                "flops": fl, "bytes": by, "tflops": rates(fl, g["tf_ns"][order], 1e12),
+                "GBps": rates(by, g["gb_ns"][order], 1e9)}
         o = desc_order(cols["total_ns"])
         return {c: v[o] for c, v in cols.items()}
 
