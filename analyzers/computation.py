@@ -41,6 +41,7 @@ from hermes.analyzers.opinfo import (
     union_time,
 )
 from hermes.analyzers.roofline import (
+    CLASS_DTYPE,
     CLASSES,
     U_THRESHOLD,
     freq_samples,
@@ -109,9 +110,8 @@ _CAUSE_TEXT = {
 }
 
 
-def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[str, float]:
+def _frequency(c: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[str, float]:
     """Mean clock drop from frequency counter samples in the steps (0 when none)."""
-    c = freq_samples(ev)
     if len(c) == 0:
         return {}
     c = c[step_of(c["ts_ns"].to_numpy(np.int64), windows) >= 0] if len(windows) else c
@@ -141,7 +141,8 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     windows = step_windows(ev)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
     pk = peaks(ctx)
-    k, args = task_table(ctx, windows)
+    samples = freq_samples(ev)
+    k, args = task_table(ctx, windows, samples)
     causes = _causes(ctx, k, pk["kind"], args)
     # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned
     # shapes, format conversions) are underutilization whatever roof they sit under
@@ -150,7 +151,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         if reason in causes and causes[reason].any():
             cls[causes[reason]] = CLASSES.index("underutilized")
     if len(k):
-        k["class"] = pd.Categorical.from_codes(cls, CLASSES)
+        k["class"] = pd.Categorical.from_codes(cls, dtype=CLASS_DTYPE)
     ks = KernelStats(k, cls, CLASSES)
     ts, end = _starts_ends(k)
     clock = k["clock"].to_numpy(np.float64) if len(k) else np.zeros(0)
@@ -218,7 +219,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                          "tasks": int(m.sum()), "time_ns": int(ks.dur[m].sum()),
                          "operators": [o["name"] for o in ops], "top_ops": ops[:TOP_N]}
     res.tables["causes"] = pd.DataFrame(cause_rows, columns=["cause", "name", "time_ns", "count"])
-    freq = _frequency(ev, windows, pk["clock_mhz"])
+    freq = _frequency(samples, windows, pk["clock_mhz"])
     res.metrics["frequency"] = freq
     freq_share = 0.0
     if freq and freq["drop"] >= DOWNCLOCK_MIN and step_total:

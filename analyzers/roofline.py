@@ -36,15 +36,17 @@ from hermes.analyzers.opinfo import (
 #: task's time its cube/vector/MTE2 pipe was busy).
 U_THRESHOLD = 0.7
 CLASSES = ("compute_bound", "memory_bound", "underutilized", "no_data")
+CLASS_DTYPE = pd.CategoricalDtype(list(CLASSES))
 _GEMM = re.compile(r"gemm|matmul|cutlass|xmma|nvjet|cublas|wgmma|BatchMatMul|\bmm\b|addmm|bmm",
                    re.I)
 
 
 # ---------------------------------------------------------------- the roofline table
 
-def task_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | None = None
+               ) -> tuple[pd.DataFrame, pd.Series]:
     """One row per device task with the roofline columns, and the args (pyarrow strings) of
-    its rows that carry known keys."""
+    its rows that carry known keys; ``freq``: the rank's ``freq_samples`` when known."""
     ev = ctx.events
     pk = peaks(ctx)
     m = (ev["kind"] == "kernel").to_numpy() if len(ev) else np.zeros(0, bool)
@@ -97,7 +99,8 @@ def task_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame, p
     # judge a task against the clock it ran at: a downclocked unit is a frequency drop (its own
     # finding), not an inefficient kernel. Both roofs scale: the AI Core's MTE pipes move data
     # from HBM at the core clock, so a downclocked core also loads more slowly.
-    clock = _clock_ratio(ev, k["ts_ns"].to_numpy(np.int64), pk["clock_mhz"])
+    clock = _clock_ratio(freq_samples(ev) if freq is None else freq,
+                         k["ts_ns"].to_numpy(np.int64), pk["clock_mhz"])
     k["clock"] = clock
     peak_unit = peak_unit * clock
     # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
@@ -176,7 +179,7 @@ def _family_fallback(family: pd.Series, cls: np.ndarray) -> tuple[pd.Categorical
                       else CLASSES.index(families.bound_of(None))], np.int64)[fcodes]
     fb = nd & (usual >= 0)
     cls = np.where(fb, usual, cls)
-    return pd.Categorical.from_codes(cls, CLASSES), \
+    return pd.Categorical.from_codes(cls, dtype=CLASS_DTYPE), \
         _BASIS.take(np.where(nd, np.where(fb, 1, 2), 0))
 
 
@@ -216,15 +219,16 @@ def freq_samples(ev: pd.DataFrame) -> pd.DataFrame:
     """Frequency counter samples (``counter`` events whose name contains "freq"), by time."""
     if len(ev) == 0:
         return base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
-    m = (ev["kind"] == "counter").to_numpy() & has(ev["name"], "freq", case=False)
-    c = base_frame(ev, m)
+    m = (ev["kind"] == "counter").to_numpy()
+    if not m.any():
+        return pd.DataFrame({"ts_ns": np.zeros(0, np.int64), "value": np.zeros(0)})
+    c = base_frame(ev, m & has(ev["name"], "freq", case=False))
     return c[c["value"].notna()].sort_values("ts_ns", kind="stable")
 
 
-def _clock_ratio(ev: pd.DataFrame, ts: np.ndarray, nominal: float) -> np.ndarray:
+def _clock_ratio(c: pd.DataFrame, ts: np.ndarray, nominal: float) -> np.ndarray:
     """Clock at each time / nominal: the latest frequency sample at or before it (the first
     sample before any); 1 without samples."""
-    c = freq_samples(ev)
     if len(c) == 0 or ts.size == 0:
         return np.ones(ts.size)
     vals = c["value"].to_numpy(np.float64)
