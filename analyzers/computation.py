@@ -128,10 +128,19 @@ def _frequency(c: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[s
 def _device_busy(ev: pd.DataFrame, windows: pd.DataFrame) -> int:
     if len(ev) == 0:
         return 0
-    m = ev["lane_kind"].isin(["device", "copy", "link"]).to_numpy() & \
-        ~ev["kind"].isin(["step", "marker", "counter"]).to_numpy()
+    m = _isin(ev["lane_kind"], ("device", "copy", "link")) & \
+        ~_isin(ev["kind"], ("step", "marker", "counter"))
     ts = ev["ts_ns"].to_numpy(np.int64)[m]
     return union_time(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m], windows)
+
+
+def _isin(x: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    """``x.isin(values)``, decided once per category of a categorical column."""
+    if not isinstance(x.dtype, pd.CategoricalDtype):
+        return x.isin(list(values)).to_numpy(bool)
+    hit = np.append(x.cat.categories.isin(list(values)), False)
+    codes = x.cat.codes.to_numpy()
+    return hit[np.where(codes >= 0, codes, len(hit) - 1)]
 
 
 @register("computation", scope="rank")

@@ -109,7 +109,7 @@ def assign_families(k: pd.DataFrame) -> None:
             swap = (codes[rows] == cats.index(families.OTHER)) & (new >= 0)
             codes[rows[swap]] = new[swap]
     # = pd.Categorical(the family strings): the used families, sorted, as categories
-    used = np.unique(codes[codes >= 0])
+    used = np.flatnonzero(np.bincount(codes + 1, minlength=len(cats) + 1)[1:])
     names = sorted(cats[i] for i in used)
     remap = np.full(len(cats) + 1, -1, np.int64)
     remap[used] = [names.index(cats[i]) for i in used]

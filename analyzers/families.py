@@ -56,10 +56,12 @@ def classify(names: pd.Series) -> pd.Series:
     else:
         codes, uniq = pd.factorize(names.astype(object), use_na_sentinel=True)
     fams = [family_of(str(u)) for u in uniq] + [OTHER]
-    cats = sorted(set(fams))
-    per = np.array([cats.index(f) for f in fams], np.int64)
-    out = pd.Categorical.from_codes(per[np.where(codes >= 0, codes, len(uniq))], categories=cats)
-    return pd.Series(out, index=names.index).cat.remove_unused_categories()
+    per = np.asarray(codes, np.int64)
+    per = np.where(per >= 0, per, len(uniq))
+    used = np.bincount(per, minlength=len(fams)) > 0   # the families of the names present
+    cats = sorted({f for f, u in zip(fams, used, strict=True) if u})
+    to = np.array([cats.index(f) if u else -1 for f, u in zip(fams, used, strict=True)])
+    return pd.Series(pd.Categorical.from_codes(to[per], categories=cats), index=names.index)
 
 
 def bounds(families: pd.Series) -> pd.Series:
