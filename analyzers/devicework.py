@@ -1,9 +1,10 @@
 """Where device time goes: kernels linked to their host operators (FLOPs and bytes derived from
-shapes, ``opcost``), kernel families (``families``), the per-kernel summary table (``nsys stats``'
-``cuda_gpu_kern_sum``), the family table, MFU and the evidence of the computation findings.
+shapes, ``opcost``), kernel families (``families``), MFU and the evidence of the computation
+findings (from the grouped figures of ``kernelstats``, which also makes the per-kernel and family
+tables).
 
 Helpers of the ``computation`` analyzer (``docs/analysis/computation.md``); every function works on
-the task table (one row per kernel) with group-bys, never per-event Python loops.
+the task table (one row per kernel) with group-bys and codes, never per-event Python loops.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from hermes.analyzers.opinfo import base_frame, input_shapes
 #: transposes or a split-K reduction, are bookkeeping)
 MATRIX = ("gemm", "conv", "attention")
 TOP_KERNELS = 5
-#: the roofline classes (codes of the ``class`` column), as in ``computation``
-CLASSES = ("compute_bound", "memory_bound", "underutilized", "no_data")
 
 
 # ---------------------------------------------------------------- kernels <- host operators
@@ -116,29 +115,7 @@ def assign_families(k: pd.DataFrame) -> None:
     k["family"] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(names, dtype=object))
 
 
-# ---------------------------------------------------------------- tables
-
-def stats(k: pd.DataFrame) -> KernelStats:
-    """The group figures of a task table (its ``class`` column as codes into ``CLASSES``)."""
-    cls = k["class"].astype(pd.CategoricalDtype(list(CLASSES))).cat.codes.to_numpy() \
-        if "class" in k.columns else np.full(len(k), len(CLASSES) - 1)
-    return KernelStats(k, cls, CLASSES)
-
-
-def kernel_summary(k: pd.DataFrame) -> pd.DataFrame:
-    """One row per kernel name, like ``nsys stats --report cuda_gpu_kern_sum``: count, total /
-    mean / median / min / max / std of durations (ns), share of all kernel time (%), family,
-    bound (the class holding most of the name's time), FLOPs and bytes (where known) and the
-    achieved TFLOP/s and GB/s over the time of the tasks they are known for. Sorted by total."""
-    return stats(k).kernels()
-
-
-def family_table(k: pd.DataFrame) -> pd.DataFrame:
-    """One row per kernel family: kernels, time, share of kernel time (%), the family's usual
-    bound, FLOPs / bytes where known, achieved TFLOP/s and GB/s over the time they are known
-    for, and the share of the family's time whose FLOPs are known (%)."""
-    return stats(k).families()
-
+# ---------------------------------------------------------------- MFU
 
 def mfu(k: pd.DataFrame, step_total_ns: int, pk: dict[str, Any]) -> dict[str, Any]:
     """``achieved_tflops`` = FLOPs of the kernels in the steps / step time; ``mfu`` = that /
@@ -208,15 +185,6 @@ def class_evidence(ks: KernelStats, cls: int, total_ns: float, pk: dict[str, Any
             "peak_tflops": round(peak / 1e12, 1) if peak else None,
             "peak_hbm_GBps": round(hbm / 1e9, 1) if hbm else None,
             "family_basis_pct": round(100.0 * fam_only / t, 3) if t else 0.0}
-
-
-def matmul_precision(sub: pd.DataFrame) -> dict[str, Any]:
-    """Element size (bytes) of the matrix kernels' inputs, from their operators' recorded dtypes:
-    ``matmul_elem_B`` is the size holding most of the matrix-kernel time with a known dtype
-    (4: fp32, 2: bf16/fp16, 1: fp8/int8) and ``matmul_dtype_known_pct`` the share of matrix time
-    whose dtype is known. The precision rules read them: advice to move to bf16 is for fp32
-    matmuls only, advice for fp8 for 16-bit ones (no guess when no dtype is recorded)."""
-    return stats(sub).matmul_precision(np.ones(len(sub), bool), MATRIX)
 
 
 def describe(ev: dict[str, Any], compute: bool = True) -> str:

@@ -232,7 +232,12 @@ class KernelStats:
         return {c: v[o] for c, v in cols.items()}
 
     def matmul_precision(self, mask: np.ndarray, matrix: tuple[str, ...]) -> dict[str, Any]:
-        """``devicework.matmul_precision`` of the rows in ``mask``."""
+        """Element size (bytes) of the matrix kernels' inputs among the rows in ``mask``, from
+        their operators' recorded dtypes: ``matmul_elem_B`` is the size holding most of the
+        matrix-kernel time with a known dtype (4: fp32, 2: bf16/fp16, 1: fp8/int8) and
+        ``matmul_dtype_known_pct`` the share of matrix time whose dtype is known. The precision
+        rules read them: advice to move to bf16 is for fp32 matmuls only, advice for fp8 for
+        16-bit ones (no guess when no dtype is recorded)."""
         if not mask.any() or self.elem is None:
             return {"matmul_dtype_known_pct": 0.0}
         fam_is = np.isin(np.asarray(self.fams, dtype=object), list(matrix))
