@@ -220,9 +220,11 @@ def freq_samples(ev: pd.DataFrame) -> pd.DataFrame:
     if len(ev) == 0:
         return base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
     m = (ev["kind"] == "counter").to_numpy()
+    if m.any():
+        m = m & has(ev["name"], "freq", case=False)
     if not m.any():
         return pd.DataFrame({"ts_ns": np.zeros(0, np.int64), "value": np.zeros(0)})
-    c = base_frame(ev, m & has(ev["name"], "freq", case=False))
+    c = base_frame(ev, m)
     return c[c["value"].notna()].sort_values("ts_ns", kind="stable")
 
 
