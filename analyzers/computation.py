@@ -25,35 +25,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import devicework, families
+from hermes.analyzers import devicework
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.kernelstats import KernelStats
 from hermes.analyzers.opinfo import (
     TOP_N,
-    arg_numbers,
     arg_values,
-    base_frame,
     clip_to_windows,
-    dtype_bytes,
-    gemm_bytes,
     has,
-    input_shapes,
     misaligned,
     peaks,
     rich_args,
     step_of,
-    top_ops,
     union_time,
+)
+from hermes.analyzers.roofline import (
+    CLASS_DTYPE,
+    CLASSES,
+    U_THRESHOLD,
+    freq_samples,
+    task_table,
 )
 from hermes.analyzers.steps import step_windows
 from hermes.findings import MIN_SHARE, Finding
 
-#: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
-#: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
-#: (h100_calibration.json) and a streaming kernel ~0.9 of HBM; a task below 0.7 of its roof
-#: leaves 30 % or more of the unit idle. Also applied to Ascend pipe ratios (the fraction of a
-#: task's time its cube/vector/MTE2 pipe was busy).
-U_THRESHOLD = 0.7
 #: msprof-analyze's AI CPU checker: AI CPU tasks longer than 20 us are worth replacing.
 AI_CPU_MIN_NS = 20_000
 #: Frequency drop reported when the clock is >= 5 % below nominal (msprof-analyze, Hermes).
@@ -67,164 +63,42 @@ ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
 #: Causes whose tasks count as underutilized in the class shares (dynamic shapes cost host time,
 #: not device efficiency, so they do not).
 OVERRIDING_CAUSES = ("ai_cpu", "shape_affinity", "private_format")
-CLASSES = ("compute_bound", "memory_bound", "underutilized", "no_data")
-_GEMM = re.compile(r"gemm|matmul|cutlass|xmma|nvjet|cublas|wgmma|BatchMatMul|\bmm\b|addmm|bmm",
-                   re.I)
 _FA = re.compile(r"flash|fmha|FlashAttention|scaled_dot_product|sdpa", re.I)
-
-
-# ---------------------------------------------------------------- the roofline table
-
-def kernel_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per device task with the roofline columns (see the module docstring)."""
-    return _kernel_table(ctx, windows)[0]
-
-
-def _kernel_table(ctx: RankContext, windows: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
-    """The kernel table and the args (pyarrow strings) of its rows that carry known keys."""
-    ev = ctx.events
-    pk = peaks(ctx)
-    k = base_frame(ev, (ev["kind"] == "kernel").to_numpy()) if len(ev) else \
-        base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
-    if len(k) == 0:
-        return pd.DataFrame(columns=["name", "ts_ns", "dur_ns", "unit", "flops", "bytes",
-                                     "ai_flop_per_B", "ridge_flop_per_B", "achieved_flops",
-                                     "achieved_Bps", "u_compute", "u_bandwidth", "class",
-                                     "family", "basis", "step"]), \
-            pd.Series([], dtype="string[pyarrow]")
-    args = rich_args(k["args"])  # one pass; the lookups below only see rows with keys
-    typ = arg_values(args, "Type", "op_type").reindex(k.index)
-    gemm = has(k["name"], _GEMM) | has(typ, _GEMM)
-    k["gemm"] = gemm
-    k["shape"] = input_shapes(args).reindex(k.index)
-    k["host_args"] = None
-    devicework.assign_families(k)
-    devicework.link_host_ops(ev, k)
-    devicework.assign_families(k)  # names no pattern knows take their host operator's family
-    core = arg_values(args, "Accelerator Core", "Task Type", "task_type").reindex(k.index)
-    unit = k["unit"].astype(object).where(k["unit"].notna(), None)
-    unit = unit.where(unit.notna(), np.where(has(core, "AI_CPU", case=False), "ai_cpu", None))
-    default = "sm" if pk["kind"] == "gpu" else "vector"
-    unit = unit.where(unit.notna(), np.where(gemm, "cube" if pk["kind"] != "gpu" else "sm",
-                                             default)).astype(str)
-    k["unit"] = unit
-    # = unit.replace({"mix": "cube"}).map(peak_flops), decided once per distinct unit
-    codes, uniq = pd.factorize(unit)
-    pf = pk["peak_flops"]
-    per = pd.Series(pd.Series(uniq, dtype=object).replace({"mix": "cube"}).map(pf)
-                    .astype("float64").to_numpy())
-    peak_unit = pd.Series(np.append(per.to_numpy(), np.nan)[codes], index=k.index)
-    # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
-    gm = pd.Series(gemm, index=k.index)
-    dsrc = k["host_args"].where(k["host_args"].notna(), k["args"])[gm]
-    elem = pd.Series(2.0, index=k.index)
-    elem[gm] = dtype_bytes(dsrc)
-    elem = k["elem"].where(k["elem"].notna() & gm, elem)  # the operator's parsed input dtype
-    if pk["dtype_flops"]:
-        fp32 = pk["dtype_flops"].get("fp32")
-        if fp32:
-            peak_unit = peak_unit.where(~(pd.Series(gemm, index=k.index) & (elem == 4.0)),
-                                        min(fp32, peak_unit.max()))
-    # judge a task against the clock it ran at: a downclocked unit is a frequency drop (its own
-    # finding), not an inefficient kernel. Both roofs scale: the AI Core's MTE pipes move data
-    # from HBM at the core clock, so a downclocked core also loads more slowly.
-    clock = _clock_ratio(ev, k["ts_ns"].to_numpy(np.int64), pk["clock_mhz"])
-    k["clock"] = clock
-    peak_unit = peak_unit * clock
-    # shape-based bytes only complete a GEMM whose flops are known (its AI); alone they would
-    # judge the task by a guessed bandwidth
-    est = gemm_bytes(k["shape"].where(pd.Series(gemm, index=k.index) & k["flops"].notna()),
-                      elem)
-    k["bytes"] = k["bytes"].where(k["bytes"].notna() & (k["bytes"] > 0), est)
-    hbm = (pk["hbm_bw_Bps"] or np.nan) * clock
-    dur_s = k["dur_ns"].to_numpy(np.float64) * 1e-9
-    with np.errstate(divide="ignore", invalid="ignore"):
-        flops = k["flops"].where(k["flops"] > 0)
-        byts = k["bytes"].where(k["bytes"] > 0)
-        k["ai_flop_per_B"] = flops / byts
-        k["ridge_flop_per_B"] = peak_unit / hbm  # unchanged by the clock
-        k["achieved_flops"] = np.where(dur_s > 0, flops / dur_s, np.nan)
-        k["achieved_Bps"] = np.where(dur_s > 0, byts / dur_s, np.nan)
-        k["u_compute"] = k["achieved_flops"] / peak_unit
-        k["u_bandwidth"] = k["achieved_Bps"] / hbm
-    k["class"] = _classify(k, args)
-    _family_fallback(k)
-    k["step"] = step_of(k["ts_ns"].to_numpy(np.int64), windows)
-    return k, args
-
-
-def _family_fallback(k: pd.DataFrame) -> None:
-    """Tasks without FLOP/byte data take their kernel family's usual bound (``families.toml``:
-    matrix families compute-bound, the rest memory-bound); ``basis`` says which tasks were
-    judged by measurement (``roofline``), by family (``family``) or not at all (``none``:
-    communication kernels, which are not computation)."""
-    nd = (k["class"] == "no_data").to_numpy()
-    usual = families.bounds(k["family"]).to_numpy(object)
-    fb = nd & np.isin(usual, ("compute_bound", "memory_bound"))
-    k["basis"] = np.where(nd, np.where(fb, "family", "none"), "roofline")
-    if fb.any():
-        cls = np.array(k["class"].astype(object), dtype=object)
-        cls[fb] = usual[fb]
-        k["class"] = pd.Categorical(cls, categories=CLASSES)
-
-
-def _classify(k: pd.DataFrame, args: pd.Series) -> pd.Categorical:
-    """The roofline class of each task (codes into ``CLASSES``), rules as in the module doc."""
-    cb, mb, uu, nd = range(4)
-    ai, ridge = k["ai_flop_per_B"].to_numpy(), k["ridge_flop_per_B"].to_numpy()
-    uc, ub = k["u_compute"].to_numpy(), k["u_bandwidth"].to_numpy()
-    with np.errstate(invalid="ignore"):
-        both = ~(np.isnan(ai) | np.isnan(ridge) | np.isnan(uc) | np.isnan(ub))
-        cls = np.full(len(k), nd, np.int8)
-        cls[both] = uu
-        cls[both & (ai <= ridge) & (ub >= U_THRESHOLD)] = mb
-        cls[both & (ai > ridge) & (uc >= U_THRESHOLD)] = cb
-        # Ascend kernel_details pipe ratios (measured): fraction of the task's time each pipe
-        # was busy; only rows whose args carry them
-        if len(args):
-            mac = pd.concat([arg_numbers(args, "aic_mac_ratio", "aic_mac_fp16_ratio"),
-                             arg_numbers(args, "aiv_vec_ratio", "aiv_vec_fp16_ratio")],
-                            axis=1).max(axis=1)
-            mte = pd.concat([arg_numbers(args, "aic_mte2_ratio"),
-                             arg_numbers(args, "aiv_mte2_ratio")], axis=1).max(axis=1)
-            pos = k.index.get_indexer(args.index)
-            mac_v, mte_v = mac.to_numpy(), mte.to_numpy()
-            sel = (cls[pos] == nd) & ~(np.isnan(mac_v) & np.isnan(mte_v))
-            pc = np.where(mac_v >= U_THRESHOLD, cb, np.where(mte_v >= U_THRESHOLD, mb, uu))
-            cls[pos[sel]] = pc[sel]
-        # only one of flops / bytes known: a task at >= U of that roof is bound by it; below it
-        # we cannot tell which roof applies, so it stays no_data
-        one = cls == nd
-        cls[one & (uc >= U_THRESHOLD)] = cb
-        cls[(cls == nd) & (ub >= U_THRESHOLD)] = mb
-    return pd.Categorical.from_codes(cls, CLASSES)
 
 
 # ---------------------------------------------------------------- underutilization causes
 
 def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None = None
-            ) -> dict[str, pd.DataFrame]:
-    """Operators behind each underutilization cause (rows of ``k``)."""
+            ) -> dict[str, np.ndarray]:
+    """Operators behind each underutilization cause (masks of the rows of ``k``)."""
     if len(k) == 0:
         return {}
     args = rich_args(k["args"]) if args is None else args
-    typ = arg_values(args, "Type", "op_type").reindex(k.index)
+    pos = args.index.to_numpy(np.int64)  # the task table's RangeIndex: labels = positions
+
+    def rows(hit: np.ndarray) -> np.ndarray:  # the rows with args -> all rows
+        out = np.zeros(len(k), bool)
+        out[pos] = hit
+        return out
+
+    typ = arg_values(args, "Type", "op_type")
     mm_align, fa_align = ALIGNMENT.get(kind, ALIGNMENT["gpu"])
-    fa = has(k["name"], _FA) | has(typ, _FA)
+    fa = has(k["name"], _FA) | rows(has(typ, _FA))
     gemm = k["gemm"].to_numpy() & ~fa
     shape = k["shape"].to_numpy()
     mis = np.zeros(len(k), bool)
     for sel, n_in, align in ((gemm, 2, mm_align), (fa, 3, fa_align)):
         idx = np.flatnonzero(sel & pd.notna(shape))
-        # once per distinct shape string (shapes is cached)
-        mis[idx] = [misaligned(shape[i], n_in, align) for i in idx]
-    state = arg_values(args, "OP State", "op_state", "op state").reindex(k.index)
+        if idx.size:  # once per distinct shape string
+            codes, uniq = pd.factorize(shape[idx])
+            mis[idx] = np.array([misaligned(u, n_in, align) for u in uniq], bool)[codes]
+    state = arg_values(args, "OP State", "op_state", "op state")
     return {
-        "ai_cpu": k[(k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy()],
-        "shape_affinity": k[mis],
-        "private_format": k[has(k["name"], "TransData", case=False)
-                            | has(typ, "TransData", case=False)],
-        "dynamic_shape": k[has(state, r"^\s*dynamic\s*$", case=False)],
+        "ai_cpu": (k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy(),
+        "shape_affinity": mis,
+        "private_format": has(k["name"], "TransData", case=False)
+        | rows(has(typ, "TransData", case=False)),
+        "dynamic_shape": rows(has(state, r"^\s*dynamic\s*$", case=False)),
     }
 
 
@@ -236,30 +110,8 @@ _CAUSE_TEXT = {
 }
 
 
-def _freq_samples(ev: pd.DataFrame) -> pd.DataFrame:
-    """Frequency counter samples (``counter`` events whose name contains "freq"), by time."""
-    if len(ev) == 0:
-        return base_frame(ev.iloc[:0], np.zeros(0, bool)) if len(ev.columns) else pd.DataFrame()
-    m = (ev["kind"] == "counter").to_numpy() & has(ev["name"], "freq", case=False)
-    c = base_frame(ev, m)
-    return c[c["value"].notna()].sort_values("ts_ns", kind="stable")
-
-
-def _clock_ratio(ev: pd.DataFrame, ts: np.ndarray, nominal: float) -> np.ndarray:
-    """Clock at each time / nominal: the latest frequency sample at or before it (the first
-    sample before any); 1 without samples."""
-    c = _freq_samples(ev)
-    if len(c) == 0 or ts.size == 0:
-        return np.ones(ts.size)
-    vals = c["value"].to_numpy(np.float64)
-    ref = nominal if nominal > 0 else float(vals.max())
-    i = np.clip(np.searchsorted(c["ts_ns"].to_numpy(np.int64), ts, side="right") - 1, 0, None)
-    return np.clip(vals[i] / ref, 0.0, 1.0) if ref > 0 else np.ones(ts.size)
-
-
-def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[str, float]:
+def _frequency(c: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[str, float]:
     """Mean clock drop from frequency counter samples in the steps (0 when none)."""
-    c = _freq_samples(ev)
     if len(c) == 0:
         return {}
     c = c[step_of(c["ts_ns"].to_numpy(np.int64), windows) >= 0] if len(windows) else c
@@ -276,10 +128,19 @@ def _frequency(ev: pd.DataFrame, windows: pd.DataFrame, nominal: float) -> dict[
 def _device_busy(ev: pd.DataFrame, windows: pd.DataFrame) -> int:
     if len(ev) == 0:
         return 0
-    m = ev["lane_kind"].isin(["device", "copy", "link"]).to_numpy() & \
-        ~ev["kind"].isin(["step", "marker", "counter"]).to_numpy()
+    m = _isin(ev["lane_kind"], ("device", "copy", "link")) & \
+        ~_isin(ev["kind"], ("step", "marker", "counter"))
     ts = ev["ts_ns"].to_numpy(np.int64)[m]
     return union_time(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m], windows)
+
+
+def _isin(x: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    """``x.isin(values)``, decided once per category of a categorical column."""
+    if not isinstance(x.dtype, pd.CategoricalDtype):
+        return x.isin(list(values)).to_numpy(bool)
+    hit = np.append(x.cat.categories.isin(list(values)), False)
+    codes = x.cat.codes.to_numpy()
+    return hit[np.where(codes >= 0, codes, len(hit) - 1)]
 
 
 @register("computation", scope="rank")
@@ -289,29 +150,36 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     windows = step_windows(ev)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
     pk = peaks(ctx)
-    k, args = _kernel_table(ctx, windows)
+    samples = freq_samples(ev)
+    k, args = task_table(ctx, windows, samples)
     causes = _causes(ctx, k, pk["kind"], args)
     # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned
     # shapes, format conversions) are underutilization whatever roof they sit under
+    cls = k["class"].cat.codes.to_numpy(np.int64).copy() if len(k) else np.zeros(0, np.int64)
     for reason in OVERRIDING_CAUSES:
-        if reason in causes and len(causes[reason]):
-            k.loc[causes[reason].index, "class"] = "underutilized"
+        if reason in causes and causes[reason].any():
+            cls[causes[reason]] = CLASSES.index("underutilized")
+    if len(k):
+        k["class"] = pd.Categorical.from_codes(cls, dtype=CLASS_DTYPE)
+    ks = KernelStats(k, cls, CLASSES)
+    ts, end = _starts_ends(k)
+    clock = k["clock"].to_numpy(np.float64) if len(k) else np.zeros(0)
     res = AnalyzerResult("computation")
     per_step = _per_step(k, windows)
-    total_dev = float(k["dur_ns"].sum()) if len(k) else 0.0
+    total_dev = float(ks.dur.sum()) if len(k) else 0.0
     rows = []
-    for c in CLASSES:
-        sub = k[k["class"] == c] if len(k) else k
-        t = float(sub["dur_ns"].sum()) if len(sub) else 0.0
-        u = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),
-                       windows) if len(sub) else 0
+    for ci, c in enumerate(CLASSES):
+        m = cls == ci
+        t = float(ks.dur[m].sum()) if m.any() else 0.0
+        u = union_time(ts[m], end[m], windows) if m.any() else 0
         # time at the nominal clock: what a downclocked device adds is the frequency drop's
-        clk = float((sub["dur_ns"] * sub["clock"]).sum() / t) if t > 0 else 1.0
-        rows.append({"class": c, "kernels": int(len(sub)), "device_time_ns": int(t),
+        clk = float((ks.dur[m] * clock[m]).sum() / t) if t > 0 else 1.0
+        rows.append({"class": c, "kernels": int(m.sum()), "device_time_ns": int(t),
                      "share_pct": 100.0 * t / total_dev if total_dev else 0.0,
                      "step_share": u / step_total * clk if step_total else 0.0})
     classes = pd.DataFrame(rows)
     busy = _device_busy(ev, windows)
+    measured = (k["basis"] == "roofline").to_numpy(bool) if len(k) else np.zeros(0, bool)
     res.metrics.update({
         "u_threshold": U_THRESHOLD,
         "steps": int(len(windows)),
@@ -324,47 +192,43 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         "device_idle_pct": 100.0 * (1 - busy / step_total) if step_total else 0.0,
         **{f"{r['class']}_pct": r["share_pct"] for r in rows},
         # share of kernel time without FLOP/byte data (judged by kernel family, or not at all)
-        "no_data_pct": 100.0 * float(k.loc[k["basis"] != "roofline", "dur_ns"].sum())
+        "no_data_pct": 100.0 * float(ks.dur[~measured].sum())
         / total_dev if total_dev else 0.0,
-        "family_basis_pct": 100.0 * float(k.loc[k["basis"] == "family", "dur_ns"].sum())
+        "family_basis_pct": 100.0 * float(ks.dur[ks.family_basis].sum())
         / total_dev if total_dev else 0.0,
         **devicework.mfu(k, step_total, pk),
     })
     res.tables.update({"tasks": k.drop(columns=["args", "host_args", "shape", "lane",
                                                 "coll_group", "coll_bytes", "coll_seq",
                                                 "value"], errors="ignore"),
-                       "kernels": devicework.kernel_summary(k),
-                       "families": devicework.family_table(k),
+                       "kernels": ks.kernels(), "families": ks.families(),
                        "classes": classes, "per_step": per_step})
     top = []
     for c in ("compute_bound", "memory_bound", "underutilized"):
-        sub = k[k["class"] == c] if len(k) else k
-        for op in top_ops(sub):
+        for op in _top_ops(ks, cls=CLASSES.index(c)):
             top.append({"class": c, **op})
     res.tables["top_ops"] = pd.DataFrame(top, columns=["class", "name", "time_ns", "count"])
     # every operator's time and count: the cluster analyzer compares the same operators across
     # ranks (slower device vs more work)
-    res.tables["op_time"] = (k.groupby("name", observed=True, sort=False)["dur_ns"]
-                             .agg(time_ns="sum", count="size").reset_index()
+    res.tables["op_time"] = (ks.op_table().rename(columns={"sum": "time_ns"}).reset_index()
                              if len(k) else pd.DataFrame(columns=["name", "time_ns", "count"]))
     steps = tuple(int(s) for s in windows["step"]) if len(windows) else ()
     ranks = (int(ctx.rank),)
-    _class_findings(res, k, classes, pk, ranks, steps)
+    _class_findings(res, ks, classes, pk, ranks, steps)
     cause_rows = []
     named: dict[str, dict] = {}
-    for reason, sub in causes.items():
-        if len(sub) == 0:
+    for reason, m in causes.items():
+        if not m.any():
             continue
-        share = union_time(sub["ts_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64),
-                           windows) / step_total if step_total else 0.0
-        ops = top_ops(sub, n=50)
+        share = union_time(ts[m], end[m], windows) / step_total if step_total else 0.0
+        ops = _top_ops(ks, m, n=50)
         for op in ops:
             cause_rows.append({"cause": reason, **op})
         named[reason] = {"share": round(min(1.0, share), 6), "text": _CAUSE_TEXT[reason],
-                         "tasks": int(len(sub)), "time_ns": int(sub["dur_ns"].sum()),
+                         "tasks": int(m.sum()), "time_ns": int(ks.dur[m].sum()),
                          "operators": [o["name"] for o in ops], "top_ops": ops[:TOP_N]}
     res.tables["causes"] = pd.DataFrame(cause_rows, columns=["cause", "name", "time_ns", "count"])
-    freq = _frequency(ev, windows, pk["clock_mhz"])
+    freq = _frequency(samples, windows, pk["clock_mhz"])
     res.metrics["frequency"] = freq
     freq_share = 0.0
     if freq and freq["drop"] >= DOWNCLOCK_MIN and step_total:
@@ -374,9 +238,26 @@ def computation(ctx: RankContext) -> AnalyzerResult:
             "text": f"device clock {100 * freq['drop']:.1f}% below nominal "
                     f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
             **{k2: round(v, 3) for k2, v in freq.items()}}
-    _underutilization(res, k, classes, named, freq_share, ranks, steps,
+    _underutilization(res, ks, classes, named, freq_share, ranks, steps,
                       _computing_share(k, windows, step_total), pk)
     return res
+
+
+def _starts_ends(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    if len(k) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return k["ts_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
+
+
+def _top_ops(ks: KernelStats, mask: np.ndarray | None = None, n: int = TOP_N,
+             cls: int | None = None) -> list[dict[str, Any]]:
+    """``opinfo.top_ops`` of the tasks in ``mask`` or of class ``cls``: [{name, time_ns,
+    count}]."""
+    if not (mask.any() if mask is not None else (ks.cls == cls).any()):
+        return []
+    g = ks.op_table(mask, cls).sort_values("sum", ascending=False).head(n)
+    return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
+            for k, v in g.iterrows()]
 
 
 def _computing_share(k: pd.DataFrame, windows: pd.DataFrame, step_total: int) -> float:
@@ -384,23 +265,23 @@ def _computing_share(k: pd.DataFrame, windows: pd.DataFrame, step_total: int) ->
     computation finding may claim more (the verdict's device share also counts copies)."""
     if not step_total or len(k) == 0:
         return 0.0
-    c = k[(k["family"] != "communication").to_numpy()]
-    return union_time(c["ts_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64),
-                      windows) / step_total
+    c = (k["family"] != "communication").to_numpy()
+    ts, end = _starts_ends(k)
+    return union_time(ts[c], end[c], windows) / step_total
 
 
-def _class_findings(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
+def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
                     pk: dict[str, Any], ranks: tuple[int, ...], steps: tuple[int, ...]) -> None:
     """``computation.compute_bound`` / ``memory_bound``: time_share = the class's step share;
     evidence: where its device time goes (families, top kernels, achieved TFLOP/s and GB/s
     against the device's peaks) and how much of it was judged by kernel family alone."""
-    total = float(k["dur_ns"].sum()) if len(k) else 0.0
+    total = float(ks.dur.sum()) if ks.n else 0.0
     for c in ("compute_bound", "memory_bound"):
         r = classes[classes["class"] == c].iloc[0]
         if r["step_share"] < MIN_SHARE:
             continue
-        sub = k[k["class"] == c]
-        ev = devicework.class_evidence(sub, total, pk)
+        ci = CLASSES.index(c)
+        ev = devicework.class_evidence(ks, ci, total, pk)
         where = devicework.describe(ev, compute=c == "compute_bound")
         res.findings.append(Finding(
             "computation", c, min(1.0, float(r["step_share"])),
@@ -409,11 +290,11 @@ def _class_findings(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
             evidence={"share_of_device_time_pct": round(float(r["share_pct"]), 3),
                       "no_data_pct": round(res.metrics["no_data_pct"], 3),
                       "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                      "top_ops": top_ops(sub), **ev},
+                      "top_ops": _top_ops(ks, cls=ci), **ev},
             ranks=ranks, steps=steps))
 
 
-def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFrame,
+def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
                       named: dict[str, dict], freq_share: float, ranks: tuple[int, ...],
                       steps: tuple[int, ...], computing: float, pk: dict[str, Any]) -> None:
     """One ``computation.underutilization`` finding per rank: time_share = the underutilized
@@ -426,7 +307,7 @@ def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFram
     if share < MIN_SHARE and not named:
         return
     reason = max(named, key=lambda x: named[x]["share"]) if named else ""
-    sub = k[k["class"] == "underutilized"] if len(k) else k
+    ci = CLASSES.index("underutilized")
     parts = ", ".join(f"{x} {100 * v['share']:.1f}%" for x, v in
                       sorted(named.items(), key=lambda kv: -kv[1]["share"]))
     res.findings.append(Finding(
@@ -438,8 +319,8 @@ def _underutilization(res: AnalyzerResult, k: pd.DataFrame, classes: pd.DataFram
                   "share_of_device_time_pct": round(float(r["share_pct"]), 3),
                   "no_data_pct": round(res.metrics["no_data_pct"], 3),
                   "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                  "top_ops": top_ops(sub),
-                  **devicework.class_evidence(sub, float(k["dur_ns"].sum()) if len(k) else 0.0,
+                  "top_ops": _top_ops(ks, cls=ci),
+                  **devicework.class_evidence(ks, ci, float(ks.dur.sum()) if ks.n else 0.0,
                                               pk)},
         ranks=ranks, steps=steps))
 

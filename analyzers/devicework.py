@@ -1,9 +1,10 @@
 """Where device time goes: kernels linked to their host operators (FLOPs and bytes derived from
-shapes, ``opcost``), kernel families (``families``), the per-kernel summary table (``nsys stats``'
-``cuda_gpu_kern_sum``), the family table, MFU and the evidence of the computation findings.
+shapes, ``opcost``), kernel families (``families``), MFU and the evidence of the computation
+findings (from the grouped figures of ``kernelstats``, which also makes the per-kernel and family
+tables).
 
 Helpers of the ``computation`` analyzer (``docs/analysis/computation.md``); every function works on
-the task table (one row per kernel) with group-bys, never per-event Python loops.
+the task table (one row per kernel) with group-bys and codes, never per-event Python loops.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import families
+from hermes.analyzers.kernelstats import KernelStats
 from hermes.analyzers.opcost import op_costs
 from hermes.analyzers.opinfo import base_frame, input_shapes
 
@@ -21,10 +23,6 @@ from hermes.analyzers.opinfo import base_frame, input_shapes
 #: transposes or a split-K reduction, are bookkeeping)
 MATRIX = ("gemm", "conv", "attention")
 TOP_KERNELS = 5
-KERNEL_COLUMNS = ["name", "count", "total_ns", "mean_ns", "med_ns", "min_ns", "max_ns",
-                  "std_ns", "share_pct", "family", "bound", "flops", "bytes", "tflops", "GBps"]
-FAMILY_COLUMNS = ["family", "kernels", "time_ns", "share_pct", "usual_bound", "flops", "bytes",
-                  "tflops", "GBps", "flops_known_pct"]
 
 
 # ---------------------------------------------------------------- kernels <- host operators
@@ -89,89 +87,35 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
 
 
 def assign_families(k: pd.DataFrame) -> None:
-    """``family`` by kernel name; a name no pattern knows takes its host operator's family."""
-    fam = k["family"].astype(object) if "family" in k.columns else \
-        families.classify(k["name"]).astype(object)
+    """``family`` by kernel name; a name no pattern knows takes its host operator's family.
+    Works on codes: each distinct name and host family is looked up once."""
+    fam = k["family"] if "family" in k.columns else families.classify(k["name"])
+    if isinstance(fam.dtype, pd.CategoricalDtype):
+        codes, cats = fam.cat.codes.to_numpy(np.int64), list(fam.cat.categories)
+    else:
+        c, u = pd.factorize(fam.astype(object), use_na_sentinel=True)
+        codes, cats = c.astype(np.int64), list(u)
     if "host_family" in k.columns:
-        # looked up once per distinct host family, not per kernel
-        codes, uniq = pd.factorize(k["host_family"].astype(object), use_na_sentinel=True)
-        vals = np.array([families.HOST_TO_KERNEL.get(f, f) if isinstance(f, str) else None
-                         for f in uniq] + [None], dtype=object)
-        host = pd.Series(vals[np.where(codes >= 0, codes, len(uniq))], index=k.index,
-                         dtype=object)
-        fam = fam.where(~((fam == families.OTHER) & host.notna()), host)
-    k["family"] = pd.Categorical(fam)
+        hf = k["host_family"].to_numpy(object)
+        rows = np.flatnonzero(pd.notna(hf))
+        if rows.size and families.OTHER in cats:
+            hc, hu = pd.factorize(hf[rows], use_na_sentinel=True)
+            mapped = [families.HOST_TO_KERNEL.get(f, f) if isinstance(f, str) else None
+                      for f in hu]
+            cats += [m for m in dict.fromkeys(mapped) if m is not None and m not in cats]
+            to = np.array([cats.index(m) if m is not None else -1 for m in mapped] + [-1])
+            new = to[np.where(hc >= 0, hc, len(hu))]
+            swap = (codes[rows] == cats.index(families.OTHER)) & (new >= 0)
+            codes[rows[swap]] = new[swap]
+    # = pd.Categorical(the family strings): the used families, sorted, as categories
+    used = np.flatnonzero(np.bincount(codes + 1, minlength=len(cats) + 1)[1:])
+    names = sorted(cats[i] for i in used)
+    remap = np.full(len(cats) + 1, -1, np.int64)
+    remap[used] = [names.index(cats[i]) for i in used]
+    k["family"] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(names, dtype=object))
 
 
-# ---------------------------------------------------------------- tables
-
-def _rates(flops: pd.Series, byts: pd.Series, known_ns: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """Achieved TFLOP/s and GB/s over the time of the tasks whose figure is known."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (flops / (known_ns * 1e-9) / 1e12).where(known_ns > 0), \
-            (byts / (known_ns * 1e-9) / 1e9).where(known_ns > 0)
-
-
-def kernel_summary(k: pd.DataFrame) -> pd.DataFrame:
-    """One row per kernel name, like ``nsys stats --report cuda_gpu_kern_sum``: count, total /
-    mean / median / min / max / std of durations (ns), share of all kernel time (%), family,
-    bound (the class holding most of the name's time), FLOPs and bytes (where known) and the
-    achieved TFLOP/s and GB/s over the time of the tasks they are known for. Sorted by total."""
-    if len(k) == 0:
-        return pd.DataFrame(columns=KERNEL_COLUMNS)
-    g = k.groupby("name", observed=True, sort=False)
-    d = g["dur_ns"]
-    out = pd.DataFrame({"count": d.size(), "total_ns": d.sum(), "mean_ns": d.mean(),
-                        "med_ns": d.median(), "min_ns": d.min(), "max_ns": d.max(),
-                        "std_ns": d.std(ddof=0)})
-    total = float(k["dur_ns"].sum())
-    out["share_pct"] = 100.0 * out["total_ns"] / total if total else 0.0
-    out["family"] = g["family"].first().astype(object)
-    by_cls = k.groupby(["name", "class"], observed=True)["dur_ns"].sum().reset_index()
-    by_cls = by_cls.sort_values("dur_ns", kind="stable").drop_duplicates("name", keep="last")
-    out["bound"] = by_cls.set_index("name")["class"].astype(object).reindex(out.index)
-    fl = k["flops"].where(k["flops"] > 0)
-    by = k["bytes"].where(k["bytes"] > 0)
-    out["flops"] = fl.groupby(k["name"], observed=True).sum(min_count=1).reindex(out.index)
-    out["bytes"] = by.groupby(k["name"], observed=True).sum(min_count=1).reindex(out.index)
-    tf_ns = k["dur_ns"].where(fl.notna(), 0).groupby(k["name"], observed=True).sum()
-    gb_ns = k["dur_ns"].where(by.notna(), 0).groupby(k["name"], observed=True).sum()
-    out["tflops"], _ = _rates(out["flops"], out["bytes"], tf_ns.reindex(out.index))
-    _, out["GBps"] = _rates(out["flops"], out["bytes"], gb_ns.reindex(out.index))
-    out = out.reset_index().rename(columns={"index": "name"})
-    out["name"] = out["name"].astype(object)
-    for c in ("count", "total_ns", "min_ns", "max_ns"):
-        out[c] = out[c].astype("int64")
-    return out.sort_values("total_ns", ascending=False, kind="stable")[KERNEL_COLUMNS] \
-        .reset_index(drop=True)
-
-
-def family_table(k: pd.DataFrame) -> pd.DataFrame:
-    """One row per kernel family: kernels, time, share of kernel time (%), the family's usual
-    bound, FLOPs / bytes where known, achieved TFLOP/s and GB/s over the time they are known
-    for, and the share of the family's time whose FLOPs are known (%)."""
-    if len(k) == 0:
-        return pd.DataFrame(columns=FAMILY_COLUMNS)
-    fam = k["family"].astype(object)
-    fl = k["flops"].where(k["flops"] > 0)
-    by = k["bytes"].where(k["bytes"] > 0)
-    dur = k["dur_ns"].astype("float64")
-    out = pd.DataFrame({"kernels": dur.groupby(fam).size(), "time_ns": dur.groupby(fam).sum(),
-                        "flops": fl.groupby(fam).sum(min_count=1),
-                        "bytes": by.groupby(fam).sum(min_count=1)})
-    tf_ns = dur.where(fl.notna(), 0).groupby(fam).sum()
-    gb_ns = dur.where(by.notna(), 0).groupby(fam).sum()
-    out["tflops"], _ = _rates(out["flops"], out["bytes"], tf_ns)
-    _, out["GBps"] = _rates(out["flops"], out["bytes"], gb_ns)
-    total = float(dur.sum())
-    out["share_pct"] = 100.0 * out["time_ns"] / total if total else 0.0
-    out["flops_known_pct"] = 100.0 * tf_ns / out["time_ns"].where(out["time_ns"] > 0)
-    out["usual_bound"] = [families.bound_of(f) for f in out.index]
-    out = out.reset_index().rename(columns={"index": "family"})
-    out["time_ns"] = out["time_ns"].astype("int64")
-    return out.sort_values("time_ns", ascending=False, kind="stable")[FAMILY_COLUMNS] \
-        .reset_index(drop=True)
-
+# ---------------------------------------------------------------- MFU
 
 def mfu(k: pd.DataFrame, step_total_ns: int, pk: dict[str, Any]) -> dict[str, Any]:
     """``achieved_tflops`` = FLOPs of the kernels in the steps / step time; ``mfu`` = that /
@@ -200,20 +144,22 @@ def mfu(k: pd.DataFrame, step_total_ns: int, pk: dict[str, Any]) -> dict[str, An
 
 # ---------------------------------------------------------------- finding evidence
 
-def class_evidence(sub: pd.DataFrame, total_ns: float, pk: dict[str, Any]) -> dict[str, Any]:
-    """Evidence of a computation finding over its tasks ``sub``: families and top kernels with
-    their share of all kernel time (%), achieved TFLOP/s and GB/s, the device's peaks, and the
-    share of the finding's time classified by kernel family alone (no FLOP/byte data)."""
+def class_evidence(ks: KernelStats, cls: int, total_ns: float, pk: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """Evidence of a computation finding over its tasks (class ``cls``): families
+    and top kernels with their share of all kernel time (%), achieved TFLOP/s and GB/s, the
+    device's peaks, and the share of the finding's time classified by kernel family alone (no
+    FLOP/byte data)."""
     peak = max((float(v) for v in (pk.get("peak_flops") or {}).values()), default=0.0)
     hbm = float(pk.get("hbm_bw_Bps") or 0.0)
 
-    def rows(t: pd.DataFrame, key: str, n: int) -> list[dict[str, Any]]:
+    def rows(t: dict[str, np.ndarray], key: str, n: int) -> list[dict[str, Any]]:
         res = []
-        for r in t.head(n).itertuples(index=False):
-            row = {key: str(getattr(r, key)), "share_of_device_time_pct":
-                   round(100.0 * float(getattr(r, "total_ns", getattr(r, "time_ns", 0)))
-                         / total_ns, 3) if total_ns else 0.0}
-            tf, gb = r.tflops, r.GBps
+        time = t["total_ns"] if "total_ns" in t else t["time_ns"]
+        for i in range(min(n, len(time))):
+            row = {key: str(t[key][i]), "share_of_device_time_pct":
+                   round(100.0 * float(time[i]) / total_ns, 3) if total_ns else 0.0}
+            tf, gb = t["tflops"][i], t["GBps"][i]
             row["tflops"] = round(float(tf), 2) if pd.notna(tf) else None
             row["GBps"] = round(float(gb), 1) if pd.notna(gb) else None
             row["pct_of_peak_flops"] = round(100e12 * float(tf) / peak, 1) \
@@ -221,43 +167,24 @@ def class_evidence(sub: pd.DataFrame, total_ns: float, pk: dict[str, Any]) -> di
             row["pct_of_peak_bw"] = round(100e9 * float(gb) / hbm, 1) \
                 if pd.notna(gb) and hbm else None
             if key == "name":
-                row["family"], row["count"] = str(r.family), int(r.count)
+                row["family"], row["count"] = str(t["family"][i]), int(t["count"][i])
             res.append(row)
         return res
 
-    t = float(sub["dur_ns"].sum()) if len(sub) else 0.0
-    fam_only = float(sub.loc[sub["basis"] == "family", "dur_ns"].sum()) if len(sub) else 0.0
-    # the summary of the top kernels only (one cheap group-by picks them)
-    top = sub["dur_ns"].groupby(sub["name"], observed=True).sum().nlargest(TOP_KERNELS) \
-        if len(sub) else pd.Series(dtype="int64")
-    few = sub[sub["name"].isin(top.index).to_numpy()] if len(sub) else sub
-    fams = rows(family_table(sub), "family", 10)
-    return {**matmul_precision(sub), "families": fams,
+    mask = ks.cls == cls
+    any_ = bool(mask.any())
+    t = float(ks.dur[mask].sum()) if any_ else 0.0
+    fam_only = float(ks.dur[mask & ks.family_basis].sum()) if any_ else 0.0
+    fams = rows(ks.families(cls, frame=False), "family", 10) if any_ else []
+    return {**ks.matmul_precision(mask, MATRIX), "families": fams,
             # the leading family as scalars: the rule table reads scalar evidence
             "top_family": fams[0]["family"] if fams else "",
             "top_family_pct": fams[0]["share_of_device_time_pct"] if fams else 0.0,
-            "top_kernels": rows(kernel_summary(few), "name", TOP_KERNELS),
+            "top_kernels": rows(ks.top_kernels(cls, TOP_KERNELS), "name", TOP_KERNELS)
+            if any_ else [],
             "peak_tflops": round(peak / 1e12, 1) if peak else None,
             "peak_hbm_GBps": round(hbm / 1e9, 1) if hbm else None,
             "family_basis_pct": round(100.0 * fam_only / t, 3) if t else 0.0}
-
-
-def matmul_precision(sub: pd.DataFrame) -> dict[str, Any]:
-    """Element size (bytes) of the matrix kernels' inputs, from their operators' recorded dtypes:
-    ``matmul_elem_B`` is the size holding most of the matrix-kernel time with a known dtype
-    (4: fp32, 2: bf16/fp16, 1: fp8/int8) and ``matmul_dtype_known_pct`` the share of matrix time
-    whose dtype is known. The precision rules read them: advice to move to bf16 is for fp32
-    matmuls only, advice for fp8 for 16-bit ones (no guess when no dtype is recorded)."""
-    if not len(sub) or "elem" not in sub.columns:
-        return {"matmul_dtype_known_pct": 0.0}
-    mat = sub[sub["family"].isin(MATRIX).to_numpy()]
-    t = float(mat["dur_ns"].sum())
-    known = mat[mat["elem"].notna().to_numpy()]
-    if not t or not len(known):
-        return {"matmul_dtype_known_pct": 0.0}
-    by = known["dur_ns"].groupby(known["elem"].astype(float)).sum()
-    return {"matmul_elem_B": float(by.idxmax()),
-            "matmul_dtype_known_pct": round(100.0 * float(by.sum()) / t, 3)}
 
 
 def describe(ev: dict[str, Any], compute: bool = True) -> str:

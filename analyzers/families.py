@@ -55,9 +55,13 @@ def classify(names: pd.Series) -> pd.Series:
         codes, uniq = names.cat.codes.to_numpy(), names.cat.categories
     else:
         codes, uniq = pd.factorize(names.astype(object), use_na_sentinel=True)
-    fams = np.array([family_of(str(u)) for u in uniq] + [OTHER], dtype=object)
-    out = fams[np.where(codes >= 0, codes, len(uniq))]
-    return pd.Series(pd.Categorical(out), index=names.index)
+    fams = [family_of(str(u)) for u in uniq] + [OTHER]
+    per = np.asarray(codes, np.int64)
+    per = np.where(per >= 0, per, len(uniq))
+    used = np.bincount(per, minlength=len(fams)) > 0   # the families of the names present
+    cats = sorted({f for f, u in zip(fams, used, strict=True) if u})
+    to = np.array([cats.index(f) if u else -1 for f, u in zip(fams, used, strict=True)])
+    return pd.Series(pd.Categorical.from_codes(to[per], categories=cats), index=names.index)
 
 
 def bounds(families: pd.Series) -> pd.Series:

@@ -34,6 +34,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -400,8 +401,10 @@ def _load(raw: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
+@lru_cache(maxsize=65536)
 def one_cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float, float, Any]:
-    """(flops, bytes, elem, family) of one operator signature (raw JSON list strings)."""
+    """(flops, bytes, elem, family) of one operator signature (raw JSON list strings); kept, so
+    the ranks of one job (the same operators) derive each signature once per process."""
     fam = family_of(name)
     if fam is None:
         return math.nan, math.nan, math.nan, None

@@ -120,7 +120,13 @@ def rich_args(args: pd.Series) -> pd.Series:
 def category(x: pd.Series) -> pd.Series:
     """A string column as a categorical (string methods then run once per distinct value)."""
     if isinstance(x.dtype, pd.CategoricalDtype):
-        return x.cat.remove_unused_categories().reset_index(drop=True)
+        # = x.cat.remove_unused_categories(), the used categories found by a bincount
+        codes = x.cat.codes.to_numpy(np.int64)
+        used = np.bincount(codes + 1, minlength=len(x.cat.categories) + 1)[1:] > 0
+        remap = np.append(np.cumsum(used) - 1, -1)
+        return pd.Series(pd.Categorical.from_codes(
+            remap[codes], dtype=pd.CategoricalDtype(x.cat.categories[used],
+                                                    ordered=x.cat.ordered)))
     return x.astype("category").reset_index(drop=True)
 
 
@@ -212,12 +218,21 @@ def misaligned(raw: Any, n_inputs: int, align: int) -> bool:
 
 def dtype_bytes(args: pd.Series) -> pd.Series:
     """Element size guessed from the dtype named in args (2 unless fp32/fp64/int8 is named)."""
-    s = args.astype("string").fillna("").str.lower()
     size = pd.Series(2.0, index=args.index)
-    size[s.str.contains(r"float64|double", regex=True)] = 8.0
-    size[s.str.contains(r'"(?:dt_)?float(?:32)?"|\bfloat\b|fp32|c10::float\b', regex=True)
-         & ~s.str.contains(r"float16|bfloat16|half|bf16|fp16", regex=True)] = 4.0
-    return size
+    if len(args) == 0:
+        return size
+    s = args.astype("string").fillna("")
+    # every pattern below names "float", "double" or "fp32": only rows with one can differ
+    pos = np.flatnonzero(s.str.contains("float|double|fp32", case=False, regex=True)
+                         .to_numpy(bool))
+    s = s.iloc[pos].str.lower()
+    val = np.full(pos.size, 2.0)
+    val[s.str.contains(r"float64|double", regex=True).to_numpy(bool)] = 8.0
+    val[(s.str.contains(r'"(?:dt_)?float(?:32)?"|\bfloat\b|fp32|c10::float\b', regex=True)
+         & ~s.str.contains(r"float16|bfloat16|half|bf16|fp16", regex=True)).to_numpy(bool)] = 4.0
+    out = size.to_numpy(copy=True)
+    out[pos] = val
+    return pd.Series(out, index=args.index)
 
 
 #: PyTorch matrix operators whose FLOPs follow from their input shapes (Kineto "Input Dims"):
