@@ -72,8 +72,35 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     them; only the results go back to the driver."""
     from hermes.trace import load
 
-    tr = load(path, ranks=[rank])
+    tr = load(_rank_file(path, rank), ranks=[rank])
     return rank, pack(run_rank(rank, tr.events, tr.meta, keep_warmup))
+
+
+def _rank_file(path: str, rank: int) -> str:
+    """The one file of a per-rank directory whose footer lists ``rank`` (else ``path``): a
+    worker reads the directory's footers once, not once per rank (4,096 ranks: 4,096 footers
+    per rank read)."""
+    if not os.path.isdir(path):
+        return path
+    files = _rank_files(path, os.stat(path).st_mtime_ns).get(int(rank), ())
+    return files[0] if len(files) == 1 else path
+
+
+@functools.lru_cache(maxsize=4)
+def _rank_files(path: str, stamp: int) -> dict[int, tuple[str, ...]]:
+    """rank -> the files of directory ``path`` whose footers list it (empty when a footer
+    lists no ranks: then the rank column decides, read from every file). ``stamp``: the
+    directory's modification time, so a changed directory is read again."""
+    from hermes.trace.reader import read_meta, trace_files
+
+    out: dict[int, tuple[str, ...]] = {}
+    for f in trace_files(path):
+        ranks = read_meta(f).ranks
+        if not ranks:
+            return {}
+        for r in ranks:
+            out[int(r)] = (*out.get(int(r), ()), str(f))
+    return out
 
 
 def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, AnalyzerResult]:

@@ -1,0 +1,59 @@
+"""A worker analyzing one rank of a per-rank directory reads that rank's file, and the
+directory's footers once per worker, not once per rank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hermes.analyzers import run
+from hermes.trace import reader
+from hermes.trace.meta import TraceMeta
+from hermes.trace.writer import write_trace
+from tests.tracegen import ev, frame
+
+
+def _dir(tmp_path: Path, n: int) -> Path:
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for r in range(n):
+        rows = [ev("step", "ProfilerStep#1", 0, 100 + r, rank=r),
+                ev("host_op", "fwd", 0, 90 + r, rank=r)]
+        write_trace(d / f"rank-{r:05d}.parquet", frame(*rows), TraceMeta(ranks=[r]))
+    return d
+
+
+def test_each_rank_reads_its_own_file_and_the_footers_once(tmp_path, monkeypatch):
+    d = _dir(tmp_path, 4)
+    run._rank_files.cache_clear()
+    calls = []
+    real = reader.read_meta
+    monkeypatch.setattr(reader, "read_meta", lambda *a: calls.append(a) or real(*a))
+    assert [Path(run._rank_file(str(d), r)).name for r in range(4)] == \
+        [f"rank-{r:05d}.parquet" for r in range(4)]
+    assert len(calls) == 4  # four footers, read once for the four ranks
+    # what the worker analyzes is that rank's events alone, as from the directory
+    r, res = run._rank_job(str(d), 2)
+    assert r == 2
+    steps = res["steps"].tables["windows"]
+    assert steps["dur_ns"].tolist() == [102]
+
+
+def test_a_rank_in_two_files_is_read_from_the_directory(tmp_path):
+    # rank 1's events split over two files: the worker reads the directory (rank-filtered)
+    d = tmp_path / "ranks"
+    d.mkdir()
+    write_trace(d / "a.parquet", frame(ev("host_op", "fwd", 0, 90, rank=0),
+                                       ev("host_op", "fwd", 0, 80, rank=1)), TraceMeta())
+    write_trace(d / "b.parquet", frame(ev("host_op", "opt", 90, 10, rank=1)), TraceMeta())
+    run._rank_files.cache_clear()
+    assert run._rank_file(str(d), 1) == str(d)
+    assert Path(run._rank_file(str(d), 0)).name == "a.parquet"
+
+
+@pytest.mark.parametrize("name", ["trace.parquet"])
+def test_a_file_is_its_own_rank_file(tmp_path, name):
+    f = tmp_path / name
+    write_trace(f, frame(ev("host_op", "fwd", 0, 90)), TraceMeta(ranks=[0]))
+    assert run._rank_file(str(f), 0) == str(f)
