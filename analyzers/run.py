@@ -91,11 +91,11 @@ def _rank_files(path: str, stamp: int) -> dict[int, tuple[str, ...]]:
     """rank -> the files of directory ``path`` whose footers list it (empty when a footer
     lists no ranks: then the rank column decides, read from every file). ``stamp``: the
     directory's modification time, so a changed directory is read again."""
-    from hermes.trace.reader import read_meta, trace_files
+    from hermes.trace.reader import read_ranks, trace_files
 
     out: dict[int, tuple[str, ...]] = {}
     for f in trace_files(path):
-        ranks = read_meta(f).ranks
+        ranks = read_ranks(f)
         if not ranks:
             return {}
         for r in ranks:
@@ -113,11 +113,18 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool]:
     from hermes.trace.meta import TraceMeta
     from hermes.trace.reader import iter_tables, read_meta, trace_files
 
-    files = trace_files(path)
-    metas = [read_meta(f) for f in files]
-    meta = TraceMeta.merge(metas)
-    if all(m.ranks for m in metas):
-        ranks = sorted({int(r) for m in metas for r in m.ranks})
+    # merged file by file: a footer may carry every rank's clock offsets (4,096 ranks: 4,096
+    # entries in each of 4,096 footers), so the footers are not all held at once
+    meta, listed = None, True
+    ranks_seen: set[int] = set()
+    for f in trace_files(path):
+        m = read_meta(f)
+        meta = m if meta is None else TraceMeta.merge([meta, m])
+        listed = listed and bool(m.ranks)
+        ranks_seen.update(int(r) for r in m.ranks)
+    meta = meta if meta is not None else TraceMeta()
+    if listed:
+        ranks = sorted(ranks_seen)
     else:  # footers without a rank list: read the rank column only
         ranks = sorted({int(r) for t, _, _ in iter_tables(path, columns=["rank"])
                         for r in t.column("rank").unique().to_pylist()})

@@ -105,6 +105,25 @@ def read_meta(f: Path, pf: pq.ParquetFile | None = None) -> TraceMeta:
     return meta
 
 
+def read_ranks(f: Path) -> tuple[int, ...]:
+    """The ranks a file's footer lists (``hermes.ranks``), without parsing the rest of its
+    metadata (a footer can carry every rank's clock offsets); () when it lists none. Invalid
+    metadata raises as :func:`read_meta` does."""
+    pf = _open(f)
+    kv = pf.metadata.metadata or {}
+    raw = kv.get(b"hermes.ranks") or (pf.schema_arrow.metadata or {}).get(b"hermes.ranks")
+    if b"hermes.schema_version" not in kv and \
+            b"hermes.schema_version" not in (pf.schema_arrow.metadata or {}):
+        return read_meta(f, pf).ranks  # (raises the reader's error)
+    if raw is None:
+        return ()
+    try:
+        return TraceMeta.from_kv({"hermes.schema_version": "1",
+                                  "hermes.ranks": raw.decode(errors="replace")}).ranks
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return read_meta(f, pf).ranks  # (raises the reader's error)
+
+
 def _check_columns(f: Path, schema: pa.Schema) -> None:
     names = set(schema.names)
     missing = [c.name for c in COLUMNS if not c.nullable and c.name not in names]

@@ -28,8 +28,8 @@ def test_each_rank_reads_its_own_file_and_the_footers_once(tmp_path, monkeypatch
     d = _dir(tmp_path, 4)
     run._rank_files.cache_clear()
     calls = []
-    real = reader.read_meta
-    monkeypatch.setattr(reader, "read_meta", lambda *a: calls.append(a) or real(*a))
+    real = reader.read_ranks
+    monkeypatch.setattr(reader, "read_ranks", lambda *a: calls.append(a) or real(*a))
     assert [Path(run._rank_file(str(d), r)).name for r in range(4)] == \
         [f"rank-{r:05d}.parquet" for r in range(4)]
     assert len(calls) == 4  # four footers, read once for the four ranks
