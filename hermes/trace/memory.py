@@ -18,7 +18,6 @@ batches in order of first appearance; the reader unifies the row groups' diction
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,12 +25,12 @@ import pyarrow as pa
 
 from hermes.trace.meta import TraceMeta
 from hermes.trace.schema import COLUMNS, arrow_schema
-from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, _ranks, to_table
+from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, BatchWriter
 
 _DICT_COLUMNS = [c.name for c in COLUMNS if pa.types.is_dictionary(c.type)]
 
 
-class MemoryWriter:
+class MemoryWriter(BatchWriter):
     """``TraceWriter``'s interface, kept in memory; ``close`` builds :attr:`trace`."""
 
     def __init__(self, meta: TraceMeta | None = None,
@@ -39,25 +38,16 @@ class MemoryWriter:
         self.meta = meta or TraceMeta()
         self._first_kv = self.meta.to_kv()  # what TraceWriter stores in the Arrow schema
         self.row_group_rows = max(int(row_group_rows), 1)
-        self._tables: list[pa.Table] = []
+        self._buffer: list[pa.Table] = []
         #: row counts of the row groups TraceWriter would write, in order
         self._groups: list[int] = []
         self._buffered = 0
         self._ranks: set[int] = set()
         self.trace: Any = None
 
-    def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
-        table = to_table(batch)
-        if table.num_rows == 0:
-            return
-        self._ranks.update(_ranks(table))
-        self._tables.append(table)
-        self._buffered += table.num_rows
-        if self._buffered >= self.row_group_rows:
-            self._flush()
-
     def _flush(self) -> None:
-        """TraceWriter's flush: the buffered rows as row groups of ``row_group_rows``."""
+        """TraceWriter's flush: the buffered rows as row groups of ``row_group_rows`` (the
+        batches themselves stay in ``_buffer`` until :meth:`close`)."""
         full, rest = divmod(self._buffered, self.row_group_rows)
         self._groups += [self.row_group_rows] * full + ([rest] if rest else [])
         self._buffered = 0
@@ -72,14 +62,14 @@ class MemoryWriter:
         final = self.meta if self.meta.ranks else self.meta.with_(ranks=tuple(sorted(self._ranks)))
         kv = dict(self._first_kv)  # the file's key-value metadata wins over the schema's
         kv.update(final.to_kv())
-        table = as_stored(self._tables, self._groups)
-        self._tables = []
+        table = as_stored(self._buffer, self._groups)
+        self._buffer = []
         self.trace = Trace(events=table_to_pandas(table, destroy=True),
                            meta=TraceMeta.from_kv(kv))
         return self.trace
 
     def abort(self) -> None:
-        self._tables = []
+        self._buffer = []
         self.trace = None
 
 

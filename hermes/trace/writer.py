@@ -143,7 +143,30 @@ def _publish(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
-class TraceWriter:
+class BatchWriter:
+    """What every trace writer does with a batch: note its ranks, buffer it and flush a row
+    group's worth (``_flush``: the writer's own)."""
+
+    row_group_rows: int
+    _buffer: list[pa.Table]
+    _buffered: int
+    _ranks: set[int]
+
+    def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
+        table = to_table(batch)
+        if table.num_rows == 0:
+            return
+        self._ranks.update(_ranks(table))
+        self._buffer.append(table)
+        self._buffered += table.num_rows
+        if self._buffered >= self.row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        raise TypeError(f"{type(self).__name__} defines no _flush")
+
+
+class TraceWriter(BatchWriter):
     """Write one Parquet trace file, streamed in row groups, atomically published on close."""
 
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None,
@@ -211,16 +234,6 @@ class TraceWriter:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
-
-    def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
-        table = to_table(batch)
-        if table.num_rows == 0:
-            return
-        self._ranks.update(_ranks(table))
-        self._buffer.append(table)
-        self._buffered += table.num_rows
-        if self._buffered >= self.row_group_rows:
-            self._flush()
 
     def _flush(self) -> None:
         self._check()
