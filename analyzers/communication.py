@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,7 @@ BUS_FACTOR: dict[str, Any] = {
 _P2P = re.compile(r"send|recv|p2p", re.I)
 COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns", "wait_ns",
            "transit_ns", "link", "peer", "bw_GBps", "busbw_GBps", "expected_GBps", "prev_end_ns",
-           "overlap_compute_ns", "small", "misaligned"]
+           "overlap_compute_ns", "small", "misaligned", "latency_bound"]
 
 
 def _busiest_transport(args: pd.Series) -> pd.Series:
@@ -94,6 +95,50 @@ def _link_class(link: pd.Series) -> pd.Series:
     low = link.astype(str).str.lower()
     return pd.Series(np.where(low.str.contains("|".join(INTER_LINKS)), "inter", "intra"),
                      index=link.index)
+
+
+#: Latency steps of each collective's algorithm for a group of n ranks (ring; a binomial tree
+#: for broadcast; Thakur et al.): each step pays the link's latency once.
+LATENCY_STEPS: dict[str, Any] = {
+    "allreduce": lambda n: 2.0 * (n - 1),
+    "allgather": lambda n: n - 1.0,
+    "reducescatter": lambda n: n - 1.0,
+    "alltoall": lambda n: n - 1.0,
+    "broadcast": lambda n: np.ceil(np.log2(np.maximum(n, 2.0))),
+}
+
+
+def _latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarray,
+                   exp_GBps: np.ndarray, alpha_s: np.ndarray) -> np.ndarray:
+    """Collectives whose algorithm's latency (steps x the link's latency) is at least the time
+    their bytes need at the link's bandwidth (bus factor x bytes / bandwidth): the message is
+    small *for its group* -- a ring over n ranks moves bytes / n per step, so on thousands of
+    ranks even a 25 MB gradient bucket is latency-bound. False where the group size, the
+    link's latency or its bandwidth is unknown."""
+    key = op.str.lower().str.replace(r"[^a-z]", "", regex=True)
+    nn = n.to_numpy(np.float64)
+    steps = np.full(len(op), np.nan)
+    for name, f in LATENCY_STEPS.items():
+        m = key.str.contains(name).to_numpy() & np.isnan(steps)
+        steps[m] = f(nn[m])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lat_ns = steps * alpha_s * 1e9
+        bw_ns = bus * nbytes.astype("float64").to_numpy() / exp_GBps
+    return np.nan_to_num(lat_ns, nan=-1.0) >= np.nan_to_num(bw_ns, nan=np.inf)
+
+
+def world_size(meta: Any) -> int:
+    """Ranks of the job: the trace's rank list, or more where the collector recorded the job's
+    size (``extra.world_size``; Kineto's ``distributedInfo.world_size``, kept per rank by the
+    importer) -- a worker analyzing one rank's file of a per-rank directory sees one rank."""
+    sizes = [len(getattr(meta, "ranks", ()) or ())]
+    extra = getattr(meta, "extra", None) or {}
+    values = [extra.get("world_size")]
+    values += [v["distributedInfo"].get("world_size") for v in extra.values()
+               if isinstance(v, dict) and isinstance(v.get("distributedInfo"), dict)]
+    sizes += [int(v) for v in values if isinstance(v, int) and not isinstance(v, bool)
+              and 0 < v < 2 ** 31]
+    return max(sizes)
 
 
 def _bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
@@ -128,7 +173,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     link = arg_values(args, "link", "link_type", "transport")
     link = link.where(link.notna() & (link != ""), _busiest_transport(args))
     n = arg_numbers(args, "Group size", "group_size")
-    world = len(getattr(ctx.meta, "ranks", ()) or ())
+    world = world_size(ctx.meta)
     if world >= 2:  # a group has at most every rank of the job
         n = n.fillna(float(world))
     # without a named link: a group larger than one node crosses the inter-node network (the
@@ -150,15 +195,20 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
                        float(dev.get("rdma_small_packet_B") or GPU_SMALL_PACKET_B["inter"]),
                        float(dev.get("sdma_small_packet_B") or GPU_SMALL_PACKET_B["intra"]))
     align = int(dev.get("hccs_alignment_B") or ALIGN_B)
+    bus = _bus_factor(op, n)
+    alpha = np.where(cls == "inter", float(dev.get("inter_node_latency_s") or np.nan),
+                     float(dev.get("intra_node_latency_s") or np.nan))
+    latency_bound = _latency_bound(op, n, nbytes, bus, exp, alpha)
     t = pd.DataFrame({
         "rank": pd.Series(int(ctx.rank), index=idx),
         "group": c["coll_group"].astype(object).where(c["coll_group"].notna(), "default"),
         "seq": c["coll_seq"], "op": op, "bytes": nbytes, "arrive_ns": c["ts_ns"] + offset,
         "end_ns": c["end_ns"] + offset, "dur_ns": dur, "wait_ns": wait, "transit_ns": transit,
         "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst"),
-        "bw_GBps": bw, "busbw_GBps": bw * _bus_factor(op, n), "expected_GBps": exp,
-        "small": (nbytes > 0) & (nbytes < small_b),
-        "misaligned": (nbytes > 0) & (nbytes.fillna(0) % align != 0)}, index=idx)
+        "bw_GBps": bw, "busbw_GBps": bw * bus, "expected_GBps": exp,
+        "small": (nbytes > 0) & ((nbytes < small_b) | latency_bound),
+        "misaligned": (nbytes > 0) & (nbytes.fillna(0) % align != 0),
+        "latency_bound": (nbytes > 0) & latency_bound}, index=idx)
     # previous sync point: end of the previous collective of the same group on this rank, else
     # the start of the step (both on rank 0's clock)
     t = t.sort_values("arrive_ns", kind="stable")
@@ -356,10 +406,16 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         cost = _shortfall(t[small], t.loc[small, "expected_GBps"])
         share = float(cost.sum()) / step_total
         if share >= MIN_SHARE:
-            res.findings.append(_finding(
-                "small_packet", share, t[small], ranks, cost_ns=int(cost.sum()),
-                traffic_share=round(small_traffic, 4),
-                mean_bytes=float(t.loc[small, "bytes"].mean())))
+            lat = int((t["latency_bound"].astype(bool) & small).sum())
+            f = _finding("small_packet", share, t[small], ranks, cost_ns=int(cost.sum()),
+                         traffic_share=round(small_traffic, 4),
+                         mean_bytes=float(t.loc[small, "bytes"].mean()),
+                         **({"latency_bound": lat} if lat else {}))
+            if lat:  # small for their group: the algorithm's per-step latency outweighs bytes
+                f = replace(f, summary=f.summary.replace(
+                    "saturation size", "saturation size or latency-bound for their group "
+                    f"({lat}: steps x link latency >= bytes / bandwidth)", 1))
+            res.findings.append(f)
     mis = t["misaligned"].astype(bool)
     if mis.any():
         # against what aligned large messages reach on the same rank (else the link's bandwidth)

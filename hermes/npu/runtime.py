@@ -191,7 +191,7 @@ class Runtime:
         device = {**prof.to_meta(), "local_storage_Bps": data.local_Bps}
         res.meta = {"device": device, "source": "emulator",
                     "clock_offsets_ns": {r: 0 for r in range(R)} if R <= 4096 else {},
-                    "extra": {**self.meta, "workload": w.name, "ranks": R,
+                    "extra": {**self.meta, "workload": w.name, "ranks": R, "world_size": R,
                               "layout": {"dp": dp, "tp": tp, "pp": pp}, "seed": self.seed,
                               "settings": s.to_meta()}}
         return res

@@ -121,6 +121,47 @@ def test_small_packets_and_alignment() -> None:
          "bytes": 10000.0}]
 
 
+def test_large_message_latency_bound_for_its_group() -> None:
+    # Ascend 910B RDMA: 25 GB/s, 8 us a step. A 26 MiB all-reduce over 512 ranks: bandwidth
+    # term 2 x 511/512 x 26 MiB / 25 GB/s = 2.18 ms, latency 2 x 511 x 8 us = 8.18 ms -> small
+    # for its group although 26 MiB is over the 1 MiB saturation size. Over 16 ranks (latency
+    # 0.24 ms) the same message is not. 10.4 ms each, 4 a 50 ms step.
+    nb = 26 * MB
+    meta = TraceMeta(device=A910.device, extra={"world_size": 512})
+    rows = [step(dur=50_000_000)] + [
+        coll("allreduce", 12_000_000 * i, 10_400_000, i, nb, **{"Group size": g})
+        for i, g in enumerate((512, 512, 16, 16))]
+    r = communication(RankContext(0, frame(*rows), meta))
+    check(r)
+    t = r.tables["collectives"]
+    assert t["latency_bound"].tolist() == [True, True, False, False]
+    assert t["small"].tolist() == [True, True, False, False]
+    assert set(t["link"]) == {"rdma"}   # groups larger than a node: the inter-node link
+    (f,) = [f for f in r.findings if f.cause == "small_packet"]
+    # cost = transit x (1 - busbw / 25 GB/s), busbw = 2 x 511/512 x 26 MiB / 10.4 ms
+    busbw = 2 * 511 / 512 * nb / 10.4e-3 / 1e9
+    assert f.time_share == pytest.approx(2 * 10.4e6 * (1 - busbw / 25) / 50e6)
+    assert f.evidence["latency_bound"] == 2 and "latency-bound for their group" in f.summary
+    # without the job's size (one rank's file, no group size recorded) nothing is assumed
+    bare = [step(dur=50_000_000), coll("allreduce", 0, 10_400_000, 0, nb)]
+    t1 = communication(RankContext(0, frame(*bare), A910)).tables["collectives"]
+    assert not t1["latency_bound"].any()
+    # ... and with it (the collector's world_size), the group is taken as the whole job
+    t2 = communication(RankContext(0, frame(*bare), meta)).tables["collectives"]
+    assert t2["latency_bound"].tolist() == [True]
+
+
+def test_world_size_from_metadata() -> None:
+    from hermes.analyzers.communication import world_size
+
+    assert world_size(TraceMeta(ranks=(0, 1, 2))) == 3
+    assert world_size(TraceMeta(ranks=(5,), extra={"world_size": 64})) == 64
+    kineto = {"5": {"distributedInfo": {"rank": 5, "world_size": 32}}}
+    assert world_size(TraceMeta(ranks=(5,), extra=kineto)) == 32
+    assert world_size(TraceMeta(ranks=(5,), extra={"world_size": "64"})) == 1  # not a number
+    assert world_size(TraceMeta(ranks=(5,), extra={"world_size": True})) == 1
+
+
 def _bcast(seq: int, ts: int, transit: int, wait: int = 0) -> dict:
     return coll("hcom_broadcast", ts, wait + transit, seq, 2 ** 30, wait_ns=wait,
                 transit_ns=transit, link="HCCS")
