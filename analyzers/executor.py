@@ -21,8 +21,7 @@ from __future__ import annotations
 import os
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -100,6 +99,8 @@ class LocalExecutor:
     def _pooled(self, fn: Callable[[Any], Any], todo: list[Any]) -> Iterator[tuple[Any, Any]]:
         """Every item in a pool; failed items go to a fresh pool (a dead worker breaks the whole
         pool, failing every pending item with it), until each has had RETRIES + 1 tries."""
+        from concurrent.futures import ProcessPoolExecutor  # (multiprocessing: only for a pool)
+        from concurrent.futures.process import BrokenProcessPool
         from multiprocessing import get_context
 
         attempts = dict.fromkeys(range(len(todo)), 0)

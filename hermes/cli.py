@@ -19,6 +19,7 @@ try:  # recent typer vendors its own copy of click
 except ImportError:  # pragma: no cover - older typer uses the click package
     from click import exceptions as click  # type: ignore[no-redef]
 
+from hermes.commands._params import light_params
 from hermes.errors import HermesError
 
 app = typer.Typer(
@@ -125,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns (and exits with) the exit code."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        rv = app(args=args, prog_name="hermes", standalone_mode=False)
+        command = typer.main.get_command(app)
+        light_params(command)  # no pydantic for plain values (typer >= 0.26 coerces with it)
+        rv = command(args=args, prog_name="hermes", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except HermesError as exc:
         code = fail(exc.one_line(), exc.exit_code)

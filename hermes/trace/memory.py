@@ -146,15 +146,19 @@ def _recode(col: pa.ChunkedArray, groups: list[int]) -> pa.DictionaryArray:
     pos = {v: i for i, v in enumerate(cats)}
     codes: list[np.ndarray] = []
     valid: list[np.ndarray] = []
+    nulls = col.null_count > 0
     for chunk in col.chunks:
         remap = np.array([pos.get(v, 0) for v in chunk.dictionary.to_pylist()], np.int32)
         idx = _codes(chunk)
-        ok = _valid(chunk)
-        codes.append(remap[np.where(ok, idx, 0)] if len(remap) else np.zeros(len(chunk),
-                                                                            np.int32))
-        valid.append(ok)
+        if not len(remap):
+            codes.append(np.zeros(len(chunk), np.int32))
+        elif chunk.null_count:  # any value may lie under a null: read valid rows only
+            codes.append(remap[np.where(_valid(chunk), idx, 0)])
+        else:
+            codes.append(remap[idx])
+        if nulls:
+            valid.append(_valid(chunk))
     code = np.concatenate(codes) if codes else np.zeros(0, np.int32)
-    ok = np.concatenate(valid) if valid else np.zeros(0, bool)
-    mask = None if ok.all() else ~ok
+    mask = ~np.concatenate(valid) if nulls else None
     indices = pa.array(code, pa.int32(), mask=mask)
     return pa.DictionaryArray.from_arrays(indices, pa.array(cats, pa.string()))

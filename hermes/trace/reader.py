@@ -11,15 +11,18 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hermes.errors import TraceFormatError
 from hermes.trace.meta import TraceMeta
 from hermes.trace.schema import COLUMN_NAMES, COLUMNS, REQUIRED, SCHEMA_VERSION, arrow_schema
+
+if TYPE_CHECKING:  # imported where a file is opened: an in-memory trace never needs it
+    import pyarrow.parquet as pq
 
 _PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}
 _NON_NULL_INT = {c.name for c in COLUMNS if not c.nullable and pa.types.is_integer(c.type)}
@@ -72,6 +75,8 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def _open(f: Path) -> pq.ParquetFile:
+    import pyarrow.parquet as pq
+
     try:
         return pq.ParquetFile(f)
     except (pa.ArrowInvalid, OSError) as exc:

@@ -26,15 +26,17 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from hermes.errors import OutputError, TraceFormatError
 from hermes.trace.meta import TraceMeta
 from hermes.trace.schema import COLUMNS, arrow_schema
+
+if TYPE_CHECKING:  # imported where a file is written: an in-memory import never needs it
+    import pyarrow.parquet as pq
 
 DEFAULT_ROW_GROUP_ROWS = 256 * 1024
 #: Columns Parquet dictionary-encodes: the ones the schema stores as dictionaries.
@@ -184,6 +186,8 @@ class TraceWriter(BatchWriter):
             raise OutputError(f"cannot write here: {exc.strerror}", path=parent) from None
         os.close(fd)
         self._tmp = Path(tmp)
+        import pyarrow.parquet as pq
+
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
             self._tmp, arrow_schema(self.meta.to_kv()), compression="zstd",
             use_dictionary=DICTIONARY_COLUMNS)

@@ -335,3 +335,27 @@ def test_precision_advice_follows_the_recorded_matmul_dtype():
     assert rules() == ["computation.low_precision"]                       # dtype not recorded
     assert rules(matmul_elem_B=2.0, matmul_dtype_known_pct=10.0) == ["computation.low_precision"]
     assert rules(matmul_elem_B=1.0, matmul_dtype_known_pct=100.0) == []   # already 8-bit
+
+
+def test_shipped_table_passes_every_check_and_loads_without_the_emulator(tmp_path):
+    """``TABLE`` leaves the emulator_opt names to this test (the check imports hermes.npu,
+    which ``hermes analyze`` does not need); the full check accepts the shipped table and
+    gives the same rules."""
+    import subprocess
+    import sys
+
+    from hermes.rules import RULES_PATH
+
+    full = load_rules()
+    assert [r.id for r in full.rules] == [r.id for r in TABLE.rules]
+    assert any(r.emulator_opt for r in full.rules)
+    # the same table with one unknown emulator option: only the full check refuses it
+    p = tmp_path / "rules.toml"
+    p.write_text(RULES_PATH.read_text().replace('emulator_opt = "', 'emulator_opt = "turbo', 1))
+    assert len(load_rules(p, check_opts=False).rules) == len(TABLE.rules)
+    with pytest.raises(RuleError, match="unknown emulator"):
+        load_rules(p)
+    res = subprocess.run([sys.executable, "-c", "import sys, hermes.rules\n"
+                          "print(sorted(m for m in sys.modules if m.startswith('hermes.npu')))"],
+                         capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]"

@@ -127,3 +127,38 @@ def test_unknown_category_mid_file(tmp_path: Path, monkeypatch: object) -> None:
     ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
     assert json.loads(ev.loc["mine", "args"]) == {"source_category": "my_cat"}
     assert ev.loc["mine", "ts_ns"] == 70000 and ev.loc["mine", "dur_ns"] == 3000
+
+
+def test_args_field_no_event_has_is_its_default_and_escaped_keys_still_count(
+        tmp_path: Path) -> None:
+    """A chunk whose args text lacks a field's key gets the field's default without a pass
+    over the events; a key written with \\u escapes, or only nested deeper, is still read as
+    the general path reads it."""
+    from hermes.collectors.importers.kineto.mapping import decode_args
+
+    args = decode_args([msgspec.Raw(b'{"correlation": 4}'), msgspec.Raw(b"{}")])
+    assert args.lacks("flops") and args.lacks("external_id") and not args.lacks("correlation")
+    nested = decode_args([msgspec.Raw(b'{"x": {"flops": 3}}')])
+    assert not nested.lacks("flops") and np.isnan(nested[0].flops)
+    escaped = decode_args([msgspec.Raw(b'{"Ext\\u0065rnal id": 9}')])
+    assert not escaped.lacks("external_id") and escaped[0].external_id == 9
+
+    def op(name: str, args: str) -> str:
+        return (f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 2, '
+                f'"ts": 1, "dur": 1, "args": {args}}}')
+
+    text = ('{"traceEvents": [' + ", ".join([
+        op("plain", '{"flops": 5, "External id": 3}'), op("none", "{}"),
+        op("escaped", '{"fl\\u006fps": 7, "External\\u0020id": 8}')]) + "]}")
+    src = tmp_path / "t.json"
+    src.write_text(text)
+    get("kineto").run([src], tmp_path / "o.parquet", {})
+    ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
+    assert ev.loc["plain", "flops"] == 5 and ev.loc["plain", "external_id"] == 3
+    assert ev.loc["escaped", "flops"] == 7 and ev.loc["escaped", "external_id"] == 8
+    assert np.isnan(ev.loc["none", "flops"]) and ev["external_id"].isna()["none"]
+    # a chunk without any of these keys: defaults, as a pass over the events gives them
+    src.write_text('{"traceEvents": [' + op("bare", '{"k": 1}') + "]}")
+    get("kineto").run([src], tmp_path / "p.parquet", {})
+    bare = hermes.load(tmp_path / "p.parquet").events.iloc[0]
+    assert np.isnan(bare["flops"]) and bare[["external_id", "bytes", "corr_id"]].isna().all()

@@ -315,7 +315,7 @@ def _streams(rows: list, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream:
     stream = from_numpy(np.where(stream_null, 0, stream_v).astype(np.int32), stream_null)
     lane_id = np.where(from_args & (arg_stream != NO_INT), arg_stream, NO_INT) \
         if from_args.any() else None
-    lane_arr = lanes(tids, rows, dev_arr, lane_id, side)
+    lane_arr = lanes(tids, rows, dev_arr, lane_id, side, tid_int)
     sync_rows = (base == K["sync"]) & dev_arr
     if sync_rows.any():
         # CUPTI sync records (cuda_sync) carry the *host* call's times on the stream's track:

@@ -11,6 +11,7 @@ import numpy as np
 from hermes.collectors.importers.kineto.mapping import (
     NO_INT,
     Args,
+    ArgsList,
     coll_bytes,
     coll_group,
     with_key,
@@ -47,7 +48,14 @@ def _group_code(group: str | None, side: Side) -> int:
 
 
 def column(args: list, field_name: str, dtype: type) -> np.ndarray:
+    """One field of decoded args as an array (its default where an event lacks it)."""
+    if isinstance(args, ArgsList) and args.lacks(field_name):
+        return np.full(len(args), _DEFAULTS[field_name], dtype)
     return np.fromiter(map(attrgetter(field_name), args), dtype, len(args))
+
+
+_DEFAULTS = dict(zip(Args.__struct_fields__[-len(Args.__struct_defaults__):],
+                     Args.__struct_defaults__, strict=True))
 
 
 def external_ids(args: list) -> np.ndarray:

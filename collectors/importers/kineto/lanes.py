@@ -66,10 +66,11 @@ def ints(values: list) -> np.ndarray | None:
 
 
 def lanes(tids: list, rows: list, dev: np.ndarray, dev_id: np.ndarray | None,
-           side: Side) -> pa.DictionaryArray:
+          side: Side, tid: np.ndarray | None = None) -> pa.DictionaryArray:
     """Lane labels: 'thread <tid>' for host rows, '<pid>SEP stream <id>' for device rows
-    (phase 2 drops or spells out the pid), built once per distinct lane."""
-    tid = ints(tids)
+    (phase 2 drops or spells out the pid), built once per distinct lane. ``tid``: ``ints(tids)``
+    when the caller has it."""
+    tid = ints(tids) if tid is None else tid
     dev_rows = np.flatnonzero(dev)
     pids = list(map(PID, take(rows, dev_rows))) if dev_rows.size else []
     side.device_pids.update(pids)

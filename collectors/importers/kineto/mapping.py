@@ -183,19 +183,44 @@ _ARGS = msgspec.json.Decoder(list[Args])
 _ANY = msgspec.json.Decoder()
 
 
-def decode_args(raws: list[msgspec.Raw]) -> list[Args]:
+class ArgsList(list):
+    """Decoded args, and the text they were decoded from: a field whose JSON key the text does
+    not hold (:meth:`lacks`) is its default in every event, with no pass over them."""
+
+    text: bytes = b""
+    _escapes: bool | None = None
+
+    def lacks(self, field_name: str) -> bool:
+        """True when no event has ``field_name`` (its key, in quotes, is not in the text and no
+        escape could spell it); False when some event may have it."""
+        if not self.text or _KEYS[field_name] in self.text:
+            return False
+        if self._escapes is None:
+            self._escapes = b"\\u" in self.text
+        return not self._escapes
+
+
+#: Field -> its JSON key in quotes, as the text holding the key must contain it (the keys are
+#: letters and spaces: only a \u escape could write them otherwise)
+_KEYS = {f: b'"' + k.encode() + b'"' for f, k in
+         zip(Args.__struct_fields__, Args.__struct_encode_fields__, strict=True)}
+
+
+def decode_args(raws: list[msgspec.Raw]) -> ArgsList:
     """Decode the interesting args fields of many events in one call.
 
     Falls back to a tolerant per-field extraction when some trace stores a field with an
     unexpected type (a string correlation, say) instead of failing the import.
     """
     if not raws:
-        return []
+        return ArgsList()
     text = b"[" + b",".join(raws) + b"]"
     try:
-        return _ARGS.decode(text)
+        out = ArgsList(_ARGS.decode(text))
     except msgspec.ValidationError:
-        return [_tolerant(d) for d in _ANY.decode(text)]
+        out = ArgsList(_tolerant(d) for d in _ANY.decode(text))
+    out.text = text
+    return out
 
 
 def _tolerant(d: object) -> Args:
