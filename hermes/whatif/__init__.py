@@ -124,7 +124,11 @@ def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
     src = sg.info["src"].to_numpy(np.int64)
     for c in FACTS:
         if c in ev.columns and c not in sg.info.columns:
-            sg.info[c] = ev[c].take(src).to_numpy()
+            col = ev[c].take(src)
+            # text and categories keep their array (no Python string per event); numbers as
+            # numpy (NaN where unknown)
+            text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
+            sg.info[c] = col.array if text else col.to_numpy()
     return sg
 
 
