@@ -159,7 +159,7 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
         keep = np.ones(u.size, bool)
         keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
         u, v, lost = u[keep], v[keep], lost[keep]
-    d, _ = cpgraph._shortest(n, u, v, lost, np.concatenate(starts))
+    d = rp.shortest(n, u, v, lost, np.concatenate(starts))
     return {r: rp.times(sg) - d[cl.base[r]:cl.base[r] + rp.size(sg)]
             for r, sg in cl.gs.items()}
 

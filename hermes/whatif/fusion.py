@@ -34,9 +34,13 @@ def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
 def _isin(sg: StepGraph, col: str, *values: str) -> np.ndarray:
     """Per event: column ``col`` is one of ``values`` (on a categorical column, compared by
     code: no string per event)."""
+    if col not in sg.info.columns:
+        return np.zeros(len(sg.info), bool)
     c = sg.info[col]
-    return np.asarray(c.isin(values), bool) if col in sg.info.columns else \
-        np.zeros(len(sg.info), bool)
+    if isinstance(c.dtype, pd.CategoricalDtype):
+        hit = np.append(np.asarray(c.cat.categories.isin(values), bool), False)
+        return hit[c.cat.codes.to_numpy()]
+    return np.asarray(c.isin(values), bool)
 
 
 def _producer(sg: StepGraph, ker: np.ndarray, memory: np.ndarray) -> np.ndarray:
@@ -108,7 +112,7 @@ def _arg(args: pd.Series | None, pos: np.ndarray, key: str) -> pd.Series | None:
     (Kineto kernels' args carry none of these keys)."""
     if args is None or pos.size == 0:
         return None
-    has = np.asarray(args.str.contains(f'"{key}"', regex=False).fillna(False), bool)[pos]
+    has = np.asarray(args.iloc[pos].str.contains(f'"{key}"', regex=False).fillna(False), bool)
     if not has.any():
         return None
     out = pd.Series(np.nan, index=np.arange(pos.size), dtype=object)
