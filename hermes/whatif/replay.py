@@ -37,6 +37,7 @@ import pandas as pd
 
 from hermes.analyzers import cpedges, cpgraph, stepgraph
 from hermes.analyzers.steps import step_windows
+from hermes.whatif import chains
 
 
 @dataclass
@@ -225,45 +226,15 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     if g.n == 0:
         return np.empty(0, np.int64)
     u, v, lost, start = edges(sg, change)
-    return times(sg) - shortest(size(sg), u, v, lost, start)
-
-
-def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
-             ) -> np.ndarray:
-    """``cpgraph._shortest``'s distances, its runs of plain chain nodes folded first: a node
-    whose only in-edge comes from the node before it (a lane's next node with no launch or
-    wait edge into it) and with no release of its own is at its predecessor's distance plus
-    that edge's lost time, so Dijkstra runs on the other nodes (a run's first node's out-edges
-    carry the run's lost time so far) and the folded ones are filled in after. Lost times are
-    integers: the sums are exact, the distances the same. (Graphs the DAG pass solves, and
-    graphs with a node no release reaches, are solved whole.)"""
-    if n >= cpgraph.DAG_MIN_NODES or u.size == 0:
-        return cpgraph._shortest(n, u, v, lost, start)[0]
-    chain = v == u + 1
-    indeg = np.bincount(v, minlength=n)
-    fold = np.zeros(n, bool)
-    fold[v[chain]] = indeg[v[chain]] == 1
-    fold &= np.isinf(start)
-    step = np.zeros(n, np.int64)
-    step[v[chain]] = lost[chain]
-    step[~fold] = 0
-    cum = np.cumsum(step)
-    root = np.maximum.accumulate(np.where(fold, 0, np.arange(n)))
-    off = cum - cum[root]
-    kept = ~fold
-    new = np.cumsum(kept) - 1
-    nk = int(kept.sum())
-    m = kept[v]
-    ku, kv = new[root[u[m]]], new[v[m]]
-    kl = lost[m] + off[u[m]]
-    order = cpgraph.sort_by_key(ku * nk + kv, kl)
-    ku, kv, kl = ku[order], kv[order], kl[order]
-    one = np.ones(ku.size, bool)
-    one[1:] = (ku[1:] != ku[:-1]) | (kv[1:] != kv[:-1])
-    d = cpgraph._shortest(nk, ku[one], kv[one], kl[one], start[kept])[0]
-    if (d == np.iinfo(np.int64).min).any():  # (unreached: as the whole graph gives it)
-        return cpgraph._shortest(n, u, v, lost, start)[0]
-    return d[new[root]] + off
+    if change is None or not (change.drop.any() or change.early.any()):
+        # the edges and releases of the unchanged replay: its folding plan serves
+        deps, plan = sg.memo.get("plan", ((), None))
+        if plan is None or not all(a is b for a, b in zip(deps, (sg.g, _frame(sg)),
+                                                         strict=True)):
+            plan = chains.plan(size(sg), u, v, start)
+            sg.memo["plan"] = ((sg.g, _frame(sg)), plan)
+        return times(sg) - chains.solve(plan, u, v, lost, start)
+    return times(sg) - chains.shortest(size(sg), u, v, lost, start)
 
 
 def size(sg: StepGraph) -> int:
