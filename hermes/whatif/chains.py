@@ -19,8 +19,6 @@ import numpy as np
 
 from hermes.analyzers import cpgraph
 
-_UNREACHED = np.iinfo(np.int64).min  # (``cpgraph``'s distance of a node nothing reaches)
-
 
 @dataclass
 class Plan:
@@ -42,6 +40,10 @@ class Plan:
     pairs: np.ndarray | None = None
     ku: np.ndarray | None = None
     kv: np.ndarray | None = None
+    #: the kept graph's CSR rows and columns, the virtual source's row last (as
+    #: ``cpgraph._dijkstra_csr`` lays them out): only the weights change between replays
+    indptr: np.ndarray | None = None
+    indices: np.ndarray | None = None
 
 
 def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray) -> Plan:
@@ -64,8 +66,14 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray) -> Plan:
     order = np.argsort(ku * nk + kv, kind="stable")
     ks = (ku * nk + kv)[order]
     pairs = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-    return Plan(n, False, root, kept, new, into, m, order, pairs, ku[order][pairs],
-                kv[order][pairs])
+    ku, kv = ku[order][pairs], kv[order][pairs]
+    idx = np.int32 if nk + 1 + kv.size < 2**31 - 1 else np.int64
+    indptr = np.empty(nk + 2, idx)
+    indptr[0] = 0
+    np.cumsum(np.bincount(ku, minlength=nk), out=indptr[1:nk + 1])
+    indptr[nk + 1] = indptr[nk] + nk
+    indices = np.concatenate([kv.astype(idx), np.arange(nk, dtype=idx)])
+    return Plan(n, False, root, kept, new, into, m, order, pairs, ku, kv, indptr, indices)
 
 
 def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
@@ -81,10 +89,25 @@ def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.nda
     off = cum - cum[p.root]
     kl = lost[p.m] + off[u[p.m]]
     least = np.minimum.reduceat(kl[p.order], p.pairs)
-    d = cpgraph._shortest(int(p.kept.sum()), p.ku, p.kv, least, start[p.kept])[0]
-    if (d == _UNREACHED).any():
+    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
+    if not np.isfinite(d).all():  # (unreached: as the whole graph gives it)
         return cpgraph._shortest(p.n, u, v, lost, start)[0]
-    return d[p.new[p.root]] + off
+    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+
+
+def _dijkstra(p: Plan, data: np.ndarray) -> np.ndarray:
+    """Distances of the kept graph with edge weights ``data`` (its edges', then the virtual
+    source's to every node): ``cpgraph._dijkstra_csr``'s matrix and call, less the
+    predecessors (not needed here; the distances do not depend on them)."""
+    import scipy.sparse as sp  # (imported on use, as cpgraph does)
+    from scipy.sparse.csgraph import dijkstra
+
+    assert p.indptr is not None
+    nk = p.indptr.size - 2
+    mat = sp.csr_matrix((data, p.indices, p.indptr), shape=(nk + 1, nk + 1))
+    mat.has_sorted_indices = True
+    mat.has_canonical_format = True
+    return dijkstra(mat, directed=True, indices=nk, return_predecessors=False)[:nk]
 
 
 def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
