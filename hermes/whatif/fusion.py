@@ -197,8 +197,8 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     if not (fold.any() or once.any()):
         return
     dur = np.maximum(duration(sg), 1.0)
-    units = sg.info["unit"].iloc[mem].astype(object).fillna("").astype(str).to_numpy() \
-        if "unit" in sg.info.columns else np.full(mem.size, "", dtype=object)
+    units = _texts(sg.info["unit"], mem) if "unit" in sg.info.columns else \
+        np.full(mem.size, "", dtype=object)
     compute = np.zeros(n)
     compute[mem] = number(sg, "flops")[mem] / _peak(params.get("device") or {}, units) * 1e9
     compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
@@ -208,6 +208,14 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     keep = np.nan_to_num(np.maximum(keep, compute / dur), nan=1.0)
     ch.scale[once] *= np.clip(keep[once], 0.0, 1.0)
     _drop_launches(sg, ch, np.flatnonzero(fold), host)
+
+
+def _texts(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col`` at ``rows`` as strings ("" where missing); a categorical's by its categories."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = np.array([str(c) for c in col.cat.categories.tolist()] + [""], dtype=object)
+        return cats[col.cat.codes.to_numpy()[rows]]  # code -1 (missing) picks the trailing ""
+    return col.iloc[rows].astype(object).fillna("").astype(str).to_numpy()
 
 
 def _drop_launches(sg: StepGraph, ch: Change, fold: np.ndarray, host: np.ndarray) -> None:
