@@ -65,7 +65,8 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray) -> Plan:
     ku, kv = new[root[u[m]]], new[v[m]]
     order = np.argsort(ku * nk + kv, kind="stable")
     ks = (ku * nk + kv)[order]
-    pairs = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    pairs = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else \
+        np.empty(0, np.int64)
     ku, kv = ku[order][pairs], kv[order][pairs]
     idx = np.int32 if nk + 1 + kv.size < 2**31 - 1 else np.int64
     indptr = np.empty(nk + 2, idx)
@@ -88,7 +89,7 @@ def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.nda
     cum = np.cumsum(step)
     off = cum - cum[p.root]
     kl = lost[p.m] + off[u[p.m]]
-    least = np.minimum.reduceat(kl[p.order], p.pairs)
+    least = np.minimum.reduceat(kl[p.order], p.pairs) if p.pairs.size else kl
     d = _dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
     if not np.isfinite(d).all():  # (unreached: as the whole graph gives it)
         return cpgraph._shortest(p.n, u, v, lost, start)[0]
