@@ -115,3 +115,87 @@ def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.n
              ) -> np.ndarray:
     """``cpgraph._shortest``'s distances of one graph (:func:`plan` then :func:`solve`)."""
     return solve(plan(n, u, v, start), u, v, lost, start)
+
+
+@dataclass
+class RawPlan:
+    """:class:`Plan` of a graph given as raw edges (``ru -> rv``; pairs may repeat, each pair
+    weighing its least lost time), of which the edges in ``use`` count: maps each counted raw
+    edge straight to where its lost time goes (a folded node's run step, or a kept pair), so a
+    replay never builds the deduplicated edge list. ``pair``: the deduplication (``idx`` the
+    counted edges, ``order`` and ``starts`` their pairs, ``pu``, ``pv`` per pair)."""
+
+    plan: Plan
+    idx: np.ndarray
+    order: np.ndarray
+    starts: np.ndarray
+    pu: np.ndarray
+    pv: np.ndarray
+    into: np.ndarray | None = None  # raw edges into folded nodes, by target
+    into_starts: np.ndarray | None = None
+    into_v: np.ndarray | None = None
+    kept: np.ndarray | None = None  # raw edges into kept nodes, by kept pair
+    kept_starts: np.ndarray | None = None
+
+
+def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stable order of ``key`` and the start of each run of equal keys in it."""
+    o = np.argsort(key, kind="stable")
+    k = key[o]
+    return o, (np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if k.size else
+               np.empty(0, np.int64))
+
+
+def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.ndarray
+             ) -> RawPlan:
+    """The :class:`RawPlan` of raw edges ``ru -> rv`` (those in ``use``), releases ``start``."""
+    idx = np.flatnonzero(use)
+    order, starts = _groups(ru[idx] * n + rv[idx])
+    pu, pv = ru[idx[order[starts]]], rv[idx[order[starts]]]
+    p = plan(n, pu, pv, start)
+    rp = RawPlan(p, idx, order, starts, pu, pv)
+    if p.whole:
+        return rp
+    assert p.into is not None and p.m is not None and p.order is not None \
+        and p.pairs is not None
+    pair_of = np.empty(idx.size, np.int64)  # each counted raw edge's pair
+    flag = np.zeros(idx.size, np.int64)
+    flag[starts] = 1
+    pair_of[order] = np.cumsum(flag) - 1
+    into_p = np.zeros(pu.size, bool)
+    into_p[p.into] = True
+    ri = idx[into_p[pair_of]]
+    o, rp.into_starts = _groups(rv[ri])
+    rp.into, rp.into_v = ri[o], rv[ri[o]][rp.into_starts]
+    group = np.full(pu.size, -1, np.int64)  # each pair's kept pair (-1: into a folded node)
+    kflag = np.zeros(p.m.size, np.int64)
+    kflag[p.pairs] = 1
+    group[p.m[p.order]] = np.cumsum(kflag) - 1
+    sel = group[pair_of] >= 0
+    o, rp.kept_starts = _groups(group[pair_of[sel]])
+    rp.kept = idx[sel][o]
+    return rp
+
+
+def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """:func:`solve` of the graph ``rp`` was made for under per raw edge lost times ``lost``
+    (the counted ones used) and releases ``start`` (finite where ``rp``'s were)."""
+    p = rp.plan
+    if p.whole or rp.into is None or rp.kept is None or rp.kept_starts is None:
+        least = np.minimum.reduceat(lost[rp.idx][rp.order], rp.starts) if rp.starts.size \
+            else lost[:0]
+        return cpgraph._shortest(p.n, rp.pu, rp.pv, least, start)[0]
+    assert p.root is not None and p.kept is not None and p.new is not None
+    step = np.zeros(p.n, np.int64)
+    if rp.into.size:  # (one raw edge per pair, as usual: no reduction)
+        step[rp.into_v] = lost[rp.into] if rp.into_starts.size == rp.into.size else \
+            np.minimum.reduceat(lost[rp.into], rp.into_starts)
+    cum = np.cumsum(step)
+    off = cum - cum[p.root]
+    kl = lost[rp.kept] + off[ru[rp.kept]]
+    least = np.minimum.reduceat(kl, rp.kept_starts) if rp.kept_starts.size < kl.size else kl
+    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
+    if not np.isfinite(d).all():  # (unreached: as the whole graph gives it)
+        whole = np.minimum.reduceat(lost[rp.idx][rp.order], rp.starts)
+        return cpgraph._shortest(p.n, rp.pu, rp.pv, whole, start)[0]
+    return np.rint(d).astype(np.int64)[p.new[p.root]] + off

@@ -225,15 +225,15 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
-    u, v, lost, start = edges(sg, change)
     if change is None or not (change.drop.any() or change.early.any()):
         # the edges and releases of the unchanged replay: its folding plan serves
+        fr, lost, gone, start = _raw(sg, change)
         deps, plan = sg.memo.get("plan", ((), None))
-        if plan is None or not all(a is b for a, b in zip(deps, (sg.g, _frame(sg)),
-                                                         strict=True)):
-            plan = chains.plan(size(sg), u, v, start)
-            sg.memo["plan"] = ((sg.g, _frame(sg)), plan)
-        return times(sg) - chains.solve(plan, u, v, lost, start)
+        if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
+            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start)
+            sg.memo["plan"] = ((sg.g, fr), plan)
+        return times(sg) - chains.raw_solve(plan, fr.ru, lost, start)
+    u, v, lost, start = edges(sg, change)
     return times(sg) - chains.shortest(size(sg), u, v, lost, start)
 
 
@@ -264,6 +264,18 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     (:func:`_frame`, computed once per graph): a change only weighs them, and drops some (a
     dropped cross edge, an early loader's step-start edge); each pair keeps its least lost time
     among the edges it keeps."""
+    fr, lost, gone, start = _raw(sg, change, wait)
+    # (an edge the change leaves out never wins its pair's least lost time)
+    lost[gone] = _GONE
+    least = np.minimum.reduceat(lost[fr.order], fr.pairs) if lost.size else lost
+    keep = least < _GONE
+    return fr.u[keep], fr.v[keep], least[keep], start
+
+
+def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+         ) -> tuple[_Frame, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`edges` before the pairs: the frame, every edge's lost time, the mask of the
+    edges ``change`` leaves out, the releases."""
     g = sg.g
     fr = _frame(sg)
     w = weights(sg, change, wait)
@@ -279,17 +291,12 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     wt = np.concatenate([w[fr.k], sg.cw[fr.cross], np.where(pinned[f], lead[f], 0), fr.ew]
                         ).astype(np.int64)
     lost = np.maximum(fr.span - wt, 0)
-    # (an edge the change leaves out never wins its pair's least lost time)
     gone = np.concatenate([np.zeros(fr.k.size, bool), drop, own_clock[f],
                            np.zeros(fr.ew.size, bool)])
-    lost[gone] = _GONE
-    least = np.minimum.reduceat(lost[fr.order], fr.pairs) if lost.size else lost
-    keep = least < _GONE
-    n = size(sg)
-    start = np.full(n, np.inf)
+    start = np.full(size(sg), np.inf)
     start[g.n] = 0.0  # the first step starts when measured
     start[:g.n][own_clock] = (g.t - np.where(pinned, fr.ws + lead, fr.ws))[own_clock]
-    return fr.u[keep], fr.v[keep], least[keep], start
+    return fr, lost, gone, start
 
 
 #: the lost time of an edge a change leaves out (above any real one)
@@ -316,6 +323,8 @@ class _Frame:
     pairs: np.ndarray
     u: np.ndarray
     v: np.ndarray
+    ru: np.ndarray  # every edge's (before the pairs)
+    rv: np.ndarray
 
 
 def _frame(sg: StepGraph) -> _Frame:
@@ -351,7 +360,7 @@ def _frame(sg: StepGraph) -> _Frame:
         np.empty(0, np.int64)
     pu, pv = u[order][starts], v[order][starts]
     fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], order, starts,
-                pu, pv)
+                pu, pv, u, v)
     sg.memo["frame"] = (deps, fr)
     return fr
 

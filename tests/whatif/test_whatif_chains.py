@@ -80,3 +80,30 @@ def test_an_unreached_node_reads_as_on_the_whole_graph() -> None:
         got = chains.shortest(5, u, v, lost, start)
     np.testing.assert_array_equal(got, whole)
     assert got[:2].tolist() == [0, 1]
+
+
+def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
+    # raw edges as a replay lists them: a pair may repeat (the least lost time counts) and
+    # some edges are left out (``use`` False): the distances of the counted pairs' graph
+    rng = np.random.default_rng(11)
+    for _ in range(10):
+        u, v, lost, start = _random_dag(rng, 2000, 300)
+        rep = rng.choice(u.size, 400)  # repeated pairs, some with less lost time
+        ru, rv = np.concatenate([u, u[rep]]), np.concatenate([v, v[rep]])
+        use = rng.random(ru.size) > 0.02
+        rlost = rng.integers(0, 1000, ru.size)
+        p = chains.raw_plan(2000, ru, rv, use, start)
+        key = ru[use] * 2000 + rv[use]
+        o = cpgraph.sort_by_key(key, rlost[use])
+        one = np.r_[True, key[o][1:] != key[o][:-1]]
+        pu, pv, pl = ru[use][o][one], rv[use][o][one], rlost[use][o][one]
+        with np.errstate(invalid="ignore"):
+            whole = cpgraph._shortest(2000, pu, pv, pl, start)[0]
+            got = chains.raw_solve(p, ru, rlost, start)
+        np.testing.assert_array_equal(got, whole)
+        # another change's lost times, same plan
+        rlost2 = rng.integers(0, 1000, ru.size)
+        pl2 = rlost2[use][cpgraph.sort_by_key(key, rlost2[use])][one]
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost2, start),
+                                          cpgraph._shortest(2000, pu, pv, pl2, start)[0])
