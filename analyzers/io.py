@@ -165,10 +165,12 @@ def _queue_samples(events: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarr
     out = {}
     for q in QUEUES:
         m = counter & is_(events, "name", q)
-        if m.any():
-            sub = events[m].sort_values("ts_ns", kind="stable")
-            out[q] = (sub["ts_ns"].to_numpy(np.int64),
-                      pd.to_numeric(sub["value"], errors="coerce").fillna(0.0).to_numpy(np.float64))
+        if m.any():  # (the rows' times and values only, in time order)
+            rows = np.flatnonzero(m)
+            ts = events["ts_ns"].to_numpy(np.int64)[rows]
+            o = np.argsort(ts, kind="stable")
+            out[q] = (ts[o], pd.to_numeric(events["value"].take(rows[o]), errors="coerce")
+                      .fillna(0.0).to_numpy(np.float64))
     return out
 
 

@@ -27,11 +27,11 @@ def _samples(events: pd.DataFrame) -> pd.DataFrame:
     lanes = events["lane"][counter].astype(str)  # counter rows only: no string per event
     parts = lanes.str.extract(r"^memory (?P<device>\S+) (?P<quantity>allocated|reserved)$")
     ok = parts["device"].notna().to_numpy(bool)
-    sub = events[counter][ok]
+    rows = np.flatnonzero(counter)[ok]  # (their times and values only: no copy of the rows)
     out = pd.DataFrame({"device": parts["device"][ok].to_numpy(),
                         "quantity": parts["quantity"][ok].to_numpy(),
-                        "ts_ns": sub["ts_ns"].to_numpy(np.int64),
-                        "value": sub["value"].to_numpy(np.float64)})
+                        "ts_ns": events["ts_ns"].take(rows).to_numpy(np.int64),
+                        "value": events["value"].take(rows).to_numpy(np.float64)})
     return out.sort_values("ts_ns", kind="stable").reset_index(drop=True)
 
 

@@ -79,7 +79,10 @@ def graphs(events: pd.DataFrame, ranks: Iterable[int] | None = None,
     ``median_only`` or when the rank has over ``max_events`` events (big traces stay cheap).
     ``max_ranks`` > 0 keeps only that many ranks, the slowest by median step (the run goes at
     their pace)."""
-    if "rank" in events.columns and len(events):
+    rk = events["rank"].to_numpy() if "rank" in events.columns and len(events) else None
+    if rk is not None and rk.min() == rk.max():  # one rank: no split (no copy)
+        groups = {int(rk[0]): events}
+    elif rk is not None:
         groups = {int(r): g for r, g in events.groupby("rank", sort=True)}
     else:
         groups = {0: events}
@@ -124,7 +127,11 @@ def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
     src = sg.info["src"].to_numpy(np.int64)
     for c in FACTS:
         if c in ev.columns and c not in sg.info.columns:
-            sg.info[c] = ev[c].take(src).to_numpy()
+            col = ev[c].take(src)
+            # text and categories keep their array (no Python string per event); numbers as
+            # numpy (NaN where unknown)
+            text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
+            sg.info[c] = col.array if text else col.to_numpy()
     return sg
 
 
@@ -234,7 +241,13 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
     bd = {}
     if gs:
         sg = gs[slow]
-        bd = {"before": _breakdown(sg, None), "after": _breakdown(sg, changes[slow])}
+        # (before: the same for every set of optimizations, kept with what it was computed of)
+        deps, before = sg.memo.get("breakdown", ((), None))
+        if before is None or not all(a is b for a, b in zip(deps, (sg.g, sg.w, sg.span),
+                                                              strict=True)):
+            before = _breakdown(sg, None)
+            sg.memo["breakdown"] = ((sg.g, sg.w, sg.span), before)
+        bd = {"before": dict(before), "after": _breakdown(sg, changes[slow])}
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
                       [s for s, _, _ in chosen], unknown, overlaps, bd, reasons)
 

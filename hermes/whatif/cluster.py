@@ -28,6 +28,7 @@ import pandas as pd
 
 from hermes.analyzers import cpgraph
 from hermes.analyzers.communication import _P2P
+from hermes.whatif import chains
 from hermes.whatif import replay as rp
 
 
@@ -159,7 +160,7 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
         keep = np.ones(u.size, bool)
         keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
         u, v, lost = u[keep], v[keep], lost[keep]
-    d, _ = cpgraph._shortest(n, u, v, lost, np.concatenate(starts))
+    d = chains.shortest(n, u, v, lost, np.concatenate(starts))
     return {r: rp.times(sg) - d[cl.base[r]:cl.base[r] + rp.size(sg)]
             for r, sg in cl.gs.items()}
 

@@ -34,9 +34,13 @@ def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
 def _isin(sg: StepGraph, col: str, *values: str) -> np.ndarray:
     """Per event: column ``col`` is one of ``values`` (on a categorical column, compared by
     code: no string per event)."""
+    if col not in sg.info.columns:
+        return np.zeros(len(sg.info), bool)
     c = sg.info[col]
-    return np.asarray(c.isin(values), bool) if col in sg.info.columns else \
-        np.zeros(len(sg.info), bool)
+    if isinstance(c.dtype, pd.CategoricalDtype):
+        hit = np.append(np.asarray(c.cat.categories.isin(values), bool), False)
+        return hit[c.cat.codes.to_numpy()]
+    return np.asarray(c.isin(values), bool)
 
 
 def _producer(sg: StepGraph, ker: np.ndarray, memory: np.ndarray) -> np.ndarray:
@@ -108,7 +112,7 @@ def _arg(args: pd.Series | None, pos: np.ndarray, key: str) -> pd.Series | None:
     (Kineto kernels' args carry none of these keys)."""
     if args is None or pos.size == 0:
         return None
-    has = np.asarray(args.str.contains(f'"{key}"', regex=False).fillna(False), bool)[pos]
+    has = np.asarray(args.iloc[pos].str.contains(f'"{key}"', regex=False).fillna(False), bool)
     if not has.any():
         return None
     out = pd.Series(np.nan, index=np.arange(pos.size), dtype=object)
@@ -193,8 +197,8 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     if not (fold.any() or once.any()):
         return
     dur = np.maximum(duration(sg), 1.0)
-    units = sg.info["unit"].iloc[mem].astype(object).fillna("").astype(str).to_numpy() \
-        if "unit" in sg.info.columns else np.full(mem.size, "", dtype=object)
+    units = _texts(sg.info["unit"], mem) if "unit" in sg.info.columns else \
+        np.full(mem.size, "", dtype=object)
     compute = np.zeros(n)
     compute[mem] = number(sg, "flops")[mem] / _peak(params.get("device") or {}, units) * 1e9
     compute = np.where(np.isfinite(compute) & (compute > 0), compute, 0.0)
@@ -204,6 +208,14 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     keep = np.nan_to_num(np.maximum(keep, compute / dur), nan=1.0)
     ch.scale[once] *= np.clip(keep[once], 0.0, 1.0)
     _drop_launches(sg, ch, np.flatnonzero(fold), host)
+
+
+def _texts(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col`` at ``rows`` as strings ("" where missing); a categorical's by its categories."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = np.array([str(c) for c in col.cat.categories.tolist()] + [""], dtype=object)
+        return cats[col.cat.codes.to_numpy()[rows]]  # code -1 (missing) picks the trailing ""
+    return col.iloc[rows].astype(object).fillna("").astype(str).to_numpy()
 
 
 def _drop_launches(sg: StepGraph, ch: Change, fold: np.ndarray, host: np.ndarray) -> None:

@@ -37,6 +37,7 @@ import pandas as pd
 
 from hermes.analyzers import cpedges, cpgraph, stepgraph
 from hermes.analyzers.steps import step_windows
+from hermes.whatif import chains
 
 
 @dataclass
@@ -224,9 +225,16 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
+    if change is None or not (change.drop.any() or change.early.any()):
+        # the edges and releases of the unchanged replay: its folding plan serves
+        fr, lost, gone, start = _raw(sg, change)
+        deps, plan = sg.memo.get("plan", ((), None))
+        if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
+            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start)
+            sg.memo["plan"] = ((sg.g, fr), plan)
+        return times(sg) - chains.raw_solve(plan, fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
-    d, _ = cpgraph._shortest(size(sg), u, v, lost, start)
-    return times(sg) - d
+    return times(sg) - chains.shortest(size(sg), u, v, lost, start)
 
 
 def size(sg: StepGraph) -> int:
@@ -240,58 +248,121 @@ def times(sg: StepGraph) -> np.ndarray:
 
 
 def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # long: one problem
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The replay's shortest-path problem under ``change``: edges (u, v, lost time; unique
-    pairs) and each node's distance from the virtual source (``t - release``; inf: none).
-    ``wait``: per event, True where its own chain segments weigh 0 (a collective matched
+    pairs, sorted) and each node's distance from the virtual source (``t - release``; inf:
+    none). ``wait``: per event, True where its own chain segments weigh 0 (a collective matched
     across ranks: its end comes in through the cluster's edges).
 
     Steps in sequence: node ``g.n + k`` is step k's start; the first one starts when
     measured, step k + 1 when step k ends (its main thread's end plus the unrecorded tail, or
     any other non-loader lane's end, plus the measured gap between the steps). A lane's first
     node in a step starts its measured lead after its step's start unless a launch or wait edge
-    decides it; loader workers run on their own clock (measured, absolute)."""
+    decides it; loader workers run on their own clock (measured, absolute).
+
+    The edges a change may use and their order are the same for every change
+    (:func:`_frame`, computed once per graph): a change only weighs them, and drops some (a
+    dropped cross edge, an early loader's step-start edge); each pair keeps its least lost time
+    among the edges it keeps."""
+    fr, lost, gone, start = _raw(sg, change, wait)
+    # (an edge the change leaves out never wins its pair's least lost time)
+    lost[gone] = _GONE
+    least = np.minimum.reduceat(lost[fr.order], fr.pairs) if lost.size else lost
+    keep = least < _GONE
+    return fr.u[keep], fr.v[keep], least[keep], start
+
+
+def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+         ) -> tuple[_Frame, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`edges` before the pairs: the frame, every edge's lost time, the mask of the
+    edges ``change`` leaves out, the releases."""
+    g = sg.g
+    fr = _frame(sg)
+    w = weights(sg, change, wait)
+    drop = change.drop[fr.cross] if change is not None else np.zeros(fr.cross.size, bool)
+    early = change.early[sg.node_ev] if change is not None else np.zeros(g.n, bool)
+    pinned = fr.first & ~sg.has_in & ~early
+    lead = fr.lead
+    if change is not None and change.gap != 1.0:
+        lead = np.rint(lead * change.gap).astype(np.int64)
+    # a loader worker's first node: released when measured (or, made early, at the step start)
+    own_clock = fr.first & fr.loader & ~early
+    f = fr.firsts
+    wt = np.concatenate([w[fr.k], sg.cw[fr.cross], np.where(pinned[f], lead[f], 0), fr.ew]
+                        ).astype(np.int64)
+    lost = np.maximum(fr.span - wt, 0)
+    gone = np.concatenate([np.zeros(fr.k.size, bool), drop, own_clock[f],
+                           np.zeros(fr.ew.size, bool)])
+    start = np.full(size(sg), np.inf)
+    start[g.n] = 0.0  # the first step starts when measured
+    start[:g.n][own_clock] = (g.t - np.where(pinned, fr.ws + lead, fr.ws))[own_clock]
+    return fr, lost, gone, start
+
+
+#: the lost time of an edge a change leaves out (above any real one)
+_GONE = np.iinfo(np.int64).max
+
+
+@dataclass
+class _Frame:
+    """What :func:`edges` computes the same for every change: every edge a change may use
+    (chain edges, forward cross edges ``cross``, each lane's step-start edge into ``firsts``,
+    step ends -> next step's start with their weights ``ew``), their measured spans, and their
+    order by (u, v) with the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
+
+    k: np.ndarray
+    cross: np.ndarray
+    firsts: np.ndarray
+    ew: np.ndarray
+    first: np.ndarray
+    loader: np.ndarray
+    ws: np.ndarray
+    lead: np.ndarray
+    span: np.ndarray
+    order: np.ndarray
+    pairs: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    ru: np.ndarray  # every edge's (before the pairs)
+    rv: np.ndarray
+
+
+def _frame(sg: StepGraph) -> _Frame:
+    """:class:`_Frame` of ``sg``, kept in its memo for the objects it was computed from."""
+    deps = (sg.g, sg.windows, sg.info, sg.node_ev, sg.ends, sg.ends_win, sg.ends_main)
+    got = sg.memo.get("frame")
+    if got is not None and all(a is b for a, b in zip(got[0], deps, strict=True)):
+        return got[1]
     g = sg.g
     nw = len(sg.windows)
     n = g.n + nw
-    w = weights(sg, change, wait)
     first = g.first_of_lane()
     k = np.flatnonzero(~first)
-    drop = change.drop if change is not None else np.zeros(g.cu.size, bool)
-    fwd = g.forward_cross() & ~drop
+    cross = np.flatnonzero(g.forward_cross())
     ws_w = sg.windows["start_ns"].to_numpy(np.int64)
     we_w = sg.windows["end_ns"].to_numpy(np.int64)
     win = sg.info["win"].to_numpy(np.int64)[sg.node_ev]
     ws = ws_w[win]
-    pinned = first & ~sg.has_in
-    early = change.early[sg.node_ev] if change is not None else np.zeros(g.n, bool)
-    pinned &= ~early
-    lead = g.t - ws
-    if change is not None and change.gap != 1.0:
-        lead = np.rint(lead * change.gap).astype(np.int64)
-    # a loader worker's first node: released when measured (or, made early, at the step start)
     loader = sg.info["loader"].to_numpy(bool)[sg.node_ev]
-    own_clock = first & loader & ~early
-    f = np.flatnonzero(first & ~own_clock)
+    firsts = np.flatnonzero(first)
     # step k's last node per non-loader lane -> step k + 1's start
     sel = sg.ends_win < nw - 1
     e, main = sg.ends[sel], sg.ends_main[sel]
     ew = np.maximum(ws_w[win[e] + 1] - we_w[win[e]], 0)  # the gap between the steps
     ew[main] = np.maximum(ws_w[win[e[main]] + 1] - g.t[e[main]], 0)  # + the tail
-    u = np.concatenate([k - 1, g.cu[fwd], g.n + win[f], e]).astype(np.int64)
-    v = np.concatenate([k, g.cv[fwd], f, g.n + win[e] + 1]).astype(np.int64)
-    wt = np.concatenate([w[k], sg.cw[fwd], np.where(pinned[f], lead[f], 0), ew]
-                        ).astype(np.int64)
+    u = np.concatenate([k - 1, g.cu[cross], g.n + win[firsts], e]).astype(np.int64)
+    v = np.concatenate([k, g.cv[cross], firsts, g.n + win[e] + 1]).astype(np.int64)
     t = times(sg)
-    lost = np.maximum((t[v] - t[u]) - wt, 0)
-    order = cpgraph.sort_by_key(u * n + v, lost)
-    u, v, lost = u[order], v[order], lost[order]
-    keep = np.ones(u.size, bool)
-    keep[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
-    start = np.full(n, np.inf)
-    start[g.n] = 0.0  # the first step starts when measured
-    start[:g.n][own_clock] = (g.t - np.where(pinned, ws + lead, ws))[own_clock]
-    return u[keep], v[keep], lost[keep], start
+    key = u * n + v
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else \
+        np.empty(0, np.int64)
+    pu, pv = u[order][starts], v[order][starts]
+    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], order, starts,
+                pu, pv, u, v)
+    sg.memo["frame"] = (deps, fr)
+    return fr
 
 
 #: data-pipeline work (reading, decoding, pinning the next batches): it feeds later steps, so
@@ -307,17 +378,25 @@ def _lane_ends(sg: StepGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool)
     last = np.ones(g.n, bool)
     last[:-1] = g.lane[1:] != g.lane[:-1]
-    kind = sg.info["kind"].astype(str).to_numpy()
-    feed = sg.info["loader"].to_numpy(bool) | np.isin(kind, FEED_KINDS)
+    feed = sg.info["loader"].to_numpy(bool) | _kind_in(sg.info["kind"], FEED_KINDS)
     idx = np.flatnonzero(last & ~feed[sg.node_ev])
     ev = sg.node_ev[idx]
     win = sg.info["win"].to_numpy(np.int64)[ev]
-    d = pd.DataFrame({"win": win, "host": sg.info["host"].to_numpy(bool)[ev],
-                      "t": g.t[idx], "i": np.arange(idx.size)})
-    pick = d.sort_values(["host", "t"], kind="stable").groupby("win").tail(1)["i"].to_numpy()
+    # per step, the last of its lane ends by (host, time), later ends winning ties
+    o = np.lexsort((np.arange(idx.size), g.t[idx], sg.info["host"].to_numpy(bool)[ev], win))
+    tail = np.ones(o.size, bool)
+    tail[:-1] = win[o][1:] != win[o][:-1]
     main = np.zeros(idx.size, bool)
-    main[pick] = True
+    main[o[tail]] = True
     return idx, win, main
+
+
+def _kind_in(kind: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    """Per event: its kind is one of ``values`` (decided per category, no string per event)."""
+    if not isinstance(kind.dtype, pd.CategoricalDtype):
+        return np.isin(kind.astype(str).to_numpy(), values)
+    hit = np.append(np.isin(kind.cat.categories.astype(str).to_numpy(object), values), False)
+    return hit[kind.cat.codes.to_numpy()]
 
 
 def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None

@@ -1,0 +1,109 @@
+"""The replay's chain folding (hermes/whatif/chains.py): the distances of the whole graph."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hermes.analyzers import cpgraph
+from hermes.whatif import chains
+
+
+def _graph(rows: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows = sorted(rows)
+    u, v, lost = (np.array(c, np.int64) for c in zip(*rows, strict=True))
+    return u, v, lost
+
+
+def test_hand_example_folds_the_plain_chain_nodes() -> None:
+    # 0 -> 1 -> 2 -> 3 -> 4 a lane's chain (lost 2, 3, 1, 0); 0 -> 3 a cross edge (lost 10)
+    u, v, lost = _graph([(0, 1, 2), (1, 2, 3), (2, 3, 1), (0, 3, 10), (3, 4, 0)])
+    start = np.array([0.0, np.inf, np.inf, np.inf, np.inf])
+    p = chains.plan(5, u, v, start)
+    # 1, 2 and 4 have one in-edge, from the node before them, and no release: folded
+    assert p.kept.tolist() == [True, False, False, True, False]
+    # D = 0, 2, 2 + 3, min(5 + 1, 0 + 10), 6 + 0
+    assert chains.solve(p, u, v, lost, start).tolist() == [0, 2, 5, 6, 6]
+    # the cross edge becomes the shorter way in: 3 is reached from 0 directly
+    lost2 = np.where((u == 0) & (v == 3), 4, lost)
+    assert chains.solve(p, u, v, lost2, start).tolist() == [0, 2, 5, 4, 4]
+
+
+def test_a_released_node_is_kept() -> None:
+    u, v, lost = _graph([(0, 1, 5), (1, 2, 5)])
+    start = np.array([0.0, 1.0, np.inf])  # 1 may start on its own, 1 ns after 0
+    p = chains.plan(3, u, v, start)
+    assert p.kept.tolist() == [True, True, False]
+    assert chains.solve(p, u, v, lost, start).tolist() == [0, 1, 6]
+
+
+def _random_dag(rng: np.random.Generator, n: int, cross: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    lane_start = np.sort(rng.choice(np.arange(1, n), size=n // 20, replace=False))
+    first = np.zeros(n, bool)
+    first[0] = True
+    first[lane_start] = True
+    k = np.flatnonzero(~first)
+    cu = rng.integers(0, n - 1, cross)
+    cv = cu + rng.integers(1, 50, cross)
+    ok = cv < n
+    u = np.concatenate([k - 1, cu[ok]])
+    v = np.concatenate([k, cv[ok]])
+    lost = rng.integers(0, 1000, u.size)
+    o = cpgraph.sort_by_key(u * n + v, lost)
+    u, v, lost = u[o], v[o], lost[o]
+    one = np.r_[True, (u[1:] != u[:-1]) | (v[1:] != v[:-1])]
+    start = np.full(n, np.inf)
+    start[first] = rng.integers(0, 5000, int(first.sum()))
+    return u[one], v[one], lost[one], start
+
+
+def test_random_graphs_give_the_whole_graphs_distances() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        u, v, lost, start = _random_dag(rng, 3000, 400)
+        whole = cpgraph._shortest(3000, u, v, lost, start)[0]
+        p = chains.plan(3000, u, v, start)
+        assert not p.kept.all()  # something was folded
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), whole)
+        # the same plan under other lost times (a change) and other finite releases
+        lost2 = rng.integers(0, 1000, u.size)
+        start2 = np.where(np.isinf(start), np.inf, start + rng.integers(0, 100, start.size))
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost2, start2),
+                                      cpgraph._shortest(3000, u, v, lost2, start2)[0])
+
+
+def test_an_unreached_node_reads_as_on_the_whole_graph() -> None:
+    u, v, lost = _graph([(0, 1, 1), (2, 3, 1), (3, 4, 2)])
+    start = np.array([0.0, np.inf, np.inf, np.inf, np.inf])  # 2, 3, 4: nothing reaches them
+    with np.errstate(invalid="ignore"):
+        whole = cpgraph._shortest(5, u, v, lost, start)[0]
+        got = chains.shortest(5, u, v, lost, start)
+    np.testing.assert_array_equal(got, whole)
+    assert got[:2].tolist() == [0, 1]
+
+
+def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
+    # raw edges as a replay lists them: a pair may repeat (the least lost time counts) and
+    # some edges are left out (``use`` False): the distances of the counted pairs' graph
+    rng = np.random.default_rng(11)
+    for _ in range(10):
+        u, v, lost, start = _random_dag(rng, 2000, 300)
+        rep = rng.choice(u.size, 400)  # repeated pairs, some with less lost time
+        ru, rv = np.concatenate([u, u[rep]]), np.concatenate([v, v[rep]])
+        use = rng.random(ru.size) > 0.02
+        rlost = rng.integers(0, 1000, ru.size)
+        p = chains.raw_plan(2000, ru, rv, use, start)
+        key = ru[use] * 2000 + rv[use]
+        o = cpgraph.sort_by_key(key, rlost[use])
+        one = np.r_[True, key[o][1:] != key[o][:-1]]
+        pu, pv, pl = ru[use][o][one], rv[use][o][one], rlost[use][o][one]
+        with np.errstate(invalid="ignore"):
+            whole = cpgraph._shortest(2000, pu, pv, pl, start)[0]
+            got = chains.raw_solve(p, ru, rlost, start)
+        np.testing.assert_array_equal(got, whole)
+        # another change's lost times, same plan
+        rlost2 = rng.integers(0, 1000, ru.size)
+        pl2 = rlost2[use][cpgraph.sort_by_key(key, rlost2[use])][one]
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost2, start),
+                                          cpgraph._shortest(2000, pu, pv, pl2, start)[0])
