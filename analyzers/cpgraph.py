@@ -186,6 +186,10 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return z, z, z
     n = g.n
     t0, t1 = int(g.t.min()), int(g.t.max())
+    if n < DAG_MIN_NODES:
+        got = lane_both(g)
+        if got is not None:
+            return got
     if n >= DAG_MIN_NODES:
         indptr, v, lost = lane_csr(g)
         topo = _dag_order(n, indptr, v)
@@ -209,6 +213,37 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     del fw
     b, _ = _dijkstra_csr(n, rv.indptr, rv.indices, rv.data, t1 - g.t, False)
     return (g.t - t0) - d, pred, (t1 - g.t) - b
+
+
+def lane_both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`both` by the numpy lane pass (:mod:`lanepass`: chain scans, rounds over the cross
+    edges); None when it does not settle (the caller then runs another pass)."""
+    from hermes.analyzers import lanepass
+
+    n = g.n
+    t0, t1 = int(g.t.min()), int(g.t.max())
+    chain = ~g.first_of_lane()
+    lost = np.zeros(n, np.int64)
+    lost[1:] = np.maximum((g.t[1:] - g.t[:-1]) - g.w[1:], 0)
+    fwd = g.forward_cross()
+    cu, cv = g.cu[fwd].astype(np.int64), g.cv[fwd].astype(np.int64)
+    cl = np.maximum((g.t[cv] - g.t[cu]) - g.cw[fwd], 0)
+    got = lanepass.shortest(n, chain, lost, cu, cv, cl, g.t - t0)
+    if got is None:
+        return None
+    d, pred = got
+    if lanepass.has_cycle(pred, d):
+        return None  # (an equal-time cycle: Dijkstra's predecessors, as before)
+    # the reversed graph, nodes numbered backwards: its chain edge into j is ours into n - j
+    rchain = np.zeros(n, bool)
+    rchain[1:] = chain[:0:-1]
+    rlost = np.zeros(n, np.int64)
+    rlost[1:] = lost[:0:-1]
+    back = lanepass.shortest(n, rchain, rlost, (n - 1) - cv, (n - 1) - cu, cl,
+                             (t1 - g.t)[::-1], preds=False)
+    if back is None:
+        return None
+    return (g.t - t0) - d, pred, (t1 - g.t) - back[0][::-1]
 
 
 def lane_csr(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -291,6 +326,30 @@ def path_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
     (``dagpath.walk``) on graphs of ``DAG_MIN_NODES`` nodes or more."""
     if n >= DAG_MIN_NODES:
         return dagpath().walk(pred, end, n)
+    return _walk_runs(pred, end, n)
+
+
+def _walk_runs(pred: np.ndarray, end: int, n: int) -> np.ndarray:
+    """:func:`path_nodes` by runs: where ``pred[k] == k - 1`` (a chain step), the walk goes
+    down to the run's first node at once (one vectorized prefix max finds every run's first
+    node); a Python step per run, i.e. per lane change on the path."""
+    pred = np.asarray(pred, np.int64)
+    k = np.arange(pred.size)
+    run0 = np.maximum.accumulate(np.where(pred == k - 1, 0, k))  # first node of k's run
+    parts = []
+    j = int(end)
+    for _ in range(n + 1):
+        r = int(run0[j])
+        parts.append(np.arange(j, r - 1, -1))
+        q = int(pred[r])
+        if q < 0 or q >= n:
+            break
+        j = q
+    return np.concatenate(parts)[::-1]
+
+
+def _walk_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
+    """:func:`path_nodes` one node at a time (the reference for :func:`_walk_runs`)."""
     p = memoryview(np.ascontiguousarray(pred, np.int64))
     out = array("q", [end])
     k = end
