@@ -252,6 +252,8 @@ def lane_csr(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     edges in their order in ``g`` (only the cross edges are sorted, by source). Duplicate
     pairs are kept: they change no distance (a pair's predecessor is the same either way)."""
     n = g.n
+    if n >= DAG_MIN_NODES:
+        return dagpath().lane_csr(g.t, g.w, g.first_of_lane(), g.cu, g.cv, g.cw)
     chain = np.zeros(n, bool)  # the node has a chain edge out (to node + 1)
     chain[:-1] = ~g.first_of_lane()[1:]
     fwd = g.forward_cross()

@@ -107,6 +107,69 @@ def _walk(pred, end, n):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def _lane_csr(t, w, first, cu, cv, cw):  # pragma: no cover - compiled
+    n = t.size
+    indptr = np.zeros(n + 1, np.int64)
+    for k in range(n - 1):
+        if not first[k + 1]:
+            indptr[k + 1] += 1
+    for e in range(cu.size):
+        if t[cv[e]] >= t[cu[e]]:
+            indptr[cu[e] + 1] += 1
+    for k in range(n):
+        indptr[k + 1] += indptr[k]
+    m = indptr[n]
+    indices = np.empty(m, np.int64)
+    lost = np.empty(m, np.int64)
+    pos = indptr[:n].copy()
+    for k in range(n - 1):
+        if not first[k + 1]:
+            indices[pos[k]] = k + 1
+            lost[pos[k]] = max(t[k + 1] - t[k] - w[k + 1], 0)
+            pos[k] += 1
+    for e in range(cu.size):  # in their order: a stable sort by source
+        u, v = cu[e], cv[e]
+        if t[v] >= t[u]:
+            indices[pos[u]] = v
+            lost[pos[u]] = max(t[v] - t[u] - cw[e], 0)
+            pos[u] += 1
+    return indptr, indices, lost
+
+
+@njit(cache=True, nogil=True)
+def _innermost(st, nev, ln):  # pragma: no cover - compiled
+    n = st.size
+    active = np.full(n, -1, np.int64)
+    last = np.full(n + 2, -1, np.int64)  # the latest start at each depth so far
+    depth = 0
+    for i in range(n):
+        if st[i] == 1:
+            depth += 1
+            active[i] = nev[i]
+            last[depth] = i
+        else:
+            depth -= 1
+            if depth > 0:
+                j = last[depth]
+                if j >= 0 and ln[j] == ln[i]:
+                    active[i] = nev[j]
+    return active
+
+
+def lane_csr(t: np.ndarray, w: np.ndarray, first: np.ndarray, cu: np.ndarray, cv: np.ndarray,
+             cw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``cpgraph.lane_csr`` compiled: one counting pass, one filling pass (same arrays)."""
+    return _lane_csr(_i64(t), _i64(w), np.ascontiguousarray(first, np.bool_), _i64(cu),
+                     _i64(cv), _i64(cw))
+
+
+def innermost(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndarray:
+    """``stepgraph.innermost_active`` compiled: one pass keeping the latest start per nesting
+    depth (the same rule: after an end, the latest earlier start at its depth, on its lane)."""
+    return _innermost(_i64(st), _i64(nev), _i64(ln))
+
+
 def _i64(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, np.int64)
 

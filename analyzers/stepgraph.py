@@ -46,7 +46,10 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
 
 
 def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.ndarray:
-    return np.isin(codes, [vocab[x] for x in names])
+    """Membership of small-int codes (-1: unknown) in ``names``: one table lookup."""
+    table = np.zeros(len(vocab) + 1, bool)  # (the last entry: code -1)
+    table[[vocab[x] for x in names]] = True
+    return table[codes]
 
 
 def _inside_data(lane: np.ndarray, rs: np.ndarray, re_: np.ndarray, kind: np.ndarray,
@@ -319,6 +322,8 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     (the enclosing event); -1 where none. Vectorized: the starts sorted by (depth, position)
     (a radix sort of the depths), one search for every end."""
     n = st.size
+    if n >= cpgraph.DAG_MIN_NODES:  # (numba: the graph's pass imports it at this size anyway)
+        return cpgraph.dagpath().innermost(st, nev, ln)
     is_start = st == 1
     depth = np.cumsum(np.where(is_start, 1, -1))
     active = np.where(is_start, nev, -1)
