@@ -157,6 +157,70 @@ def _innermost(st, nev, ln):  # pragma: no cover - compiled
     return active
 
 
+@njit(cache=True, nogil=True)
+def _nodes(order, s, e, lane, sync_ev, host_ev, win, ws):  # pragma: no cover - compiled
+    n = order.size
+    n_ev = n // 2
+    t = np.empty(n, np.int64)
+    ln = np.empty(n, np.int64)
+    w = np.zeros(n, np.int64)
+    seg = np.full(n, -1, np.int64)
+    prev_t = np.empty(n, np.int64)
+    first = np.zeros(n, np.bool_)
+    start_node = np.empty(n_ev, np.int64)
+    end_node = np.empty(n_ev, np.int64)
+    last_ev = np.full(n + 2, -1, np.int64)  # the latest start at each nesting depth so far
+    last_ln = np.full(n + 2, -1, np.int64)
+    depth = 0
+    act = -1
+    for i in range(n):
+        o = order[i]
+        if o >= n_ev:
+            ev = o - n_ev
+            ti = e[ev]
+            end_node[ev] = i
+        else:
+            ev = o
+            ti = s[ev]
+            start_node[ev] = i
+        lv = lane[ev]
+        t[i] = ti
+        ln[i] = lv
+        if i == 0 or lv != ln[i - 1]:
+            first[i] = True
+            prev_t[i] = ws[win[ev]]
+        else:
+            prev_t[i] = t[i - 1]
+            seg[i] = act
+            w[i] = ti - t[i - 1]
+            if act >= 0 and sync_ev[act]:
+                w[i] = 0
+        if seg[i] < 0 and host_ev[ev]:
+            w[i] = 0
+        if o < n_ev:
+            depth += 1
+            act = ev
+            last_ev[depth] = ev
+            last_ln[depth] = lv
+        else:
+            depth -= 1
+            act = -1
+            if depth > 0 and last_ev[depth] >= 0 and last_ln[depth] == lv:
+                act = last_ev[depth]
+    return t, ln, w, seg, start_node, end_node, first, prev_t
+
+
+def nodes(order: np.ndarray, s: np.ndarray, e: np.ndarray, lane: np.ndarray,
+          sync_ev: np.ndarray, host_ev: np.ndarray, win: np.ndarray, ws: np.ndarray
+          ) -> tuple[np.ndarray, ...]:
+    """The node arrays of ``stepgraph._graph`` in one compiled pass over the node order
+    (``order``: nodes as [starts, ends] of the events): t, lane, chain weight, attributed
+    event, start node and end node of each event, first-of-lane, previous time on the lane."""
+    return _nodes(_i64(order), _i64(s), _i64(e), _i64(lane),
+                  np.ascontiguousarray(sync_ev, np.bool_),
+                  np.ascontiguousarray(host_ev, np.bool_), _i64(win), _i64(ws))
+
+
 def lane_csr(t: np.ndarray, w: np.ndarray, first: np.ndarray, cu: np.ndarray, cv: np.ndarray,
              cw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``cpgraph.lane_csr`` compiled: one counting pass, one filling pass (same arrays)."""

@@ -262,6 +262,26 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     tie = np.concatenate([-dur, dur])
     order = node_order(None, tie, n_is_start, n_t, np.concatenate([lane, lane]))
     del n_is_start, tie  # (peak memory: free node-sized temporaries early)
+    if order.size >= cpgraph.DAG_MIN_NODES:  # compiled (numba is imported at this size)
+        del n_t
+        t, ln, w, seg, start_node, end_node, first, prev_t = cpgraph.dagpath().nodes(
+            order, s, e, lane, kind == _KIND["sync"], host_ev, win, ws)
+        del order
+    else:
+        t, ln, w, seg, start_node, end_node, first, prev_t = _nodes(
+            order, n_t, lane, kind, host_ev, win, ws)
+    # sync matching sorts by (window, end): a single int64 key (end relative to its window)
+    wkey = win * span + (e - ws[win])
+    cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
+                                         end_node, t, w, first, seg, prev_t, waits)
+    return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
+
+
+def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarray,
+           host_ev: np.ndarray, win: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The node arrays in numpy (``dagpath.nodes``'s contract): t, lane, chain weight,
+    attributed event, start and end node of each event, first-of-lane, previous time."""
+    n_ev = order.size // 2
     t = n_t[order]
     del n_t
     # a node's event and start/end follow from its place in the layout (no gathers)
@@ -288,13 +308,9 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
     w[(seg < 0) & host_ev[nev]] = 0
-    # sync matching sorts by (window, end): a single int64 key (end relative to its window)
-    wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
-    cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                         end_node, t, w, first, seg, prev_t, waits)
-    return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
+    return t, ln, w, seg, start_node, end_node, first, prev_t
 
 
 def node_order(ev_id: np.ndarray | None, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
