@@ -83,22 +83,35 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     wsorted = windows.iloc[o]
     ws = wsorted["start_ns"].to_numpy(np.int64)
     we = wsorted["end_ns"].to_numpy(np.int64)
-    infos = []
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in _KEEP}
+    cats = {}
     for a, b, sel in _chunks(pre, ws, we) if nw else [(0, 0, np.empty(0, np.int64))]:
         g, info = _build(pre, sel, wsorted.iloc[a:b])
         cp, slack = _solve(g, info, b - a, length[a:b], gap_ns[a:b])
         del g
-        # only what the tables need is kept across chunks (peak memory)
-        infos.append(pd.DataFrame({
-            "name": info["name"], "kind": info["kind"], "component": info["component"],
-            "dur_ns": info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64),
-            "win": o[a + info["win"].to_numpy(np.int64)], "cp_ns": cp, "slack_ns": slack}))
+        # only what the tables need is kept across chunks (peak memory), as arrays: one
+        # table at the end (the names taken once, categoricals from their codes)
+        for k in ("kind", "component"):
+            cats[k] = info[k].cat.categories
+            cols[k].append(info[k].cat.codes.to_numpy())
+        cols["src"].append(info["src"].to_numpy(np.int64))
+        cols["dur_ns"].append(info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64))
+        cols["win"].append(o[a + info["win"].to_numpy(np.int64)])
+        cols["cp_ns"].append(cp)
+        cols["slack_ns"].append(slack)
         del info
     # back from sorted order to the windows' order
     out_len, out_gap = np.empty_like(length), np.empty_like(gap_ns)
     out_len[o], out_gap[o] = length, gap_ns
-    info = infos[0] if len(infos) == 1 else pd.concat(infos, ignore_index=True)
+    c = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in cols.items()}
+    info = pd.DataFrame({
+        "name": pre.name.take(c["src"]),
+        **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
+        "dur_ns": c["dur_ns"], "win": c["win"], "cp_ns": c["cp_ns"], "slack_ns": c["slack_ns"]})
     return out_len, out_gap, info
+
+
+_KEEP = ("kind", "component", "src", "dur_ns", "win", "cp_ns", "slack_ns")
 
 
 def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
