@@ -48,8 +48,9 @@ innermost_active = stepgraph.innermost_active
 
 #: Steps are analyzed in groups of about this many events (clipped pieces): each group is one
 #: graph and one Dijkstra, so memory stays bounded on traces of tens of millions of events (steps
-#: share no edge, so grouping does not change any path).
-CHUNK_EVENTS = 2_000_000
+#: share no edge, so grouping does not change any path; each step's nodes keep their relative
+#: order, hence the pass's tie rule its choices).
+CHUNK_EVENTS = 750_000
 
 
 def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
@@ -85,6 +86,7 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     we = wsorted["end_ns"].to_numpy(np.int64)
     cols: dict[str, list[np.ndarray]] = {k: [] for k in _KEEP}
     cats = {}
+    idx = np.int32 if max(len(ev), nw) < 2**31 else np.int64
     for a, b, sel in _chunks(pre, ws, we) if nw else [(0, 0, np.empty(0, np.int64))]:
         g, info = _build(pre, sel, wsorted.iloc[a:b])
         cp, slack = _solve(g, info, b - a, length[a:b], gap_ns[a:b])
@@ -94,20 +96,27 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
         for k in ("kind", "component"):
             cats[k] = info[k].cat.categories
             cols[k].append(info[k].cat.codes.to_numpy())
-        cols["src"].append(info["src"].to_numpy(np.int64))
+        # (narrow copies, not views of info's columns: only these stay across groups)
+        cols["src"].append(info["src"].to_numpy().astype(idx))
         cols["dur_ns"].append(info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64))
-        cols["win"].append(o[a + info["win"].to_numpy(np.int64)])
+        cols["win"].append(o[a + info["win"].to_numpy(np.int64)].astype(idx))
         cols["cp_ns"].append(cp)
         cols["slack_ns"].append(slack)
         del info
     # back from sorted order to the windows' order
     out_len, out_gap = np.empty_like(length), np.empty_like(gap_ns)
     out_len[o], out_gap[o] = length, gap_ns
-    c = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in cols.items()}
+    c = {}
+    for k in _KEEP:  # (each column's pieces freed as soon as it is whole)
+        v = cols.pop(k)
+        c[k] = v[0] if len(v) == 1 else np.concatenate(v)
+        del v
+    # copy=False: the arrays become the columns as they are (no consolidated copy)
     info = pd.DataFrame({
-        "name": pre.name.take(c["src"]),
+        "name": pre.name.take(c["src"].astype(np.intp)),
         **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
-        "dur_ns": c["dur_ns"], "win": c["win"], "cp_ns": c["cp_ns"], "slack_ns": c["slack_ns"]})
+        "dur_ns": c["dur_ns"], "win": c["win"].astype(np.int64), "cp_ns": c["cp_ns"],
+        "slack_ns": c["slack_ns"]}, copy=False)
     return out_len, out_gap, info
 
 

@@ -91,7 +91,7 @@ class Events:
         self.nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)
         lane_codes = ev["lane"].astype("category").cat.codes.to_numpy()
         self.lanes = int(lane_codes.max(initial=0)) + 1
-        self.lane = lane_codes.astype(np.int64)
+        self.lane = lane_codes.astype(np.int32 if self.lanes < 2**31 else np.int64)
         self.ts = serial_starts(self.ts, self.te, self.lane,
                                 ~_in(self.lane_kind, _LANE, HOST_LANES))
         self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
@@ -145,12 +145,13 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     o = idx[np.lexsort((ts[idx], lane[idx]))]
     t0 = int(min(ts[o].min(), te[o].min()))
     big = int(max(te[o].max(), ts[o].max())) - t0 + 1
-    key = lane[o] * big + (te[o] - t0)
-    if int(lane[o].max() + 1) * big >= 2**62:
+    lo = lane[o].astype(np.int64)
+    if int(lo.max() + 1) * big >= 2**62:
         return ts
+    key = lo * big + (te[o] - t0)
     prev = np.r_[-1, np.maximum.accumulate(key)[:-1]]  # the latest end before, per lane
-    same = (prev >= 0) & (prev // big == lane[o])
-    prev_end = prev - lane[o] * big + t0
+    same = (prev >= 0) & (prev // big == lo)
+    prev_end = prev - lo * big + t0
     over = prev_end - ts[o]
     snap = same & (over > 0) & (over <= TICK_NS)
     if not snap.any():
