@@ -117,7 +117,51 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
 
     The CSR arrays are built in canonical form (rows in order, columns sorted within a row, no
     duplicates: the pairs are unique), the form scipy would sort a COO input into, so Dijkstra
-    sees the same graph; explicit zeros are edges in a csr matrix built this way."""
+    sees the same graph; explicit zeros are edges in a csr matrix built this way.
+
+    Smaller graphs go first to the numpy lane pass (:mod:`lanepass`; chain edges are the
+    ``k - 1 -> k`` ones), Dijkstra only if it does not settle. A source weight may be ``inf``
+    (no source edge): both passes then run with a finite stand-in above every finite distance,
+    and a node left at or above it is unreachable, as Dijkstra reports it (``inf`` cast to
+    int64: the least int64; predecessor -9999)."""
+    start = np.asarray(start)
+    big = None
+    if start.dtype.kind == "f":
+        fin = np.isfinite(start)
+        big = int(start[fin].max(initial=0)) + int(np.asarray(lost, np.int64).sum()) + 1
+        start = np.where(fin, start, big).astype(np.int64)
+    got = _lane_shortest(n, u, v, lost, start) if n < DAG_MIN_NODES else None
+    if got is None:
+        got = _pass_shortest(n, u, v, lost, start)
+    d, pred = got
+    if big is not None:
+        out = d >= big
+        if out.any():
+            d, pred = d.copy(), pred.copy()
+            d[out], pred[out] = np.iinfo(np.int64).min, -9999
+    return d, pred
+
+
+def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_shortest` by :mod:`lanepass` (None: not settled, or a loop of predecessors)."""
+    from hermes.analyzers import lanepass
+
+    u, v, lost = (np.asarray(a, np.int64) for a in (u, v, lost))
+    ch = v == u + 1
+    chain = np.zeros(n, bool)
+    chain[v[ch]] = True
+    clost = np.zeros(n, np.int64)
+    clost[v[ch]] = lost[ch]
+    got = lanepass.shortest(n, chain, clost, u[~ch], v[~ch], lost[~ch], start)
+    if got is None or lanepass.has_cycle(got[1], got[0]):
+        return None
+    return got[0], got[1]
+
+
+def _pass_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_shortest` by the DAG pass or Dijkstra (finite int64 ``start``)."""
     o = np.argsort(u.astype(np.int64) * n + v, kind="stable") \
         if u.size > 1 and not _sorted_pairs(u, v) else None  # pairs are unique: = lexsort
     if o is not None:

@@ -129,3 +129,32 @@ def test_launch_join_equals_the_merge():
         m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
         hi, di = cpedges.launches(corr, win, host, task)
         assert hi.tolist() == m["h"].tolist() and di.tolist() == m["d"].tolist()
+
+
+def test_shortest_with_unreachable_nodes_is_dijkstras():
+    # the replay's problem: source weights inf (no source edge) leave nodes unreachable
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        g = _random_lane_graph(rng)
+        n = g.n
+        u, v, lost = cpgraph.edges(g)
+        start = rng.integers(0, 20, size=n).astype(float)
+        start[rng.random(n) < 0.6] = np.inf
+        ref_d, ref_p = _dijkstra(n, u, v, lost, start)
+        for threshold in (1 << 62, 0):  # the lane pass, then the DAG pass
+            saved = cpgraph.DAG_MIN_NODES
+            cpgraph.DAG_MIN_NODES = threshold
+            try:
+                d, p = cpgraph._shortest(n, u, v, lost, start)
+            finally:
+                cpgraph.DAG_MIN_NODES = saved
+            assert d.tolist() == ref_d.tolist()
+            gone = ref_p < 0
+            assert (p[gone] == ref_p[gone]).all()
+            # a reachable node's predecessor: the source (its own weight attains D) or an
+            # in-neighbour over a tight edge (Dijkstra's up to exact ties)
+            tight = {(a, b): c for a, b, c in zip(u.tolist(), v.tolist(), lost.tolist(),
+                                                   strict=True)}
+            for k in np.flatnonzero(~gone).tolist():
+                q = int(p[k])
+                assert (q == n and start[k] == d[k]) or d[q] + tight[q, k] == d[k]
