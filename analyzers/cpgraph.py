@@ -121,16 +121,14 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
 
     Smaller graphs go first to the numpy lane pass (:mod:`lanepass`; chain edges are the
     ``k - 1 -> k`` ones), Dijkstra only if it does not settle. A source weight may be ``inf``
-    (no source edge): both passes then run with a finite stand-in above every finite distance,
-    and a node left at or above it is unreachable, as Dijkstra reports it (``inf`` cast to
-    int64: the least int64; predecessor -9999)."""
-    start = np.asarray(start)
-    big = None
-    if start.dtype.kind == "f":
-        fin = np.isfinite(start)
-        big = int(start[fin].max(initial=0)) + int(np.asarray(lost, np.int64).sum()) + 1
-        start = np.where(fin, start, big).astype(np.int64)
-    got = _lane_shortest(n, u, v, lost, start) if n < DAG_MIN_NODES else None
+    (no source edge): the passes then run with a finite stand-in, :data:`UNREACHED`, above
+    every finite distance, and a node left at or above it is unreachable, as Dijkstra reports
+    it (``inf`` cast to int64: the least int64; predecessor -9999)."""
+    ok = _int_start(np.asarray(start), np.asarray(lost))
+    if ok is None:  # (float weights: the DAG pass or Dijkstra, as given)
+        return _pass_shortest(n, u, v, lost, start)
+    start, big = ok
+    got = _lane_shortest(n, u, v, lost, start, big) if n < DAG_MIN_NODES else None
     if got is None:
         got = _pass_shortest(n, u, v, lost, start)
     d, pred = got
@@ -142,8 +140,33 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
     return d, pred
 
 
-def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray] | None:
+#: the stand-in for an infinite source weight in :func:`_shortest` (distances, in ns, stay far
+#: below it: 2**61 ns is 73 years)
+UNREACHED = 2**61
+
+
+def _int_start(start: np.ndarray, lost: np.ndarray) -> tuple[np.ndarray, int | None] | None:
+    """Integer source weights (int64) and the stand-in used for ``inf`` (None: none is), when
+    the lost times are integers and every source weight an integer or ``inf``; None otherwise
+    (other weights are solved as given)."""
+    if lost.dtype.kind not in "iu":
+        return None
+    if start.dtype.kind in "iu":
+        return start.astype(np.int64, copy=False), None
+    if start.dtype.kind != "f":
+        return None
+    fin = np.isfinite(start)
+    f = start[fin]
+    if not ((start[~fin] == np.inf).all() and (f == np.floor(f)).all()
+            and (np.abs(f) < 2**52).all()):
+        return None
+    out = np.full(start.size, UNREACHED, np.int64)
+    out[fin] = f.astype(np.int64)
+    return out, (UNREACHED if not fin.all() else None)
+
+
+def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
+                   inf: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`_shortest` by :mod:`lanepass` (None: not settled, or a loop of predecessors)."""
     from hermes.analyzers import lanepass
 
@@ -153,7 +176,7 @@ def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start
     chain[v[ch]] = True
     clost = np.zeros(n, np.int64)
     clost[v[ch]] = lost[ch]
-    got = lanepass.shortest(n, chain, clost, u[~ch], v[~ch], lost[~ch], start)
+    got = lanepass.shortest(n, chain, clost, u[~ch], v[~ch], lost[~ch], start, inf=inf)
     if got is None or lanepass.has_cycle(got[1], got[0]):
         return None
     return got[0], got[1]

@@ -41,27 +41,43 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo[rid] + (np.arange(total) - off[rid]), rid
 
 
-def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray) -> np.ndarray | None:
+def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray, inf: int | None = None
+          ) -> np.ndarray | None:
     """Segmented ``p + prefix-min(x - p)`` (segments: equal, non-decreasing ``sid``); None when
-    the offset that separates the segments would overflow int64."""
+    the offset that separates the segments would overflow int64. ``inf``: values of ``x`` at
+    or above it are infinite (they stand in the scan for one more than the largest finite
+    key, and a node whose minimum is one of them gets ``inf``)."""
     key = x - p
     if key.size == 0:
         return key
+    cap = None
+    if inf is not None:
+        fin = x < inf
+        if not fin.all():
+            cap = int(key[fin].max(initial=0)) + 1
+            key[~fin] = cap
     lo, hi = int(key.min()), int(key.max())
     big = hi - lo + 1
     if (int(sid[-1]) + 1) * big + abs(lo) + abs(hi) >= _LIMIT:
         return None
     off = sid * big
-    return np.minimum.accumulate(key - off) + off + p
+    m = np.minimum.accumulate(key - off) + off
+    out = m + p
+    if cap is not None:
+        out[m >= cap] = inf
+    return out
 
 
 def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
-             cv: np.ndarray, cl: np.ndarray, start: np.ndarray, preds: bool = True
+             cv: np.ndarray, cl: np.ndarray, start: np.ndarray, preds: bool = True,
+             inf: int | None = None
              ) -> tuple[np.ndarray, np.ndarray | None] | None:  # long: one pass, its rounds
     """(D, pred) of the lane graph: ``chain[k]`` marks a chain edge ``k - 1 -> k`` of lost
     ``chain_lost[k]``; cross edges ``cu -> cv`` of lost ``cl`` (any order, duplicates allowed);
     ``start``: source weights (int64). ``pred`` (None unless ``preds``): ``n`` for the source.
-    None when the rounds do not settle within :data:`MAX_ROUNDS` or the numbers could overflow."""
+    ``inf``: source weights at or above it mean no source edge; a node that stays unreachable
+    gets ``D = inf`` (and the source as predecessor). None when the rounds do not settle
+    within :data:`MAX_ROUNDS` or the numbers could overflow."""
     start = np.asarray(start, np.int64)
     chain = np.asarray(chain, bool).copy()
     if n == 0:
@@ -69,14 +85,16 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         return z, (z if preds else None)
     chain[0] = False
     c = np.where(chain, chain_lost, 0).astype(np.int64)
-    if int(c.sum()) + int(np.abs(start).max()) + int(cl.max(initial=0)) >= _LIMIT // 4:
+    fin = start if inf is None else start[start < inf]
+    if int(c.sum()) + int(np.abs(fin).max(initial=0)) + int(cl.max(initial=0)) >= _LIMIT // 4 \
+            or (inf is not None and inf >= _LIMIT // 2):
         return None
     sid = np.cumsum(~chain) - 1  # lane (segment) of each node
     seg0 = np.flatnonzero(~chain)
     seg_end = np.append(seg0[1:], n)
     cs = np.cumsum(c)
     p = cs - (cs - c)[seg0][sid]  # prefix sum of the chain's lost within the lane
-    d = _scan(start, p, sid)
+    d = _scan(start, p, sid, inf)
     if d is None:
         return None
     x = start.copy()
@@ -91,6 +109,8 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
             break
         tv = cv[e]
         cand = d[cu[e]] + cl[e]
+        if inf is not None:
+            cand = np.minimum(cand, inf)
         better = cand < x[tv]
         if not better.any():
             break
@@ -102,7 +122,7 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         s = sid[ch]
         f = ch[np.r_[True, s[1:] != s[:-1]]]  # first improved node of each lane
         idx, rid = _ranges(f, seg_end[sid[f]])
-        nd = _scan(x[idx], p[idx], rid)
+        nd = _scan(x[idx], p[idx], rid, inf)
         if nd is None:
             return None
         imp = nd < d[idx]
