@@ -125,8 +125,8 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
     every finite distance, and a node left at or above it is unreachable, as Dijkstra reports
     it (``inf`` cast to int64: the least int64; predecessor -9999)."""
     ok = _int_start(np.asarray(start), np.asarray(lost))
-    if ok is None:  # (float weights: the DAG pass or Dijkstra, as given)
-        return _pass_shortest(n, u, v, lost, start)
+    if ok is None:  # float weights (the cluster replay's): Dijkstra, as given (the compiled
+        return _pass_shortest(n, u, v, lost, start, dag=False)  # pass is integer only)
     start, big = ok
     got = _lane_shortest(n, u, v, lost, start, big) if n < DAG_MIN_NODES else None
     if got is None:
@@ -182,16 +182,16 @@ def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start
     return got[0], got[1]
 
 
-def _pass_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_shortest` by the DAG pass or Dijkstra (finite int64 ``start``)."""
+def _pass_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
+                   dag: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_shortest` by the DAG pass (``dag``: integer weights) or Dijkstra."""
     o = np.argsort(u.astype(np.int64) * n + v, kind="stable") \
         if u.size > 1 and not _sorted_pairs(u, v) else None  # pairs are unique: = lexsort
     if o is not None:
         u, v, lost = u[o], v[o], lost[o]
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])
-    topo = _dag_order(n, indptr, v)
+    topo = _dag_order(n, indptr, v) if dag else None
     if topo is not None:
         return dagpath().forward(n, indptr, v, lost, start, topo)
     d, pred = _dijkstra_csr(n, indptr, v, lost, start, True)
