@@ -389,22 +389,31 @@ class CrossIndex:
         return self.ce[i], self.cw[i]
 
 
-def path_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
+def path_nodes(pred: np.ndarray, end: int, n: int, runs: np.ndarray | None = None
+               ) -> np.ndarray:
     """Nodes of the path ending at ``end``, first to last, following Dijkstra's predecessors
-    (a predecessor outside 0..n-1 ends the walk). One cheap step per node on the path, compiled
-    (``dagpath.walk``) on graphs of ``DAG_MIN_NODES`` nodes or more."""
+    (a predecessor outside 0..n-1 ends the walk). Compiled (``dagpath.walk``) on graphs of
+    ``DAG_MIN_NODES`` nodes or more, else run by run (``runs``: :func:`chain_runs` of
+    ``pred``, computed here when not given)."""
     if n >= DAG_MIN_NODES:
         return dagpath().walk(pred, end, n)
-    return _walk_runs(pred, end, n)
+    return _walk_runs(pred, end, n, runs)
 
 
-def _walk_runs(pred: np.ndarray, end: int, n: int) -> np.ndarray:
-    """:func:`path_nodes` by runs: where ``pred[k] == k - 1`` (a chain step), the walk goes
-    down to the run's first node at once (one vectorized prefix max finds every run's first
-    node); a Python step per run, i.e. per lane change on the path."""
-    pred = np.asarray(pred, np.int64)
+def chain_runs(pred: np.ndarray) -> np.ndarray:
+    """The first node of each node's run of chain steps (``pred[k] == k - 1``), for
+    :func:`path_nodes` (one vectorized prefix max)."""
     k = np.arange(pred.size)
-    run0 = np.maximum.accumulate(np.where(pred == k - 1, 0, k))  # first node of k's run
+    return np.maximum.accumulate(np.where(pred == k - 1, 0, k))
+
+
+def _walk_runs(pred: np.ndarray, end: int, n: int, runs: np.ndarray | None = None
+               ) -> np.ndarray:
+    """:func:`path_nodes` by runs: where ``pred[k] == k - 1`` (a chain step), the walk goes
+    down to the run's first node at once; a Python step per run, i.e. per lane change on the
+    path."""
+    pred = np.asarray(pred, np.int64)
+    run0 = chain_runs(pred) if runs is None else runs
     parts = []
     j = int(end)
     for _ in range(n + 1):
@@ -432,14 +441,15 @@ def _walk_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
 
 
 def backtrack(g: Graph, dist: np.ndarray, pred: np.ndarray, end: int | None = None,
-              index: CrossIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
+              index: CrossIndex | None = None, runs: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Events on the longest path ending at node ``end`` (default: the longest of all) and the
     time each contributes: (event ids, ns); -1 for lane gaps. Walks Dijkstra's predecessors.
     ``index``: the graph's :class:`CrossIndex` (built here when not given)."""
     if g.n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     k = int(np.argmax(dist)) if end is None else int(end)
-    nodes = path_nodes(pred, k, g.n)
+    nodes = path_nodes(pred, k, g.n, runs)
     a, b = nodes[:-1], nodes[1:]
     chain = (b == a + 1) & (g.lane[np.minimum(b, g.n - 1)] == g.lane[a])
     ev = np.where(chain, g.seg_event[b], -1)

@@ -138,6 +138,7 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
     bounds = np.searchsorted(node_win, np.arange(nw + 1))
     index = cpgraph.CrossIndex(g)
+    runs = cpgraph.chain_runs(pred) if g.n < cpgraph.DAG_MIN_NODES else None
     evs, wts = [], []
     for i in range(nw):
         a, b = int(bounds[i]), int(bounds[i + 1])
@@ -148,7 +149,7 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
         d = np.where(loader_node[a:b], -1, dist[a:b])
         end = a + int(np.argmax(d))
         length[i] = int(dist[end])
-        on_ev, on_w = cpgraph.backtrack(g, dist, pred, end, index)
+        on_ev, on_w = cpgraph.backtrack(g, dist, pred, end, index, runs)
         gap = on_ev < 0
         evs.append(on_ev[~gap])
         wts.append(on_w[~gap])

@@ -147,13 +147,20 @@ def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarr
     best[k] = d[k - 1]
     t = np.flatnonzero(d[cu] + cl == d[cv])
     if t.size:
-        o = np.lexsort((cu[t], d[cu[t]], cv[t]))  # by target, then D(u), then u
-        t = t[o]
-        v = cv[t]
-        first = np.r_[True, v[1:] != v[:-1]]
-        t, v = t[first], v[first]
-        take = d[cu[t]] < best[v]
-        pred[v[take]] = cu[t[take]]
+        du, u, v = d[cu[t]], cu[t], cv[t]
+        if int(du.max()) < _LIMIT // (n + 1) and int(du.min()) >= 0:
+            # the least (D(u), u) per target: one int64 key, np.minimum.at
+            key = np.full(n, np.iinfo(np.int64).max)
+            np.minimum.at(key, v, du * (n + 1) + u)
+            v = np.unique(v)
+            bu, bd = key[v] % (n + 1), key[v] // (n + 1)
+        else:
+            o = np.lexsort((u, du, v))  # by target, then D(u), then u
+            u, du, v = u[o], du[o], v[o]
+            first = np.r_[True, v[1:] != v[:-1]]
+            bu, bd, v = u[first], du[first], v[first]
+        take = bd < best[v]
+        pred[v[take]] = bu[take]
     pred[start == d] = n  # the source wins every tie
     return pred
 
