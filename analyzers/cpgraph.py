@@ -125,9 +125,9 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
     every finite distance, and a node left at or above it is unreachable, as Dijkstra reports
     it (``inf`` cast to int64: the least int64; predecessor -9999)."""
     ok = _int_start(np.asarray(start), np.asarray(lost))
-    if ok is None:  # float weights (the cluster replay's): Dijkstra, as given (the compiled
-        return _pass_shortest(n, u, v, lost, start, dag=False)  # pass is integer only)
-    start, big = ok
+    if ok is None:  # fractional weights (the cluster replay's): Dijkstra, as given (the
+        return _pass_shortest(n, u, v, lost, start, dag=False)  # compiled pass: integers)
+    start, big, lost = ok
     got = _lane_shortest(n, u, v, lost, start, big) if n < DAG_MIN_NODES else None
     if got is None:
         got = _pass_shortest(n, u, v, lost, start)
@@ -145,14 +145,21 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
 UNREACHED = 2**61
 
 
-def _int_start(start: np.ndarray, lost: np.ndarray) -> tuple[np.ndarray, int | None] | None:
-    """Integer source weights (int64) and the stand-in used for ``inf`` (None: none is), when
-    the lost times are integers and every source weight an integer or ``inf``; None otherwise
-    (other weights are solved as given)."""
-    if lost.dtype.kind not in "iu":
+def _int_start(start: np.ndarray, lost: np.ndarray
+               ) -> tuple[np.ndarray, int | None, np.ndarray] | None:
+    """Integer source weights (int64), the stand-in used for ``inf`` (None: none is) and the
+    lost times as int64, when every lost time is a whole number and every source weight a
+    whole number or ``inf`` (Dijkstra's float sums of such numbers are exact below 2**52);
+    None otherwise (such weights are solved as given)."""
+    if lost.dtype.kind == "f":
+        if not (np.isfinite(lost).all() and (lost == np.floor(lost)).all()
+                and (np.abs(lost) < 2**52).all()):
+            return None
+        lost = lost.astype(np.int64)
+    elif lost.dtype.kind not in "iu":
         return None
     if start.dtype.kind in "iu":
-        return start.astype(np.int64, copy=False), None
+        return start.astype(np.int64, copy=False), None, lost
     if start.dtype.kind != "f":
         return None
     fin = np.isfinite(start)
@@ -162,7 +169,7 @@ def _int_start(start: np.ndarray, lost: np.ndarray) -> tuple[np.ndarray, int | N
         return None
     out = np.full(start.size, UNREACHED, np.int64)
     out[fin] = f.astype(np.int64)
-    return out, (UNREACHED if not fin.all() else None)
+    return out, (UNREACHED if not fin.all() else None), lost
 
 
 def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,

@@ -87,7 +87,7 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     c = np.where(chain, chain_lost, 0).astype(np.int64)
     fin = start if inf is None else start[start < inf]
     if int(c.sum()) + int(np.abs(fin).max(initial=0)) + int(cl.max(initial=0)) >= _LIMIT // 4 \
-            or (inf is not None and inf >= _LIMIT // 2):
+            or (inf is not None and inf > _LIMIT // 2):
         return None
     sid = np.cumsum(~chain) - 1  # lane (segment) of each node
     seg0 = np.flatnonzero(~chain)

@@ -158,3 +158,18 @@ def test_shortest_with_unreachable_nodes_is_dijkstras():
             for k in np.flatnonzero(~gone).tolist():
                 q = int(p[k])
                 assert (q == n and start[k] == d[k]) or d[q] + tight[q, k] == d[k]
+
+
+def test_float_weights_are_solved_as_dijkstra_solves_them():
+    # whole-number float weights (the replay's) go to the integer passes; fractional ones
+    # (the cluster replay's transmissions) to Dijkstra itself
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        g = _random_lane_graph(rng)
+        n = g.n
+        u, v, lost = cpgraph.edges(g)
+        start = rng.integers(0, 20, size=n).astype(float)
+        start[rng.random(n) < 0.3] = np.inf
+        for lf in (lost.astype(float), lost + rng.random(lost.size) * 0.5):
+            ref_d, _ = _dijkstra(n, u, v, lf, start)
+            assert cpgraph._shortest(n, u, v, lf, start)[0].tolist() == ref_d.tolist()
