@@ -117,14 +117,88 @@ def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.
 
     The CSR arrays are built in canonical form (rows in order, columns sorted within a row, no
     duplicates: the pairs are unique), the form scipy would sort a COO input into, so Dijkstra
-    sees the same graph; explicit zeros are edges in a csr matrix built this way."""
+    sees the same graph; explicit zeros are edges in a csr matrix built this way.
+
+    Smaller graphs go first to the numpy lane pass (:mod:`lanepass`; chain edges are the
+    ``k - 1 -> k`` ones), Dijkstra only if it does not settle. A source weight may be ``inf``
+    (no source edge): the passes then run with a finite stand-in, :data:`UNREACHED`, above
+    every finite distance, and a node left at or above it is unreachable, as Dijkstra reports
+    it (``inf`` cast to int64: the least int64; predecessor -9999)."""
+    ok = _int_start(np.asarray(start), np.asarray(lost))
+    if ok is None:  # fractional weights (the cluster replay's): Dijkstra, as given (the
+        return _pass_shortest(n, u, v, lost, start, dag=False)  # compiled pass: integers)
+    start, big, lost = ok
+    got = _lane_shortest(n, u, v, lost, start, big) if n < DAG_MIN_NODES else None
+    if got is None:
+        got = _pass_shortest(n, u, v, lost, start)
+    d, pred = got
+    if big is not None:
+        out = d >= big
+        if out.any():
+            d, pred = d.copy(), pred.copy()
+            d[out], pred[out] = np.iinfo(np.int64).min, -9999
+    return d, pred
+
+
+#: the stand-in for an infinite source weight in :func:`_shortest` (distances, in ns, stay far
+#: below it: 2**61 ns is 73 years)
+UNREACHED = 2**61
+
+
+def _int_start(start: np.ndarray, lost: np.ndarray
+               ) -> tuple[np.ndarray, int | None, np.ndarray] | None:
+    """Integer source weights (int64), the stand-in used for ``inf`` (None: none is) and the
+    lost times as int64, when every lost time is a whole number and every source weight a
+    whole number or ``inf`` (Dijkstra's float sums of such numbers are exact below 2**52);
+    None otherwise (such weights are solved as given)."""
+    if lost.dtype.kind == "f":
+        if not (np.isfinite(lost).all() and (lost == np.floor(lost)).all()
+                and (np.abs(lost) < 2**52).all()):
+            return None
+        lost = lost.astype(np.int64)
+    elif lost.dtype.kind not in "iu":
+        return None
+    if start.dtype.kind in "iu":
+        return start.astype(np.int64, copy=False), None, lost
+    if start.dtype.kind != "f":
+        return None
+    fin = np.isfinite(start)
+    f = start[fin]
+    if not ((start[~fin] == np.inf).all() and (f == np.floor(f)).all()
+            and (np.abs(f) < 2**52).all()):
+        return None
+    out = np.full(start.size, UNREACHED, np.int64)
+    out[fin] = f.astype(np.int64)
+    return out, (UNREACHED if not fin.all() else None), lost
+
+
+def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
+                   inf: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_shortest` by :mod:`lanepass` (None: not settled, or a loop of predecessors)."""
+    from hermes.analyzers import lanepass
+
+    u, v, lost = (np.asarray(a, np.int64) for a in (u, v, lost))
+    ch = v == u + 1
+    chain = np.zeros(n, bool)
+    chain[v[ch]] = True
+    clost = np.zeros(n, np.int64)
+    clost[v[ch]] = lost[ch]
+    got = lanepass.shortest(n, chain, clost, u[~ch], v[~ch], lost[~ch], start, inf=inf)
+    if got is None or lanepass.has_cycle(got[1], got[0]):
+        return None
+    return got[0], got[1]
+
+
+def _pass_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
+                   dag: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_shortest` by the DAG pass (``dag``: integer weights) or Dijkstra."""
     o = np.argsort(u.astype(np.int64) * n + v, kind="stable") \
         if u.size > 1 and not _sorted_pairs(u, v) else None  # pairs are unique: = lexsort
     if o is not None:
         u, v, lost = u[o], v[o], lost[o]
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])
-    topo = _dag_order(n, indptr, v)
+    topo = _dag_order(n, indptr, v) if dag else None
     if topo is not None:
         return dagpath().forward(n, indptr, v, lost, start, topo)
     d, pred = _dijkstra_csr(n, indptr, v, lost, start, True)
@@ -186,6 +260,10 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return z, z, z
     n = g.n
     t0, t1 = int(g.t.min()), int(g.t.max())
+    if n < DAG_MIN_NODES:
+        got = lane_both(g)
+        if got is not None:
+            return got
     if n >= DAG_MIN_NODES:
         indptr, v, lost = lane_csr(g)
         topo = _dag_order(n, indptr, v)
@@ -211,12 +289,45 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (g.t - t0) - d, pred, (t1 - g.t) - b
 
 
+def lane_both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`both` by the numpy lane pass (:mod:`lanepass`: chain scans, rounds over the cross
+    edges); None when it does not settle (the caller then runs another pass)."""
+    from hermes.analyzers import lanepass
+
+    n = g.n
+    t0, t1 = int(g.t.min()), int(g.t.max())
+    chain = ~g.first_of_lane()
+    lost = np.zeros(n, np.int64)
+    lost[1:] = np.maximum((g.t[1:] - g.t[:-1]) - g.w[1:], 0)
+    fwd = g.forward_cross()
+    cu, cv = g.cu[fwd].astype(np.int64), g.cv[fwd].astype(np.int64)
+    cl = np.maximum((g.t[cv] - g.t[cu]) - g.cw[fwd], 0)
+    got = lanepass.shortest(n, chain, lost, cu, cv, cl, g.t - t0)
+    if got is None:
+        return None
+    d, pred = got
+    if lanepass.has_cycle(pred, d):
+        return None  # (an equal-time cycle: Dijkstra's predecessors, as before)
+    # the reversed graph, nodes numbered backwards: its chain edge into j is ours into n - j
+    rchain = np.zeros(n, bool)
+    rchain[1:] = chain[:0:-1]
+    rlost = np.zeros(n, np.int64)
+    rlost[1:] = lost[:0:-1]
+    back = lanepass.shortest(n, rchain, rlost, (n - 1) - cv, (n - 1) - cu, cl,
+                             (t1 - g.t)[::-1], preds=False)
+    if back is None:
+        return None
+    return (g.t - t0) - d, pred, (t1 - g.t) - back[0][::-1]
+
+
 def lane_csr(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The edges of :func:`edges` as CSR arrays of out-edges (indptr of n + 1, target, lost),
     built without sorting every edge: each node's chain edge first, then its forward cross
     edges in their order in ``g`` (only the cross edges are sorted, by source). Duplicate
     pairs are kept: they change no distance (a pair's predecessor is the same either way)."""
     n = g.n
+    if n >= DAG_MIN_NODES:
+        return dagpath().lane_csr(g.t, g.w, g.first_of_lane(), g.cu, g.cv, g.cw)
     chain = np.zeros(n, bool)  # the node has a chain edge out (to node + 1)
     chain[:-1] = ~g.first_of_lane()[1:]
     fwd = g.forward_cross()
@@ -285,12 +396,45 @@ class CrossIndex:
         return self.ce[i], self.cw[i]
 
 
-def path_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
+def path_nodes(pred: np.ndarray, end: int, n: int, runs: np.ndarray | None = None
+               ) -> np.ndarray:
     """Nodes of the path ending at ``end``, first to last, following Dijkstra's predecessors
-    (a predecessor outside 0..n-1 ends the walk). One cheap step per node on the path, compiled
-    (``dagpath.walk``) on graphs of ``DAG_MIN_NODES`` nodes or more."""
+    (a predecessor outside 0..n-1 ends the walk). Compiled (``dagpath.walk``) on graphs of
+    ``DAG_MIN_NODES`` nodes or more, else run by run (``runs``: :func:`chain_runs` of
+    ``pred``, computed here when not given)."""
     if n >= DAG_MIN_NODES:
         return dagpath().walk(pred, end, n)
+    return _walk_runs(pred, end, n, runs)
+
+
+def chain_runs(pred: np.ndarray) -> np.ndarray:
+    """The first node of each node's run of chain steps (``pred[k] == k - 1``), for
+    :func:`path_nodes` (one vectorized prefix max)."""
+    k = np.arange(pred.size)
+    return np.maximum.accumulate(np.where(pred == k - 1, 0, k))
+
+
+def _walk_runs(pred: np.ndarray, end: int, n: int, runs: np.ndarray | None = None
+               ) -> np.ndarray:
+    """:func:`path_nodes` by runs: where ``pred[k] == k - 1`` (a chain step), the walk goes
+    down to the run's first node at once; a Python step per run, i.e. per lane change on the
+    path."""
+    pred = np.asarray(pred, np.int64)
+    run0 = chain_runs(pred) if runs is None else runs
+    parts = []
+    j = int(end)
+    for _ in range(n + 1):
+        r = int(run0[j])
+        parts.append(np.arange(j, r - 1, -1))
+        q = int(pred[r])
+        if q < 0 or q >= n:
+            break
+        j = q
+    return np.concatenate(parts)[::-1]
+
+
+def _walk_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
+    """:func:`path_nodes` one node at a time (the reference for :func:`_walk_runs`)."""
     p = memoryview(np.ascontiguousarray(pred, np.int64))
     out = array("q", [end])
     k = end
@@ -304,14 +448,15 @@ def path_nodes(pred: np.ndarray, end: int, n: int) -> np.ndarray:
 
 
 def backtrack(g: Graph, dist: np.ndarray, pred: np.ndarray, end: int | None = None,
-              index: CrossIndex | None = None) -> tuple[np.ndarray, np.ndarray]:
+              index: CrossIndex | None = None, runs: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Events on the longest path ending at node ``end`` (default: the longest of all) and the
     time each contributes: (event ids, ns); -1 for lane gaps. Walks Dijkstra's predecessors.
     ``index``: the graph's :class:`CrossIndex` (built here when not given)."""
     if g.n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     k = int(np.argmax(dist)) if end is None else int(end)
-    nodes = path_nodes(pred, k, g.n)
+    nodes = path_nodes(pred, k, g.n, runs)
     a, b = nodes[:-1], nodes[1:]
     chain = (b == a + 1) & (g.lane[np.minimum(b, g.n - 1)] == g.lane[a])
     ev = np.where(chain, g.seg_event[b], -1)

@@ -48,8 +48,9 @@ innermost_active = stepgraph.innermost_active
 
 #: Steps are analyzed in groups of about this many events (clipped pieces): each group is one
 #: graph and one Dijkstra, so memory stays bounded on traces of tens of millions of events (steps
-#: share no edge, so grouping does not change any path).
-CHUNK_EVENTS = 2_000_000
+#: share no edge, so grouping does not change any path; each step's nodes keep their relative
+#: order, hence the pass's tie rule its choices).
+CHUNK_EVENTS = 750_000
 
 
 def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
@@ -83,22 +84,43 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     wsorted = windows.iloc[o]
     ws = wsorted["start_ns"].to_numpy(np.int64)
     we = wsorted["end_ns"].to_numpy(np.int64)
-    infos = []
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in _KEEP}
+    cats = {}
+    idx = np.int32 if max(len(ev), nw) < 2**31 else np.int64
     for a, b, sel in _chunks(pre, ws, we) if nw else [(0, 0, np.empty(0, np.int64))]:
         g, info = _build(pre, sel, wsorted.iloc[a:b])
         cp, slack = _solve(g, info, b - a, length[a:b], gap_ns[a:b])
         del g
-        # only what the tables need is kept across chunks (peak memory)
-        infos.append(pd.DataFrame({
-            "name": info["name"], "kind": info["kind"], "component": info["component"],
-            "dur_ns": info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64),
-            "win": o[a + info["win"].to_numpy(np.int64)], "cp_ns": cp, "slack_ns": slack}))
+        # only what the tables need is kept across chunks (peak memory), as arrays: one
+        # table at the end (the names taken once, categoricals from their codes)
+        for k in ("kind", "component"):
+            cats[k] = info[k].cat.categories
+            cols[k].append(info[k].cat.codes.to_numpy())
+        # (narrow copies, not views of info's columns: only these stay across groups)
+        cols["src"].append(info["src"].to_numpy().astype(idx))
+        cols["dur_ns"].append(info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64))
+        cols["win"].append(o[a + info["win"].to_numpy(np.int64)].astype(idx))
+        cols["cp_ns"].append(cp)
+        cols["slack_ns"].append(slack)
         del info
     # back from sorted order to the windows' order
     out_len, out_gap = np.empty_like(length), np.empty_like(gap_ns)
     out_len[o], out_gap[o] = length, gap_ns
-    info = infos[0] if len(infos) == 1 else pd.concat(infos, ignore_index=True)
+    c = {}
+    for k in _KEEP:  # (each column's pieces freed as soon as it is whole)
+        v = cols.pop(k)
+        c[k] = v[0] if len(v) == 1 else np.concatenate(v)
+        del v
+    # copy=False: the arrays become the columns as they are (no consolidated copy)
+    info = pd.DataFrame({
+        "name": pre.name.take(c["src"].astype(np.intp)),
+        **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
+        "dur_ns": c["dur_ns"], "win": c["win"].astype(np.int64), "cp_ns": c["cp_ns"],
+        "slack_ns": c["slack_ns"]}, copy=False)
     return out_len, out_gap, info
+
+
+_KEEP = ("kind", "component", "src", "dur_ns", "win", "cp_ns", "slack_ns")
 
 
 def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
@@ -116,6 +138,7 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
     bounds = np.searchsorted(node_win, np.arange(nw + 1))
     index = cpgraph.CrossIndex(g)
+    runs = cpgraph.chain_runs(pred) if g.n < cpgraph.DAG_MIN_NODES else None
     evs, wts = [], []
     for i in range(nw):
         a, b = int(bounds[i]), int(bounds[i + 1])
@@ -126,7 +149,7 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
         d = np.where(loader_node[a:b], -1, dist[a:b])
         end = a + int(np.argmax(d))
         length[i] = int(dist[end])
-        on_ev, on_w = cpgraph.backtrack(g, dist, pred, end, index)
+        on_ev, on_w = cpgraph.backtrack(g, dist, pred, end, index, runs)
         gap = on_ev < 0
         evs.append(on_ev[~gap])
         wts.append(on_w[~gap])

@@ -107,6 +107,133 @@ def _walk(pred, end, n):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def _lane_csr(t, w, first, cu, cv, cw):  # pragma: no cover - compiled
+    n = t.size
+    indptr = np.zeros(n + 1, np.int64)
+    for k in range(n - 1):
+        if not first[k + 1]:
+            indptr[k + 1] += 1
+    for e in range(cu.size):
+        if t[cv[e]] >= t[cu[e]]:
+            indptr[cu[e] + 1] += 1
+    for k in range(n):
+        indptr[k + 1] += indptr[k]
+    m = indptr[n]
+    indices = np.empty(m, np.int64)
+    lost = np.empty(m, np.int64)
+    pos = indptr[:n].copy()
+    for k in range(n - 1):
+        if not first[k + 1]:
+            indices[pos[k]] = k + 1
+            lost[pos[k]] = max(t[k + 1] - t[k] - w[k + 1], 0)
+            pos[k] += 1
+    for e in range(cu.size):  # in their order: a stable sort by source
+        u, v = cu[e], cv[e]
+        if t[v] >= t[u]:
+            indices[pos[u]] = v
+            lost[pos[u]] = max(t[v] - t[u] - cw[e], 0)
+            pos[u] += 1
+    return indptr, indices, lost
+
+
+@njit(cache=True, nogil=True)
+def _innermost(st, nev, ln):  # pragma: no cover - compiled
+    n = st.size
+    active = np.full(n, -1, np.int64)
+    last = np.full(n + 2, -1, np.int64)  # the latest start at each depth so far
+    depth = 0
+    for i in range(n):
+        if st[i] == 1:
+            depth += 1
+            active[i] = nev[i]
+            last[depth] = i
+        else:
+            depth -= 1
+            if depth > 0:
+                j = last[depth]
+                if j >= 0 and ln[j] == ln[i]:
+                    active[i] = nev[j]
+    return active
+
+
+@njit(cache=True, nogil=True)
+def _nodes(order, s, e, lane, sync_ev, host_ev, win, ws):  # pragma: no cover - compiled
+    n = order.size
+    n_ev = n // 2
+    t = np.empty(n, np.int64)
+    ln = np.empty(n, np.int64)
+    w = np.zeros(n, np.int64)
+    seg = np.full(n, -1, np.int64)
+    prev_t = np.empty(n, np.int64)
+    first = np.zeros(n, np.bool_)
+    start_node = np.empty(n_ev, np.int64)
+    end_node = np.empty(n_ev, np.int64)
+    last_ev = np.full(n + 2, -1, np.int64)  # the latest start at each nesting depth so far
+    last_ln = np.full(n + 2, -1, np.int64)
+    depth = 0
+    act = -1
+    for i in range(n):
+        o = order[i]
+        if o >= n_ev:
+            ev = o - n_ev
+            ti = e[ev]
+            end_node[ev] = i
+        else:
+            ev = o
+            ti = s[ev]
+            start_node[ev] = i
+        lv = lane[ev]
+        t[i] = ti
+        ln[i] = lv
+        if i == 0 or lv != ln[i - 1]:
+            first[i] = True
+            prev_t[i] = ws[win[ev]]
+        else:
+            prev_t[i] = t[i - 1]
+            seg[i] = act
+            w[i] = ti - t[i - 1]
+            if act >= 0 and sync_ev[act]:
+                w[i] = 0
+        if seg[i] < 0 and host_ev[ev]:
+            w[i] = 0
+        if o < n_ev:
+            depth += 1
+            act = ev
+            last_ev[depth] = ev
+            last_ln[depth] = lv
+        else:
+            depth -= 1
+            act = -1
+            if depth > 0 and last_ev[depth] >= 0 and last_ln[depth] == lv:
+                act = last_ev[depth]
+    return t, ln, w, seg, start_node, end_node, first, prev_t
+
+
+def nodes(order: np.ndarray, s: np.ndarray, e: np.ndarray, lane: np.ndarray,
+          sync_ev: np.ndarray, host_ev: np.ndarray, win: np.ndarray, ws: np.ndarray
+          ) -> tuple[np.ndarray, ...]:
+    """The node arrays of ``stepgraph._graph`` in one compiled pass over the node order
+    (``order``: nodes as [starts, ends] of the events): t, lane, chain weight, attributed
+    event, start node and end node of each event, first-of-lane, previous time on the lane."""
+    return _nodes(_i64(order), _i64(s), _i64(e), _i64(lane),
+                  np.ascontiguousarray(sync_ev, np.bool_),
+                  np.ascontiguousarray(host_ev, np.bool_), _i64(win), _i64(ws))
+
+
+def lane_csr(t: np.ndarray, w: np.ndarray, first: np.ndarray, cu: np.ndarray, cv: np.ndarray,
+             cw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``cpgraph.lane_csr`` compiled: one counting pass, one filling pass (same arrays)."""
+    return _lane_csr(_i64(t), _i64(w), np.ascontiguousarray(first, np.bool_), _i64(cu),
+                     _i64(cv), _i64(cw))
+
+
+def innermost(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndarray:
+    """``stepgraph.innermost_active`` compiled: one pass keeping the latest start per nesting
+    depth (the same rule: after an end, the latest earlier start at its depth, on its lane)."""
+    return _innermost(_i64(st), _i64(nev), _i64(ln))
+
+
 def _i64(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, np.int64)
 

@@ -46,7 +46,10 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
 
 
 def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.ndarray:
-    return np.isin(codes, [vocab[x] for x in names])
+    """Membership of small-int codes (-1: unknown) in ``names``: one table lookup."""
+    table = np.zeros(len(vocab) + 1, bool)  # (the last entry: code -1)
+    table[[vocab[x] for x in names]] = True
+    return table[codes]
 
 
 def _inside_data(lane: np.ndarray, rs: np.ndarray, re_: np.ndarray, kind: np.ndarray,
@@ -88,7 +91,7 @@ class Events:
         self.nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)
         lane_codes = ev["lane"].astype("category").cat.codes.to_numpy()
         self.lanes = int(lane_codes.max(initial=0)) + 1
-        self.lane = lane_codes.astype(np.int64)
+        self.lane = lane_codes.astype(np.int32 if self.lanes < 2**31 else np.int64)
         self.ts = serial_starts(self.ts, self.te, self.lane,
                                 ~_in(self.lane_kind, _LANE, HOST_LANES))
         self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
@@ -142,12 +145,13 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     o = idx[np.lexsort((ts[idx], lane[idx]))]
     t0 = int(min(ts[o].min(), te[o].min()))
     big = int(max(te[o].max(), ts[o].max())) - t0 + 1
-    key = lane[o] * big + (te[o] - t0)
-    if int(lane[o].max() + 1) * big >= 2**62:
+    lo = lane[o].astype(np.int64)
+    if int(lo.max() + 1) * big >= 2**62:
         return ts
+    key = lo * big + (te[o] - t0)
     prev = np.r_[-1, np.maximum.accumulate(key)[:-1]]  # the latest end before, per lane
-    same = (prev >= 0) & (prev // big == lane[o])
-    prev_end = prev - lane[o] * big + t0
+    same = (prev >= 0) & (prev // big == lo)
+    prev_end = prev - lo * big + t0
     over = prev_end - ts[o]
     snap = same & (over > 0) & (over <= TICK_NS)
     if not snap.any():
@@ -259,6 +263,26 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     tie = np.concatenate([-dur, dur])
     order = node_order(None, tie, n_is_start, n_t, np.concatenate([lane, lane]))
     del n_is_start, tie  # (peak memory: free node-sized temporaries early)
+    if order.size >= cpgraph.DAG_MIN_NODES:  # compiled (numba is imported at this size)
+        del n_t
+        t, ln, w, seg, start_node, end_node, first, prev_t = cpgraph.dagpath().nodes(
+            order, s, e, lane, kind == _KIND["sync"], host_ev, win, ws)
+        del order
+    else:
+        t, ln, w, seg, start_node, end_node, first, prev_t = _nodes(
+            order, n_t, lane, kind, host_ev, win, ws)
+    # sync matching sorts by (window, end): a single int64 key (end relative to its window)
+    wkey = win * span + (e - ws[win])
+    cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
+                                         end_node, t, w, first, seg, prev_t, waits)
+    return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
+
+
+def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarray,
+           host_ev: np.ndarray, win: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The node arrays in numpy (``dagpath.nodes``'s contract): t, lane, chain weight,
+    attributed event, start and end node of each event, first-of-lane, previous time."""
+    n_ev = order.size // 2
     t = n_t[order]
     del n_t
     # a node's event and start/end follow from its place in the layout (no gathers)
@@ -285,13 +309,9 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
     w[(seg < 0) & host_ev[nev]] = 0
-    # sync matching sorts by (window, end): a single int64 key (end relative to its window)
-    wkey = win * span + (e - ws[win])
     # time a node's lane was last busy before it (the step start for a lane's first node)
     prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
-    cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                         end_node, t, w, first, seg, prev_t, waits)
-    return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
+    return t, ln, w, seg, start_node, end_node, first, prev_t
 
 
 def node_order(ev_id: np.ndarray | None, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
@@ -319,6 +339,8 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     (the enclosing event); -1 where none. Vectorized: the starts sorted by (depth, position)
     (a radix sort of the depths), one search for every end."""
     n = st.size
+    if n >= cpgraph.DAG_MIN_NODES:  # (numba: the graph's pass imports it at this size anyway)
+        return cpgraph.dagpath().innermost(st, nev, ln)
     is_start = st == 1
     depth = np.cumsum(np.where(is_start, 1, -1))
     active = np.where(is_start, nev, -1)

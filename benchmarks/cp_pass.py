@@ -13,6 +13,16 @@ On the synthetic single-rank trace of ``analysis_speed.py`` (written once, or re
 2. the whole ``critical_path`` analyzer both ways: seconds and ratio, outputs compared;
 3. in a fresh child process, the one-off cost of the DAG pass's first use (numba import and
    loading the cached compiled code) on a tiny graph.
+
+    python benchmarks/cp_pass.py --analyzer TRACE.parquet [...] --before /work/main/.venv/bin/python
+
+``--analyzer`` instead times the whole ``critical_path`` analyzer on each Hermes trace (e.g. the
+10M-event Parquet of ``analysis_speed.py --keep``, or ``hermes import`` of a 200k-event Kineto
+trace), before (``--before``: another tree's interpreter, e.g. main's venv) and after (this
+interpreter), each run a fresh child process, alternated: CPU seconds of the analyzer's first
+call (``time.process_time``; the graph cache of the what-if replay emptied), median of
+``--repeat``, the ratio, and in one more child each the analyzer's peak memory increment
+(``tracemalloc``: peak of traced allocations during the call, above what was held before).
 """
 
 from __future__ import annotations
@@ -60,6 +70,52 @@ def _graphs(path: Path) -> tuple[list, pd.DataFrame, pd.DataFrame]:
         ev, windows
 
 
+CHILD = """
+import sys, time, tracemalloc
+from hermes.analyzers.base import RankContext, get
+from hermes.analyzers.run import load_analyzers
+from hermes.analyzers.steps import drop_warmup
+from hermes.trace import load
+load_analyzers()
+tr = load(sys.argv[1])
+ev, _ = drop_warmup(tr.events)
+ctx = RankContext(rank=0, events=ev, meta=tr.meta, results={})
+fn = get("critical_path").fn
+if sys.argv[2] == "mem":
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    fn(ctx)
+    print(tracemalloc.get_traced_memory()[1] - base)
+else:
+    t = time.process_time()
+    fn(ctx)
+    print(time.process_time() - t)
+"""
+
+
+def _child(python: str, trace: str, what: str) -> float:
+    r = subprocess.run([python, "-c", CHILD, trace, what], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{python}: {r.stderr.strip().splitlines()[-1]}")
+    return float(r.stdout.split()[-1])
+
+
+def analyzer(traces: list[str], before: str, repeat: int) -> None:
+    """The critical_path analyzer, before vs after, per trace (module docstring)."""
+    for trace in traces:
+        old, new = [], []
+        for _ in range(repeat):
+            old.append(_child(before, trace, "cpu"))
+            new.append(_child(sys.executable, trace, "cpu"))
+        mo, mn = statistics.median(old), statistics.median(new)
+        po, pn = _child(before, trace, "mem"), _child(sys.executable, trace, "mem")
+        print(f"{trace}: critical_path CPU s, median of {repeat}: before {mo:.3f} "
+              f"({', '.join(f'{x:.3f}' for x in old)}), after {mn:.3f} "
+              f"({', '.join(f'{x:.3f}' for x in new)}), ratio {mn / mo:.3f}; peak memory "
+              f"increment (tracemalloc): before {po / 2**20:,.0f} MiB, after "
+              f"{pn / 2**20:,.0f} MiB, ratio {pn / po:.3f}")
+
+
 def _timed(fn, dag: bool):
     from hermes.analyzers import cpgraph
 
@@ -74,7 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--keep", default="", help="read the trace here (written if missing)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--analyzer", nargs="+", default=[], metavar="TRACE",
+                    help="time the critical_path analyzer on these traces instead")
+    ap.add_argument("--before", default="/work/main/.venv/bin/python",
+                    help="interpreter of the tree to compare with (--analyzer)")
     args = ap.parse_args(argv)
+    if args.analyzer:
+        analyzer(args.analyzer, args.before, args.repeat)
+        return 0
     from hermes.analyzers import cpgraph, critical_path
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,185 @@
+"""Shortest paths from a virtual source on a *lane graph*, in numpy: chain scans and rounds over
+the cross edges (no scipy, no numba: a graph of a few hundred thousand nodes is solved in
+milliseconds without paying either import).
+
+The problem is ``cpgraph``'s: ``D(v) = min(start[v], min over in-edges (D(u) + lost(u, v)))``
+with non-negative ``lost``. Nodes are laid out lane by lane; a **chain edge** links node
+``k - 1`` to node ``k`` (``chain[k]``), every other edge is a **cross edge**. Within a run of
+chain edges (a lane) the recurrence ``D(k) = min(X(k), D(k - 1) + lost_k)``, where ``X(k)`` is
+the best of the node's source weight and its cross in-edges, is a max-plus (here min-plus)
+prefix scan: with ``P`` the prefix sum of the chain's lost times,
+``D(k) = P(k) + min over j <= k in the lane (X(j) - P(j))`` -- one ``np.minimum.accumulate``.
+A round scans the lanes, then relaxes the cross edges out of the nodes whose ``D`` changed;
+only the lanes whose ``X`` improved are scanned again, from the first improved node on. Rounds
+stop when nothing changes (Bellman-Ford with whole lanes per step: exact for any non-negative
+weights, zero-lost cycles included); a graph whose paths cross lanes more than
+``MAX_ROUNDS`` times in a row returns None and the caller uses another pass.
+
+Predecessors follow Dijkstra's rules (``dagpath``'s docstring): the source wins a tie, then the
+in-neighbour with the least ``D(u)``; between in-neighbours of exactly equal ``D(u)`` the chain
+predecessor, then the cross edge's source with the least index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: rounds of cross-edge relaxation before giving up (the caller then runs the DAG pass or
+#: Dijkstra); a round is cheap once only a few lanes still change
+MAX_ROUNDS = 64
+
+_LIMIT = 2**62
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated ``arange(lo[i], hi[i])`` and the range number of each element."""
+    ln = hi - lo
+    total = int(ln.sum())
+    rid = np.repeat(np.arange(lo.size), ln)
+    off = np.zeros(lo.size, np.int64)
+    np.cumsum(ln[:-1], out=off[1:])
+    return lo[rid] + (np.arange(total) - off[rid]), rid
+
+
+def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray, inf: int | None = None
+          ) -> np.ndarray | None:
+    """Segmented ``p + prefix-min(x - p)`` (segments: equal, non-decreasing ``sid``); None when
+    the offset that separates the segments would overflow int64. ``inf``: values of ``x`` at
+    or above it are infinite (they stand in the scan for one more than the largest finite
+    key, and a node whose minimum is one of them gets ``inf``)."""
+    key = x - p
+    if key.size == 0:
+        return key
+    cap = None
+    if inf is not None:
+        fin = x < inf
+        if not fin.all():
+            cap = int(key[fin].max(initial=0)) + 1
+            key[~fin] = cap
+    lo, hi = int(key.min()), int(key.max())
+    big = hi - lo + 1
+    if (int(sid[-1]) + 1) * big + abs(lo) + abs(hi) >= _LIMIT:
+        return None
+    off = sid * big
+    m = np.minimum.accumulate(key - off) + off
+    out = m + p
+    if cap is not None:
+        out[m >= cap] = inf
+    return out
+
+
+def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
+             cv: np.ndarray, cl: np.ndarray, start: np.ndarray, preds: bool = True,
+             inf: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray | None] | None:  # long: one pass, its rounds
+    """(D, pred) of the lane graph: ``chain[k]`` marks a chain edge ``k - 1 -> k`` of lost
+    ``chain_lost[k]``; cross edges ``cu -> cv`` of lost ``cl`` (any order, duplicates allowed);
+    ``start``: source weights (int64). ``pred`` (None unless ``preds``): ``n`` for the source.
+    ``inf``: source weights at or above it mean no source edge; a node that stays unreachable
+    gets ``D = inf`` (and the source as predecessor). None when the rounds do not settle
+    within :data:`MAX_ROUNDS` or the numbers could overflow."""
+    start = np.asarray(start, np.int64)
+    chain = np.asarray(chain, bool).copy()
+    if n == 0:
+        z = np.empty(0, np.int64)
+        return z, (z if preds else None)
+    chain[0] = False
+    c = np.where(chain, chain_lost, 0).astype(np.int64)
+    fin = start if inf is None else start[start < inf]
+    if int(c.sum()) + int(np.abs(fin).max(initial=0)) + int(cl.max(initial=0)) >= _LIMIT // 4 \
+            or (inf is not None and inf > _LIMIT // 2):
+        return None
+    sid = np.cumsum(~chain) - 1  # lane (segment) of each node
+    seg0 = np.flatnonzero(~chain)
+    seg_end = np.append(seg0[1:], n)
+    cs = np.cumsum(c)
+    p = cs - (cs - c)[seg0][sid]  # prefix sum of the chain's lost within the lane
+    d = _scan(start, p, sid, inf)
+    if d is None:
+        return None
+    x = start.copy()
+    cu, cv, cl = (np.asarray(a, np.int64) for a in (cu, cv, cl))
+    o = np.argsort(cu, kind="stable")
+    cu, cv, cl = cu[o], cv[o], cl[o]
+    optr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(cu, minlength=n), out=optr[1:])
+    e = np.arange(cu.size)  # cross edges out of the nodes whose D changed (first: all)
+    for _ in range(MAX_ROUNDS):
+        if e.size == 0:
+            break
+        tv = cv[e]
+        cand = d[cu[e]] + cl[e]
+        if inf is not None:
+            cand = np.minimum(cand, inf)
+        better = cand < x[tv]
+        if not better.any():
+            break
+        tv, cand = tv[better], cand[better]
+        np.minimum.at(x, tv, cand)
+        mark = np.zeros(n, bool)
+        mark[tv] = True
+        ch = np.flatnonzero(mark)  # nodes whose X improved, ascending
+        s = sid[ch]
+        f = ch[np.r_[True, s[1:] != s[:-1]]]  # first improved node of each lane
+        idx, rid = _ranges(f, seg_end[sid[f]])
+        nd = _scan(x[idx], p[idx], rid, inf)
+        if nd is None:
+            return None
+        imp = nd < d[idx]
+        idx = idx[imp]
+        d[idx] = nd[imp]
+        e, _ = _ranges(optr[idx], optr[idx + 1])
+    else:
+        return None
+    if not preds:
+        return d, None
+    return d, _preds(n, d, chain, c, cu, cv, cl, start)
+
+
+def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarray,
+           cv: np.ndarray, cl: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each node's predecessor under the tie rule of the module docstring."""
+    pred = np.full(n, n, np.int64)
+    best = np.full(n, np.iinfo(np.int64).max)  # D(u) of the chosen in-neighbour
+    k = np.flatnonzero(chain)
+    k = k[d[k - 1] + c[k] == d[k]]
+    pred[k] = k - 1
+    best[k] = d[k - 1]
+    t = np.flatnonzero(d[cu] + cl == d[cv])
+    if t.size:
+        du, u, v = d[cu[t]], cu[t], cv[t]
+        if int(du.max()) < _LIMIT // (n + 1) and int(du.min()) >= 0:
+            # the least (D(u), u) per target: one int64 key, np.minimum.at
+            key = np.full(n, np.iinfo(np.int64).max)
+            np.minimum.at(key, v, du * (n + 1) + u)
+            v = np.unique(v)
+            bu, bd = key[v] % (n + 1), key[v] // (n + 1)
+        else:
+            o = np.lexsort((u, du, v))  # by target, then D(u), then u
+            u, du, v = u[o], du[o], v[o]
+            first = np.r_[True, v[1:] != v[:-1]]
+            bu, bd, v = u[first], du[first], v[first]
+        take = bd < best[v]
+        pred[v[take]] = bu[take]
+    pred[start == d] = n  # the source wins every tie
+    return pred
+
+
+def has_cycle(pred: np.ndarray, d: np.ndarray) -> bool:
+    """Whether the predecessors close a loop. A loop keeps ``D`` equal (``D`` never increases
+    along predecessors), so only nodes whose predecessor has their own ``D`` (zero-lost
+    in-neighbours: an equal-time cycle of the graph) can be on one: pointer doubling on those."""
+    n = pred.size
+    z = np.flatnonzero(pred < n)
+    z = z[d[pred[z]] == d[z]]
+    if not (pred[z] > z).any():
+        return False  # every step of a loop would go to a lower node
+    inz = np.zeros(n + 1, bool)
+    inz[z] = True
+    p = np.full(n + 1, n)
+    p[z] = np.where(inz[pred[z]], pred[z], n)
+    steps = 1
+    while steps <= z.size:
+        p = p[p]
+        steps *= 2
+    return bool((p[z] != n).any())

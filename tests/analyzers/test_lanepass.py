@@ -1,0 +1,175 @@
+"""The numpy lane pass (``lanepass``, graphs under ``DAG_MIN_NODES``) against scipy's Dijkstra,
+the run-by-run path walk, and the compiled graph build (graphs of ``DAG_MIN_NODES`` nodes or
+more) against the numpy one: hand-computed tiny graphs, random lane graphs with ties, zero
+weights and equal-time cycles, tiny traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers import cpedges, cpgraph, dagpath, lanepass, stepgraph
+from hermes.analyzers.steps import step_windows
+from tests.analyzers.test_analysis_critical_path import SYNC
+from tests.analyzers.test_cpgraph import _check_pred, _dijkstra, _random_lane_graph
+from tests.tracegen import ev, events
+
+
+def test_tiny_lane_graph_by_hand():
+    # lane A = nodes 0 -> 1 -> 2 (chain lost 0, 5), lane B = node 3; cross 0 -> 2 (lost 1),
+    # 3 -> 1 (lost 0); start = [0, 4, 9, 2]
+    chain = np.array([False, True, True, False])
+    lost = np.array([0, 0, 5, 0])
+    d, pred = lanepass.shortest(4, chain, lost, np.array([0, 3]), np.array([2, 1]),
+                                np.array([1, 0]), np.array([0, 4, 9, 2]))
+    # D1 = min(4, D0 + 0, D3 + 0) = 0: via 0 (D0 = 0 < D3 = 2); D2 = min(9, D1 + 5, D0 + 1) = 1
+    assert d.tolist() == [0, 0, 1, 2]
+    assert pred.tolist() == [4, 0, 0, 4]
+
+
+def test_a_path_across_lanes_needs_rounds():
+    # three lanes of two nodes; 1 -> 2 and 3 -> 4 cross edges of lost 0: D5 comes down only
+    # after two rounds of relaxation (lane 0's end lowers lane 1, which lowers lane 2)
+    chain = np.array([False, True, False, True, False, True])
+    lost = np.array([0, 1, 0, 1, 0, 1])
+    d, pred = lanepass.shortest(6, chain, lost, np.array([1, 3]), np.array([2, 4]),
+                                np.array([0, 0]), np.array([0, 10, 10, 10, 10, 10]))
+    assert d.tolist() == [0, 1, 1, 2, 2, 3]
+    assert pred.tolist() == [6, 0, 1, 2, 3, 4]
+    saved = lanepass.MAX_ROUNDS
+    try:
+        lanepass.MAX_ROUNDS = 1  # not settled in one round: the caller's fallback
+        assert lanepass.shortest(6, chain, lost, np.array([1, 3]), np.array([2, 4]),
+                                 np.array([0, 0]), np.array([0, 10, 10, 10, 10, 10])) is None
+    finally:
+        lanepass.MAX_ROUNDS = saved
+
+
+def test_a_loop_of_predecessors_is_detected():
+    # 0 <-> 1 at equal D (a zero-lost equal-time cycle): no tree, the caller falls back
+    assert lanepass.has_cycle(np.array([1, 0, 3]), np.array([5, 5, 0]))
+    assert not lanepass.has_cycle(np.array([3, 0, 1]), np.array([5, 5, 5]))
+
+
+def test_random_lane_graphs_match_dijkstra():
+    rng = np.random.default_rng(21)
+    fell_back = 0
+    for _ in range(600):
+        g = _random_lane_graph(rng)
+        n = g.n
+        u, v, lost = cpgraph.edges(g)
+        t0, t1 = int(g.t.min()), int(g.t.max())
+        ref_d, ref_pred = _dijkstra(n, u, v, lost, g.t - t0)
+        ref_b, _ = _dijkstra(n, v, u, lost, t1 - g.t)
+        got = cpgraph.lane_both(g)
+        dist, pred, bwd = cpgraph.both(g)  # (the lane pass, or Dijkstra where it fell back)
+        assert dist.tolist() == ((g.t - t0) - ref_d).tolist()
+        assert bwd.tolist() == ((t1 - g.t) - ref_b).tolist()
+        if got is None:
+            fell_back += 1
+            assert pred.tolist() == ref_pred.tolist()
+            continue
+        assert [a.tolist() for a in got] == [dist.tolist(), pred.tolist(), bwd.tolist()]
+        _check_pred(n, u, v, lost, g.t - t0, (g.t - t0) - dist, pred, ref_pred)
+        # the path read back run by run is the one read back node by node
+        end = int(np.argmax(dist))
+        assert cpgraph._walk_runs(pred, end, n).tolist() == \
+            cpgraph._walk_nodes(pred, end, n).tolist()
+    assert 0 < fell_back < 60  # equal-time cycles do occur, and stay rare
+
+
+def _frame(*rows):
+    df = pd.DataFrame(events(*rows))
+    for c in ("corr_id", "stream"):
+        df[c] = pd.array(df[c] if c in df.columns else [None] * len(df), dtype="Int64")
+    return df
+
+
+def test_compiled_build_equals_the_numpy_build(monkeypatch):
+    # nested host ops, launches, two streams, a sync, a data wait, a step border crossed
+    rows = (*SYNC, ev("step", "ProfilerStep#2", 100, 100),
+            ev("host_op", "outer", 100, 80), ev("host_op", "inner", 110, 20),
+            ev("launch", "cudaLaunchKernel", 112, 5, corr_id=2),
+            ev("kernel", "k2", 125, 30, lane="stream 8", corr_id=2),
+            ev("kernel", "k3", 150, 70, lane="stream 7"),
+            ev("data_wait", "next", 185, 10), ev("sync", "cudaDeviceSynchronize", 160, 20))
+    df = _frame(*rows)
+    w = step_windows(df)
+    graphs = []
+    for threshold in (1 << 62, 0):
+        stepgraph._KEPT.clear()
+        monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", threshold)
+        graphs.append(stepgraph.build(df, w)[0])
+    stepgraph._KEPT.clear()
+    a, b = graphs
+    assert a.n > 20
+    for k, x in a.__dict__.items():
+        assert x.tolist() == getattr(b, k).tolist(), k
+    # the compiled CSR is the numpy one
+    monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 1 << 62)
+    ref = cpgraph.lane_csr(a)
+    got = dagpath.lane_csr(a.t, a.w, a.first_of_lane(), a.cu, a.cv, a.cw)
+    assert [x.tolist() for x in got] == [x.tolist() for x in ref]
+
+
+def test_launch_join_equals_the_merge():
+    rng = np.random.default_rng(7)
+    for k in range(500):
+        n = int(rng.integers(0, 30))
+        corr = rng.integers(-2, 6, n).astype(float)
+        corr[rng.random(n) < 0.2] = np.nan
+        if k % 5 == 0:
+            corr += 0.5 * (rng.random(n) < 0.2)  # not integers: the merge itself
+        win = rng.integers(0, 3, n)
+        host = rng.random(n) < 0.5
+        task = ~host & (rng.random(n) < 0.8)
+        eid = np.arange(n)
+        h = pd.DataFrame({"corr": corr[host], "win": win[host], "h": eid[host]}).dropna()
+        d = pd.DataFrame({"corr": corr[task], "win": win[task], "d": eid[task]}).dropna()
+        m = h.drop_duplicates(["corr", "win"]).merge(d, on=["corr", "win"])
+        hi, di = cpedges.launches(corr, win, host, task)
+        assert hi.tolist() == m["h"].tolist() and di.tolist() == m["d"].tolist()
+
+
+def test_shortest_with_unreachable_nodes_is_dijkstras():
+    # the replay's problem: source weights inf (no source edge) leave nodes unreachable
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        g = _random_lane_graph(rng)
+        n = g.n
+        u, v, lost = cpgraph.edges(g)
+        start = rng.integers(0, 20, size=n).astype(float)
+        start[rng.random(n) < 0.6] = np.inf
+        ref_d, ref_p = _dijkstra(n, u, v, lost, start)
+        for threshold in (1 << 62, 0):  # the lane pass, then the DAG pass
+            saved = cpgraph.DAG_MIN_NODES
+            cpgraph.DAG_MIN_NODES = threshold
+            try:
+                d, p = cpgraph._shortest(n, u, v, lost, start)
+            finally:
+                cpgraph.DAG_MIN_NODES = saved
+            assert d.tolist() == ref_d.tolist()
+            gone = ref_p < 0
+            assert (p[gone] == ref_p[gone]).all()
+            # a reachable node's predecessor: the source (its own weight attains D) or an
+            # in-neighbour over a tight edge (Dijkstra's up to exact ties)
+            tight = {(a, b): c for a, b, c in zip(u.tolist(), v.tolist(), lost.tolist(),
+                                                   strict=True)}
+            for k in np.flatnonzero(~gone).tolist():
+                q = int(p[k])
+                assert (q == n and start[k] == d[k]) or d[q] + tight[q, k] == d[k]
+
+
+def test_float_weights_are_solved_as_dijkstra_solves_them():
+    # whole-number float weights (the replay's) go to the integer passes; fractional ones
+    # (the cluster replay's transmissions) to Dijkstra itself
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        g = _random_lane_graph(rng)
+        n = g.n
+        u, v, lost = cpgraph.edges(g)
+        start = rng.integers(0, 20, size=n).astype(float)
+        start[rng.random(n) < 0.3] = np.inf
+        for lf in (lost.astype(float), lost + rng.random(lost.size) * 0.5):
+            ref_d, _ = _dijkstra(n, u, v, lf, start)
+            assert cpgraph._shortest(n, u, v, lf, start)[0].tolist() == ref_d.tolist()
