@@ -1,0 +1,98 @@
+"""``opvec`` (operator costs over all signatures at once) gives ``opcost.one_cost``'s numbers,
+bit for bit: random signatures of every family, odd inputs, and every shared trace's operators."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.analyzers import opcost, opvec
+
+TYPES = ["float", "c10::BFloat16", "c10::Half", "double", "long int", "int", "bool", "Scalar",
+         "ScalarList", "", "TensorList", "c10::Float8_e4m3fn", "unsigned char"]
+NAMES = (sorted(opcost.GEMM_OPS) + sorted(opcost.ELEMENTWISE) + sorted(opcost.REDUCTIONS)
+         + sorted(opcost.NORMS) + sorted(opcost.SOFTMAX) + sorted(opcost.COPIES)
+         + sorted(opcost.EMBEDDING) + ["convolution", "convolution_backward",
+                                       "scaled_dot_product_attention", "mystery_op"])
+CONCRETE = ["", "", "", "[-1]", "1", "[0, 1]", "15", "False", "true", "2.5", "[1, 2"]
+
+
+def _shape(rng: random.Random) -> list[int]:
+    rank = rng.choice([0, 1, 1, 2, 2, 2, 3, 3, 4, 5, 9])
+    return [rng.choice([0, 1, 1, 2, 3, 7, 64, 4096, 2 ** 40]) for _ in range(rank)]
+
+
+def _sig(rng: random.Random) -> tuple[str, str, str, str]:
+    name = "aten::" + rng.choice(NAMES) + rng.choice(["", "", ".Tensor"])
+    n = rng.choice([0, 1, 2, 2, 3, 3, 4, 5, 10])
+    base = _shape(rng)
+    dims: list = []
+    for _ in range(n):  # broadcast-compatible often, not always
+        r = rng.random()
+        dims.append(base if r < 0.4 else base[rng.randint(0, len(base)):] if r < 0.6
+                    else [] if r < 0.7 else [[2, 3], [4]] if r < 0.72 else _shape(rng))
+    types = [rng.choice(TYPES) for _ in range(n + rng.choice([-1, 0, 0, 0, 1]))]
+    conc = [rng.choice(CONCRETE) for _ in range(rng.choice([0, 2, n]))]
+    raw = [json.dumps(dims), json.dumps(types), json.dumps(conc)]
+    for i in range(3):  # absent / odd spellings now and then
+        r = rng.random()
+        raw[i] = "" if r < 0.05 else raw[i].replace(", ", ",") if r < 0.2 else \
+            "[[1, -2]]" if r < 0.21 else "[[01, 2]]" if r < 0.22 else raw[i]
+    return name, raw[0], raw[1], raw[2]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.array_equal(a, b, equal_nan=True))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_signatures_match_one_cost(seed: int) -> None:
+    rng = random.Random(seed)
+    sigs = [_sig(rng) for _ in range(3000)]
+    want = np.array([opcost.one_cost(*s)[:3] for s in sigs], np.float64)
+    cols = [np.array(c, dtype=object) for c in zip(*sigs, strict=True)]
+    got = opvec.costs(*cols).to_numpy(np.float64)
+    bad = [(sigs[i], want[i], got[i]) for i in range(len(sigs))
+           if not _same(want[i], got[i])]
+    assert not bad, bad[:3]
+    # the test exercises the vectorized path, not only the fallback
+    fam = np.array([(f[0] if (f := opcost.family_of(s[0])) else "") for s in sigs])
+    assert (~np.isnan(want[:, 0]) & np.isin(fam, opvec.VECTOR_FAMILIES)).sum() > 500
+
+
+def test_hand_numbers() -> None:
+    names = np.array(["aten::mm", "aten::add", "aten::add_", "aten::sum", "aten::copy_"], object)
+    dims = np.array(["[[64, 128], [128, 32]]", "[[8, 1, 4], [5, 1]]", "[[8, 4], [4]]",
+                     "[[10, 3]]", "[[6], [6]]"], object)
+    types = np.array(['["c10::BFloat16", "c10::BFloat16"]', '["float", "float"]',
+                      '["float", "float"]', '["double"]', '["float", "c10::Half"]'], object)
+    conc = np.array(['["", ""]'] * 5, object)
+    got = opvec.costs(names, dims, types, conc)
+    # mm: 2 M N K; bytes (64x128 + 128x32 + 64x32) x 2
+    assert got.loc[0, "flops"] == 2.0 * 64 * 32 * 128
+    assert got.loc[0, "bytes"] == (64 * 128 + 128 * 32 + 64 * 32) * 2.0
+    # add broadcast (8,1,4)+(5,1) -> (8,5,4): 160 outputs, reads 32 + 5 floats, writes 160
+    assert (got.loc[1, "flops"], got.loc[1, "bytes"]) == (160.0, (32 + 5 + 160) * 4.0)
+    # in-place add_: written into the first input (32 elements)
+    assert (got.loc[2, "flops"], got.loc[2, "bytes"]) == (32.0, (32 + 4 + 32) * 4.0)
+    # sum without dims: 30 reads, one output
+    assert (got.loc[3, "flops"], got.loc[3, "bytes"]) == (30.0, 30 * 8.0 + 8.0)
+    # copy_ half -> float: read 6 x 2, write 6 x 4
+    assert (got.loc[4, "flops"], got.loc[4, "bytes"]) == (0.0, 12.0 + 24.0)
+    assert got["elem"].tolist() == [2.0, 4.0, 4.0, 8.0, 4.0]
+
+
+def test_op_costs_matches_on_rows() -> None:
+    args = pd.Series([json.dumps({"Input Dims": [[64, 128], [128, 32]],
+                                  "Input type": ["float", "float"], "External id": i})
+                      for i in (1, 2)] + [json.dumps({"External id": 3}), None,
+                                          '{"Input Dims": [[3, 4]], "Input type": ["float"], '
+                                          '"Concrete Inputs": ["", "[1]"]}'],
+                     index=[10, 11, 12, 13, 14])
+    names = pd.Series(["aten::mm", "aten::mm", "aten::relu", "aten::mm", "aten::sum"],
+                      index=args.index)
+    pd.testing.assert_frame_equal(opvec.op_costs(names, args), opcost.op_costs(names, args))
