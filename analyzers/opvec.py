@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hermes.analyzers import opcost
+from hermes.analyzers import opcost, opinfo
 
 MAX_INPUTS = 8
 MAX_RANK = 8
@@ -118,6 +118,12 @@ class Sigs:
         if j is None or j >= self.j:
             return np.full(a.shape[0], fill, dtype=a.dtype)
         return a[:, j]
+
+    def col_dims(self, j: int) -> np.ndarray:
+        """The dims of input ``j`` (all 1 where it does not exist)."""
+        if j >= self.j:
+            return np.ones((self.dims.shape[0], self.r), np.int64)
+        return self.dims[:, j]
 
     def nth_tensor(self, k: int) -> np.ndarray:
         """Index of each signature's ``k``-th tensor input (-1 when it has fewer)."""
@@ -339,3 +345,43 @@ def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
         v[rows] = got[:, j]
         out[name] = v
     return out
+
+
+def gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
+    """``opinfo.gemm_bytes`` (same numbers), each distinct Kineto ``Input Dims`` string parsed
+    in one ``json.loads`` and sized with numpy; other spellings (Ascend ``Input Shapes``,
+    TensorLists, ...) by ``opinfo.gemm_bytes``."""
+    uniq = pd.unique(shape_raw.dropna())
+    raw = np.asarray(uniq, dtype=object)
+    is_str = np.fromiter((type(x) is str for x in raw), bool, raw.size)
+    val = np.full(raw.size, np.nan)
+    clean = np.zeros(raw.size, bool)
+    clean[is_str] = _clean(raw[is_str].astype(str), CLEAN_DIMS) & \
+        (raw[is_str] != "")
+    done = np.zeros(raw.size, bool)
+    idx = np.flatnonzero(clean)
+    if idx.size:
+        two = [d[:2] for d in _loads(raw[idx])]
+        g = Sigs(two, [[]] * len(two))
+        ra, rb = g.col(g.rank, 0, -1), g.col(g.rank, 1, -1)
+        ok = ~g.too_big
+        found = (ra > 0) & (rb > 0)  # both of the first two shapes recorded
+        a, b = g.dims[:, 0], g.col_dims(1)
+        rows, r = np.arange(idx.size), np.arange(g.r)[None, :]
+        pa, pb = np.prod(a, axis=1), np.prod(b, axis=1)
+        m = np.prod(np.where(r < (ra - 1)[:, None], a, 1), axis=1)
+        k = a[rows, np.maximum(ra - 1, 0)]
+        b1, b2 = b[rows, np.maximum(rb - 1, 0)], b[rows, np.maximum(rb - 2, 0)]
+        n = np.where(rb > 1, np.where(b2 == k, b1, b2), 1)
+        big = pa.astype(np.float64) + pb + m.astype(np.float64) * n > 2.0 ** 62
+        ok &= ~(found & big)
+        with np.errstate(over="ignore"):
+            tot = (pa + pb + m * n).astype(np.float64)
+        val[idx[ok]] = np.where(found, tot, np.nan)[ok]
+        done[idx[ok]] = True
+    rest = np.flatnonzero(~done)
+    if rest.size:
+        val[rest] = opinfo.gemm_bytes(pd.Series(raw[rest], dtype=object),
+                                      pd.Series(np.ones(rest.size))).to_numpy(np.float64)
+    table = pd.Series(val, index=pd.Index(uniq), dtype="float64")
+    return shape_raw.map(table).astype("float64") * elem

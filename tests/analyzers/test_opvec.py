@@ -96,3 +96,20 @@ def test_op_costs_matches_on_rows() -> None:
     names = pd.Series(["aten::mm", "aten::mm", "aten::relu", "aten::mm", "aten::sum"],
                       index=args.index)
     pd.testing.assert_frame_equal(opvec.op_costs(names, args), opcost.op_costs(names, args))
+
+
+def test_gemm_bytes_matches_opinfo() -> None:
+    from hermes.analyzers import opinfo
+    rng = random.Random(7)
+    raws: list = [None, "", "[[64, 128], [128, 32]]", "[[64, 128], [32, 128]]", "[[5], [5]]",
+                  "[[2, 3, 4], [4, 6]]", "[[4, 6], [2, 6, 8]]", "[[], [3, 4]]", "[[3, 4]]",
+                  "81920,4096;8192,512", "[[[1], [2]], [3]]", " [[1, 2], [2, 3]] "]
+    # (dims past int64 make opinfo.gemm_bytes itself raise: not compared)
+    raws += [json.dumps([[d for d in _shape(rng) if d < 2 ** 32]
+                         for _ in range(rng.choice([1, 2, 2, 3]))]) for _ in range(2000)]
+    s = pd.Series(raws * 2, dtype=object)
+    el = pd.Series([rng.choice([2.0, 4.0, np.nan]) for _ in range(len(s))])
+    want, got = opinfo.gemm_bytes(s, el), opvec.gemm_bytes(s, el)
+    pd.testing.assert_series_equal(got, want)
+    assert got.iloc[2] == (64 * 128 + 128 * 32 + 64 * 32) * el.iloc[2] or np.isnan(el.iloc[2])
+    assert got.notna().sum() > 1000
