@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hermes import devices
 from hermes.analyzers import intervals as iv
@@ -192,19 +194,41 @@ def shapes(raw: str) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+_ARROW_STR = pd.StringDtype("pyarrow")
+
+
+def extract(s: pd.Series, pattern: str, flags: int = 0) -> pd.Series:
+    """``s.str.extract(pattern, flags, expand=False)`` (one capture group); on pyarrow strings
+    with pyarrow's regex kernel (the pandas one calls Python's ``re`` row by row)."""
+    if s.dtype == _ARROW_STR and flags & ~re.I == 0:
+        rx = ("(?i)" if flags & re.I else "") + re.sub(r"(?<!\\)\((?!\?)", "(?P<v>", pattern,
+                                                      count=1)
+        try:
+            got = pc.struct_field(pc.extract_regex(pa.array(s.array), rx), [0])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # a pattern RE2 does not take
+        else:
+            return pd.Series(pd.arrays.ArrowStringArray(got), index=s.index)
+    return s.str.extract(pattern, flags=flags, expand=False)
+
+
 def input_shapes(args: pd.Series) -> pd.Series:
     """Raw shape strings from args: Ascend "Input Shapes" or Kineto "Input Dims" (a list)."""
     out = pd.Series(np.nan, index=args.index, dtype=object)
     s = args.dropna()
     if not isinstance(s.dtype, pd.StringDtype):
         s = s.astype("string[pyarrow]")
-    s = s[(s.str.contains("Input Dims", regex=False) | s.str.contains("Input Shapes", regex=False)
-           | s.str.contains("input_shapes", regex=False)).to_numpy()]
+    if s.dtype == _ARROW_STR:  # one scan for the three keys
+        keep = pc.match_substring_regex(pa.array(s.array), "Input Dims|Input Shapes|input_shapes")
+        s = s[keep.to_numpy(zero_copy_only=False)]
+    else:
+        s = s[(s.str.contains("Input Dims", regex=False)
+               | s.str.contains("Input Shapes", regex=False)
+               | s.str.contains("input_shapes", regex=False)).to_numpy()]
     if len(s) == 0:
         return out
-    dims = s.str.extract(r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I, expand=False)
-    asc = s.str.extract(r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I,
-                        expand=False)
+    dims = extract(s, r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I)
+    asc = extract(s, r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I)
     out.loc[s.index] = dims.fillna(asc.str.replace('\\"', "", regex=False)).astype(object)
     return out
 
