@@ -23,6 +23,7 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.opinfo import (
+    ArgKeys,
     arg_numbers,
     arg_values,
     base_frame,
@@ -122,12 +123,13 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     # column insertion each cost ~0.5 ms per rank)
     idx = c.index
     dur = c["dur_ns"]
-    wait = arg_numbers(args, "wait_ns").clip(lower=0).fillna(0).clip(upper=dur)
-    transit = arg_numbers(args, "transit_ns")
+    ix = ArgKeys(args)  # one scan for which keys the rows carry, shared by the lookups
+    wait = arg_numbers(args, "wait_ns", index=ix).clip(lower=0).fillna(0).clip(upper=dur)
+    transit = arg_numbers(args, "transit_ns", index=ix)
     transit = transit.where(transit.notna(), dur - wait)
-    link = arg_values(args, "link", "link_type", "transport")
+    link = arg_values(args, "link", "link_type", "transport", index=ix)
     link = link.where(link.notna() & (link != ""), _busiest_transport(args))
-    n = arg_numbers(args, "Group size", "group_size")
+    n = arg_numbers(args, "Group size", "group_size", index=ix)
     world = len(getattr(ctx.meta, "ranks", ()) or ())
     if world >= 2:  # a group has at most every rank of the job
         n = n.fillna(float(world))
@@ -155,7 +157,8 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
         "group": c["coll_group"].astype(object).where(c["coll_group"].notna(), "default"),
         "seq": c["coll_seq"], "op": op, "bytes": nbytes, "arrive_ns": c["ts_ns"] + offset,
         "end_ns": c["end_ns"] + offset, "dur_ns": dur, "wait_ns": wait, "transit_ns": transit,
-        "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst"),
+        "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst",
+                                    index=ix),
         "bw_GBps": bw, "busbw_GBps": bw * _bus_factor(op, n), "expected_GBps": exp,
         "small": (nbytes > 0) & (nbytes < small_b),
         "misaligned": (nbytes > 0) & (nbytes.fillna(0) % align != 0)}, index=idx)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pandas as pd
@@ -113,3 +114,27 @@ def test_gemm_bytes_matches_opinfo() -> None:
     pd.testing.assert_series_equal(got, want)
     assert got.iloc[2] == (64 * 128 + 128 * 32 + 64 * 32) * el.iloc[2] or np.isnan(el.iloc[2])
     assert got.notna().sum() > 1000
+
+
+def test_arg_keys_shared_lookups_match_plain_ones() -> None:
+    from hermes.analyzers import opinfo
+    rows = [json.dumps({"Group size": 8, "External id": i, "dtype": "BFloat16"}) for i in range(40)]
+    rows += [json.dumps({"link": "RDMA", "wait_ns": 1500 + i, "peer": i % 3}) for i in range(40)]
+    rows += [json.dumps({"name": "link", "group_size": "4"}), None, "not json", '{"link": 7',
+             json.dumps({"aic_mte2_ratio": 0.5, "LINK": "hccs"})]
+    args = pd.Series(rows * 3, dtype=object)
+    ix = opinfo.ArgKeys(args)
+    assert ix.codes is not None and len(ix.texts) < 12  # grouped: rows differ only in numbers
+    for keys in [("Group size", "group_size"), ("link", "link_type"), ("wait_ns",), ("peer",),
+                 ("aic_mte2_ratio",), ("missing",)]:
+        want = opinfo.arg_values(args, *keys)
+        pd.testing.assert_series_equal(opinfo.arg_values(args, *keys, index=ix), want)
+        pd.testing.assert_series_equal(opinfo.arg_numbers(args, *keys, index=ix),
+                                       opinfo.arg_numbers(args, *keys))
+    assert opinfo.arg_numbers(args, "Group size", "group_size", index=ix).iloc[[0, 80]].tolist() \
+        == [8.0, 4.0]
+    assert opinfo.arg_values(args, "link", index=ix).iloc[40] == "RDMA"
+    s = args.dropna().astype("string[pyarrow]")
+    for pat in (opinfo.arg_pattern("link", "Group size"), r'"Input Dims"\s*:\s*(\[\[.*?\]\])'):
+        pd.testing.assert_series_equal(opinfo.extract(s, pat, flags=re.I),
+                                       s.str.extract(pat, flags=re.I, expand=False))
