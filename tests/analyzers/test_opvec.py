@@ -138,3 +138,32 @@ def test_arg_keys_shared_lookups_match_plain_ones() -> None:
     for pat in (opinfo.arg_pattern("link", "Group size"), r'"Input Dims"\s*:\s*(\[\[.*?\]\])'):
         pd.testing.assert_series_equal(opinfo.extract(s, pat, flags=re.I),
                                        s.str.extract(pat, flags=re.I, expand=False))
+
+
+def _host_ops(path) -> tuple[pd.Series, pd.Series]:
+    import gzip
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        try:
+            doc = json.load(fh)
+        except ValueError:
+            return pd.Series([], dtype=object), pd.Series([], dtype=object)
+    evs = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    ops = [e for e in evs if isinstance(e, dict) and isinstance(e.get("args"), dict)
+           and "Input Dims" in e["args"]]
+    return (pd.Series([str(e.get("name")) for e in ops], dtype=object),
+            pd.Series([json.dumps(e["args"]) for e in ops], dtype=object))
+
+
+def test_shared_traces_operator_costs_match(shared_traces) -> None:
+    """Every recorded operator of every shared Kineto trace: the same table both ways."""
+    files = sorted(p for p in shared_traces.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    seen = 0
+    for path in files:
+        names, args = _host_ops(path)
+        if len(names) == 0:
+            continue
+        seen += len(names)
+        pd.testing.assert_frame_equal(opvec.op_costs(names, args),
+                                      opcost.op_costs(names, args), obj=str(path))
+    assert seen > 10000
