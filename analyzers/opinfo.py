@@ -48,13 +48,15 @@ def arg_pattern(*keys: str) -> str:
     return rf'"(?:{alt})"\s*:\s*"?\s*([^",}}]*)'
 
 
-_ARROW_STR = pd.StringDtype("pyarrow")
+def _arrow(s: pd.Series) -> bool:
+    """Strings stored as pyarrow (either missing-value convention)."""
+    return isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow"
 
 
 def extract(s: pd.Series, pattern: str, flags: int = 0) -> pd.Series:
     """``s.str.extract(pattern, flags, expand=False)`` (one capture group); on pyarrow strings
     with pyarrow's regex kernel (the pandas one calls Python's ``re`` row by row)."""
-    if s.dtype == _ARROW_STR and flags & ~re.I == 0:
+    if _arrow(s) and flags & ~re.I == 0:
         rx = ("(?i)" if flags & re.I else "") + re.sub(r"(?<!\\)\((?!\?)", "(?P<v>", pattern,
                                                       count=1)
         try:
@@ -62,7 +64,7 @@ def extract(s: pd.Series, pattern: str, flags: int = 0) -> pd.Series:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass  # a pattern RE2 does not take
         else:
-            return pd.Series(pd.arrays.ArrowStringArray(got), index=s.index)
+            return pd.Series(pd.array(got, dtype=s.dtype), index=s.index)
     return s.str.extract(pattern, flags=flags, expand=False)
 
 
@@ -79,7 +81,7 @@ class ArgKeys:
         self.s = s
         self.codes: np.ndarray | None = None
         self.texts: list[str] = []
-        if group and s.dtype == _ARROW_STR and len(s):
+        if group and _arrow(s) and len(s):
             enc = pc.dictionary_encode(pc.replace_substring_regex(pa.array(s.array), "[0-9]+",
                                                                   "0"))
             if len(enc.dictionary) * 4 <= len(s):  # else a scan per key is as cheap
@@ -245,7 +247,7 @@ def input_shapes(args: pd.Series) -> pd.Series:
     s = args.dropna()
     if not isinstance(s.dtype, pd.StringDtype):
         s = s.astype("string[pyarrow]")
-    if s.dtype == _ARROW_STR:  # one scan for the three keys
+    if _arrow(s):  # one scan for the three keys
         keep = pc.match_substring_regex(pa.array(s.array), "Input Dims|Input Shapes|input_shapes")
         s = s[keep.to_numpy(zero_copy_only=False)]
     else:

@@ -385,3 +385,24 @@ def gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
                                       pd.Series(np.ones(rest.size))).to_numpy(np.float64)
     table = pd.Series(val, index=pd.Index(uniq), dtype="float64")
     return shape_raw.map(table).astype("float64") * elem
+
+
+def misaligned(raw: np.ndarray, n_inputs: int, align: int) -> np.ndarray:
+    """``[opinfo.misaligned(r, n_inputs, align) for r in raw]`` for many (distinct) shape
+    strings: Kineto ``Input Dims`` parsed in one ``json.loads``, the rest one by one."""
+    raw = np.asarray(raw, dtype=object)
+    out = np.zeros(raw.size, bool)
+    done = np.zeros(raw.size, bool)
+    is_str = np.fromiter((type(x) is str for x in raw), bool, raw.size)
+    clean = np.zeros(raw.size, bool)
+    clean[is_str] = _clean(raw[is_str].astype(str), CLEAN_DIMS) & (raw[is_str] != "")
+    idx = np.flatnonzero(clean)
+    if idx.size:
+        g = Sigs(_loads(raw[idx]), [[]] * idx.size)
+        rank, dims = g.rank[:, :n_inputs], g.dims[:, :n_inputs]
+        last = np.take_along_axis(dims, np.maximum(rank - 1, 0)[:, :, None], axis=2)[..., 0]
+        out[idx] = ((rank > 0) & (last % align != 0)).any(axis=1)
+        done[idx] = ~g.too_big  # many inputs or dims: one by one, below
+    for i in np.flatnonzero(~done):
+        out[i] = opinfo.misaligned(raw[i], n_inputs, align)
+    return out

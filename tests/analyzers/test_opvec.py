@@ -134,10 +134,14 @@ def test_arg_keys_shared_lookups_match_plain_ones() -> None:
     assert opinfo.arg_numbers(args, "Group size", "group_size", index=ix).iloc[[0, 80]].tolist() \
         == [8.0, 4.0]
     assert opinfo.arg_values(args, "link", index=ix).iloc[40] == "RDMA"
-    s = args.dropna().astype("string[pyarrow]")
-    for pat in (opinfo.arg_pattern("link", "Group size"), r'"Input Dims"\s*:\s*(\[\[.*?\]\])'):
-        pd.testing.assert_series_equal(opinfo.extract(s, pat, flags=re.I),
-                                       s.str.extract(pat, flags=re.I, expand=False))
+    for dt in (pd.StringDtype("pyarrow"), pd.StringDtype("pyarrow", na_value=np.nan)):
+        s = args.dropna().astype(dt)
+        for pat in (opinfo.arg_pattern("link", "Group size"),
+                    r'"Input Dims"\s*:\s*(\[\[.*?\]\])'):
+            pd.testing.assert_series_equal(opinfo.extract(s, pat, flags=re.I),
+                                           s.str.extract(pat, flags=re.I, expand=False))
+        pd.testing.assert_series_equal(opinfo.arg_values(s, "link", index=opinfo.ArgKeys(s)),
+                                       opinfo.arg_values(s, "link"))
 
 
 def _host_ops(path) -> tuple[pd.Series, pd.Series]:
@@ -167,3 +171,17 @@ def test_shared_traces_operator_costs_match(shared_traces) -> None:
         pd.testing.assert_frame_equal(opvec.op_costs(names, args),
                                       opcost.op_costs(names, args), obj=str(path))
     assert seen > 10000
+
+
+def test_misaligned_matches_opinfo() -> None:
+    from hermes.analyzers import opinfo
+    rng = random.Random(3)
+    raws: list = [None, "", "[[64, 128], [128, 32]]", "[[64, 120], [120, 32]]", "[[], [3, 7]]",
+                  "81920,4096;8192,510", "[[[1], [2]], [3]]", " [[1, 2], [2, 3]] ", "[[8]]"]
+    raws += [json.dumps([_shape(rng) for _ in range(rng.choice([1, 2, 3, 4]))])
+             for _ in range(2000)]
+    for n_in, align in ((2, 8), (3, 64), (2, 16)):
+        want = np.array([opinfo.misaligned(r, n_in, align) for r in raws], bool)
+        got = opvec.misaligned(np.array(raws, dtype=object), n_in, align)
+        assert got.tolist() == want.tolist()
+        assert 100 < got.sum() < len(raws) - 100
