@@ -62,18 +62,61 @@ def _elem_of(types: list[str]) -> np.ndarray:
     return table[codes] if len(types) else np.zeros(0)
 
 
+def parse_dims(items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Input Dims`` strings that match ``CLEAN_DIMS`` ("" for none) read with numpy over
+    their bytes: inputs per item, rank per input, the integers in order (= ``json.loads``)."""
+    text = ",".join(np.where(items == "", "[]", items).tolist()).encode("ascii")
+    b = np.frombuffer(text, np.uint8)
+    opn, cls = b == ord("["), b == ord("]")
+    depth = np.cumsum(opn, dtype=np.int64) - np.cumsum(cls, dtype=np.int64)  # after the char
+    item_open, in_open = opn & (depth == 1), opn & (depth == 2)
+    dig = (b >= ord("0")) & (b <= ord("9"))
+    first = dig & ~np.r_[False, dig[:-1]]
+    last = dig & ~np.r_[dig[1:], False]
+    starts, ends = np.flatnonzero(first), np.flatnonzero(last)
+    dpos = np.flatnonzero(dig)
+    lens = ends - starts + 1
+    run = np.repeat(np.arange(starts.size), lens)
+    digits = (b[dpos] - ord("0")).astype(np.int64) * 10 ** (ends[run] - dpos)
+    flat = np.add.reduceat(digits, np.cumsum(lens) - lens) if starts.size else \
+        np.zeros(0, np.int64)
+    in_id = np.cumsum(in_open) - 1
+    item_id = np.cumsum(item_open) - 1
+    n_in = int(in_open.sum())
+    rank = np.bincount(in_id[starts], minlength=n_in).astype(np.int64)
+    nin = np.bincount(item_id[np.flatnonzero(in_open)], minlength=items.size).astype(np.int64)
+    return nin, rank, flat
+
+
+def _type_elems(types: list[Any], nj: int) -> tuple[np.ndarray, np.ndarray]:
+    """``Op.elem`` of inputs 0..nj-1 and ``Op.first_elem`` of each ``Input type`` list."""
+    u = len(types)
+    nt = np.fromiter(map(len, types), np.int64, u)
+    e = _elem_of(list(chain.from_iterable(types)))
+    sig_t = np.repeat(np.arange(u), nt)
+    j_t = np.arange(e.size) - np.repeat(np.cumsum(nt) - nt, nt)
+    elem = np.full((u, nj), np.nan)
+    kt = j_t < nj
+    elem[sig_t[kt], j_t[kt]] = e[kt]
+    first_elem = np.full(u, np.nan)
+    valid = np.flatnonzero(~np.isnan(e))
+    if valid.size:
+        sig_v, first = np.unique(sig_t[valid], return_index=True)
+        first_elem[sig_v] = e[valid[first]]
+    return elem, first_elem
+
+
 class Sigs:
     """Dense per-signature input arrays: ``dims`` (S, J, R) int64 left-aligned (1 past the
-    rank), ``rank`` (S, J) (-1: no such input), ``elem`` (S, J), ``first_elem`` (S,)."""
+    rank), ``rank`` (S, J) (-1: no such input), ``elem`` (S, J), ``first_elem`` (S,); from
+    ``CLEAN_DIMS`` / ``CLEAN_STRS`` strings (types: None when not needed)."""
 
-    def __init__(self, dims: list[Any], types: list[Any]) -> None:
-        s = len(dims)
-        nin = np.fromiter(map(len, dims), np.int64, s)
-        inputs = list(chain.from_iterable(dims))
-        rank = np.fromiter(map(len, inputs), np.int64, len(inputs))
-        flat = np.fromiter(chain.from_iterable(inputs), np.int64, int(rank.sum()))
+    def __init__(self, dims_raw: np.ndarray, types_raw: np.ndarray | None = None) -> None:
+        s = dims_raw.size
+        nin, rank, flat = parse_dims(dims_raw)
+        n_inputs = rank.size
         sig_in = np.repeat(np.arange(s), nin)
-        j_in = np.arange(len(inputs)) - np.repeat(np.cumsum(nin) - nin, nin)
+        j_in = np.arange(n_inputs) - np.repeat(np.cumsum(nin) - nin, nin)
         self.too_big = nin > MAX_INPUTS
         if rank.size:
             np.logical_or.at(self.too_big, sig_in[rank > MAX_RANK], True)
@@ -84,7 +127,7 @@ class Sigs:
         self.rank = np.full((s, nj), -1, np.int64)
         self.rank[sig_in[keep_in], j_in[keep_in]] = np.minimum(rank[keep_in], nr)
         self.dims = np.ones((s, nj, nr), np.int64)
-        in_of = np.repeat(np.arange(len(inputs)), rank)
+        in_of = np.repeat(np.arange(n_inputs), rank)
         r_of = np.arange(flat.size) - np.repeat(np.cumsum(rank) - rank, rank)
         ok = (j_in[in_of] < nj) & (r_of < nr)
         self.dims[sig_in[in_of[ok]], j_in[in_of[ok]], r_of[ok]] = flat[ok]
@@ -94,19 +137,13 @@ class Sigs:
                                                              axis=2), 1)  # right-aligned
         for d in (self.dims, self.right):
             self.too_big |= np.prod(d.max(axis=1).astype(np.float64), axis=1) > 2.0 ** 62
-        # element sizes by input position, from the types list
-        nt = np.fromiter(map(len, types), np.int64, s)
-        e = _elem_of(list(chain.from_iterable(types)))
-        sig_t = np.repeat(np.arange(s), nt)
-        j_t = np.arange(e.size) - np.repeat(np.cumsum(nt) - nt, nt)
+        # element sizes by input position, from the types list: each distinct list read once
         self.elem = np.full((s, nj), np.nan)
-        kt = j_t < nj
-        self.elem[sig_t[kt], j_t[kt]] = e[kt]
         self.first_elem = np.full(s, np.nan)
-        valid = np.flatnonzero(~np.isnan(e))
-        if valid.size:
-            sig_v, first = np.unique(sig_t[valid], return_index=True)
-            self.first_elem[sig_v] = e[valid[first]]
+        if types_raw is not None and s:
+            tcode, tuniq = pd.factorize(pd.Series(types_raw, dtype=object))
+            el, fe = _type_elems(_loads(np.asarray(tuniq, dtype=object)), nj)
+            self.elem, self.first_elem = el[tcode], fe[tcode]
         self.tensor = (self.rank >= 0) & ~np.isnan(self.elem)
         with np.errstate(invalid="ignore"):
             self.numel = np.where(self.tensor, np.prod(self.dims, axis=2).astype(np.float64),
@@ -267,10 +304,7 @@ def costs(names: np.ndarray, dims: np.ndarray, types: np.ndarray, conc: np.ndarr
     arg1 = vec & ((fam == "reduction") | (base == "_to_copy"))
     vec &= ~arg1 | _arg1_empty(conc, arg1)
     rows = np.flatnonzero(vec)
-    try:
-        g = Sigs(_loads(dims[rows]), _loads(types[rows]))
-    except (ValueError, TypeError):  # not expected after the regex checks: all by one_cost
-        g, rows = None, rows[:0]
+    g = Sigs(dims[rows], types[rows]) if rows.size else None
     if g is not None:
         rows = rows[~g.too_big]
         sub = np.flatnonzero(~g.too_big)  # positions in g
@@ -361,8 +395,7 @@ def gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
     done = np.zeros(raw.size, bool)
     idx = np.flatnonzero(clean)
     if idx.size:
-        two = [d[:2] for d in _loads(raw[idx])]
-        g = Sigs(two, [[]] * len(two))
+        g = Sigs(raw[idx].astype(str))
         ra, rb = g.col(g.rank, 0, -1), g.col(g.rank, 1, -1)
         ok = ~g.too_big
         found = (ra > 0) & (rb > 0)  # both of the first two shapes recorded
@@ -398,7 +431,7 @@ def misaligned(raw: np.ndarray, n_inputs: int, align: int) -> np.ndarray:
     clean[is_str] = _clean(raw[is_str].astype(str), CLEAN_DIMS) & (raw[is_str] != "")
     idx = np.flatnonzero(clean)
     if idx.size:
-        g = Sigs(_loads(raw[idx]), [[]] * idx.size)
+        g = Sigs(raw[idx].astype(str))
         rank, dims = g.rank[:, :n_inputs], g.dims[:, :n_inputs]
         last = np.take_along_axis(dims, np.maximum(rank - 1, 0)[:, :, None], axis=2)[..., 0]
         out[idx] = ((rank > 0) & (last % align != 0)).any(axis=1)

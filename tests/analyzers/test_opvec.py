@@ -185,3 +185,12 @@ def test_misaligned_matches_opinfo() -> None:
         got = opvec.misaligned(np.array(raws, dtype=object), n_in, align)
         assert got.tolist() == want.tolist()
         assert 100 < got.sum() < len(raws) - 100
+
+
+def test_parse_dims_reads_what_json_reads() -> None:
+    items = np.array(["[[2, 3], [], [40]]", "", "[]", "[[7]]", "[ [ 1 ,2 ] ,[ 3 ] ]",
+                      "[[123456789012345678, 0]]"], dtype=object)
+    nin, rank, flat = opvec.parse_dims(items)
+    assert nin.tolist() == [3, 0, 0, 1, 2, 1]
+    assert rank.tolist() == [2, 0, 1, 1, 2, 1, 2]
+    assert flat.tolist() == [2, 3, 40, 7, 1, 2, 3, 123456789012345678, 0]
