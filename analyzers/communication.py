@@ -75,11 +75,15 @@ COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns
            "overlap_compute_ns", "small", "misaligned"]
 
 
-def _busiest_transport(args: pd.Series) -> pd.Series:
+def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Series:
     """The transport that carried most transit time (Ascend ``transit_ns_by_transport``:
     HCCS / PCIE / RDMA; SDMA is the DMA engine behind HCCS and PCIe, so it is not a link)."""
     out = pd.Series(np.nan, index=args.index, dtype=object)
-    m = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
+    if index is not None:  # the same rows, scanned as pyarrow strings
+        s = index.s
+        m = s.index[s.str.contains("transit_ns_by_transport", regex=False).to_numpy(bool)]
+    else:
+        m = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
     for i, raw in args[m].items():
         try:
             by = json.loads(raw).get("transit_ns_by_transport") or {}
@@ -98,11 +102,12 @@ def _link_class(link: pd.Series) -> pd.Series:
 
 
 def _bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
-    key = op.str.lower().str.replace(r"[^a-z]", "", regex=True)
+    codes, uniq = pd.factorize(op)  # the names matched once per distinct operator
+    key = pd.Series(uniq, dtype=object).str.lower().str.replace(r"[^a-z]", "", regex=True)
     out = np.ones(len(op))
     nn = n.fillna(1e9).clip(lower=2).to_numpy(np.float64)  # unknown size: the large-n limit
     for name, f in BUS_FACTOR.items():
-        m = key.str.contains(name).to_numpy()
+        m = np.append(key.str.contains(name).to_numpy(bool), False)[codes]
         out[m] = f(nn[m])
     return out
 
@@ -128,7 +133,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     transit = arg_numbers(args, "transit_ns", index=ix)
     transit = transit.where(transit.notna(), dur - wait)
     link = arg_values(args, "link", "link_type", "transport", index=ix)
-    link = link.where(link.notna() & (link != ""), _busiest_transport(args))
+    link = link.where(link.notna() & (link != ""), _busiest_transport(args, ix))
     n = arg_numbers(args, "Group size", "group_size", index=ix)
     world = len(getattr(ctx.meta, "ranks", ()) or ())
     if world >= 2:  # a group has at most every rank of the job
