@@ -190,6 +190,8 @@ def _gemm(g: Sigs, rows: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]
     ia, ib, transposed, ibias = opcost.GEMM_OPS[name]
     ra, rb = g.col(g.rank, ia, -1)[rows], g.col(g.rank, ib, -1)[rows]
     ok = g.col(g.tensor, ia, False)[rows] & g.col(g.tensor, ib, False)[rows] & (ra > 0) & (rb > 0)
+    if not ok.any():  # (then input ib may lie past the arrays)
+        return np.full(ok.size, np.nan), np.full(ok.size, np.nan)
     rows, ra, rb = rows[ok], ra[ok], rb[ok]
     a, b = g.dims[rows, ia], g.dims[rows, ib]
     r = np.arange(g.r)

@@ -87,6 +87,17 @@ def test_hand_numbers() -> None:
     assert got["elem"].tolist() == [2.0, 4.0, 4.0, 8.0, 4.0]
 
 
+@pytest.mark.parametrize("name", ["aten::mm", "aten::addmm", "aten::linear", "aten::add",
+                                  "aten::layer_norm", "aten::copy_"])
+def test_few_inputs_alone(name: str) -> None:
+    """A batch whose signatures all have one input (or none): narrow arrays."""
+    for dims in ("[[4, 4]]", "[]", ""):
+        cols = [np.array([x], dtype=object) for x in (name, dims, '["float"]', "")]
+        got = opvec.costs(*cols).to_numpy(np.float64)[0]
+        want = np.array(opcost.one_cost(name, dims, '["float"]', "")[:3])
+        assert _same(got, want), (dims, got, want)
+
+
 def test_op_costs_matches_on_rows() -> None:
     args = pd.Series([json.dumps({"Input Dims": [[64, 128], [128, 32]],
                                   "Input type": ["float", "float"], "External id": i})
