@@ -24,6 +24,7 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.opinfo import (
+    ArgKeys,
     arg_numbers,
     arg_values,
     base_frame,
@@ -75,11 +76,15 @@ COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns
            "overlap_compute_ns", "small", "misaligned", "latency_bound"]
 
 
-def _busiest_transport(args: pd.Series) -> pd.Series:
+def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Series:
     """The transport that carried most transit time (Ascend ``transit_ns_by_transport``:
     HCCS / PCIE / RDMA; SDMA is the DMA engine behind HCCS and PCIe, so it is not a link)."""
     out = pd.Series(np.nan, index=args.index, dtype=object)
-    m = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
+    if index is not None:  # the same rows, scanned as pyarrow strings
+        s = index.s
+        m = s.index[s.str.contains("transit_ns_by_transport", regex=False).to_numpy(bool)]
+    else:
+        m = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
     for i, raw in args[m].items():
         try:
             by = json.loads(raw).get("transit_ns_by_transport") or {}
@@ -115,11 +120,12 @@ def _latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarr
     small *for its group* -- a ring over n ranks moves bytes / n per step, so on thousands of
     ranks even a 25 MB gradient bucket is latency-bound. False where the group size, the
     link's latency or its bandwidth is unknown."""
-    key = op.str.lower().str.replace(r"[^a-z]", "", regex=True)
+    codes, uniq = pd.factorize(op)  # the names matched once per distinct operator
+    key = pd.Series(uniq, dtype=object).str.lower().str.replace(r"[^a-z]", "", regex=True)
     nn = n.to_numpy(np.float64)
     steps = np.full(len(op), np.nan)
     for name, f in LATENCY_STEPS.items():
-        m = key.str.contains(name).to_numpy() & np.isnan(steps)
+        m = np.append(key.str.contains(name).to_numpy(bool), False)[codes] & np.isnan(steps)
         steps[m] = f(nn[m])
     with np.errstate(divide="ignore", invalid="ignore"):
         lat_ns = steps * alpha_s * 1e9
@@ -142,11 +148,12 @@ def world_size(meta: Any) -> int:
 
 
 def _bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
-    key = op.str.lower().str.replace(r"[^a-z]", "", regex=True)
+    codes, uniq = pd.factorize(op)  # the names matched once per distinct operator
+    key = pd.Series(uniq, dtype=object).str.lower().str.replace(r"[^a-z]", "", regex=True)
     out = np.ones(len(op))
     nn = n.fillna(1e9).clip(lower=2).to_numpy(np.float64)  # unknown size: the large-n limit
     for name, f in BUS_FACTOR.items():
-        m = key.str.contains(name).to_numpy()
+        m = np.append(key.str.contains(name).to_numpy(bool), False)[codes]
         out[m] = f(nn[m])
     return out
 
@@ -167,12 +174,13 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     # column insertion each cost ~0.5 ms per rank)
     idx = c.index
     dur = c["dur_ns"]
-    wait = arg_numbers(args, "wait_ns").clip(lower=0).fillna(0).clip(upper=dur)
-    transit = arg_numbers(args, "transit_ns")
+    ix = ArgKeys(args)  # one scan for which keys the rows carry, shared by the lookups
+    wait = arg_numbers(args, "wait_ns", index=ix).clip(lower=0).fillna(0).clip(upper=dur)
+    transit = arg_numbers(args, "transit_ns", index=ix)
     transit = transit.where(transit.notna(), dur - wait)
-    link = arg_values(args, "link", "link_type", "transport")
-    link = link.where(link.notna() & (link != ""), _busiest_transport(args))
-    n = arg_numbers(args, "Group size", "group_size")
+    link = arg_values(args, "link", "link_type", "transport", index=ix)
+    link = link.where(link.notna() & (link != ""), _busiest_transport(args, ix))
+    n = arg_numbers(args, "Group size", "group_size", index=ix)
     world = world_size(ctx.meta)
     if world >= 2:  # a group has at most every rank of the job
         n = n.fillna(float(world))
@@ -204,7 +212,8 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
         "group": c["coll_group"].astype(object).where(c["coll_group"].notna(), "default"),
         "seq": c["coll_seq"], "op": op, "bytes": nbytes, "arrive_ns": c["ts_ns"] + offset,
         "end_ns": c["end_ns"] + offset, "dur_ns": dur, "wait_ns": wait, "transit_ns": transit,
-        "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst"),
+        "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst",
+                                    index=ix),
         "bw_GBps": bw, "busbw_GBps": bw * bus, "expected_GBps": exp,
         "small": (nbytes > 0) & ((nbytes < small_b) | latency_bound),
         "misaligned": (nbytes > 0) & (nbytes.fillna(0) % align != 0),

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import devicework
+from hermes.analyzers import devicework, opvec
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.kernelstats import KernelStats
@@ -34,7 +34,6 @@ from hermes.analyzers.opinfo import (
     arg_values,
     clip_to_windows,
     has,
-    misaligned,
     peaks,
     rich_args,
     step_of,
@@ -91,7 +90,7 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None
         idx = np.flatnonzero(sel & pd.notna(shape))
         if idx.size:  # once per distinct shape string
             codes, uniq = pd.factorize(shape[idx])
-            mis[idx] = np.array([misaligned(u, n_in, align) for u in uniq], bool)[codes]
+            mis[idx] = opvec.misaligned(np.asarray(uniq, dtype=object), n_in, align)[codes]
     state = arg_values(args, "OP State", "op_state", "op state")
     return {
         "ai_cpu": (k["unit"] == "ai_cpu").to_numpy() & (k["dur_ns"] > AI_CPU_MIN_NS).to_numpy(),

@@ -16,8 +16,8 @@ import pandas as pd
 
 from hermes.analyzers import families
 from hermes.analyzers.kernelstats import KernelStats
-from hermes.analyzers.opcost import op_costs
 from hermes.analyzers.opinfo import base_frame, input_shapes
+from hermes.analyzers.opvec import op_costs
 
 #: kernel families that carry a matrix operator's FLOPs (its other kernels, e.g. cuDNN's layout
 #: transposes or a split-K reduction, are bookkeeping)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hermes import devices
 from hermes.analyzers import intervals as iv
@@ -46,26 +48,73 @@ def arg_pattern(*keys: str) -> str:
     return rf'"(?:{alt})"\s*:\s*"?\s*([^",}}]*)'
 
 
-def arg_values(args: pd.Series, *keys: str) -> pd.Series:
-    """Vectorized extraction of one args value (string, NaN where absent)."""
+def _arrow(s: pd.Series) -> bool:
+    """Strings stored as pyarrow (either missing-value convention)."""
+    return isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow"
+
+
+def extract(s: pd.Series, pattern: str, flags: int = 0) -> pd.Series:
+    """``s.str.extract(pattern, flags, expand=False)`` (one capture group); on pyarrow strings
+    with pyarrow's regex kernel (the pandas one calls Python's ``re`` row by row)."""
+    if _arrow(s) and flags & ~re.I == 0:
+        rx = ("(?i)" if flags & re.I else "") + re.sub(r"(?<!\\)\((?!\?)", "(?P<v>", pattern,
+                                                      count=1)
+        try:
+            got = pc.struct_field(pc.extract_regex(pa.array(s.array), rx), [0])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # a pattern RE2 does not take
+        else:
+            return pd.Series(pd.array(got, dtype=s.dtype), index=s.index)
+    return s.str.extract(pattern, flags=flags, expand=False)
+
+
+class ArgKeys:
+    """The args of many rows (pyarrow strings, NaN rows dropped) and which keys each carries,
+    for several lookups over the same rows: the rows are grouped by their text with digit runs
+    blanked (rows that differ only in numbers -- ids, timestamps, sizes -- carry the same keys)
+    and each group's text is searched once. ``carries(k)`` is exactly ``'"k"' in text``."""
+
+    def __init__(self, args: pd.Series, group: bool = True) -> None:
+        s = args.dropna()
+        if not isinstance(s.dtype, pd.StringDtype):
+            s = s.astype("string[pyarrow]")
+        self.s = s
+        self.codes: np.ndarray | None = None
+        self.texts: list[str] = []
+        if group and _arrow(s) and len(s):
+            enc = pc.dictionary_encode(pc.replace_substring_regex(pa.array(s.array), "[0-9]+",
+                                                                  "0"))
+            if len(enc.dictionary) * 4 <= len(s):  # else a scan per key is as cheap
+                self.codes = enc.indices.to_numpy(zero_copy_only=False)
+                self.texts = enc.dictionary.to_pylist()
+
+    def carries(self, key: str) -> np.ndarray:
+        lit = f'"{key}"'
+        if self.codes is None or any(c in "0123456789" for c in key):
+            return self.s.str.contains(lit, regex=False).to_numpy(bool)
+        return np.array([lit in t for t in self.texts], bool)[self.codes]
+
+
+def arg_values(args: pd.Series, *keys: str, index: ArgKeys | None = None) -> pd.Series:
+    """Vectorized extraction of one args value (string, NaN where absent); ``index``: an
+    ``ArgKeys`` of ``args`` shared by several lookups."""
     out = pd.Series(np.nan, index=args.index, dtype=object)
     if len(args) == 0:
         return out
-    s = args.dropna()
-    if not isinstance(s.dtype, pd.StringDtype):
-        s = s.astype("string[pyarrow]")
+    ix = ArgKeys(args, group=False) if index is None else index
+    s = ix.s
     # a literal pre-filter keeps the regex off the (usually many) rows without the key
     has = np.zeros(len(s), bool)
     for k in keys:
-        has |= s.str.contains(f'"{k}"', regex=False).to_numpy()
+        has |= ix.carries(k)
     if has.any():
         sub = s[has]
-        out.loc[sub.index] = sub.str.extract(arg_pattern(*keys), flags=re.I, expand=False)
+        out.loc[sub.index] = extract(sub, arg_pattern(*keys), flags=re.I)
     return out
 
 
-def arg_numbers(args: pd.Series, *keys: str) -> pd.Series:
-    return pd.to_numeric(arg_values(args, *keys), errors="coerce").astype("float64")
+def arg_numbers(args: pd.Series, *keys: str, index: ArgKeys | None = None) -> pd.Series:
+    return pd.to_numeric(arg_values(args, *keys, index=index), errors="coerce").astype("float64")
 
 
 def clip_to_windows(start: np.ndarray, end: np.ndarray, windows: pd.DataFrame
@@ -198,13 +247,17 @@ def input_shapes(args: pd.Series) -> pd.Series:
     s = args.dropna()
     if not isinstance(s.dtype, pd.StringDtype):
         s = s.astype("string[pyarrow]")
-    s = s[(s.str.contains("Input Dims", regex=False) | s.str.contains("Input Shapes", regex=False)
-           | s.str.contains("input_shapes", regex=False)).to_numpy()]
+    if _arrow(s):  # one scan for the three keys
+        keep = pc.match_substring_regex(pa.array(s.array), "Input Dims|Input Shapes|input_shapes")
+        s = s[keep.to_numpy(zero_copy_only=False)]
+    else:
+        s = s[(s.str.contains("Input Dims", regex=False)
+               | s.str.contains("Input Shapes", regex=False)
+               | s.str.contains("input_shapes", regex=False)).to_numpy()]
     if len(s) == 0:
         return out
-    dims = s.str.extract(r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I, expand=False)
-    asc = s.str.extract(r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I,
-                        expand=False)
+    dims = extract(s, r'"Input Dims"\s*:\s*(\[\[.*?\]\])', flags=re.I)
+    asc = extract(s, r'"(?:Input Shapes|input_shapes)"\s*:\s*"((?:[^"\\]|\\.)*)"', flags=re.I)
     out.loc[s.index] = dims.fillna(asc.str.replace('\\"', "", regex=False)).astype(object)
     return out
 

@@ -20,7 +20,6 @@ from hermes.analyzers.opinfo import (
     base_frame,
     category,
     dtype_bytes,
-    gemm_bytes,
     has,
     input_shapes,
     peaks,
@@ -28,6 +27,7 @@ from hermes.analyzers.opinfo import (
     step_of,
     take_num,
 )
+from hermes.analyzers.opvec import gemm_bytes
 
 #: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
 #: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
