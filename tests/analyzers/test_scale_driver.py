@@ -67,6 +67,35 @@ def test_a_path_analysis_keeps_packed_results_and_the_same_document(
     assert "computation.tasks" not in from_path.tables
 
 
+def test_a_packed_rank_drops_the_per_task_table_before_the_next_analyzers(
+        ranks4: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_rank(packed=True) packs a result once no analyzer still to run needs it: an
+    analyzer after computation that does not need it sees it packed, without its per-task
+    table; one that needs it sees the tables as computation made them."""
+    from hermes.analyzers.base import Analyzer, ordered
+
+    seen: dict[str, tuple[bool, bool]] = {}
+
+    def probe(name: str):  # type: ignore[no-untyped-def]
+        def fn(ctx):  # type: ignore[no-untyped-def]
+            t = ctx.results["computation"].tables
+            seen[name] = (isinstance(t, PackedTables), "tasks" in t)
+            return AnalyzerResult(name)
+        return fn
+
+    real = ordered("rank")
+    needing = [*real, Analyzer("needs_comp", "rank", probe("needs_comp"), ("computation",)),
+               Analyzer("after", "rank", probe("after"))]
+    monkeypatch.setattr(run_mod, "ordered", lambda scope: needing)
+    tr = load(ranks4, ranks=[1])
+    res = run_mod.run_rank(1, tr.events, tr.meta, packed=True)
+    assert seen["needs_comp"] == (False, True)  # still needed: as computation made it
+    assert seen["after"] == (True, False)  # no longer needed: packed, per-task table gone
+    assert all(isinstance(r.tables, PackedTables) for r in res.values())
+    plain = run_mod.run_rank(1, tr.events, tr.meta)
+    assert "tasks" in plain["computation"].tables and seen["after"] == (False, True)
+
+
 def test_top_kernels_in_chunks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     def kern(names: list[str], total: list[int], fam: list[str | None]) -> pd.DataFrame:
         return pd.DataFrame({"name": names, "count": [1] * len(names), "total_ns": total,
