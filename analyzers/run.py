@@ -56,10 +56,16 @@ def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = Fal
     packed (:func:`hermes.analyzers.result.pack`: the worker-only tables dropped, the others
     compressed) as soon as no analyzer still to run ``needs`` it, so a big table (the per-task
     table of computation) is not held while the later analyzers run."""
-    load_analyzers()
     warmup = None
     if not keep_warmup:
         events, warmup = drop_warmup(events)
+    return _analyze_rank(rank, events, meta, warmup, packed)
+
+
+def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, float] | None,
+                  packed: bool) -> dict[str, AnalyzerResult]:
+    """:func:`run_rank` once the warm-up step is dropped (``warmup``: what was left out)."""
+    load_analyzers()
     results: dict[str, AnalyzerResult] = {}
     todo = ordered("rank")
     for i, a in enumerate(todo):
@@ -80,7 +86,13 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     from hermes.trace import load
 
     tr = load(_rank_file(path, rank), ranks=[rank])
-    return rank, run_rank(rank, tr.events, tr.meta, keep_warmup, packed=True)
+    events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
+    meta = tr.meta
+    # once a warm-up step is dropped (a filtered copy), the whole frame is let go here instead
+    # of held beside the copy for the whole analysis (an argument stays referenced by its
+    # caller until the call returns)
+    del tr
+    return rank, _analyze_rank(rank, events, meta, warmup, packed=True)
 
 
 def _rank_file(path: str, rank: int) -> str:

@@ -45,7 +45,18 @@ def _reset():
     except OSError:
         pass
 _reset()
+TRIM = os.environ.get("HERMES_SPLIT_TRIM") == "1"
+def _trim():
+    import ctypes
+    try:
+        import pyarrow
+        pyarrow.default_memory_pool().release_unused()
+    except ImportError:
+        pass
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
 def mark(label):
+    if TRIM:
+        _trim()
     s = _status()
     t = time.perf_counter()
     rows.append({"stage": label, "peak": s["VmHWM"], "rss": s["VmRSS"],
@@ -113,6 +124,10 @@ after("hermes.analyzers.run", "pack", "results packed")
 after("hermes.analyzers.run", "_reduce", "reduce (fold, verdict)")
 after("hermes.pipeline", "advise", "advisor")
 from hermes.cli import app
+if os.environ.get("HERMES_SPLIT_VIA_PARQUET") == "1":  # import to a temporary Parquet first
+    import hermes.commands.analyze as _an
+    import hermes.commands._util as _ut
+    _an.hermes_source = _ut.hermes_trace
 sys.stdout.flush()
 fd = os.dup(1)
 null = os.open(os.devnull, os.O_WRONLY)
@@ -169,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", default="",
                     help="another interpreter to compare with (e.g. /work/main/.venv/bin/python)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per interpreter (medians)")
+    ap.add_argument("--trim", action="store_true",
+                    help="return freed memory to the OS at each probe (malloc_trim, Arrow's "
+                         "pool): the RSS left after a stage is then what it still holds")
+    ap.add_argument("--via-parquet", action="store_true",
+                    help="a profiler file imported to a temporary Parquet and analyzed from "
+                         "the path (as with --workers), not imported in memory")
     args = ap.parse_args(argv)
     if not os.path.exists("/proc/self/clear_refs"):
         print("needs Linux /proc/self/clear_refs", file=sys.stderr)
@@ -176,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     pythons = {"this": sys.executable}
     if args.baseline:
         pythons = {"baseline": args.baseline, "this": sys.executable}
+    os.environ["HERMES_SPLIT_TRIM"] = "1" if args.trim else "0"
+    os.environ["HERMES_SPLIT_VIA_PARQUET"] = "1" if args.via_parquet else "0"
     runs: dict[str, list[dict]] = {k: [] for k in pythons}
     for _ in range(max(1, args.repeat)):
         for k, py in pythons.items():  # alternated
