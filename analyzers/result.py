@@ -77,8 +77,11 @@ class PackedTables(Mapping[str, pd.DataFrame]):
 
 def pack(results: dict[str, AnalyzerResult]) -> dict[str, AnalyzerResult]:
     """One rank's results as the driver keeps them: ``WORKER_ONLY`` tables left out, the others
-    packed (:class:`PackedTables`); findings and metrics unchanged."""
+    packed (:class:`PackedTables`); findings and metrics unchanged. A result already packed is
+    left as it is."""
     for name, res in results.items():
+        if isinstance(res.tables, PackedTables):
+            continue
         drop = WORKER_ONLY.get(name, ())
         res.tables = PackedTables({k: v for k, v in res.tables.items()  # type: ignore[assignment]
                                    if k not in drop})

@@ -49,21 +49,34 @@ def load_analyzers() -> None:
         importlib.import_module(mod)
 
 
-def run_rank(rank: int, events: pd.DataFrame, meta: Any,
-             keep_warmup: bool = False) -> dict[str, AnalyzerResult]:
+def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = False,
+             packed: bool = False) -> dict[str, AnalyzerResult]:
     """Every rank analyzer on one rank's events, in dependency order; a warm-up first step
-    (``steps.drop_warmup``) is left out unless ``keep_warmup``."""
-    load_analyzers()
+    (``steps.drop_warmup``) is left out unless ``keep_warmup``. ``packed``: each result is
+    packed (:func:`hermes.analyzers.result.pack`: the worker-only tables dropped, the others
+    compressed) as soon as no analyzer still to run ``needs`` it, so a big table (the per-task
+    table of computation) is not held while the later analyzers run."""
     warmup = None
     if not keep_warmup:
         events, warmup = drop_warmup(events)
+    return _analyze_rank(rank, events, meta, warmup, packed)
+
+
+def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, float] | None,
+                  packed: bool) -> dict[str, AnalyzerResult]:
+    """:func:`run_rank` once the warm-up step is dropped (``warmup``: what was left out)."""
+    load_analyzers()
     results: dict[str, AnalyzerResult] = {}
-    for a in ordered("rank"):
+    todo = ordered("rank")
+    for i, a in enumerate(todo):
         results[a.name] = a.fn(RankContext(rank=rank, events=events, meta=meta, results=results))
+        if packed:
+            needed = {n for later in todo[i + 1:] for n in later.needs}
+            pack({k: v for k, v in results.items() if k not in needed})
     windows = step_windows(events)
     results["steps"] = AnalyzerResult("steps", tables={"windows": windows},
                                       metrics={"warmup": warmup} if warmup else {})
-    return results
+    return pack(results) if packed else results
 
 
 def _rank_job(path: str, rank: int, keep_warmup: bool = False
@@ -73,7 +86,13 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     from hermes.trace import load
 
     tr = load(_rank_file(path, rank), ranks=[rank])
-    return rank, pack(run_rank(rank, tr.events, tr.meta, keep_warmup))
+    events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
+    meta = tr.meta
+    # once a warm-up step is dropped (a filtered copy), the whole frame is let go here instead
+    # of held beside the copy for the whole analysis (an argument stays referenced by its
+    # caller until the call returns)
+    del tr
+    return rank, _analyze_rank(rank, events, meta, warmup, packed=True)
 
 
 def _rank_file(path: str, rank: int) -> str:
@@ -212,8 +231,7 @@ def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
         if len(events) else {}
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])
-        res = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup)
-        per_rank[r] = pack(res) if packed else res
+        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup, packed)
         if progress:
             progress(i + 1, len(todo))
 

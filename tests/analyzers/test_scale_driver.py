@@ -67,6 +67,76 @@ def test_a_path_analysis_keeps_packed_results_and_the_same_document(
     assert "computation.tasks" not in from_path.tables
 
 
+def test_a_packed_rank_drops_the_per_task_table_before_the_next_analyzers(
+        ranks4: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_rank(packed=True) packs a result once no analyzer still to run needs it: an
+    analyzer after computation that does not need it sees it packed, without its per-task
+    table; one that needs it sees the tables as computation made them."""
+    from hermes.analyzers.base import Analyzer, ordered
+
+    seen: dict[str, tuple[bool, bool]] = {}
+
+    def probe(name: str):  # type: ignore[no-untyped-def]
+        def fn(ctx):  # type: ignore[no-untyped-def]
+            t = ctx.results["computation"].tables
+            seen[name] = (isinstance(t, PackedTables), "tasks" in t)
+            return AnalyzerResult(name)
+        return fn
+
+    real = ordered("rank")
+    needing = [*real, Analyzer("needs_comp", "rank", probe("needs_comp"), ("computation",)),
+               Analyzer("after", "rank", probe("after"))]
+    monkeypatch.setattr(run_mod, "ordered", lambda scope: needing)
+    tr = load(ranks4, ranks=[1])
+    res = run_mod.run_rank(1, tr.events, tr.meta, packed=True)
+    assert seen["needs_comp"] == (False, True)  # still needed: as computation made it
+    assert seen["after"] == (True, False)  # no longer needed: packed, per-task table gone
+    assert all(isinstance(r.tables, PackedTables) for r in res.values())
+    plain = run_mod.run_rank(1, tr.events, tr.meta)
+    assert "tasks" in plain["computation"].tables and seen["after"] == (False, True)
+
+
+def test_a_path_rank_lets_the_whole_frame_go_once_a_warm_up_is_dropped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank read from a path: once drop_warmup has made its filtered copy, the loaded frame is
+    referenced by nothing (not held beside the copy while the analyzers run)."""
+    import gc
+    import weakref
+
+    from hermes.analyzers.base import Analyzer, ordered
+    from hermes.trace.meta import TraceMeta
+    from hermes.trace.writer import TraceWriter
+
+    rows = [ev("step", "ProfilerStep#1", 0, 1000), ev("host_op", "compile", 0, 900)]
+    for i in range(3):  # step 1 is 100x the others: a warm-up, left out
+        t = 1000 + 10 * i
+        rows += [ev("step", f"ProfilerStep#{i + 2}", t, 10), ev("kernel", "k", t, 10, stream=7)]
+    path = tmp_path / "warm.parquet"
+    with TraceWriter(path, TraceMeta(ranks=(0,))) as w:
+        w.write(frame(*rows).to_dict("list"))
+    refs: list[weakref.ref] = []
+    real_drop = run_mod.drop_warmup
+
+    def drop(events: pd.DataFrame):  # type: ignore[no-untyped-def]
+        refs.append(weakref.ref(events))
+        return real_drop(events)
+
+    alive: list[bool] = []
+
+    def probe(ctx):  # type: ignore[no-untyped-def]
+        gc.collect()
+        alive.append(refs[0]() is not None)
+        return AnalyzerResult("probe")
+
+    real = ordered("rank")
+    monkeypatch.setattr(run_mod, "drop_warmup", drop)
+    monkeypatch.setattr(run_mod, "ordered", lambda scope: [*real, Analyzer("probe", "rank",
+                                                                            probe)])
+    _, res = run_mod._rank_job(str(path), 0)
+    assert res["steps"].metrics["warmup"]["events_left_out"] == 2  # the warm-up was dropped
+    assert alive == [False]
+
+
 def test_top_kernels_in_chunks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     def kern(names: list[str], total: list[int], fam: list[str | None]) -> pd.DataFrame:
         return pd.DataFrame({"name": names, "count": [1] * len(names), "total_ns": total,

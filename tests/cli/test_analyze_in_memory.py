@@ -98,3 +98,37 @@ def test_console_analyze_output_is_complete(tmp_path: Path) -> None:
     out = tmp_path / "a.json"
     r = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and out.read_text() == want, r.stderr
+
+
+def test_a_big_profiler_file_goes_through_a_temporary_parquet(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above IN_MEMORY_MAX_BYTES of JSON a Kineto file is imported to a temporary Parquet and
+    analyzed from the path (its events let go once analyzed): the same output; at or below, in
+    memory. A .gz counts its uncompressed size (the gzip trailer)."""
+    import gzip
+
+    from hermes.commands import _util
+
+    src = KINETO / SOURCES[0]
+    text = len(gzip.decompress(src.read_bytes()))
+    assert _util.json_bytes(src) == text > 4 * src.stat().st_size
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(b"{}")
+    assert _util.json_bytes(plain) == 2
+    code, want, err = run_cli("analyze", str(src), "--format", "json")
+    assert code == 0, err
+    written: list[object] = []
+    real = kineto_importer.open_writer
+
+    def spy(*args: object, **kwargs: object) -> object:
+        written.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kineto_importer, "open_writer", spy)
+    monkeypatch.setattr(_util, "IN_MEMORY_MAX_BYTES", text)
+    code, got, err = run_cli("analyze", str(src), "--format", "json")
+    assert code == 0 and got == want and written == [], err  # at the limit: in memory
+    monkeypatch.setattr(_util, "IN_MEMORY_MAX_BYTES", text - 1)
+    code, got, err = run_cli("analyze", str(src), "--format", "json")
+    assert code == 0, err
+    assert len(written) == 1 and got == want  # above it: one Parquet written, same document
