@@ -63,8 +63,9 @@ def mark(label):
                  "delta": s["VmRSS"] - _last["rss"], "s": t - _last["t"]})
     _last["rss"], _last["t"] = s["VmRSS"], t
     _reset()
-def after(mod, name, label):
-    """Probe after ``mod.name`` returns (label may be a function of the call's args)."""
+def _probe(mod, name, label, first):
+    """Wrap ``mod.name`` (where this version has it) with a probe before it runs (``first``)
+    or after it returns (label may be a function of the call's args)."""
     import importlib
     try:
         m = importlib.import_module(mod)
@@ -73,22 +74,17 @@ def after(mod, name, label):
         return
     @functools.wraps(fn)
     def wrapped(*a, **k):
+        if first:
+            mark(label)
         out = fn(*a, **k)
-        mark(label(*a, **k) if callable(label) else label)
+        if not first:
+            mark(label(*a, **k) if callable(label) else label)
         return out
     setattr(m, name, wrapped)
+def after(mod, name, label):
+    _probe(mod, name, label, False)
 def before(mod, name, label):
-    import importlib
-    try:
-        m = importlib.import_module(mod)
-        fn = getattr(m, name)
-    except (ImportError, AttributeError):
-        return
-    @functools.wraps(fn)
-    def wrapped(*a, **k):
-        mark(label)
-        return fn(*a, **k)
-    setattr(m, name, wrapped)
+    _probe(mod, name, label, True)
 import hermes.cli
 mark("start (imports)")
 K = "hermes.collectors.importers.kineto.importer"

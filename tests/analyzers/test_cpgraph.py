@@ -109,16 +109,23 @@ def _check_pred(n, u, v, lost, start, d, pred, ref_pred):
             assert steps <= n
 
 
+def dijkstra_case(rng: np.random.Generator) -> tuple:
+    """A random lane graph with Dijkstra's answers: (g, n, u, v, lost, t0, t1, forward
+    distances, forward predecessors, backward distances)."""
+    g = _random_lane_graph(rng)
+    n = g.n
+    u, v, lost = cpgraph.edges(g)
+    t0, t1 = int(g.t.min()), int(g.t.max())
+    ref_d, ref_pred = _dijkstra(n, u, v, lost, g.t - t0)
+    ref_b, _ = _dijkstra(n, v, u, lost, t1 - g.t)
+    return g, n, u, v, lost, t0, t1, ref_d, ref_pred, ref_b
+
+
 def test_random_lane_graphs_match_dijkstra(dag_always):
     rng = np.random.default_rng(15)
     cyclic = 0
     for _ in range(400):
-        g = _random_lane_graph(rng)
-        n = g.n
-        u, v, lost = cpgraph.edges(g)
-        t0, t1 = int(g.t.min()), int(g.t.max())
-        ref_d, ref_pred = _dijkstra(n, u, v, lost, g.t - t0)
-        ref_b, _ = _dijkstra(n, v, u, lost, t1 - g.t)
+        g, n, u, v, lost, t0, t1, ref_d, ref_pred, ref_b = dijkstra_case(rng)
         # lane_csr: the same edges, unsorted, duplicates kept (least lost per pair as edges())
         ip, ind, ls = cpgraph.lane_csr(g)
         best: dict = {}

@@ -11,7 +11,12 @@ import pandas as pd
 from hermes.analyzers import cpedges, cpgraph, dagpath, lanepass, stepgraph
 from hermes.analyzers.steps import step_windows
 from tests.analyzers.test_analysis_critical_path import SYNC
-from tests.analyzers.test_cpgraph import _check_pred, _dijkstra, _random_lane_graph
+from tests.analyzers.test_cpgraph import (
+    _check_pred,
+    _dijkstra,
+    _random_lane_graph,
+    dijkstra_case,
+)
 from tests.tracegen import ev, events
 
 
@@ -55,12 +60,7 @@ def test_random_lane_graphs_match_dijkstra():
     rng = np.random.default_rng(21)
     fell_back = 0
     for _ in range(600):
-        g = _random_lane_graph(rng)
-        n = g.n
-        u, v, lost = cpgraph.edges(g)
-        t0, t1 = int(g.t.min()), int(g.t.max())
-        ref_d, ref_pred = _dijkstra(n, u, v, lost, g.t - t0)
-        ref_b, _ = _dijkstra(n, v, u, lost, t1 - g.t)
+        g, n, u, v, lost, t0, t1, ref_d, ref_pred, ref_b = dijkstra_case(rng)
         got = cpgraph.lane_both(g)
         dist, pred, bwd = cpgraph.both(g)  # (the lane pass, or Dijkstra where it fell back)
         assert dist.tolist() == ((g.t - t0) - ref_d).tolist()
@@ -131,15 +131,21 @@ def test_launch_join_equals_the_merge():
         assert hi.tolist() == m["h"].tolist() and di.tolist() == m["d"].tolist()
 
 
+def _with_starts(rng: np.random.Generator, p_none: float) -> tuple:
+    """A random lane graph (g, n, u, v, lost) and release times, ``inf`` (none) with
+    probability ``p_none``."""
+    g = _random_lane_graph(rng)
+    u, v, lost = cpgraph.edges(g)
+    start = rng.integers(0, 20, size=g.n).astype(float)
+    start[rng.random(g.n) < p_none] = np.inf
+    return g, g.n, u, v, lost, start
+
+
 def test_shortest_with_unreachable_nodes_is_dijkstras():
     # the replay's problem: source weights inf (no source edge) leave nodes unreachable
     rng = np.random.default_rng(4)
     for _ in range(300):
-        g = _random_lane_graph(rng)
-        n = g.n
-        u, v, lost = cpgraph.edges(g)
-        start = rng.integers(0, 20, size=n).astype(float)
-        start[rng.random(n) < 0.6] = np.inf
+        g, n, u, v, lost, start = _with_starts(rng, 0.6)
         ref_d, ref_p = _dijkstra(n, u, v, lost, start)
         for threshold in (1 << 62, 0):  # the lane pass, then the DAG pass
             saved = cpgraph.DAG_MIN_NODES
@@ -165,11 +171,7 @@ def test_float_weights_are_solved_as_dijkstra_solves_them():
     # (the cluster replay's transmissions) to Dijkstra itself
     rng = np.random.default_rng(8)
     for _ in range(200):
-        g = _random_lane_graph(rng)
-        n = g.n
-        u, v, lost = cpgraph.edges(g)
-        start = rng.integers(0, 20, size=n).astype(float)
-        start[rng.random(n) < 0.3] = np.inf
+        g, n, u, v, lost, start = _with_starts(rng, 0.3)
         for lf in (lost.astype(float), lost + rng.random(lost.size) * 0.5):
             ref_d, _ = _dijkstra(n, u, v, lf, start)
             assert cpgraph._shortest(n, u, v, lf, start)[0].tolist() == ref_d.tolist()
