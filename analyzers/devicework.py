@@ -58,7 +58,7 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
     hm = (ev["kind"] == "host_op").to_numpy() & ev["external_id"].isin(wanted).to_numpy()
     if not hm.any():
         return
-    h = base_frame(ev, hm)
+    h = base_frame(ev, hm, text_args=True)
     cost = op_costs(h["name"], h["args"])
     h["flops"] = h["flops"].where(h["flops"].notna(), cost["flops"])
     h["bytes"] = h["bytes"].where(h["bytes"].notna() & (h["bytes"] > 0), cost["bytes"])
@@ -83,7 +83,9 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
     k.loc[has, "elem"] = grp.map(h["elem"])[has]
     k.loc[has, "host_family"] = grp.map(h["family"])[has]
     k.loc[k["shape"].isna() & has, "shape"] = grp.map(h["shape"])[k["shape"].isna() & has]
-    k.loc[has, "host_args"] = grp.map(h["args"])[has]
+    # (only the linked operators' args become Python strings)
+    pos = grp.map(pd.Series(np.arange(len(h)), index=h.index))[has].to_numpy(np.int64)
+    k.loc[has, "host_args"] = np.asarray(h["args"].array.take(pos), dtype=object)
 
 
 def assign_families(k: pd.DataFrame) -> None:

@@ -189,10 +189,13 @@ def take_num(events: pd.DataFrame, col: str, idx: np.ndarray) -> np.ndarray:
         return pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy("float64")
 
 
-def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+def base_frame(events: pd.DataFrame, mask: np.ndarray, text_args: bool = False
+               ) -> pd.DataFrame:
     """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns
     (numeric ones as float64 with NaN; unit, args, coll_group, lane as objects). Only the needed
-    columns are taken, row by row index, so selecting from a wide 10M-row frame stays cheap."""
+    columns are taken, row by row index, so selecting from a wide 10M-row frame stays cheap.
+    ``text_args``: ``args`` keeps the frame's own string dtype (Arrow-backed in a loaded
+    trace) instead of one Python string per row (millions of them on a big trace)."""
     idx = np.flatnonzero(np.asarray(mask, bool))
     ts = events["ts_ns"].to_numpy(np.int64)[idx]
     dur = events["dur_ns"].to_numpy(np.int64)[idx]
@@ -202,6 +205,9 @@ def base_frame(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
                 "stream"):
         data[col] = take_num(events, col, idx)
     for col in ("unit", "args", "coll_group", "lane"):
+        if col == "args" and text_args and col in events.columns:
+            data[col] = pd.Series(events[col].array.take(idx))
+            continue
         data[col] = (np.asarray(events[col].array.take(idx), dtype=object)
                      if col in events.columns else np.full(idx.size, None, dtype=object))
     return pd.DataFrame(data, copy=False)  # (fresh arrays: no consolidation copy needed)

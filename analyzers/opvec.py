@@ -351,6 +351,15 @@ def _extract(s: pa.ChunkedArray, rx: Any) -> pa.ChunkedArray:
     return pc.fill_null(got, "")
 
 
+def _arrow_text(s: pd.Series) -> bool:
+    """``s`` holds Arrow strings (pandas' pyarrow string dtypes)."""
+    dt = s.dtype
+    if isinstance(dt, pd.StringDtype):
+        return dt.storage == "pyarrow"
+    return isinstance(dt, pd.ArrowDtype) and pa.types.is_string(dt.pyarrow_dtype) or \
+        isinstance(dt, pd.ArrowDtype) and pa.types.is_large_string(dt.pyarrow_dtype)
+
+
 def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
     """``opcost.op_costs`` (same columns, same numbers), vectorized: the signature fields
     extracted with pyarrow's regex kernel, each distinct signature costed by ``costs``."""
@@ -364,11 +373,15 @@ def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
     sel = out["family"].notna().to_numpy() & args.notna().to_numpy()
     if not sel.any():
         return out
-    a = pa.chunked_array([pa.array(args[sel].astype(object).to_numpy(), pa.string())])
-    n = pa.chunked_array([pa.array(nm[sel].to_numpy(object), pa.string())])
+    sub = args[sel]
+    if _arrow_text(sub):  # the loaded trace's own Arrow strings: no Python string per row
+        a = pa.chunked_array(pa.array(sub.array)).cast(pa.large_string())
+    else:
+        a = pa.chunked_array([pa.array(sub.astype(object).to_numpy(), pa.large_string())])
+    n = pa.chunked_array([pa.array(nm[sel].to_numpy(object), pa.large_string())])
     d, t, c = (_extract(a, rx) for rx in (opcost._DIMS, opcost._TYPES, opcost._CONCRETE))
-    key = pc.binary_join_element_wise(n, d, t, c, "\x1f")
-    codes, uniq = pd.factorize(pd.Series(key, dtype=pd.ArrowDtype(pa.string())))
+    key = pc.binary_join_element_wise(n, d, t, c, pa.scalar("\x1f", pa.large_string()))
+    codes, uniq = pd.factorize(pd.Series(key, dtype=pd.ArrowDtype(pa.large_string())))
     first = np.full(len(uniq), -1, np.int64)
     first[codes[::-1]] = np.arange(codes.size)[::-1]  # each signature's first row
     def col(x: pa.ChunkedArray) -> np.ndarray:
