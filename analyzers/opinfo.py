@@ -7,6 +7,7 @@ over the rows that carry a key), step-window clipping, input shapes (Kineto ``In
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import lru_cache
 from typing import Any
@@ -331,11 +332,13 @@ def gemm_bytes(shape_raw: pd.Series, elem: pd.Series) -> pd.Series:
         if len(sh) != 2:
             return float("nan")
         a, b = sh
-        m = int(np.prod(a[:-1])) if len(a) > 1 else 1
+        m = math.prod(a[:-1]) if len(a) > 1 else 1
         k = a[-1]
         # B is (K, N) or, transposed, (N, K)
         n = b[-1] if len(b) > 1 and b[-2] == k else (b[-2] if len(b) > 1 else 1)
-        return float(np.prod(a) + np.prod(b) + m * n)
+        # exact integers (a recorded shape may be absurd: no int64 wrap, no overflow error)
+        total = math.prod(a) + math.prod(b) + m * n
+        return float(total) if total < 2 ** 1000 else float("nan")
 
     uniq = {raw: elems(raw) for raw in pd.unique(shape_raw.dropna())}
     return shape_raw.map(uniq).astype("float64") * elem

@@ -133,6 +133,18 @@ def test_base_frame_keeps_text_args() -> None:
     assert text["ts_ns"].tolist() == [0, 9] and text["end_ns"].tolist() == [1, 12]
 
 
+def test_gemm_bytes_of_absurd_shapes_do_not_raise() -> None:
+    # element counts past int64 (a hostile or corrupt trace): exact integers, no OverflowError
+    from hermes.analyzers import opinfo
+
+    big = 99_999_999_999
+    s = pd.Series([f"[[{big}, {big}, {big}], [{big}, 7]]", "[[4, 8], [8, 2]]"])
+    e = pd.Series([2.0, 2.0])
+    want = [2.0 * (big ** 3 + big * 7 + big * big * 7), 2.0 * (32 + 16 + 8)]
+    assert opinfo.gemm_bytes(s, e).tolist() == want
+    assert opvec.gemm_bytes(s, e).tolist() == want
+
+
 def test_gemm_bytes_matches_opinfo() -> None:
     from hermes.analyzers import opinfo
     rng = random.Random(7)
