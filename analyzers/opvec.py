@@ -351,13 +351,8 @@ def _extract(s: pa.ChunkedArray, rx: Any) -> pa.ChunkedArray:
     return pc.fill_null(got, "")
 
 
-def _arrow_text(s: pd.Series) -> bool:
-    """``s`` holds Arrow strings (pandas' pyarrow string dtypes)."""
-    dt = s.dtype
-    if isinstance(dt, pd.StringDtype):
-        return dt.storage == "pyarrow"
-    return isinstance(dt, pd.ArrowDtype) and pa.types.is_string(dt.pyarrow_dtype) or \
-        isinstance(dt, pd.ArrowDtype) and pa.types.is_large_string(dt.pyarrow_dtype)
+#: ``s`` holds Arrow strings (pandas' pyarrow string dtypes): opinfo's test, shared
+_arrow_text = opinfo._arrow
 
 
 def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
