@@ -10,6 +10,14 @@ the ratios Hermes/HTA.
 
     python benchmarks/import_speed.py                 # MTIA + 1 GB synthetic, 3 runs each
     python benchmarks/import_speed.py --size-mb 256 --runs 5 --hta-runs 3 --hta-runs-synthetic 1
+
+``--source FILE --before PYTHON`` instead times this tree against another checkout's
+interpreter (its venv's ``python``) on one file, start-up included: ``hermes import FILE`` and
+``hermes analyze FILE -o X``, the two interpreters alternated run by run, medians and the ratio
+this/before of each (the figures of issue 15's 200k-event trace):
+
+    python benchmarks/import_speed.py --source /tmp/s200/small.pt.trace.json.gz \
+        --before /work/main/.venv/bin/python --runs 7
 """
 
 from __future__ import annotations
@@ -169,6 +177,39 @@ def bench_hta(src: Path, runs: int) -> dict[str, float]:
     return {"s": statistics.median(times), "rss": statistics.median(rss), "runs": runs}
 
 
+def _run_cpu(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+    """Run a command; (wall s, CPU s: user + system of the child, peak RSS MB)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd[:5])}... failed")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def bench_before_after(src: Path, before: str, runs: int) -> None:
+    """``hermes import`` and ``hermes analyze`` of ``src`` by ``before`` and by this interpreter,
+    alternated (so a change of machine load hits both alike); medians of wall s, CPU s (user +
+    system: steadier than wall on a shared machine) and peak RSS."""
+    cmds = {"import": ["import", str(src), "--out", "{tmp}/out.parquet"],
+            "analyze": ["analyze", str(src), "-o", "{tmp}/report.txt"]}
+    print(f"{src.name}: {runs} runs each, alternated; before = {before}")
+    print(f"  {'command':8} {'wall before':>11} {'this':>6} {'ratio':>6} {'CPU before':>10} "
+          f"{'this':>6} {'ratio':>6} {'RSS MB before':>13} {'this':>5}")
+    for name, args in cmds.items():
+        got: dict[str, list[tuple[float, float, float]]] = {"before": [], "this": []}
+        with tempfile.TemporaryDirectory() as tmp:
+            argv = [a.replace("{tmp}", tmp) for a in args]
+            for _ in range(runs):
+                for who, py in (("before", before), ("this", sys.executable)):
+                    got[who].append(_run_cpu([py, "-m", "hermes.cli", *argv], Path(tmp)))
+        b, t = ([statistics.median(v[i] for v in got[w]) for i in (0, 1, 2)]
+                for w in ("before", "this"))
+        print(f"  {name:8} {b[0]:>11.3f} {t[0]:>6.3f} {t[0] / b[0]:>6.3f} {b[1]:>10.3f} "
+              f"{t[1]:>6.3f} {t[1] / b[1]:>6.3f} {b[2]:>13,.0f} {t[2]:>5,.0f}")
+
+
 def report(label: str, src: Path, h: dict, t: dict | None) -> None:
     mb = json_megabytes(src)
     print(f"\n{label}: {src.name}  ({mb:,.0f} MB of JSON, {h['events']:,} source events)")
@@ -194,7 +235,15 @@ def main() -> None:
                          "minutes and ~10x the file size in memory on a 1 GB trace)")
     ap.add_argument("--no-hta", action="store_true", help="skip HolisticTraceAnalysis")
     ap.add_argument("--skip-synthetic", action="store_true", help="only the MTIA trace")
+    ap.add_argument("--source", type=Path, help="time this one file against --before instead")
+    ap.add_argument("--before", help="the interpreter of the checkout to compare with "
+                                     "(e.g. /work/main/.venv/bin/python); needs --source")
     args = ap.parse_args()
+    if (args.source is None) != (args.before is None):
+        ap.error("--source and --before go together")
+    if args.source is not None:
+        bench_before_after(args.source.resolve(), args.before, args.runs)
+        return
     CACHE.mkdir(parents=True, exist_ok=True)
     files: list[tuple[str, Path, int]] = []
     if MTIA.exists():
