@@ -119,7 +119,9 @@ def _ranks(table: pa.Table) -> set[int]:
         values = np.frombuffer(chunk.buffers()[1], np.int32, chunk.offset + len(chunk))
         values = values[chunk.offset:]
         if len(values):
-            out.update(np.unique(values, return_index=True)[0].tolist())
+            lo, hi = int(values.min()), int(values.max())
+            # one rank per batch is the rule (an importer's, a collector's): no sort for it
+            out.update((lo,) if lo == hi else np.unique(values, return_index=True)[0].tolist())
     return out
 
 

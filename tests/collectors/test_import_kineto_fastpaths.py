@@ -162,3 +162,37 @@ def test_args_field_no_event_has_is_its_default_and_escaped_keys_still_count(
     get("kineto").run([src], tmp_path / "p.parquet", {})
     bare = hermes.load(tmp_path / "p.parquet").events.iloc[0]
     assert np.isnan(bare["flops"]) and bare[["external_id", "bytes", "corr_id"]].isna().all()
+
+
+def test_args_decoded_from_their_joined_text_as_from_an_array(tmp_path: Path) -> None:
+    """Args decoded straight from the args column's data (values end to end) equal the array
+    decode; values that run together (two numbers) or are not objects take the array path,
+    and a file of such args imports with them kept as written."""
+    from hermes.collectors.importers.kineto.mapping import NO_INT, decode_args
+
+    def both(texts: list[bytes]) -> tuple[list, list]:
+        raws = [msgspec.Raw(t) for t in texts]
+        got, want = decode_args(raws, b"".join(texts)), decode_args(raws)
+        # compared as JSON: NaN (an absent float) is never equal to itself as a field
+        assert msgspec.json.encode(got) == msgspec.json.encode(want)
+        return list(got), list(want)
+
+    got, _ = both([b'{"correlation": 4, "stream": 7}', b"{}", b'{\n "External id": 9}'])
+    assert got[0].correlation == 4 and got[0].stream == 7 and got[2].external_id == 9
+    got, _ = both([b"1", b"2"])  # run together: '12', one value and no object
+    assert len(got) == 2
+    got, _ = both([b'{"correlation": 1}', b'"text"', b"[3]"])  # tolerant path
+    assert got[0].correlation == 1 and got[1].correlation == got[2].correlation == NO_INT
+
+    def op(name: str, args: str) -> str:
+        return (f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 2, '
+                f'"ts": 1, "dur": 1, "args": {args}}}')
+
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": [' + ", ".join([
+        op("a", "1"), op("b", "2"), op("c", '{"correlation": 5}')]) + "]}")
+    get("kineto").run([src], tmp_path / "o.parquet", {})
+    ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
+    assert ev["args"].tolist() == ["1", "2", '{"correlation": 5}']
+    assert ev.loc["c", "corr_id"] == 5 and ev[["corr_id"]].isna()["corr_id"].tolist() == \
+        [True, True, False]

@@ -39,16 +39,19 @@ def strings(values: Sequence[str]) -> pa.StringArray:
     return utf8_buffers(enc)
 
 
-def utf8_buffers(texts: Sequence[bytes]) -> pa.Array:
+def utf8_buffers(texts: Sequence[bytes], joined: bytes | None = None) -> pa.Array:
     """A string array over UTF-8 byte strings (bytes or ``msgspec.Raw``), one join, no copies
-    per row. Uses 64-bit offsets (large_string, cast back) only past 2 GB of text."""
+    per row (``joined``: that join, when the caller has it). Uses 64-bit offsets (large_string,
+    cast back) only past 2 GB of text."""
     n = len(texts)
     lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     total = int(lens.sum())
     large = total >= 2 ** 31
     offsets = np.zeros(n + 1, dtype=np.int64 if large else np.int32)
     np.cumsum(lens, out=offsets[1:])
-    data = pa.py_buffer(b"".join(texts))
+    if joined is None or len(joined) != total:
+        joined = b"".join(texts)
+    data = pa.py_buffer(joined)
     if large:
         return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), data])
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), data])

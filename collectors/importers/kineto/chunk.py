@@ -424,7 +424,8 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
                                                                name_dict, times)
     ts, dur = _times(rows, sel, chunk, side, path, times)
     raw_args = list(map(ARGS, rows))
-    args = decode_args(raw_args)
+    joined: bytes | None = b"".join(raw_args)  # the args column's data, decoded as it is
+    args = decode_args(raw_args, joined)
     corr = column(args, "correlation", np.int64)
     corr[corr == NO_INT] = -1
     ext = external_ids(args)
@@ -442,8 +443,10 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     if memory is not None:
         corr[memory.rows] = -1  # samples, not launches
         dur[memory.rows] = 0
+        joined = None  # their args gained a unit
     unknown_rows = np.flatnonzero(punknown[rpair])
     if unknown_rows.size:
+        joined = None  # their args gain the source category
         for i in unknown_rows.tolist():
             p = int(rpair[i])
             cat = cat_dict[p % len(cat_dict)] or f"(ph {ph_dict[p // len(cat_dict)]})"
@@ -457,5 +460,5 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
         from_numpy(ext, ext == NO_INT), stream, from_numpy(unit),
         from_numpy(flops, np.isnan(flops)),
         from_numpy(np.where(no_bytes, 0, nbytes).astype(np.int64), no_bytes),
-        from_numpy(value, np.isnan(value)), utf8_buffers(raw_args),
+        from_numpy(value, np.isnan(value)), utf8_buffers(raw_args, joined),
     ], schema=INTERMEDIATE)

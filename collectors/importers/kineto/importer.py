@@ -165,10 +165,7 @@ class _Finish:
         if hi > lo:
             i = self.coll_rows[lo:hi] - first_row
             group[i], seq[i], nbytes[i] = self.coll_vals[lo:hi].T
-        # events per kind, kinds in order of first appearance (as the summary lists them)
-        uniq, first_at, counts = np.unique(kind, return_index=True, return_counts=True)
-        order = np.argsort(first_at)
-        self.kind_counts = list(zip(uniq[order].tolist(), counts[order].tolist(), strict=True))
+        self.kind_counts = _kind_counts(kind)
         coll = kind == K["collective"]
         cols["coll_group"] = dictionary(np.maximum(group, 0).astype(np.int32), self.group_names,
                                         group < 0)
@@ -187,6 +184,23 @@ class _Finish:
         if not name or name == lane:
             return lane
         return name if name.startswith(lane) else f"{lane} ({name})"
+
+
+def _kind_counts(kind: np.ndarray) -> list[tuple[int, int]]:
+    """(kind, events) of a batch, kinds in order of first appearance (as the summary lists
+    them): counted with bincount, each kind's first row found by one scan per kind (a batch
+    holds a few kinds; a stable argsort of every row cost ~0.5 ms a batch)."""
+    if len(kind) == 0:
+        return []
+    if int(kind.min()) < 0:  # never (phase 1 resolves every pseudo-kind): as before, sorted
+        uniq, first_at, counts = np.unique(kind, return_index=True, return_counts=True)
+        order = np.argsort(first_at)
+        return list(zip(uniq[order].tolist(), counts[order].tolist(), strict=True))
+    counts = np.bincount(kind.astype(np.intp), minlength=len(KINDS))
+    uniq = np.flatnonzero(counts)
+    first_at = np.array([int(np.argmax(kind == k)) for k in uniq.tolist()], np.int64)
+    order = np.argsort(first_at)
+    return list(zip(uniq[order].tolist(), counts[uniq[order]].tolist(), strict=True))
 
 
 def _fill_from_rpc(r: np.ndarray, ts: np.ndarray, ext: np.ndarray, lane: np.ndarray,

@@ -180,6 +180,7 @@ class Args(msgspec.Struct, gc=False):
 
 
 _ARGS = msgspec.json.Decoder(list[Args])
+_ONE_ARGS = msgspec.json.Decoder(Args)
 _ANY = msgspec.json.Decoder()
 
 
@@ -206,14 +207,27 @@ _KEYS = {f: b'"' + k.encode() + b'"' for f, k in
          zip(Args.__struct_fields__, Args.__struct_encode_fields__, strict=True)}
 
 
-def decode_args(raws: list[msgspec.Raw]) -> ArgsList:
+def decode_args(raws: list[msgspec.Raw], joined: bytes | None = None) -> ArgsList:
     """Decode the interesting args fields of many events in one call.
 
+    ``joined``: the texts of ``raws`` end to end (``b"".join(raws)``, the args column's data),
+    decoded as a sequence of values with no copy made to put them in a JSON array; when the
+    values do not come apart as one per event (two numbers run together) or one is not an
+    object, they are decoded as an array as before.
     Falls back to a tolerant per-field extraction when some trace stores a field with an
     unexpected type (a string correlation, say) instead of failing the import.
     """
     if not raws:
         return ArgsList()
+    if joined is not None:
+        try:
+            values = _ONE_ARGS.decode_lines(joined)
+        except msgspec.DecodeError:  # ValidationError included
+            values = None
+        if values is not None and len(values) == len(raws):
+            out = ArgsList(values)
+            out.text = joined
+            return out
     text = b"[" + b",".join(raws) + b"]"
     try:
         out = ArgsList(_ARGS.decode(text))
