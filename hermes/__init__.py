@@ -8,18 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes._version import __version__
 from hermes.errors import HermesError
-
-
-def _version() -> str:
-    # importlib.metadata costs ~40 ms of start-up (email, zipfile, csv): only `--version` and
-    # reports pay for it, not every command
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hermes-profiler")
-    except PackageNotFoundError:  # running from a source tree without an install
-        return "0.0.0+source"
 
 # Names provided by other parts of the package, imported on first use so that
 # `import hermes` stays light: the CLI starts without pandas/pyarrow, and collectors
@@ -36,9 +26,6 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        globals()[name] = _version()
-        return globals()[name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hermes' has no attribute {name!r}")

@@ -3,73 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import re
-import sys
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any
 
 from hermes.trace.schema import SCHEMA_VERSION
 
-#: The distribution's name as importlib.metadata matches it (PEP 503, '-' as '_')
-_DIST = "hermes_profiler"
-_NORMAL = re.compile(r"[-_.]+")
 
-
-@lru_cache(maxsize=1)
 def _version() -> str:
-    """The installed version (``hermes.__version__``), every trace's ``created_by``.
-
-    Read from the first ``hermes_profiler-*.dist-info/METADATA`` on ``sys.path``, the file
-    ``importlib.metadata.version`` reads: importing importlib.metadata (email, zipfile, csv)
-    costs ~10 ms of every import. Anything else (a zip or egg on the path, no dist-info, an
-    unreadable file) asks ``hermes.__version__``, i.e. importlib.metadata itself."""
-    return _dist_info_version() or _package_version()
-
-
-def _package_version() -> str:
     from hermes import __version__
 
     return __version__
-
-
-def _dist_info_version() -> str | None:
-    """The Version field of the first matching dist-info (or egg-info directory) on sys.path, in
-    importlib.metadata's search order; None where that order cannot be followed without it."""
-    for entry in sys.path:
-        path = entry or "."
-        if os.path.basename(path).lower().endswith(".egg"):
-            return None
-        try:
-            names = os.listdir(path)
-        except NotADirectoryError:  # a zip on the path: importlib.metadata searches it
-            return None
-        except OSError:  # missing: importlib.metadata skips it too
-            continue
-        for name in names:
-            stem, _, ext = name.lower().rpartition(".")
-            if ext in ("dist-info", "egg-info") and \
-                    _NORMAL.sub("_", stem.partition("-")[0]) == _DIST:
-                found = os.path.join(path, name)
-                return _metadata_version(os.path.join(found, "METADATA")) or \
-                    _metadata_version(os.path.join(found, "PKG-INFO"))
-    return None
-
-
-def _metadata_version(path: str) -> str | None:
-    """The ``Version:`` header of a core-metadata file (headers end at the first blank line)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if not line.strip():
-                    return None
-                key, sep, value = line.partition(":")
-                if sep and key.strip().lower() == "version":
-                    return value.strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
-    return None
 
 
 INT64_MAX = 2**63 - 1
