@@ -85,7 +85,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     them; only the results go back to the driver."""
     from hermes.trace import load
 
-    tr = load(_rank_file(path, rank), ranks=[rank])
+    tr = load(_rank_file(path, rank), ranks=[rank], lazy_args=True)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
     # once a warm-up step is dropped (a filtered copy), the whole frame is let go here instead
@@ -185,7 +185,7 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
             # one file holding several ranks, in this process: read it once, split by rank
             from hermes.trace import load
 
-            tr = load(path, ranks=todo)
+            tr = load(path, ranks=todo, lazy_args=True)
             _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup, packed=True)
         else:
             job = functools.partial(_rank_results, str(path), keep_warmup)
