@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hermes.analyzers import devicework, families
 from hermes.analyzers.base import RankContext
@@ -85,15 +87,9 @@ def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | Non
     peak_unit = per[ucodes]
     # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
     gi = np.flatnonzero(gemm)
-    src = pd.Series(args_of(ev, kidx[gi]).array)
-    hr = k["host_row"].to_numpy(np.int64)[gi]
-    ha = np.full(gi.size, None, dtype=object)  # the GEMMs' operators' args, where linked
-    if (hr >= 0).any():
-        ha[hr >= 0] = np.asarray(args_of(ev, hr[hr >= 0]).array, dtype=object)
-    if pd.notna(ha).any():
-        src = pd.Series(np.where(pd.notna(ha), ha, src.to_numpy(object)), dtype=object)
     elem = np.full(n, 2.0)
-    elem[gi] = dtype_bytes(src).to_numpy(np.float64)
+    elem[gi] = dtype_bytes(_gemm_args(ev, kidx[gi], k["host_row"].to_numpy(np.int64)[gi])
+                           ).to_numpy(np.float64)
     kel = k["elem"].to_numpy(np.float64)
     elem = np.where(~np.isnan(kel) & gemm, kel, elem)  # the operator's parsed input dtype
     if pk["dtype_flops"]:
@@ -168,6 +164,39 @@ def _rich_args(ev: pd.DataFrame, idx: np.ndarray) -> pd.Series:
         a.index = pd.RangeIndex(lo, lo + len(a))
         parts.append(rich_args(a))
     return parts[0] if len(parts) == 1 else pd.concat(parts)
+
+
+def _gemm_args(ev: pd.DataFrame, rows: np.ndarray, host: np.ndarray) -> pd.Series:
+    """The args a GEMM's dtype is read from: its operator's (event ``host``, -1 for none) where
+    it has an operator with args, else its own (event ``rows``); Arrow strings, no Python
+    string per task."""
+    own = args_of(ev, rows)
+    linked = host >= 0
+    if not linked.any():
+        return pd.Series(own.array)
+    try:
+        mine, theirs = _text(own), _text(args_of(ev, host[linked]))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # not text: Python objects, as they are
+        ha = np.full(rows.size, None, dtype=object)
+        ha[linked] = np.asarray(args_of(ev, host[linked]).array, dtype=object)
+        return pd.Series(np.where(pd.notna(ha), ha, own.to_numpy(object)), dtype=object)
+    at = np.full(rows.size, -1, np.int64)
+    at[linked] = np.arange(int(linked.sum()))
+    theirs = theirs.take(pa.array(at, mask=at < 0))
+    both = pc.if_else(pc.is_valid(theirs), theirs, mine)
+    return pa.table({"args": both}).to_pandas()["args"]
+
+
+def _text(x: pd.Series) -> pa.Array:
+    """A text column as one Arrow large_string array (zero-copy from pyarrow-backed strings)."""
+    a = x.array
+    if isinstance(a.dtype, pd.StringDtype) and a.dtype.storage == "pyarrow":
+        got = pa.array(a)
+    else:
+        got = pa.array(np.asarray(a, dtype=object), type=pa.large_string(), from_pandas=True)
+    if isinstance(got, pa.ChunkedArray):
+        got = got.combine_chunks()
+    return got.cast(pa.large_string())
 
 
 def _scatter(n: int, pos: np.ndarray, values: pd.Series) -> pd.Series:
