@@ -88,8 +88,10 @@ def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | Non
     # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
     gi = np.flatnonzero(gemm)
     elem = np.full(n, 2.0)
-    elem[gi] = dtype_bytes(_gemm_args(ev, kidx[gi], k["host_row"].to_numpy(np.int64)[gi])
-                           ).to_numpy(np.float64)
+    hrow = k["host_row"].to_numpy(np.int64)
+    for lo in range(0, gi.size, ARGS_BATCH):  # (a row's size depends on its args alone)
+        g = gi[lo:lo + ARGS_BATCH]
+        elem[g] = dtype_bytes(_gemm_args(ev, kidx[g], hrow[g])).to_numpy(np.float64)
     kel = k["elem"].to_numpy(np.float64)
     elem = np.where(~np.isnan(kel) & gemm, kel, elem)  # the operator's parsed input dtype
     if pk["dtype_flops"]:
