@@ -16,7 +16,7 @@ import pandas as pd
 
 from hermes.analyzers import families
 from hermes.analyzers.kernelstats import KernelStats
-from hermes.analyzers.opinfo import base_frame, input_shapes
+from hermes.analyzers.opinfo import base_frame, category, input_shapes, take_num
 from hermes.analyzers.opvec import op_costs
 from hermes.trace.args import args_of
 
@@ -60,8 +60,11 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
     hm = (ev["kind"] == "host_op").to_numpy() & ev["external_id"].isin(wanted).to_numpy()
     if not hm.any():
         return
-    h = base_frame(ev, hm, with_args=False)
     hidx = np.flatnonzero(hm)
+    # base_frame's columns that linking reads (a big trace's operators are most of its rows)
+    h = pd.DataFrame({"name": category(pd.Series(ev["name"].array.take(hidx))),
+                      **{c: take_num(ev, c, hidx) for c in ("flops", "bytes", "external_id")}},
+                     copy=False)
     cost, h["shape"] = _signatures(ev, hidx, h["name"])
     h["_ev"] = hidx  # the operator's row in ev: its args are read from there when needed
     h["flops"] = h["flops"].where(h["flops"].notna(), cost["flops"])
