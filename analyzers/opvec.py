@@ -76,7 +76,7 @@ def parse_dims(items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return _parse_dims(items)
     parts = [_parse_dims(items[lo:lo + PARSE_CHUNK])
              for lo in range(0, items.size, PARSE_CHUNK)]
-    nin, rank, flat = (np.concatenate(p) for p in zip(*parts))
+    nin, rank, flat = (np.concatenate(p) for p in zip(*parts, strict=True))
     return nin, rank, flat
 
 

@@ -251,5 +251,5 @@ def test_parse_dims_in_chunks_is_parse_dims_whole(monkeypatch) -> None:
     assert whole[1].tolist() == [2, 1, 1, 0, 3, 2]
     assert whole[2].tolist() == [2, 3, 4, 5, 7, 8, 9, 10, 11]
     monkeypatch.setattr(opvec, "PARSE_CHUNK", 2)  # three chunks, one of them ""
-    for a, b in zip(whole, opvec.parse_dims(items)):
+    for a, b in zip(whole, opvec.parse_dims(items), strict=True):
         assert a.tolist() == b.tolist()
