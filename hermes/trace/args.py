@@ -3,7 +3,7 @@
 The ``args`` column (free-form JSON text) is most of a loaded trace's memory (a 1 GB Kineto trace:
 477 MiB of its 0.70 GiB Arrow table) while the analyzers read it for a few kinds of rows only.
 ``hermes.trace.load(path, lazy_args=True)`` (what the analysis executor uses) leaves it in the
-Parquet file: the frame gets an int64 column :data:`ROW` (each event's row in the file) and its
+Parquet file: the frame gets an integer column :data:`ROW` (each event's row in the file) and its
 ``attrs`` a :class:`FileArgs` that reads the rows asked for, one row group at a time.
 
 :func:`args_of` is the same call for both kinds of frame: an in-memory trace (small files, the

@@ -294,8 +294,11 @@ def _load_file(f: Path, columns: Sequence[str] | None, ranks: Iterable[int] | No
         cols[name] = table_to_pandas(conform(t, [name], f), destroy=True)[name]
         del t
     if lazy:
-        cols[ROW] = pd.Series(np.arange(pf.metadata.num_rows, dtype=np.int64) if mask is None
-                              else np.flatnonzero(np.asarray(mask.to_numpy(), bool)))
+        rows = np.arange(pf.metadata.num_rows) if mask is None else \
+            np.flatnonzero(np.asarray(mask.to_numpy(), bool))
+        # int32 while the file's row numbers fit (10M events: 40 MB less)
+        cols[ROW] = pd.Series(rows.astype(np.int32 if pf.metadata.num_rows < 2**31
+                                          else np.int64))
     df = pd.DataFrame(cols, copy=False)
     if lazy:
         df.attrs[SOURCE] = FileArgs(f)
