@@ -163,11 +163,12 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     ev = ctx.events
     if len(ev) == 0:
         return pd.DataFrame(columns=COLUMNS)
-    c = base_frame(ev, (ev["kind"] == "collective").to_numpy())
+    c = base_frame(ev, (ev["kind"] == "collective").to_numpy(), text_args=True)
     if len(c) == 0:
         return pd.DataFrame(columns=COLUMNS)
     offset = int((getattr(ctx.meta, "clock_offsets_ns", {}) or {}).get(int(ctx.rank), 0))
-    args = c["args"].astype(object)
+    # pyarrow strings (what ArgKeys reads), not one Python string per collective
+    args = c["args"].astype("string[pyarrow]")
     pk, prof = peaks(ctx), profile_of(ctx)
     dev = {**(prof.fields if prof is not None else {}), **ctx.device}
     # columns built as Series / arrays on the collectives' index, the frame made once (one

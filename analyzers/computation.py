@@ -72,7 +72,9 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None
     """Operators behind each underutilization cause (masks of the rows of ``k``)."""
     if len(k) == 0:
         return {}
-    args = rich_args(k["args"]) if args is None else args
+    if args is None:
+        args = rich_args(k["args"]) if "args" in k.columns else \
+            pd.Series([], dtype="string[pyarrow]")
     pos = args.index.to_numpy(np.int64)  # the task table's RangeIndex: labels = positions
 
     def rows(hit: np.ndarray) -> np.ndarray:  # the rows with args -> all rows
@@ -197,7 +199,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         / total_dev if total_dev else 0.0,
         **devicework.mfu(k, step_total, pk),
     })
-    res.tables.update({"tasks": k.drop(columns=["args", "host_args", "shape", "lane",
+    res.tables.update({"tasks": k.drop(columns=["args", "host_row", "shape", "lane",
                                                 "coll_group", "coll_bytes", "coll_seq",
                                                 "value"], errors="ignore"),
                        "kernels": ks.kernels(), "families": ks.families(),

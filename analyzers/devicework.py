@@ -16,8 +16,9 @@ import pandas as pd
 
 from hermes.analyzers import families
 from hermes.analyzers.kernelstats import KernelStats
-from hermes.analyzers.opinfo import base_frame, input_shapes
+from hermes.analyzers.opinfo import base_frame, category, input_shapes, take_num
 from hermes.analyzers.opvec import op_costs
+from hermes.trace.args import args_of
 
 #: kernel families that carry a matrix operator's FLOPs (its other kernels, e.g. cuDNN's layout
 #: transposes or a split-K reduction, are bookkeeping)
@@ -42,7 +43,8 @@ def _external_ids(ev: pd.DataFrame, k: pd.DataFrame) -> pd.Series:
 
 def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
     """Fill the kernels' ``flops``/``bytes`` (where the trace has none), ``elem``,
-    ``host_family``, ``shape`` and ``host_args`` from the host operator that launched them.
+    ``host_family``, ``shape`` and ``host_row`` (the operator's row in ``ev``: -1 for none,
+    the caller's initial value) from the host operator that launched them.
 
     FLOPs: the operator's own (Kineto ``with_flops``), else derived from its shapes (``opcost``).
     An operator's FLOPs and bytes go to its matrix-family kernels (all its kernels when it has
@@ -58,12 +60,16 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
     hm = (ev["kind"] == "host_op").to_numpy() & ev["external_id"].isin(wanted).to_numpy()
     if not hm.any():
         return
-    h = base_frame(ev, hm, text_args=True)
-    cost = op_costs(h["name"], h["args"])
+    hidx = np.flatnonzero(hm)
+    # base_frame's columns that linking reads (a big trace's operators are most of its rows)
+    h = pd.DataFrame({"name": category(pd.Series(ev["name"].array.take(hidx))),
+                      **{c: take_num(ev, c, hidx) for c in ("flops", "bytes", "external_id")}},
+                     copy=False)
+    cost, h["shape"] = _signatures(ev, hidx, h["name"])
+    h["_ev"] = hidx  # the operator's row in ev: its args are read from there when needed
     h["flops"] = h["flops"].where(h["flops"].notna(), cost["flops"])
     h["bytes"] = h["bytes"].where(h["bytes"].notna() & (h["bytes"] > 0), cost["bytes"])
     h["elem"], h["family"] = cost["elem"], cost["family"]
-    h["shape"] = input_shapes(h["args"])
     # several ops may share an id (nested records): keep the one that says most
     h["_rank"] = h["family"].notna().astype(int) + h["flops"].notna().astype(int) * 2
     h = h.sort_values("_rank", kind="stable").drop_duplicates("external_id", keep="last")
@@ -83,9 +89,29 @@ def link_host_ops(ev: pd.DataFrame, k: pd.DataFrame) -> None:
     k.loc[has, "elem"] = grp.map(h["elem"])[has]
     k.loc[has, "host_family"] = grp.map(h["family"])[has]
     k.loc[k["shape"].isna() & has, "shape"] = grp.map(h["shape"])[k["shape"].isna() & has]
-    # (only the linked operators' args become Python strings)
-    pos = grp.map(pd.Series(np.arange(len(h)), index=h.index))[has].to_numpy(np.int64)
-    k.loc[has, "host_args"] = np.asarray(h["args"].array.take(pos), dtype=object)
+    # the row (in ev) of each kernel's operator: its args are read only where needed
+    k.loc[has, "host_row"] = grp.map(h["_ev"])[has].to_numpy(np.int64)
+
+
+#: host operators whose args are read and searched at a time (a big trace's are never all
+#: held at once, nor all their signature strings)
+ARGS_BATCH = 1 << 16
+
+
+def _signatures(ev: pd.DataFrame, rows: np.ndarray, names: pd.Series
+                ) -> tuple[pd.DataFrame, pd.Series]:
+    """``op_costs`` and ``input_shapes`` of the host operators at rows ``rows`` of ``ev``
+    (``names``: theirs, on a RangeIndex), their args read ``ARGS_BATCH`` rows at a time."""
+    costs, shapes = [], []
+    for lo in range(0, max(rows.size, 1), ARGS_BATCH):
+        a = args_of(ev, rows[lo:lo + ARGS_BATCH])
+        a.index = pd.RangeIndex(lo, lo + len(a))
+        costs.append(op_costs(names.iloc[lo:lo + ARGS_BATCH], a))
+        shapes.append(input_shapes(a))
+        del a
+    if len(costs) == 1:
+        return costs[0], shapes[0]
+    return pd.concat(costs), pd.concat(shapes)
 
 
 def assign_families(k: pd.DataFrame) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.io import data_wait_mask, is_, name_matches
+from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, NOT_WORK_KINDS
 
 #: Order in which the classes claim device-idle time (first match wins).
@@ -151,8 +152,8 @@ def blocking_copy_calls(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
     if not d2h.any():
         return out
     text = ev["name"][d2h].astype(str)
-    if "args" in ev.columns:
-        text = text + " " + ev["args"][d2h].astype(str).fillna("")
+    if has_args(ev):
+        text = text + " " + args_of(ev, d2h).astype(str).fillna("")
     pageable = np.flatnonzero(d2h)[name_matches(text, PAGEABLE_D2H + r'|"pinned"\s*:\s*false')]
     if pageable.size == 0:
         return out

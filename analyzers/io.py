@@ -39,6 +39,7 @@ from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.hta_compat import codes_in
 from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
 from hermes.findings import Finding
+from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
 
 MIN_SHARE = 0.01
@@ -234,8 +235,8 @@ def _h2d(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
     if not h2d.any():
         return {"count": 0, "pageable": 0, "bytes": 0, "exposed_pageable_ns": 0}
     sub = events.loc[h2d]  # the name + args text of the copies only
-    text = sub["name"].astype(str) + " " + sub["args"].astype(str).fillna("") \
-        if "args" in events.columns else sub["name"].astype(str)
+    text = sub["name"].astype(str) + " " + args_of(events, h2d).astype(str).fillna("") \
+        if has_args(events) else sub["name"].astype(str)
     pageable = h2d.copy()
     pageable[h2d] = name_matches(text, PAGEABLE)
     kernels = spans(events, dev & is_(events, "kind", "kernel"))
@@ -313,8 +314,8 @@ def io(ctx: RankContext) -> AnalyzerResult:
     elif wait_names.str.contains("_SingleProcessDataLoaderIter", regex=False).any():
         loader = {"loader": "single-process", "num_workers": 0}
     # a collector that saw the DataLoader records its workers in the waits' args
-    workers = (opinfo.arg_numbers(ev.loc[waits, "args"], "num_workers").dropna()
-               if "args" in ev.columns and waits.any() else pd.Series(dtype=float))
+    workers = (opinfo.arg_numbers(args_of(ev, waits), "num_workers").dropna()
+               if has_args(ev) and waits.any() else pd.Series(dtype=float))
     if len(workers):
         n = int(workers.max())
         loader = {"loader": "multi-process" if n > 0 else "single-process", "num_workers": n}

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from hermes import devices
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import RankContext
+from hermes.trace.args import args_of, has_args
 
 TOP_N = 10
 
@@ -190,13 +191,14 @@ def take_num(events: pd.DataFrame, col: str, idx: np.ndarray) -> np.ndarray:
         return pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy("float64")
 
 
-def base_frame(events: pd.DataFrame, mask: np.ndarray, text_args: bool = False
-               ) -> pd.DataFrame:
+def base_frame(events: pd.DataFrame, mask: np.ndarray, text_args: bool = False,
+               with_args: bool = True) -> pd.DataFrame:
     """Selected events with plain dtypes: name, ts_ns, dur_ns, end_ns and the optional columns
     (numeric ones as float64 with NaN; unit, args, coll_group, lane as objects). Only the needed
     columns are taken, row by row index, so selecting from a wide 10M-row frame stays cheap.
     ``text_args``: ``args`` keeps the frame's own string dtype (Arrow-backed in a loaded
-    trace) instead of one Python string per row (millions of them on a big trace)."""
+    trace) instead of one Python string per row (millions of them on a big trace);
+    ``with_args=False``: no ``args`` column (a caller that reads them in batches)."""
     idx = np.flatnonzero(np.asarray(mask, bool))
     ts = events["ts_ns"].to_numpy(np.int64)[idx]
     dur = events["dur_ns"].to_numpy(np.int64)[idx]
@@ -206,8 +208,11 @@ def base_frame(events: pd.DataFrame, mask: np.ndarray, text_args: bool = False
                 "stream"):
         data[col] = take_num(events, col, idx)
     for col in ("unit", "args", "coll_group", "lane"):
-        if col == "args" and text_args and col in events.columns:
-            data[col] = pd.Series(events[col].array.take(idx))
+        if col == "args" and not with_args:
+            continue
+        if col == "args" and has_args(events):  # the frame's own, or its file's (on demand)
+            text = args_of(events, idx).array
+            data[col] = pd.Series(text) if text_args else np.asarray(text, dtype=object)
             continue
         data[col] = (np.asarray(events[col].array.take(idx), dtype=object)
                      if col in events.columns else np.full(idx.size, None, dtype=object))

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hermes.analyzers import devicework, families
 from hermes.analyzers.base import RankContext
@@ -28,6 +30,7 @@ from hermes.analyzers.opinfo import (
     take_num,
 )
 from hermes.analyzers.opvec import gemm_bytes
+from hermes.trace.args import args_of
 
 #: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
 #: choice: the best dense bf16 GEMM measured on an H100 reaches 0.80 of the datasheet peak
@@ -57,13 +60,14 @@ def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | Non
                                      "achieved_Bps", "u_compute", "u_bandwidth", "class",
                                      "family", "basis", "step"]), \
             pd.Series([], dtype="string[pyarrow]")
-    args = rich_args(k["args"])  # one pass; the lookups below only see rows with keys
+    kidx = np.flatnonzero(m)
+    args = _rich_args(ev, kidx)  # one pass; the lookups below only see rows with keys
     n, pos = len(k), args.index.to_numpy(np.int64)  # k has a RangeIndex: labels = positions
     gemm = has(k["name"], _GEMM)
     gemm[pos] |= has(arg_values(args, "Type", "op_type"), _GEMM)
     k["gemm"] = gemm
     k["shape"] = _scatter(n, pos, input_shapes(args))
-    k["host_args"] = None
+    k["host_row"] = np.full(n, -1, np.int64)  # (devicework: the linked operator's event)
     devicework.assign_families(k)
     devicework.link_host_ops(ev, k)
     devicework.assign_families(k)  # names no pattern knows take their host operator's family
@@ -83,12 +87,11 @@ def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | Non
     peak_unit = per[ucodes]
     # a GEMM's peak depends on its dtype (fp32 GEMMs on an H100 run at the fp32 rate)
     gi = np.flatnonzero(gemm)
-    ha = k["host_args"].to_numpy(object)[gi]
-    src = pd.Series(k["args"].array.take(gi))
-    if pd.notna(ha).any():
-        src = pd.Series(np.where(pd.notna(ha), ha, src.to_numpy(object)), dtype=object)
     elem = np.full(n, 2.0)
-    elem[gi] = dtype_bytes(src).to_numpy(np.float64)
+    hrow = k["host_row"].to_numpy(np.int64)
+    for lo in range(0, gi.size, ARGS_BATCH):  # (a row's size depends on its args alone)
+        g = gi[lo:lo + ARGS_BATCH]
+        elem[g] = dtype_bytes(_gemm_args(ev, kidx[g], hrow[g])).to_numpy(np.float64)
     kel = k["elem"].to_numpy(np.float64)
     elem = np.where(~np.isnan(kel) & gemm, kel, elem)  # the operator's parsed input dtype
     if pk["dtype_flops"]:
@@ -134,8 +137,9 @@ def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | Non
 
 
 def _task_frame(ev: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """``opinfo.base_frame``'s columns a task table needs, the strings kept as they are stored
-    (categorical unit, pyarrow args): no per-row object conversion."""
+    """``opinfo.base_frame``'s columns a task table needs (not the args: read where needed,
+    :func:`_rich_args`), the strings kept as they are stored (categorical unit): no per-row
+    object conversion."""
     idx = np.flatnonzero(mask)
     ts = ev["ts_ns"].to_numpy(np.int64)[idx]
     dur = ev["dur_ns"].to_numpy(np.int64)[idx]
@@ -143,10 +147,58 @@ def _task_frame(ev: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
                             "ts_ns": ts, "dur_ns": dur, "end_ns": ts + dur}
     for col in ("flops", "bytes", "external_id", "corr_id", "stream"):
         data[col] = take_num(ev, col, idx)
-    for col in ("unit", "args"):
-        data[col] = pd.Series(ev[col].array.take(idx)) if col in ev.columns else \
-            pd.Series(np.full(idx.size, None, dtype=object), dtype=object)
+    data["unit"] = pd.Series(ev["unit"].array.take(idx)) if "unit" in ev.columns else \
+        pd.Series(np.full(idx.size, None, dtype=object), dtype=object)
     return pd.DataFrame(data, copy=False)
+
+
+#: rows of args read and searched at a time (the args of a big trace's kernels are not all
+#: held at once: only the rows that carry known keys are kept)
+ARGS_BATCH = 1 << 17
+
+
+def _rich_args(ev: pd.DataFrame, idx: np.ndarray) -> pd.Series:
+    """``opinfo.rich_args`` of the args of rows ``idx`` of ``ev``, indexed by position in
+    ``idx``, read and filtered ``ARGS_BATCH`` rows at a time."""
+    parts = []
+    for lo in range(0, max(idx.size, 1), ARGS_BATCH):
+        a = args_of(ev, idx[lo:lo + ARGS_BATCH])
+        a.index = pd.RangeIndex(lo, lo + len(a))
+        parts.append(rich_args(a))
+    return parts[0] if len(parts) == 1 else pd.concat(parts)
+
+
+def _gemm_args(ev: pd.DataFrame, rows: np.ndarray, host: np.ndarray) -> pd.Series:
+    """The args a GEMM's dtype is read from: its operator's (event ``host``, -1 for none) where
+    it has an operator with args, else its own (event ``rows``); Arrow strings, no Python
+    string per task."""
+    own = args_of(ev, rows)
+    linked = host >= 0
+    if not linked.any():
+        return pd.Series(own.array)
+    try:
+        mine, theirs = _text(own), _text(args_of(ev, host[linked]))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # not text: Python objects, as they are
+        ha = np.full(rows.size, None, dtype=object)
+        ha[linked] = np.asarray(args_of(ev, host[linked]).array, dtype=object)
+        return pd.Series(np.where(pd.notna(ha), ha, own.to_numpy(object)), dtype=object)
+    at = np.full(rows.size, -1, np.int64)
+    at[linked] = np.arange(int(linked.sum()))
+    theirs = theirs.take(pa.array(at, mask=at < 0))
+    both = pc.if_else(pc.is_valid(theirs), theirs, mine)
+    return pa.table({"args": both}).to_pandas()["args"]
+
+
+def _text(x: pd.Series) -> pa.Array:
+    """A text column as one Arrow large_string array (zero-copy from pyarrow-backed strings)."""
+    a = x.array
+    if isinstance(a.dtype, pd.StringDtype) and a.dtype.storage == "pyarrow":
+        got = pa.array(a)
+    else:
+        got = pa.array(np.asarray(a, dtype=object), type=pa.large_string(), from_pandas=True)
+    if isinstance(got, pa.ChunkedArray):
+        got = got.combine_chunks()
+    return got.cast(pa.large_string())
 
 
 def _scatter(n: int, pos: np.ndarray, values: pd.Series) -> pd.Series:

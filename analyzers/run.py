@@ -68,15 +68,44 @@ def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, 
     load_analyzers()
     results: dict[str, AnalyzerResult] = {}
     todo = ordered("rank")
+    big = len(events) >= RELEASE_MIN_EVENTS
+    if big:
+        release_memory()  # what loading (or importing) the trace freed
     for i, a in enumerate(todo):
         results[a.name] = a.fn(RankContext(rank=rank, events=events, meta=meta, results=results))
         if packed:
             needed = {n for later in todo[i + 1:] for n in later.needs}
             pack({k: v for k, v in results.items() if k not in needed})
+        if big:
+            release_memory()
     windows = step_windows(events)
     results["steps"] = AnalyzerResult("steps", tables={"windows": windows},
                                       metrics={"warmup": warmup} if warmup else {})
     return pack(results) if packed else results
+
+
+#: A rank of at least this many events gives the memory each analyzer freed back to the OS
+#: before the next runs: the C allocators (glibc's, Arrow's pool) keep freed memory for reuse,
+#: so the heap would otherwise stay at the biggest analyzer's high-water mark, fragmented, for the
+#: rest of the run (1 GB Kineto trace, 2.3M events: ~0.1 GiB of peak RSS). A release costs
+#: milliseconds, nothing beside the seconds such a rank's analysis takes.
+RELEASE_MIN_EVENTS = 1_000_000
+
+
+def release_memory() -> None:
+    """Return freed heap memory to the OS: Arrow's pool (where pyarrow is loaded) and glibc's
+    ``malloc_trim``; a no-op where neither is there."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl)
+        pass
 
 
 def _rank_job(path: str, rank: int, keep_warmup: bool = False
@@ -85,7 +114,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     them; only the results go back to the driver."""
     from hermes.trace import load
 
-    tr = load(_rank_file(path, rank), ranks=[rank])
+    tr = load(_rank_file(path, rank), ranks=[rank], lazy_args=True)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
     # once a warm-up step is dropped (a filtered copy), the whole frame is let go here instead
@@ -185,7 +214,7 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
             # one file holding several ranks, in this process: read it once, split by rank
             from hermes.trace import load
 
-            tr = load(path, ranks=todo)
+            tr = load(path, ranks=todo, lazy_args=True)
             _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup, packed=True)
         else:
             job = functools.partial(_rank_results, str(path), keep_warmup)

@@ -22,6 +22,7 @@ import pandas as pd
 from hermes.analyzers import cpedges, cpgraph, hostcalls, hta_compat, opinfo
 from hermes.analyzers.io import name_matches
 from hermes.analyzers.steps import split_by_windows
+from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import (
     COMPUTE_KINDS,
     EVENT_KINDS,
@@ -109,8 +110,8 @@ class Events:
         # has such records (None otherwise: no per-event arrays on traces without them).
         self.waits: tuple[np.ndarray, ...] | None = None
         swe = (self.kind == _KIND["sync"]) & (ev["name"] == "Stream Wait Event").to_numpy(bool)
-        if swe.any() and "args" in ev.columns and "stream" in ev.columns:
-            a = ev["args"][swe]
+        if swe.any() and has_args(ev) and "stream" in ev.columns:
+            a = args_of(ev, swe)
             w_s = opinfo.arg_numbers(a, "wait_on_stream").to_numpy()
             w_r = opinfo.arg_numbers(a, "wait_on_cuda_event_record_corr_id").to_numpy()
             ok = ~np.isnan(w_s) & ~np.isnan(w_r) & (w_r >= 0)

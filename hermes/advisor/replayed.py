@@ -53,7 +53,7 @@ def _events(trace: Any, ranks: list[int] | None) -> tuple[pd.DataFrame, Any]:
     if isinstance(trace, (str, Path)):
         from hermes.trace.reader import load
 
-        trace = load(trace, ranks=ranks)
+        trace = load(trace, ranks=ranks, lazy_args=True)  # args read where needed
         return trace.events, trace.meta
     ev = trace if isinstance(trace, pd.DataFrame) else trace.events
     if ranks is not None and "rank" in ev.columns:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.steps import step_windows
+from hermes.trace.args import args_of, has_args
 from hermes.whatif import cluster
 from hermes.whatif import replay as rp
 from hermes.whatif.transforms import STRAGGLER, TRANSFORMS, Transform, lookup
@@ -132,6 +133,8 @@ def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
             # numpy (NaN where unknown)
             text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
             sg.info[c] = col.array if text else col.to_numpy()
+    if "args" not in ev.columns and has_args(ev) and "args" not in sg.info.columns:
+        sg.info["args"] = args_of(ev, src).array  # args left in the trace's file: read here
     return sg
 
 

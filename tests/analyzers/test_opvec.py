@@ -240,3 +240,16 @@ def test_parse_dims_reads_what_json_reads() -> None:
     assert nin.tolist() == [3, 0, 0, 1, 2, 1]
     assert rank.tolist() == [2, 0, 1, 1, 2, 1, 2]
     assert flat.tolist() == [2, 3, 40, 7, 1, 2, 3, 123456789012345678, 0]
+
+
+def test_parse_dims_in_chunks_is_parse_dims_whole(monkeypatch) -> None:
+    items = np.array(["[[2, 3], [4]]", "", "[[5]]", "[[], [7, 8, 9]]", "[[10, 11]]"],
+                     dtype=object)
+    whole = opvec.parse_dims(items)
+    # by hand: inputs per item, rank per input, the integers in order
+    assert whole[0].tolist() == [2, 0, 1, 2, 1]
+    assert whole[1].tolist() == [2, 1, 1, 0, 3, 2]
+    assert whole[2].tolist() == [2, 3, 4, 5, 7, 8, 9, 10, 11]
+    monkeypatch.setattr(opvec, "PARSE_CHUNK", 2)  # three chunks, one of them ""
+    for a, b in zip(whole, opvec.parse_dims(items), strict=True):
+        assert a.tolist() == b.tolist()

@@ -171,3 +171,17 @@ def test_step_windows_merge_threads_and_are_found_once_per_frame() -> None:
     other = ev_.iloc[:2].reset_index(drop=True)  # another frame: its own windows
     assert steps.step_windows(other)["step"].tolist() == [1, 2]
     assert steps.step_windows(other)["end_ns"].tolist() == [900, 1_500]
+
+
+def test_a_big_rank_gives_freed_memory_back_after_each_analyzer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    run_mod.release_memory()  # the real one: no error here (glibc or not)
+    calls: list[int] = []
+    monkeypatch.setattr(run_mod, "release_memory", lambda: calls.append(1))
+    df = frame(ev("step", "ProfilerStep#1", 0, 100, step=1), ev("kernel", "k", 0, 10))
+    run_mod.run_rank(0, df, None)  # 2 events: below the threshold, no release
+    assert calls == []
+    monkeypatch.setattr(run_mod, "RELEASE_MIN_EVENTS", 2)
+    run_mod.run_rank(0, df, None)
+    # once for what the load freed, then once after each rank analyzer
+    assert len(calls) == 1 + len(run_mod.ordered("rank"))

@@ -1,0 +1,63 @@
+"""Args on demand: ``load(path, lazy_args=True)`` leaves ``args`` in the file and
+``hermes.trace.args.args_of`` reads the rows asked for -- the same values, dtype and index as
+the column of an eagerly loaded trace, through filters, resets, rank loads and pickling."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.trace import load
+from hermes.trace.args import ROW, args_of, has_args
+from hermes.trace.writer import TraceWriter
+from tests.tracegen import ev, events, frame
+
+#: ten events over two ranks, one without args; written as row groups of three rows
+ARGS = [f'{{"i": {i}}}' if i != 4 else None for i in range(10)]
+
+
+@pytest.fixture()
+def path(tmp_path: Path) -> Path:
+    rows = [ev("host_op", f"op{i}", 10 * i, 5, rank=i % 2, args=ARGS[i]) for i in range(10)]
+    w = TraceWriter(tmp_path / "t.parquet", row_group_rows=3)
+    w.write(events(*rows))
+    return w.close()
+
+
+def test_lazy_frame_has_rows_not_args(path: Path) -> None:
+    lazy, eager = load(path, lazy_args=True), load(path)
+    assert "args" not in lazy.events.columns and has_args(lazy.events)
+    assert lazy.events[ROW].tolist() == list(range(10))
+    pd.testing.assert_frame_equal(lazy.events.drop(columns=[ROW]),
+                                  eager.events.drop(columns=["args"]))
+    # the whole column, a mask and positions: what the eager column gives
+    pd.testing.assert_series_equal(args_of(lazy.events), eager.events["args"])
+    m = (lazy.events["rank"] == 1).to_numpy()
+    pd.testing.assert_series_equal(args_of(lazy.events, m), eager.events["args"][m])
+    got = args_of(lazy.events, [7, 2, 5, 4])  # out of order, across row groups, a null
+    assert got.index.tolist() == [7, 2, 5, 4]
+    assert got.tolist()[:3] == ['{"i": 7}', '{"i": 2}', '{"i": 5}'] and pd.isna(got.iloc[3])
+    assert len(args_of(lazy.events, np.zeros(0, np.int64))) == 0
+
+
+def test_rows_follow_filters_rank_loads_and_pickling(path: Path) -> None:
+    lazy = load(path, lazy_args=True)
+    odd = lazy.events[lazy.events["rank"] == 1].reset_index(drop=True)
+    assert args_of(odd).tolist() == [ARGS[i] for i in (1, 3, 5, 7, 9)]
+    one = load(path, ranks=[1], lazy_args=True).events  # rows 1, 3, ... of the file
+    assert one[ROW].tolist() == [1, 3, 5, 7, 9]
+    assert args_of(one, [1, 0]).tolist() == ['{"i": 3}', '{"i": 1}']
+    again = pickle.loads(pickle.dumps(odd))  # (a worker's results travel pickled)
+    assert args_of(again, [4]).tolist() == ['{"i": 9}']
+
+
+def test_in_memory_frames_keep_their_column() -> None:
+    f = frame(ev("kernel", "k", 0, 1, args='{"a": 1}'), ev("kernel", "k", 2, 1))
+    got = args_of(f, [1, 0])
+    assert pd.isna(got.iloc[0]) and got.iloc[1] == '{"a": 1}' and got.index.tolist() == [1, 0]
+    bare = f.drop(columns=["args"])
+    assert not has_args(bare) and args_of(bare, [0, 1]).isna().all()
