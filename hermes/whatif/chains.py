@@ -2,13 +2,20 @@
 
 A node whose only in-edge comes from the node before it (a lane's next node with no launch or
 wait edge into it) and with no release of its own is at its predecessor's distance plus that
-edge's lost time. So the distances are solved (``cpgraph._shortest``: Dijkstra) on the other
-nodes only -- the out-edges of a run's nodes leave from the run's first node, carrying the
-run's lost time so far -- and the folded nodes are filled in after: about 400k -> 67k nodes on
-a 200k-event rank. Lost times are integers, so every sum is exact and the distances are the
-same as on the whole graph. Graphs the DAG pass solves (``cpgraph.DAG_MIN_NODES``) and graphs
-with a node no release reaches are solved whole. The folding depends only on which edges and
-releases there are, so a :class:`Plan` serves every replay with the same ones.
+edge's lost time. So the distances are solved on the other nodes only -- the out-edges of a
+run's nodes leave from the run's first node, carrying the run's lost time so far -- and the
+folded nodes are filled in after: about 400k -> 67k nodes on a 200k-event rank. Lost times are
+integers, so every sum is exact and the distances are the same as on the whole graph. Graphs
+the DAG pass solves (``cpgraph.DAG_MIN_NODES``) and graphs with a node no release reaches are
+solved whole (``cpgraph._shortest``). The folding depends only on which edges and releases
+there are, so a :class:`Plan` serves every replay with the same ones.
+
+The folded graph is still a lane graph (a kept node's chain predecessor is the kept node
+before it), so it is solved first by the critical path's numpy lane pass
+(``analyzers/lanepass.py``, distances only: no scipy import, ~30 ms at 67k nodes), and by
+scipy's Dijkstra only when the lane pass does not settle (paths that cross lanes more than
+``lanepass.MAX_ROUNDS`` times in a row: traces of many short steps) or the weights are not
+whole numbers. Both are exact: the distances are the same.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hermes.analyzers import cpgraph
+from hermes.analyzers import cpgraph, lanepass
 
 
 @dataclass
@@ -44,6 +51,8 @@ class Plan:
     #: ``cpgraph._dijkstra_csr`` lays them out): only the weights change between replays
     indptr: np.ndarray | None = None
     indices: np.ndarray | None = None
+    #: per kept pair: a chain edge of the kept graph (``kv == ku + 1``), for the lane pass
+    chain: np.ndarray | None = None
 
 
 def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray) -> Plan:
@@ -74,7 +83,8 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray) -> Plan:
     np.cumsum(np.bincount(ku, minlength=nk), out=indptr[1:nk + 1])
     indptr[nk + 1] = indptr[nk] + nk
     indices = np.concatenate([kv.astype(idx), np.arange(nk, dtype=idx)])
-    return Plan(n, False, root, kept, new, into, m, order, pairs, ku, kv, indptr, indices)
+    return Plan(n, False, root, kept, new, into, m, order, pairs, ku, kv, indptr, indices,
+                kv == ku + 1)
 
 
 def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
@@ -90,10 +100,33 @@ def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.nda
     off = cum - cum[p.root]
     kl = lost[p.m] + off[u[p.m]]
     least = np.minimum.reduceat(kl[p.order], p.pairs) if p.pairs.size else kl
-    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
-    if not np.isfinite(d).all():  # (unreached: as the whole graph gives it)
+    d = _kept(p, least, start[p.kept])
+    if d is None:  # (unreached: as the whole graph gives it)
         return cpgraph._shortest(p.n, u, v, lost, start)[0]
-    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+    return d[p.new[p.root]] + off
+
+
+def _kept(p: Plan, least: np.ndarray, start: np.ndarray) -> np.ndarray | None:
+    """Distances (int64) of the kept graph under per pair lost times ``least`` and releases
+    ``start`` (inf: none): the lane pass, else Dijkstra; None when a node is unreached."""
+    assert p.ku is not None and p.kv is not None and p.chain is not None
+    nk = start.size
+    ints = cpgraph._int_start(start, least)
+    if ints is not None:
+        s, big, lost = ints
+        ch = p.chain
+        chain = np.zeros(nk, bool)
+        chain[p.kv[ch]] = True
+        clost = np.zeros(nk, np.int64)
+        clost[p.kv[ch]] = lost[ch]
+        x = ~ch
+        got = lanepass.shortest(nk, chain, clost, p.ku[x], p.kv[x], lost[x], s, preds=False,
+                                inf=big)
+        if got is not None:
+            d = got[0]
+            return None if big is not None and bool((d >= big).any()) else d
+    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start]))
+    return np.rint(d).astype(np.int64) if np.isfinite(d).all() else None
 
 
 def _dijkstra(p: Plan, data: np.ndarray) -> np.ndarray:
@@ -194,8 +227,8 @@ def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray) 
     off = cum - cum[p.root]
     kl = lost[rp.kept] + off[ru[rp.kept]]
     least = np.minimum.reduceat(kl, rp.kept_starts) if rp.kept_starts.size < kl.size else kl
-    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
-    if not np.isfinite(d).all():  # (unreached: as the whole graph gives it)
+    d = _kept(p, least, start[p.kept])
+    if d is None:  # (unreached: as the whole graph gives it)
         whole = np.minimum.reduceat(lost[rp.idx][rp.order], rp.starts)
         return cpgraph._shortest(p.n, rp.pu, rp.pv, whole, start)[0]
-    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+    return d[p.new[p.root]] + off
