@@ -107,3 +107,46 @@ def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
         with np.errstate(invalid="ignore"):
             np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost2, start),
                                           cpgraph._shortest(2000, pu, pv, pl2, start)[0])
+
+
+def _dijkstra_distances(p: chains.Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray,
+                        start: np.ndarray) -> np.ndarray:
+    """The folded graph solved by scipy's Dijkstra alone (what ``solve`` did before the lane
+    pass), unfolded as ``solve`` does."""
+    step = np.zeros(p.n, np.int64)
+    step[v[p.into]] = lost[p.into]
+    cum = np.cumsum(step)
+    off = cum - cum[p.root]
+    kl = lost[p.m] + off[u[p.m]]
+    least = np.minimum.reduceat(kl[p.order], p.pairs)
+    d = chains._dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
+    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+
+
+def test_the_lane_pass_solves_the_folded_graph_as_dijkstra(monkeypatch) -> None:
+    rng = np.random.default_rng(3)
+    calls = []
+    real = chains._dijkstra
+    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
+    for _ in range(10):
+        u, v, lost, start = _random_dag(rng, 3000, 400)
+        p = chains.plan(3000, u, v, start)
+        want = _dijkstra_distances(p, u, v, lost, start)
+        calls.clear()
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
+        assert calls == []  # the lane pass settled: no Dijkstra (no scipy import)
+
+
+def test_dijkstra_takes_over_when_the_lane_pass_does_not_settle(monkeypatch) -> None:
+    from hermes.analyzers import lanepass
+
+    rng = np.random.default_rng(5)
+    u, v, lost, start = _random_dag(rng, 3000, 400)
+    p = chains.plan(3000, u, v, start)
+    want = _dijkstra_distances(p, u, v, lost, start)
+    calls = []
+    real = chains._dijkstra
+    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
+    monkeypatch.setattr(lanepass, "MAX_ROUNDS", 0)  # gives up at once
+    np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
+    assert calls == [1]
