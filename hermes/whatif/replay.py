@@ -267,9 +267,10 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     fr, lost, gone, start = _raw(sg, change, wait)
     # (an edge the change leaves out never wins its pair's least lost time)
     lost[gone] = _GONE
-    least = np.minimum.reduceat(lost[fr.order], fr.pairs) if lost.size else lost
+    order, pairs, pu, pv = fr.pairs_of()
+    least = np.minimum.reduceat(lost[order], pairs) if lost.size else lost
     keep = least < _GONE
-    return fr.u[keep], fr.v[keep], least[keep], start
+    return pu[keep], pv[keep], least[keep], start
 
 
 def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
@@ -307,8 +308,9 @@ _GONE = np.iinfo(np.int64).max
 class _Frame:
     """What :func:`edges` computes the same for every change: every edge a change may use
     (chain edges, forward cross edges ``cross``, each lane's step-start edge into ``firsts``,
-    step ends -> next step's start with their weights ``ew``), their measured spans, and their
-    order by (u, v) with the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
+    step ends -> next step's start with their weights ``ew``), their measured spans, and
+    (:meth:`pairs_of`, on first use: only :func:`edges` needs them) their order by (u, v) with
+    the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
 
     k: np.ndarray
     cross: np.ndarray
@@ -319,12 +321,23 @@ class _Frame:
     ws: np.ndarray
     lead: np.ndarray
     span: np.ndarray
-    order: np.ndarray
-    pairs: np.ndarray
-    u: np.ndarray
-    v: np.ndarray
+    n: int
     ru: np.ndarray  # every edge's (before the pairs)
     rv: np.ndarray
+    _pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def pairs_of(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(order, pairs, u, v)``: the edges' stable order by (u, v), the start of each
+        distinct pair in it, and each pair's u and v."""
+        if self._pairs is None:
+            u, v = self.ru, self.rv
+            key = u * self.n + v
+            order = np.argsort(key, kind="stable")
+            ks = key[order]
+            starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else \
+                np.empty(0, np.int64)
+            self._pairs = (order, starts, u[order][starts], v[order][starts])
+        return self._pairs
 
 
 def _frame(sg: StepGraph) -> _Frame:
@@ -353,14 +366,7 @@ def _frame(sg: StepGraph) -> _Frame:
     u = np.concatenate([k - 1, g.cu[cross], g.n + win[firsts], e]).astype(np.int64)
     v = np.concatenate([k, g.cv[cross], firsts, g.n + win[e] + 1]).astype(np.int64)
     t = times(sg)
-    key = u * n + v
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else \
-        np.empty(0, np.int64)
-    pu, pv = u[order][starts], v[order][starts]
-    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], order, starts,
-                pu, pv, u, v)
+    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], n, u, v)
     sg.memo["frame"] = (deps, fr)
     return fr
 
@@ -403,6 +409,8 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
             ) -> np.ndarray:
     """Chain-edge weight into every node under ``change``: an event's own segments scaled
     (``wait``: per event, True where its segments weigh 0)."""
+    if change is None and wait is None:  # (every factor 1: the measured weights)
+        return np.minimum(sg.w, sg.span)
     change = change or Change.none(sg)
     seg = sg.g.seg_event
     ev = np.maximum(seg, 0)
