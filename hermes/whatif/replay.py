@@ -230,7 +230,12 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
         fr, lost, gone, start = _raw(sg, change)
         deps, plan = sg.memo.get("plan", ((), None))
         if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
-            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start)
+            # steps in sequence: each step's nodes a part, its start node the part's entry
+            nw = len(sg.windows)
+            part = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev],
+                                   np.arange(nw)])
+            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, part,
+                                   sg.g.n + np.arange(nw))
             sg.memo["plan"] = ((sg.g, fr), plan)
         return times(sg) - chains.raw_solve(plan, fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
