@@ -14,8 +14,9 @@ The folded graph is still a lane graph (a kept node's chain predecessor is the k
 before it), so it is solved first by the critical path's numpy lane pass
 (``analyzers/lanepass.py``, distances only: no scipy import, ~30 ms at 67k nodes), and by
 scipy's Dijkstra only when the lane pass does not settle (paths that cross lanes more than
-``lanepass.MAX_ROUNDS`` times in a row: traces of many short steps) or the weights are not
-whole numbers. Both are exact: the distances are the same.
+``lanepass.MAX_ROUNDS`` times in a row) or the weights are not whole numbers. A replay's steps
+run in sequence (two rounds per step if solved at once): they are solved as parts
+(:class:`Parts`), every step at once. All are exact: the distances are the same.
 """
 
 from __future__ import annotations

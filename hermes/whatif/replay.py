@@ -10,9 +10,9 @@ waits. A node's replayed time is the longest-start recurrence
 **Vectorized.** Every edge goes forward in measured time and every transform only shrinks work
 (``w' <= t[v] - t[u]``), so with the measured times as potentials the *lost* time
 ``(t[v] - t[u]) - w'`` is non-negative and ``R(v) = t[v] - D(v)``, ``D`` a shortest-path distance
-from a virtual source (edge weight ``t[v] - release(v)``): one call of scipy's compiled Dijkstra
-over CSR arrays -- the same solver and trick as the critical path (``cpgraph``), no per-event
-Python loop.
+from a virtual source (edge weight ``t[v] - release(v)``), solved on the graph with its plain
+chain runs folded (:mod:`.chains`: the numpy lane pass, step by step, else scipy's Dijkstra) --
+the same trick as the critical path (``cpgraph``), no per-event Python loop.
 
 **Weights for a replay.** The critical path zeroes gaps that are no work for *its* question
 (host threads with nothing recorded, device gaps whose launch is not in the trace); a replay must
