@@ -279,8 +279,10 @@ def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.
     """The :class:`RawPlan` of raw edges ``ru -> rv`` (those in ``use``), releases ``start``
     (``part``, ``cut``: as :func:`plan` takes them)."""
     idx = np.flatnonzero(use)
-    order, starts = _groups(ru[idx] * n + rv[idx])
-    pu, pv = ru[idx[order[starts]]], rv[idx[order[starts]]]
+    every = idx.size == ru.size  # (every edge counts: no gathers)
+    order, starts = _groups(ru * n + rv if every else ru[idx] * n + rv[idx])
+    head = idx[order[starts]]
+    pu, pv = ru[head], rv[head]
     p = plan(n, pu, pv, start, part, cut)
     rp = RawPlan(p, idx, order, starts, pu, pv)
     if p.whole:

@@ -216,10 +216,15 @@ def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
     host = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool)
     if not host.any():
         return np.zeros(len(info), bool)
-    cnt = pd.DataFrame({"win": info["win"].to_numpy(np.int64)[host], "chain": chain[host]}) \
-        .groupby(["win", "chain"]).size().sort_values(kind="stable")
-    main = cnt.groupby(level=0).tail(1).index.get_level_values("chain").to_numpy()
-    return np.isin(chain, main)
+    # events per (step, chain), then per step the chain with the most (a tie: the higher
+    # chain), in numpy (a pandas groupby costs ~5 ms here)
+    win, ch = info["win"].to_numpy(np.int64)[host], chain[host]
+    span = int(ch.max()) + 1
+    keys, cnt = np.unique(win * span + ch, return_counts=True)
+    kw, kc = keys // span, keys % span
+    o = np.lexsort((kc, cnt, kw))
+    last = np.r_[kw[o][1:] != kw[o][:-1], True]
+    return np.isin(chain, kc[o][last])
 
 
 def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
