@@ -239,10 +239,11 @@ def _dijkstra(p: Plan, data: np.ndarray) -> np.ndarray:
     return dijkstra(mat, directed=True, indices=nk, return_predecessors=False)[:nk]
 
 
-def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
-             ) -> np.ndarray:
-    """``cpgraph._shortest``'s distances of one graph (:func:`plan` then :func:`solve`)."""
-    return solve(plan(n, u, v, start), u, v, lost, start)
+def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
+             part: np.ndarray | None = None, cut: np.ndarray | None = None) -> np.ndarray:
+    """``cpgraph._shortest``'s distances of one graph (:func:`plan` then :func:`solve`;
+    ``part``, ``cut``: as :func:`plan` takes them)."""
+    return solve(plan(n, u, v, start, part, cut), u, v, lost, start)
 
 
 @dataclass

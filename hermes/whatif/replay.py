@@ -238,16 +238,19 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
         fr, lost, gone, start = _raw(sg, change)
         deps, plan = sg.memo.get("plan", ((), None))
         if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
-            # steps in sequence: each step's nodes a part, its start node the part's entry
-            nw = len(sg.windows)
-            part = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev],
-                                   np.arange(nw)])
-            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, part,
-                                   sg.g.n + np.arange(nw))
+            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
             sg.memo["plan"] = ((sg.g, fr), plan)
         return times(sg) - chains.raw_solve(plan, fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
-    return times(sg) - chains.shortest(size(sg), u, v, lost, start)
+    return times(sg) - chains.shortest(size(sg), u, v, lost, start, *_steps(sg))
+
+
+def _steps(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The replay's steps as ``chains`` parts in sequence: each node's step (a step's start
+    node, :func:`edges`, in its own), and each step's start node (the part's entry)."""
+    nw = len(sg.windows)
+    part = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev], np.arange(nw)])
+    return part, sg.g.n + np.arange(nw)
 
 
 def size(sg: StepGraph) -> int:
