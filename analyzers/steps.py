@@ -97,15 +97,30 @@ def step_windows(events: pd.DataFrame) -> pd.DataFrame:
     return w.copy()
 
 
+def _is(col: pd.Series, value: str) -> np.ndarray:
+    """Mask of ``col == value``; a categorical by its codes (no per-event string work)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        hit = np.flatnonzero(np.asarray(col.cat.categories == value, bool))
+        codes = col.cat.codes.to_numpy()
+        return codes == hit[0] if hit.size else np.zeros(codes.size, bool)
+    return col.isin((value,)).to_numpy(bool)
+
+
+def _rows(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """The columns a window is made of (start, duration, step, name) of the rows ``mask``:
+    not a copy of every column of the events."""
+    cols = [c for c in ("ts_ns", "dur_ns", "step", "name") if c in events.columns]
+    return pd.DataFrame({c: events[c].array[mask] for c in cols},
+                        index=events.index[mask])
+
+
 def _step_windows(events: pd.DataFrame) -> pd.DataFrame:
-    # categorical columns compare by code: no per-event string work on big traces
-    is_step = events["kind"].isin(("step",)).to_numpy(bool) & \
-        (events["dur_ns"].to_numpy(np.int64) > 0)
-    host = is_step & events["lane_kind"].isin(("host",)).to_numpy(bool)
+    is_step = _is(events["kind"], "step") & (events["dur_ns"].to_numpy(np.int64) > 0)
+    host = is_step & _is(events["lane_kind"], "host")
     if host.any():
-        return _windows_of(events[host])
+        return _windows_of(_rows(events, host))
     if is_step.any():
-        return _windows_of(events[is_step])
+        return _windows_of(_rows(events, is_step))
     ts = events["ts_ns"].to_numpy(np.int64)
     end = ts + events["dur_ns"].to_numpy(np.int64)
     start, stop = int(ts.min()), int(end.max())

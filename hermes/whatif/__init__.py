@@ -119,13 +119,17 @@ def _common_median(groups: Mapping[int, pd.DataFrame]) -> int | None:
     return int(both.index[(len(both) - 1) // 2]) if len(both) else None
 
 
-#: per-event facts the device and communication transforms read (NaN / <NA> where unknown)
-FACTS = ("unit", "flops", "bytes", "corr_id", "coll_bytes", "coll_group", "args")
+#: per-event facts the device and communication transforms read (NaN / <NA> where unknown);
+#: the events' ``args`` text is read where needed (``facts.args_at``), not copied per event
+FACTS = ("unit", "flops", "bytes", "corr_id", "coll_bytes", "coll_group")
 
 
 def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
-    """``sg`` whose ``info`` also carries the events' :data:`FACTS` (unit, FLOPs, bytes, ...)."""
+    """``sg`` whose ``info`` also carries the events' :data:`FACTS` (unit, FLOPs, bytes, ...),
+    and the events' ``args`` column (``sg.args``)."""
     src = sg.info["src"].to_numpy(np.int64)
+    if "args" in ev.columns:
+        sg.args = ev["args"]
     for c in FACTS:
         if c in ev.columns and c not in sg.info.columns:
             col = ev[c].take(src)

@@ -2,13 +2,21 @@
 
 A node whose only in-edge comes from the node before it (a lane's next node with no launch or
 wait edge into it) and with no release of its own is at its predecessor's distance plus that
-edge's lost time. So the distances are solved (``cpgraph._shortest``: Dijkstra) on the other
-nodes only -- the out-edges of a run's nodes leave from the run's first node, carrying the
-run's lost time so far -- and the folded nodes are filled in after: about 400k -> 67k nodes on
-a 200k-event rank. Lost times are integers, so every sum is exact and the distances are the
-same as on the whole graph. Graphs the DAG pass solves (``cpgraph.DAG_MIN_NODES``) and graphs
-with a node no release reaches are solved whole. The folding depends only on which edges and
-releases there are, so a :class:`Plan` serves every replay with the same ones.
+edge's lost time. So the distances are solved on the other nodes only -- the out-edges of a
+run's nodes leave from the run's first node, carrying the run's lost time so far -- and the
+folded nodes are filled in after: about 400k -> 67k nodes on a 200k-event rank. Lost times are
+integers, so every sum is exact and the distances are the same as on the whole graph. Graphs
+the DAG pass solves (``cpgraph.DAG_MIN_NODES``) and graphs with a node no release reaches are
+solved whole (``cpgraph._shortest``). The folding depends only on which edges and releases
+there are, so a :class:`Plan` serves every replay with the same ones.
+
+The folded graph is still a lane graph (a kept node's chain predecessor is the kept node
+before it), so it is solved first by the critical path's numpy lane pass
+(``analyzers/lanepass.py``, distances only: no scipy import, ~30 ms at 67k nodes), and by
+scipy's Dijkstra only when the lane pass does not settle (paths that cross lanes more than
+``lanepass.MAX_ROUNDS`` times in a row) or the weights are not whole numbers. A replay's steps
+run in sequence (two rounds per step if solved at once): they are solved as parts
+(:class:`Parts`), every step at once. All are exact: the distances are the same.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hermes.analyzers import cpgraph
+from hermes.analyzers import cpgraph, lanepass
 
 
 @dataclass
@@ -44,11 +52,36 @@ class Plan:
     #: ``cpgraph._dijkstra_csr`` lays them out): only the weights change between replays
     indptr: np.ndarray | None = None
     indices: np.ndarray | None = None
+    #: per kept pair: a chain edge of the kept graph (``kv == ku + 1``), for the lane pass
+    chain: np.ndarray | None = None
+    #: the kept graph cut at its parts' entry nodes (:class:`Parts`; None: solved whole)
+    parts: Parts | None = None
 
 
-def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray) -> Plan:
+@dataclass
+class Parts:
+    """A kept graph made of parts in sequence (a replay's steps): every pair links two nodes
+    of one part, except the pairs ``into`` part ``k + 1``'s entry node ``cut[k + 1]`` from
+    nodes of part ``k`` (a step's lane ends -> the next step's start). Its distances are then
+    ``D(v) = min(A(v), D(cut[part(v)]) + B(v))``: ``A`` the distances without the entry nodes
+    (releases only), ``B`` those from each part's entry node alone -- two lane passes over
+    all parts at once, each taking the rounds of one part, not of all of them in a row -- and
+    ``D`` of the entry nodes one recurrence over the parts."""
+
+    cut: np.ndarray  # kept index of each part's entry node
+    part: np.ndarray  # part of each kept node
+    inner: np.ndarray  # mask of the kept pairs within a part
+    chain: np.ndarray  # per kept node: its in-pair from the node before is an inner chain pair
+    into: np.ndarray  # the pairs into an entry node, by target part
+    into_starts: np.ndarray  # the start of each target part's run in ``into``
+    into_part: np.ndarray  # the target part of each run
+
+
+def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray,
+         part: np.ndarray | None = None, cut: np.ndarray | None = None) -> Plan:
     """The folding of the graph of edges ``u -> v`` (unique pairs) and releases ``start``
-    (inf: none)."""
+    (inf: none); ``part`` per node and ``cut``, each part's entry node: the graph's parts in
+    sequence (:class:`Parts`; used when the edges keep to that shape)."""
     if n >= cpgraph.DAG_MIN_NODES or u.size == 0:
         return Plan(n, True)
     chain = v == u + 1
@@ -74,7 +107,33 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray) -> Plan:
     np.cumsum(np.bincount(ku, minlength=nk), out=indptr[1:nk + 1])
     indptr[nk + 1] = indptr[nk] + nk
     indices = np.concatenate([kv.astype(idx), np.arange(nk, dtype=idx)])
-    return Plan(n, False, root, kept, new, into, m, order, pairs, ku, kv, indptr, indices)
+    p = Plan(n, False, root, kept, new, into, m, order, pairs, ku, kv, indptr, indices,
+             kv == ku + 1)
+    if part is not None and cut is not None:
+        p.parts = _parts(p, part[kept], new[cut], kept[cut])
+    return p
+
+
+def _parts(p: Plan, part: np.ndarray, cut: np.ndarray, cut_kept: np.ndarray) -> Parts | None:
+    """:class:`Parts` of the kept graph of ``p`` (``part``: per kept node; ``cut``: each
+    part's entry node, kept index), None when its pairs do not keep to that shape."""
+    assert p.ku is not None and p.kv is not None and p.chain is not None
+    nk = part.size
+    if cut.size < 2 or not cut_kept.all() or \
+            not np.array_equal(part[cut], np.arange(cut.size)):
+        return None
+    is_cut = np.zeros(nk, bool)
+    is_cut[cut] = True
+    pu, pv = part[p.ku], part[p.kv]
+    into = is_cut[p.kv]
+    inner = ~into
+    if not (np.array_equal(pu[inner], pv[inner]) and np.array_equal(pu[into] + 1, pv[into])):
+        return None
+    chain = np.zeros(nk, bool)
+    chain[p.kv[p.chain & inner]] = True
+    pos = np.flatnonzero(into)
+    o, starts = _groups(pv[pos])
+    return Parts(cut, part, inner, chain, pos[o], starts, pv[pos[o]][starts])
 
 
 def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
@@ -90,10 +149,79 @@ def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.nda
     off = cum - cum[p.root]
     kl = lost[p.m] + off[u[p.m]]
     least = np.minimum.reduceat(kl[p.order], p.pairs) if p.pairs.size else kl
-    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
-    if not np.isfinite(d).all():  # (unreached: as the whole graph gives it)
+    d = _kept(p, least, start[p.kept])
+    if d is None:  # (unreached: as the whole graph gives it)
         return cpgraph._shortest(p.n, u, v, lost, start)[0]
-    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+    return d[p.new[p.root]] + off
+
+
+def _kept(p: Plan, least: np.ndarray, start: np.ndarray) -> np.ndarray | None:
+    """Distances (int64) of the kept graph under per pair lost times ``least`` and releases
+    ``start`` (inf: none): the lane pass, else Dijkstra; None when a node is unreached."""
+    assert p.ku is not None and p.kv is not None and p.chain is not None
+    nk = start.size
+    ints = cpgraph._int_start(start, least)
+    if ints is not None and p.parts is not None:
+        d = _by_parts(p.parts, p.ku, p.kv, ints[2], ints[0])
+        if d is not None:
+            return None if bool((d >= cpgraph.UNREACHED).any()) else d
+    if ints is not None:
+        s, big, lost = ints
+        ch = p.chain
+        chain = np.zeros(nk, bool)
+        chain[p.kv[ch]] = True
+        clost = np.zeros(nk, np.int64)
+        clost[p.kv[ch]] = lost[ch]
+        x = ~ch
+        got = lanepass.shortest(nk, chain, clost, p.ku[x], p.kv[x], lost[x], s, preds=False,
+                                inf=big)
+        if got is not None:
+            d = got[0]
+            return None if big is not None and bool((d >= big).any()) else d
+    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start]))
+    return np.rint(d).astype(np.int64) if np.isfinite(d).all() else None
+
+
+def _by_parts(pt: Parts, ku: np.ndarray, kv: np.ndarray, lost: np.ndarray, start: np.ndarray
+              ) -> np.ndarray | None:
+    """Distances of a kept graph of parts (:class:`Parts`) under per pair ``lost`` and
+    releases ``start`` (int64, :data:`cpgraph.UNREACHED`: none); reaching
+    ``cpgraph.UNREACHED``: unreached. None when a lane pass does not settle."""
+    big = cpgraph.UNREACHED
+    nk = start.size
+    clost = np.zeros(nk, np.int64)
+    cin = pt.inner & (kv == ku + 1)
+    clost[kv[cin]] = lost[cin]
+    x = pt.inner & ~cin
+    cu, cv, cl = ku[x], kv[x], lost[x]
+    s_a = start.copy()
+    s_a[pt.cut] = big
+    s_b = np.full(nk, big, np.int64)
+    s_b[pt.cut] = 0
+    got_a = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_a, preds=False, inf=big)
+    got_b = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_b, preds=False, inf=big) \
+        if got_a is not None else None
+    if got_a is None or got_b is None:
+        return None
+    a, b = got_a[0], got_b[0]
+    # each part's entry: the least over its in-pairs of (A or the previous entry + B) + lost
+    # (one recurrence over the parts, on per part minima: no per-event loop)
+    e = pt.into
+    via_a = np.minimum(a[ku[e]] + lost[e], big)
+    via_b = np.minimum(b[ku[e]] + lost[e], big)
+    if e.size:
+        via_a = np.minimum.reduceat(via_a, pt.into_starts)
+        via_b = np.minimum.reduceat(via_b, pt.into_starts)
+    best_a = np.full(pt.cut.size, big, np.int64)
+    best_b = np.full(pt.cut.size, big, np.int64)
+    best_a[pt.into_part], best_b[pt.into_part] = via_a, via_b
+    own = start[pt.cut].tolist()
+    ba, bb = best_a.tolist(), best_b.tolist()
+    entry = [min(own[0], big)]
+    for k in range(1, pt.cut.size):
+        entry.append(min(own[k], ba[k], entry[-1] + bb[k], big))
+    ent = np.asarray(entry, np.int64)
+    return np.minimum(np.minimum(a, ent[pt.part] + b), big)
 
 
 def _dijkstra(p: Plan, data: np.ndarray) -> np.ndarray:
@@ -111,10 +239,11 @@ def _dijkstra(p: Plan, data: np.ndarray) -> np.ndarray:
     return dijkstra(mat, directed=True, indices=nk, return_predecessors=False)[:nk]
 
 
-def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
-             ) -> np.ndarray:
-    """``cpgraph._shortest``'s distances of one graph (:func:`plan` then :func:`solve`)."""
-    return solve(plan(n, u, v, start), u, v, lost, start)
+def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
+             part: np.ndarray | None = None, cut: np.ndarray | None = None) -> np.ndarray:
+    """``cpgraph._shortest``'s distances of one graph (:func:`plan` then :func:`solve`;
+    ``part``, ``cut``: as :func:`plan` takes them)."""
+    return solve(plan(n, u, v, start, part, cut), u, v, lost, start)
 
 
 @dataclass
@@ -146,13 +275,16 @@ def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                np.empty(0, np.int64))
 
 
-def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.ndarray
-             ) -> RawPlan:
-    """The :class:`RawPlan` of raw edges ``ru -> rv`` (those in ``use``), releases ``start``."""
+def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.ndarray,
+             part: np.ndarray | None = None, cut: np.ndarray | None = None) -> RawPlan:
+    """The :class:`RawPlan` of raw edges ``ru -> rv`` (those in ``use``), releases ``start``
+    (``part``, ``cut``: as :func:`plan` takes them)."""
     idx = np.flatnonzero(use)
-    order, starts = _groups(ru[idx] * n + rv[idx])
-    pu, pv = ru[idx[order[starts]]], rv[idx[order[starts]]]
-    p = plan(n, pu, pv, start)
+    every = idx.size == ru.size  # (every edge counts: no gathers)
+    order, starts = _groups(ru * n + rv if every else ru[idx] * n + rv[idx])
+    head = idx[order[starts]]
+    pu, pv = ru[head], rv[head]
+    p = plan(n, pu, pv, start, part, cut)
     rp = RawPlan(p, idx, order, starts, pu, pv)
     if p.whole:
         return rp
@@ -194,8 +326,8 @@ def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray) 
     off = cum - cum[p.root]
     kl = lost[rp.kept] + off[ru[rp.kept]]
     least = np.minimum.reduceat(kl, rp.kept_starts) if rp.kept_starts.size < kl.size else kl
-    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
-    if not np.isfinite(d).all():  # (unreached: as the whole graph gives it)
+    d = _kept(p, least, start[p.kept])
+    if d is None:  # (unreached: as the whole graph gives it)
         whole = np.minimum.reduceat(lost[rp.idx][rp.order], rp.starts)
         return cpgraph._shortest(p.n, rp.pu, rp.pv, whole, start)[0]
-    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+    return d[p.new[p.root]] + off

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import families, opinfo
-from hermes.whatif.facts import duration, number
+from hermes.whatif.facts import args_at, duration, number
 from hermes.whatif.replay import Change, StepGraph
 
 #: host-side kinds whose time is the framework's dispatch cost per operator
@@ -174,7 +174,7 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
         return
     n = len(sg.info)
     # the kernels' args, taken once (the lookups below pre-filter them by a literal)
-    args = sg.info["args"].iloc[ker] if "args" in sg.info.columns else None
+    args = args_at(sg, ker)
     fam = np.full(n, -1, np.int8)
     fam[ker] = _families(sg, ker, args)
     vector = np.asarray(sg.info["unit"].iloc[ker] == "vector", bool) \

@@ -10,9 +10,9 @@ waits. A node's replayed time is the longest-start recurrence
 **Vectorized.** Every edge goes forward in measured time and every transform only shrinks work
 (``w' <= t[v] - t[u]``), so with the measured times as potentials the *lost* time
 ``(t[v] - t[u]) - w'`` is non-negative and ``R(v) = t[v] - D(v)``, ``D`` a shortest-path distance
-from a virtual source (edge weight ``t[v] - release(v)``): one call of scipy's compiled Dijkstra
-over CSR arrays -- the same solver and trick as the critical path (``cpgraph``), no per-event
-Python loop.
+from a virtual source (edge weight ``t[v] - release(v)``), solved on the graph with its plain
+chain runs folded (:mod:`.chains`: the numpy lane pass, step by step, else scipy's Dijkstra) --
+the same trick as the critical path (``cpgraph``), no per-event Python loop.
 
 **Weights for a replay.** The critical path zeroes gaps that are no work for *its* question
 (host threads with nothing recorded, device gaps whose launch is not in the trace); a replay must
@@ -62,6 +62,9 @@ class StepGraph:
     ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     ends_win: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     ends_main: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
+    #: the rank's events' ``args`` text (graph event i's: row ``info["src"][i]``; None: the
+    #: trace has none): read for the events a transform asks about (``facts.args_at``)
+    args: pd.Series | None = field(default=None, repr=False, compare=False)
     #: what ``hermes.whatif.predict`` computes once per set of graphs (the unchanged replay)
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -213,10 +216,15 @@ def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
     host = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool)
     if not host.any():
         return np.zeros(len(info), bool)
-    cnt = pd.DataFrame({"win": info["win"].to_numpy(np.int64)[host], "chain": chain[host]}) \
-        .groupby(["win", "chain"]).size().sort_values(kind="stable")
-    main = cnt.groupby(level=0).tail(1).index.get_level_values("chain").to_numpy()
-    return np.isin(chain, main)
+    # events per (step, chain), then per step the chain with the most (a tie: the higher
+    # chain), in numpy (a pandas groupby costs ~5 ms here)
+    win, ch = info["win"].to_numpy(np.int64)[host], chain[host]
+    span = int(ch.max()) + 1
+    keys, cnt = np.unique(win * span + ch, return_counts=True)
+    kw, kc = keys // span, keys % span
+    o = np.lexsort((kc, cnt, kw))
+    last = np.r_[kw[o][1:] != kw[o][:-1], True]
+    return np.isin(chain, kc[o][last])
 
 
 def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
@@ -230,11 +238,19 @@ def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
         fr, lost, gone, start = _raw(sg, change)
         deps, plan = sg.memo.get("plan", ((), None))
         if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
-            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start)
+            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
             sg.memo["plan"] = ((sg.g, fr), plan)
         return times(sg) - chains.raw_solve(plan, fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
-    return times(sg) - chains.shortest(size(sg), u, v, lost, start)
+    return times(sg) - chains.shortest(size(sg), u, v, lost, start, *_steps(sg))
+
+
+def _steps(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The replay's steps as ``chains`` parts in sequence: each node's step (a step's start
+    node, :func:`edges`, in its own), and each step's start node (the part's entry)."""
+    nw = len(sg.windows)
+    part = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev], np.arange(nw)])
+    return part, sg.g.n + np.arange(nw)
 
 
 def size(sg: StepGraph) -> int:
@@ -267,9 +283,10 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     fr, lost, gone, start = _raw(sg, change, wait)
     # (an edge the change leaves out never wins its pair's least lost time)
     lost[gone] = _GONE
-    least = np.minimum.reduceat(lost[fr.order], fr.pairs) if lost.size else lost
+    order, pairs, pu, pv = fr.pairs_of()
+    least = np.minimum.reduceat(lost[order], pairs) if lost.size else lost
     keep = least < _GONE
-    return fr.u[keep], fr.v[keep], least[keep], start
+    return pu[keep], pv[keep], least[keep], start
 
 
 def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
@@ -307,8 +324,9 @@ _GONE = np.iinfo(np.int64).max
 class _Frame:
     """What :func:`edges` computes the same for every change: every edge a change may use
     (chain edges, forward cross edges ``cross``, each lane's step-start edge into ``firsts``,
-    step ends -> next step's start with their weights ``ew``), their measured spans, and their
-    order by (u, v) with the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
+    step ends -> next step's start with their weights ``ew``), their measured spans, and
+    (:meth:`pairs_of`, on first use: only :func:`edges` needs them) their order by (u, v) with
+    the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
 
     k: np.ndarray
     cross: np.ndarray
@@ -319,12 +337,23 @@ class _Frame:
     ws: np.ndarray
     lead: np.ndarray
     span: np.ndarray
-    order: np.ndarray
-    pairs: np.ndarray
-    u: np.ndarray
-    v: np.ndarray
+    n: int
     ru: np.ndarray  # every edge's (before the pairs)
     rv: np.ndarray
+    _pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def pairs_of(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(order, pairs, u, v)``: the edges' stable order by (u, v), the start of each
+        distinct pair in it, and each pair's u and v."""
+        if self._pairs is None:
+            u, v = self.ru, self.rv
+            key = u * self.n + v
+            order = np.argsort(key, kind="stable")
+            ks = key[order]
+            starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else \
+                np.empty(0, np.int64)
+            self._pairs = (order, starts, u[order][starts], v[order][starts])
+        return self._pairs
 
 
 def _frame(sg: StepGraph) -> _Frame:
@@ -353,14 +382,7 @@ def _frame(sg: StepGraph) -> _Frame:
     u = np.concatenate([k - 1, g.cu[cross], g.n + win[firsts], e]).astype(np.int64)
     v = np.concatenate([k, g.cv[cross], firsts, g.n + win[e] + 1]).astype(np.int64)
     t = times(sg)
-    key = u * n + v
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else \
-        np.empty(0, np.int64)
-    pu, pv = u[order][starts], v[order][starts]
-    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], order, starts,
-                pu, pv, u, v)
+    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], n, u, v)
     sg.memo["frame"] = (deps, fr)
     return fr
 
@@ -403,6 +425,8 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
             ) -> np.ndarray:
     """Chain-edge weight into every node under ``change``: an event's own segments scaled
     (``wait``: per event, True where its segments weigh 0)."""
+    if change is None and wait is None:  # (every factor 1: the measured weights)
+        return np.minimum(sg.w, sg.span)
     change = change or Change.none(sg)
     seg = sg.g.seg_event
     ev = np.maximum(seg, 0)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from hermes.whatif import commsize
 from hermes.whatif.comm import _shrink_waits, reschedule_comm
-from hermes.whatif.facts import duration, kinds, number
+from hermes.whatif.facts import args_at, duration, kinds, number
 from hermes.whatif.fusion import DISPATCH_KINDS, fuse_elementwise
 from hermes.whatif.replay import Change, StepGraph
 
@@ -202,12 +202,14 @@ PAGEABLE = r"pageable|\"pinned\"\s*:\s*false"
 
 
 def _pageable(sg: StepGraph) -> np.ndarray:
-    kind = kinds(sg)
-    text = sg.info["name"].astype(str)
-    if "args" in sg.info.columns:
-        text = text + " " + sg.info["args"].astype(str)
-    return (kind == "memcpy_h2d") & ~sg.info["host"].to_numpy(bool) & \
-        text.str.contains(PAGEABLE, case=False, regex=True).to_numpy()
+    out = (kinds(sg) == "memcpy_h2d") & ~sg.info["host"].to_numpy(bool)
+    rows = np.flatnonzero(out)  # (the text of the device copies only)
+    text = sg.info["name"].iloc[rows].astype(str)
+    args = args_at(sg, rows)
+    if args is not None:
+        text = text + " " + args.astype(str)
+    out[rows] = text.str.contains(PAGEABLE, case=False, regex=True).to_numpy(bool)
+    return out
 
 
 def pinned_missing(sg: StepGraph, params: Mapping[str, Any]) -> str | None:

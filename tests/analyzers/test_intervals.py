@@ -50,3 +50,26 @@ def test_set_operations_match_brute_force(a, b):
         got = iv.overlap_per_interval(s, e, ub)
         want = [int((cb[x0:x1]).sum()) for x0, x1 in a]
         assert got.tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(ivs, ivs)
+def test_set_operations_of_raw_intervals_match_brute_force(a, b):
+    # pairs of arrays that are not unions (overlapping, unsorted): the boundary sweep
+    ra, rb = arrays(a), arrays(b)
+    ca, cb = brute(a), brute(b)
+    if a and b:
+        for got, want in ((iv.intersect(ra, rb), ca & cb), (iv.subtract(ra, rb), ca & ~cb)):
+            assert (as_cover(got) == want).all()
+            assert (got[0][1:] > got[1][:-1]).all() and (got[1] > got[0]).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ivs, ivs)
+def test_set_operations_of_unions_are_unions(a, b):
+    ua, ub = iv.union(*arrays(a)), iv.union(*arrays(b))
+    for got in (iv.intersect(ua, ub), iv.subtract(ua, ub)):
+        assert got[0].dtype == np.int64 and got[1].dtype == np.int64
+        # sorted, disjoint, non-touching, no empty interval: the one form of a set
+        assert (got[0][1:] > got[1][:-1]).all() and (got[1] > got[0]).all()
+        assert (iv.union(*got)[0] == got[0]).all() and (iv.union(*got)[1] == got[1]).all()

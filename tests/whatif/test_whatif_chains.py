@@ -107,3 +107,112 @@ def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
         with np.errstate(invalid="ignore"):
             np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost2, start),
                                           cpgraph._shortest(2000, pu, pv, pl2, start)[0])
+
+
+def _dijkstra_distances(p: chains.Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray,
+                        start: np.ndarray) -> np.ndarray:
+    """The folded graph solved by scipy's Dijkstra alone (what ``solve`` did before the lane
+    pass), unfolded as ``solve`` does."""
+    step = np.zeros(p.n, np.int64)
+    step[v[p.into]] = lost[p.into]
+    cum = np.cumsum(step)
+    off = cum - cum[p.root]
+    kl = lost[p.m] + off[u[p.m]]
+    least = np.minimum.reduceat(kl[p.order], p.pairs)
+    d = chains._dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
+    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+
+
+def test_the_lane_pass_solves_the_folded_graph_as_dijkstra(monkeypatch) -> None:
+    rng = np.random.default_rng(3)
+    calls = []
+    real = chains._dijkstra
+    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
+    for _ in range(10):
+        u, v, lost, start = _random_dag(rng, 3000, 400)
+        p = chains.plan(3000, u, v, start)
+        want = _dijkstra_distances(p, u, v, lost, start)
+        calls.clear()
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
+        assert calls == []  # the lane pass settled: no Dijkstra (no scipy import)
+
+
+def test_dijkstra_takes_over_when_the_lane_pass_does_not_settle(monkeypatch) -> None:
+    from hermes.analyzers import lanepass
+
+    rng = np.random.default_rng(5)
+    u, v, lost, start = _random_dag(rng, 3000, 400)
+    p = chains.plan(3000, u, v, start)
+    want = _dijkstra_distances(p, u, v, lost, start)
+    calls = []
+    real = chains._dijkstra
+    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
+    monkeypatch.setattr(lanepass, "MAX_ROUNDS", 0)  # gives up at once
+    np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
+    assert calls == [1]
+
+
+def _steps_graph(rng: np.random.Generator, steps: int, per: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                            np.ndarray]:
+    """A replay-shaped graph: ``steps`` random lane graphs of ``per`` nodes each, then one
+    entry node per step (node ``steps * per + k``) with edges into its step's lane heads and
+    from its step's lane ends into the next step's entry; only the first entry is released."""
+    n = steps * per + steps
+    us, vs, part = [], [], np.empty(n, np.int64)
+    start = np.full(n, np.inf)
+    for k in range(steps):
+        u, v, _, st = _random_dag(rng, per, per // 8)
+        heads = np.flatnonzero(np.isfinite(st))
+        ends = np.r_[heads[1:] - 1, per - 1]
+        base, entry = k * per, steps * per + k
+        us += [u + base, np.full(heads.size, entry)]
+        vs += [v + base, heads + base]
+        if k + 1 < steps:
+            us.append(ends + base)
+            vs.append(np.full(ends.size, entry + 1))
+        part[base:base + per] = k
+        part[entry] = k
+        # own clocks, most released too late to matter (the way in is the step entry)
+        start[base + heads[::3]] = rng.integers(0, 10**8, heads[::3].size)
+    start[steps * per] = 0.0
+    u, v = np.concatenate(us), np.concatenate(vs)
+    o = np.argsort(u * n + v, kind="stable")
+    u, v = u[o], v[o]
+    one = np.r_[True, (u[1:] != u[:-1]) | (v[1:] != v[:-1])]
+    u, v = u[one], v[one]
+    return u, v, rng.integers(0, 1000, u.size), start, part, steps * per + np.arange(steps)
+
+
+def test_steps_in_sequence_are_solved_part_by_part_as_dijkstra(monkeypatch) -> None:
+    # many steps in a row: the lane pass on the whole would need two rounds per step (it
+    # gives up after lanepass.MAX_ROUNDS); by parts it takes one step's rounds
+    rng = np.random.default_rng(13)
+    calls = []
+    real = chains._dijkstra
+    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
+    for steps in (2, 5, 60):
+        u, v, lost, start, part, cut = _steps_graph(rng, steps, 400)
+        n = start.size
+        p = chains.plan(n, u, v, start, part, cut)
+        assert p.parts is not None
+        want = _dijkstra_distances(p, u, v, lost, start)
+        calls.clear()
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
+        assert calls == []
+        lost2 = rng.integers(0, 1000, u.size)
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost2, start),
+                                      _dijkstra_distances(p, u, v, lost2, start))
+
+
+def test_an_edge_across_parts_solves_the_graph_whole() -> None:
+    rng = np.random.default_rng(17)
+    u, v, lost, start, part, cut = _steps_graph(rng, 3, 300)
+    # an edge from step 0 into the middle of step 2 (not its entry): not parts in sequence
+    u, v, lost = np.r_[u, 5], np.r_[v, 2 * 300 + 10], np.r_[lost, 1]
+    o = np.argsort(u * start.size + v, kind="stable")
+    u, v, lost = u[o], v[o], lost[o]
+    p = chains.plan(start.size, u, v, start, part, cut)
+    assert p.parts is None
+    np.testing.assert_array_equal(chains.solve(p, u, v, lost, start),
+                                  _dijkstra_distances(p, u, v, lost, start))
