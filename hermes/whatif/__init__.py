@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.steps import step_windows
-from hermes.trace.args import args_of, has_args
+from hermes.trace.args import has_args
 from hermes.whatif import cluster
 from hermes.whatif import replay as rp
 from hermes.whatif.transforms import STRAGGLER, TRANSFORMS, Transform, lookup
@@ -126,10 +126,11 @@ FACTS = ("unit", "flops", "bytes", "corr_id", "coll_bytes", "coll_group")
 
 def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
     """``sg`` whose ``info`` also carries the events' :data:`FACTS` (unit, FLOPs, bytes, ...),
-    and the events' ``args`` column (``sg.args``)."""
+    and the events whose ``args`` transforms read (``sg.args``: their own column or, loaded
+    with ``lazy_args``, their file's)."""
     src = sg.info["src"].to_numpy(np.int64)
-    if "args" in ev.columns:
-        sg.args = ev["args"]
+    if has_args(ev):
+        sg.args = ev
     for c in FACTS:
         if c in ev.columns and c not in sg.info.columns:
             col = ev[c].take(src)
@@ -137,8 +138,6 @@ def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
             # numpy (NaN where unknown)
             text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
             sg.info[c] = col.array if text else col.to_numpy()
-    if "args" not in ev.columns and has_args(ev) and "args" not in sg.info.columns:
-        sg.info["args"] = args_of(ev, src).array  # args left in the trace's file: read here
     return sg
 
 

@@ -62,9 +62,10 @@ class StepGraph:
     ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     ends_win: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     ends_main: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
-    #: the rank's events' ``args`` text (graph event i's: row ``info["src"][i]``; None: the
-    #: trace has none): read for the events a transform asks about (``facts.args_at``)
-    args: pd.Series | None = field(default=None, repr=False, compare=False)
+    #: the rank's events, whose ``args`` (graph event i's: row ``info["src"][i]``; their column
+    #: or, loaded with ``lazy_args``, their file's; None: the trace has none) are read for the
+    #: events a transform asks about (``facts.args_at``)
+    args: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     #: what ``hermes.whatif.predict`` computes once per set of graphs (the unchanged replay)
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 

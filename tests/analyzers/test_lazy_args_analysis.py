@@ -31,3 +31,26 @@ def test_lazy_args_give_the_same_report(name: str, tmp_path: Path) -> None:
     lazy = json(*analyze_and_advise(path), 10)
     whole = json(*analyze_and_advise(load(path)), 10)
     assert lazy == whole
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_the_replay_reads_the_same_args_from_the_file(name: str, tmp_path: Path) -> None:
+    """The what-if transforms read args of the graph events they ask about (fusion: kernels,
+    pin_memory: host-to-device copies): from a lazily loaded trace, the text of the loaded
+    column, for every graph event."""
+    import numpy as np
+
+    from hermes.whatif import graphs
+    from hermes.whatif.facts import args_at
+
+    src = SHARED_TRACES / name
+    if not src.exists():
+        pytest.skip(f"shared trace {name} not found")
+    path = import_trace(src, tmp_path / "t.parquet")
+    lazy, whole = graphs(load(path, lazy_args=True).events), graphs(load(path).events)
+    assert lazy.keys() == whole.keys()
+    for r, sg in whole.items():
+        rows = np.arange(len(sg.info))
+        got, want = args_at(lazy[r], rows), args_at(sg, rows)
+        assert want is not None and want.notna().any()
+        assert got is not None and got.astype(object).tolist() == want.astype(object).tolist()
