@@ -53,21 +53,27 @@ innermost_active = stepgraph.innermost_active
 CHUNK_EVENTS = 750_000
 
 
-def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray
+            ) -> tuple[list[tuple[int, int, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
     """Groups of consecutive windows (sorted by start) of about ``CHUNK_EVENTS`` events each:
-    (first window, end window, indices of the events overlapping them)."""
+    [(first window, end window, indices of the events overlapping them)], and each event's
+    first and end window (``lo``, ``hi``: it overlaps windows ``lo..hi - 1``)."""
     nw = ws.size
-    lo = np.searchsorted(we, pre.ts, side="right")  # first window ending after the start
-    hi = np.searchsorted(ws, pre.te, side="left")   # windows starting before the end
+    idx = np.int32 if nw < 2**31 - 1 else np.int64
+    lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
+    hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before end
     inside = lo < hi
     if nw <= 1 or int(inside.sum()) <= CHUNK_EVENTS:
-        return [(0, nw, np.flatnonzero(inside))]
+        return [(0, nw, np.flatnonzero(inside))], (lo, hi)
     cnt = np.bincount(lo[inside], minlength=nw)
     group = (np.cumsum(cnt) - 1) // CHUNK_EVENTS
     cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), nw]
-    lo, hi = lo.astype(np.int32), hi.astype(np.int32)
-    return [(a, b, np.flatnonzero(inside & (lo < b) & (hi > a)))
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+    del inside
+    chunk = np.zeros(nw, np.int64)  # each window's group, 0, 1, ...
+    chunk[1:] = np.cumsum(np.diff(group) != 0)
+    ptr, members = cpgraph.dagpath().members(lo, hi, chunk)  # (> CHUNK_EVENTS: numba's size)
+    return [(a, b, members[ptr[c]:ptr[c + 1]])
+            for c, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))], (lo, hi)
 
 
 def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
@@ -87,8 +93,10 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     cols: dict[str, list[np.ndarray]] = {k: [] for k in _KEEP}
     cats = {}
     idx = np.int32 if max(len(ev), nw) < 2**31 else np.int64
-    for a, b, sel in _chunks(pre, ws, we) if nw else [(0, 0, np.empty(0, np.int64))]:
-        g, info = _build(pre, sel, wsorted.iloc[a:b])
+    groups, (lo, hi) = _chunks(pre, ws, we) if nw else (
+        [(0, 0, np.empty(0, np.int64))], (None, None))
+    for a, b, sel in groups:
+        g, info = _build(pre, sel, wsorted.iloc[a:b], bounds=(lo, hi, a, ws, we))
         cp, slack = _solve(g, info, b - a, length[a:b], gap_ns[a:b])
         del g
         # only what the tables need is kept across chunks (peak memory), as arrays: one

@@ -210,6 +210,69 @@ def _nodes(order, s, e, lane, sync_ev, host_ev, win, ws):  # pragma: no cover - 
     return t, ln, w, seg, start_node, end_node, first, prev_t
 
 
+@njit(cache=True, nogil=True)
+def _members(lo, hi, chunk):  # pragma: no cover - compiled
+    nc = chunk[-1] + 1 if chunk.size else 0
+    ptr = np.zeros(nc + 1, np.int64)
+    for i in range(lo.size):
+        if lo[i] < hi[i]:
+            for c in range(chunk[lo[i]], chunk[hi[i] - 1] + 1):
+                ptr[c + 1] += 1
+    for c in range(nc):
+        ptr[c + 1] += ptr[c]
+    out = np.empty(ptr[nc], np.int64)
+    pos = ptr[:nc].copy()
+    for i in range(lo.size):
+        if lo[i] < hi[i]:
+            for c in range(chunk[lo[i]], chunk[hi[i] - 1] + 1):
+                out[pos[c]] = i
+                pos[c] += 1
+    return ptr, out
+
+
+@njit(cache=True, nogil=True)
+def _split(ts, te, sel, lo, hi, ws, we, a, b):  # pragma: no cover - compiled
+    m = 0
+    for j in range(sel.size):
+        i = sel[j]
+        m += max(min(hi[i], b) - max(lo[i], a), 0)
+    s = np.empty(m, np.int64)
+    e = np.empty(m, np.int64)
+    win = np.empty(m, np.int64)
+    src = np.empty(m, np.int64)
+    k = 0
+    for j in range(sel.size):
+        i = sel[j]
+        for w in range(max(lo[i], a), min(hi[i], b)):
+            cs = max(ts[i], ws[w])
+            ce = min(te[i], we[w])
+            if ce > cs:
+                s[k] = cs
+                e[k] = ce
+                win[k] = w - a
+                src[k] = i
+                k += 1
+    return s[:k].copy(), e[:k].copy(), win[:k].copy(), src[:k].copy()
+
+
+def members(lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Events of each group of windows: ``chunk`` is the group of each window (0, 1, ...,
+    non-decreasing), event i overlaps windows ``lo[i]..hi[i] - 1``; returns (indptr, events):
+    group c's events, ascending, are ``events[indptr[c]:indptr[c + 1]]`` (an event overlapping
+    windows of several groups is in each)."""
+    return _members(np.ascontiguousarray(lo), np.ascontiguousarray(hi), _i64(chunk))
+
+
+def split(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+          ws: np.ndarray, we: np.ndarray, a: int, b: int) -> tuple[np.ndarray, ...]:
+    """``steps.split_by_windows`` of the events ``sel`` on the windows ``a..b - 1`` of the
+    sorted windows (``ws``, ``we``), in one compiled pass: ``lo``/``hi`` are each event's first
+    and end window in all windows (searchsorted already); returns (start, end, window - a,
+    event), the same pieces in the same order."""
+    return _split(_i64(ts), _i64(te), _i64(sel), np.ascontiguousarray(lo),
+                  np.ascontiguousarray(hi), _i64(ws), _i64(we), int(a), int(b))
+
+
 def nodes(order: np.ndarray, s: np.ndarray, e: np.ndarray, lane: np.ndarray,
           sync_ev: np.ndarray, host_ev: np.ndarray, win: np.ndarray, ws: np.ndarray
           ) -> tuple[np.ndarray, ...]:

@@ -169,11 +169,19 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     return build_sel(Events(ev), np.arange(len(ev)), windows)
 
 
-def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame
-           ) -> tuple[cpgraph.Graph, pd.DataFrame]:
-    """:func:`build` on the events ``sel`` (indices into ``pre``, ascending)."""
-    s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
-    src = sel[src]
+def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
+              bounds: tuple[Any, ...] | None = None) -> tuple[cpgraph.Graph, pd.DataFrame]:
+    """:func:`build` on the events ``sel`` (indices into ``pre``, ascending). ``bounds``:
+    (lo, hi, a, ws, we) when ``windows`` are the windows ``a..`` of the sorted windows
+    starting at ``ws`` and ending at ``we`` and each event of ``pre`` overlaps the windows
+    ``lo..hi - 1`` of those (the cut is then one compiled pass on graphs of numba's size)."""
+    if bounds is not None and sel.size >= cpgraph.DAG_MIN_NODES:
+        lo, hi, a, ws, we = bounds
+        s, e, win, src = cpgraph.dagpath().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
+                                                 a + len(windows))
+    else:
+        s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
+        src = sel[src]
     kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
     lane_kind = pre.lane_kind[src].astype(np.int64)
     # helper threads (blocked Python threads, the profiler's) are never on the path

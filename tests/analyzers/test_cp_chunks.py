@@ -1,0 +1,98 @@
+"""The critical path's grouping of steps (``critical_path.CHUNK_EVENTS``) and its compiled cut
+at step borders (``dagpath.members``, ``dagpath.split``): by hand, and the whole analysis in
+groups of a few events equal to the analysis in one group, on random traces whose events cross
+step borders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.analyzers import cpgraph, critical_path, dagpath
+from hermes.analyzers.base import RankContext
+from hermes.analyzers.steps import split_by_windows
+from hermes.trace.meta import TraceMeta
+from tests.tracegen import ev, frame
+
+
+def test_members_by_hand():
+    # windows 0..3 in groups [0, 0, 1, 2]; event 0 in window 1, event 1 in windows 1..2,
+    # event 2 in none, event 3 in windows 0..3 (every group), event 4 in window 3
+    lo = np.array([1, 1, 2, 0, 3], np.int32)
+    hi = np.array([2, 3, 2, 4, 4], np.int32)
+    ptr, ev_ = dagpath.members(lo, hi, np.array([0, 0, 1, 2]))
+    groups = [ev_[ptr[c]:ptr[c + 1]].tolist() for c in range(3)]
+    assert groups == [[0, 1, 3], [1, 3], [3, 4]]
+
+
+def test_split_by_hand_is_split_by_windows():
+    # windows [0,10) [10,20) [25,30); events [5,12) (cut in two), [12,27) (three pieces, the gap
+    # 20..25 dropped), [20,24) (in the gap: none), [28,40) (clipped to 30)
+    ws, we = np.array([0, 10, 25]), np.array([10, 20, 30])
+    ts, te = np.array([5, 12, 20, 28]), np.array([12, 27, 24, 40])
+    lo = np.searchsorted(we, ts, side="right").astype(np.int32)
+    hi = np.searchsorted(ws, te, side="left").astype(np.int32)
+    s, e, win, src = dagpath.split(ts, te, np.arange(4), lo, hi, ws, we, 0, 3)
+    assert list(zip(s.tolist(), e.tolist(), win.tolist(), src.tolist(), strict=True)) == [
+        (5, 10, 0, 0), (10, 12, 1, 0), (12, 20, 1, 1), (25, 27, 2, 1), (28, 30, 2, 3)]
+    # only windows 1..2 (a group): window indices relative to the group's first
+    s, e, win, src = dagpath.split(ts, te, np.array([0, 1, 3]), lo, hi, ws, we, 1, 3)
+    assert win.tolist() == [0, 0, 1, 1] and src.tolist() == [0, 1, 1, 3]
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        ts = rng.integers(0, 40, size=30)
+        te = ts + rng.integers(0, 15, size=30)
+        sel = np.flatnonzero(rng.random(30) < 0.7)
+        lo = np.searchsorted(we, ts, side="right").astype(np.int32)
+        hi = np.searchsorted(ws, te, side="left").astype(np.int32)
+        got = dagpath.split(ts, te, sel, lo, hi, ws, we, 0, 3)
+        w = pd.DataFrame({"start_ns": ws, "end_ns": we})
+        ref = split_by_windows(ts[sel], te[sel], w)
+        ref = (*ref[:3], sel[ref[3]])
+        assert [a.tolist() for a in got] == [a.tolist() for a in ref]
+
+
+def _trace(rng: np.random.Generator, steps: int) -> pd.DataFrame:
+    """Steps of 100 ns; host ops, launches and their kernels on two streams, syncs; some
+    events reach across step borders."""
+    rows = [ev("step", f"ProfilerStep#{i}", 100 * i, 100) for i in range(steps)]
+    corr = 0
+    for i in range(steps):
+        t = 100 * i
+        for _ in range(int(rng.integers(2, 6))):
+            d = int(rng.integers(1, 60))
+            rows.append(ev("host_op", f"op{rng.integers(0, 4)}", t + int(rng.integers(0, 90)),
+                           d))
+        for _ in range(int(rng.integers(1, 4))):
+            corr += 1
+            at = t + int(rng.integers(0, 80))
+            rows.append(ev("launch", "cudaLaunchKernel", at, 3, corr_id=corr))
+            stream = int(rng.choice([7, 8]))
+            rows.append(ev("kernel", f"k{rng.integers(0, 3)}", at + int(rng.integers(2, 30)),
+                           int(rng.integers(1, 70)), corr_id=corr, stream=stream,
+                           lane=f"stream {stream}"))
+        if rng.random() < 0.5:
+            rows.append(ev("sync", "cudaDeviceSynchronize", t + 60, 30))
+    df = frame(*rows)
+    for c in ("corr_id", "stream"):
+        df[c] = pd.array(df[c], dtype="Int64")
+    return df
+
+
+def _analyze(df: pd.DataFrame):
+    return critical_path.analyze(RankContext(rank=0, events=df, meta=TraceMeta()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_groups_of_steps_give_the_one_graph_answer(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    df = _trace(rng, int(rng.integers(3, 9)))
+    one = _analyze(df)  # one group, numpy passes (graphs under DAG_MIN_NODES)
+    monkeypatch.setattr(critical_path, "CHUNK_EVENTS", int(rng.integers(1, 12)))
+    monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 0)  # every cut and pass compiled
+    many = _analyze(df)
+    assert one.metrics == many.metrics
+    assert one.metrics["length_pct"] > 0
+    for t in ("top_ops", "ops", "per_step"):
+        pd.testing.assert_frame_equal(one.tables[t], many.tables[t], check_exact=True)
