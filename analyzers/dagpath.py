@@ -255,6 +255,57 @@ def _split(ts, te, sel, lo, hi, ws, we, a, b):  # pragma: no cover - compiled
     return s[:k].copy(), e[:k].copy(), win[:k].copy(), src[:k].copy()
 
 
+@njit(cache=True, nogil=True)
+def _accumulate(key, win, comp, dur, cp, slack, count, dsum, csum, mn, by
+                ):  # pragma: no cover - compiled
+    for i in range(key.size):
+        by[win[i], comp[i]] += cp[i]
+        k = key[i]
+        if k < 0:
+            continue
+        if count[k] == 0 or slack[i] < mn[k]:
+            mn[k] = slack[i]
+        count[k] += 1
+        dsum[k] += dur[i]
+        csum[k] += cp[i]
+
+
+@njit(cache=True, nogil=True)
+def _medians(key, slack, count):  # pragma: no cover - compiled
+    nk = count.size
+    ptr = np.zeros(nk + 1, np.int64)
+    for k in range(nk):
+        ptr[k + 1] = ptr[k] + count[k]
+    buf = np.empty(ptr[nk], np.float64)
+    pos = ptr[:nk].copy()
+    for i in range(key.size):
+        k = key[i]
+        if k >= 0:
+            buf[pos[k]] = np.float64(slack[i])
+            pos[k] += 1
+    out = np.full(nk, np.nan)
+    for k in range(nk):
+        if count[k]:
+            out[k] = np.median(buf[ptr[k]:ptr[k + 1]])
+    return out
+
+
+def accumulate(key: np.ndarray, win: np.ndarray, comp: np.ndarray, dur: np.ndarray,
+               cp: np.ndarray, slack: np.ndarray, count: np.ndarray, dsum: np.ndarray,
+               csum: np.ndarray, mn: np.ndarray, by: np.ndarray) -> None:
+    """Adds one group of event copies to the running per-key tables (in place): ``count``,
+    ``dsum`` (of ``dur``), ``csum`` (of ``cp``), ``mn`` (least ``slack``) per ``key`` (-1: in
+    no key), and ``by[win, comp] += cp`` (``np.add.at``'s sums, exact int64)."""
+    _accumulate(_i64(key), _i64(win), _i64(comp), _i64(dur), _i64(cp), _i64(slack), count,
+                dsum, csum, mn, by)
+
+
+def medians(key: np.ndarray, slack: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Median of ``slack`` per key (``count`` per key; NaN where 0), as pandas' groupby
+    median: the values as float64, the mean of the two middle ones for an even count."""
+    return _medians(_i64(key), _i64(slack), _i64(count))
+
+
 def members(lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Events of each group of windows: ``chunk`` is the group of each window (0, 1, ...,
     non-decreasing), event i overlaps windows ``lo[i]..hi[i] - 1``; returns (indptr, events):
