@@ -41,7 +41,8 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
     """Small-int codes of a string column in a fixed vocabulary (-1: unknown), computed once
     per distinct value: comparisons on millions of events are then integer operations."""
     cat = col.astype("category")
-    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories.tolist()] + [-1], np.int64)
+    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories.tolist()] + [-1],
+                     np.int8 if len(vocab) < 127 else np.int64)
     return table[cat.cat.codes.to_numpy()]
 
 
@@ -103,6 +104,13 @@ class Events:
         host = self.lane_kind == _LANE["host"]
         self.blocking = host & (name_matches(ev["name"], hostcalls.SYNC_NAME)
                                 | hostcalls.blocking_copy_calls(ev, host))
+        # the events that can be on the path: not annotations, counters or unknown events
+        # (a blocking host call counts as a sync), not on helper threads (blocked Python
+        # threads, the profiler's)
+        kind = np.where(self.blocking, _KIND["sync"], self.kind)
+        self.work = ~_in(kind, _KIND, NOT_WORK_KINDS) & \
+            (self.lane_kind != _LANE["counter"]) & ~self.helper
+        del kind
         # CUPTI 'Stream Wait Event' records (Kineto cuda_sync): the stream that waits, the
         # stream and the event record (the cudaEventRecord call's correlation id) it waits for;
         # with the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '). Only kept when a trace
@@ -142,14 +150,22 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     idx = np.flatnonzero(device)
     if idx.size < 2:
         return ts
-    o = idx[np.lexsort((ts[idx], lane[idx]))]
-    t0 = int(min(ts[o].min(), te[o].min()))
-    big = int(max(te[o].max(), ts[o].max())) - t0 + 1
-    lo = lane[o].astype(np.int64)
-    if int(lo.max() + 1) * big >= 2**62:
+    ti, ei, li = ts[idx], te[idx], lane[idx].astype(np.int64)
+    t0 = int(min(ti.min(), ei.min()))
+    big = int(max(ei.max(), ti.max())) - t0 + 1
+    if int(li.max() + 1) * big >= 2**62:
         return ts
-    key = lo * big + (te[o] - t0)
-    prev = np.r_[-1, np.maximum.accumulate(key)[:-1]]  # the latest end before, per lane
+    lmin = int(li.min())  # (-1: no lane)
+    # = np.lexsort((ts[idx], lane[idx])): one int64 key sorted stably (its runs are sorted)
+    k = np.argsort((li - lmin) * big + (ti - t0), kind="stable") \
+        if (int(li.max()) - lmin + 1) * big < 2**62 else np.lexsort((ti, li))
+    del ti
+    o, lo = idx[k], li[k]
+    key = lo * big + (ei[k] - t0)
+    del k, ei, li
+    prev = np.empty_like(key)  # the latest end before, per lane
+    prev[0] = -1
+    np.maximum.accumulate(key[:-1], out=prev[1:])
     same = (prev >= 0) & (prev // big == lo)
     prev_end = prev - lo * big + t0
     over = prev_end - ts[o]
@@ -175,6 +191,7 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     (lo, hi, a, ws, we) when ``windows`` are the windows ``a..`` of the sorted windows
     starting at ``ws`` and ending at ``we`` and each event of ``pre`` overlaps the windows
     ``lo..hi - 1`` of those (the cut is then one compiled pass on graphs of numba's size)."""
+    sel = sel[pre.work[sel]]  # (dropped before the cut: the same pieces, fewer)
     if bounds is not None and sel.size >= cpgraph.DAG_MIN_NODES:
         lo, hi, a, ws, we = bounds
         s, e, win, src = cpgraph.dagpath().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
@@ -184,10 +201,6 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
         src = sel[src]
     kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
     lane_kind = pre.lane_kind[src].astype(np.int64)
-    # helper threads (blocked Python threads, the profiler's) are never on the path
-    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"]) & \
-        ~pre.helper[src]
-    s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
     lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import cpgraph, critical_path, dagpath
+from hermes.analyzers import cpgraph, critical_path, dagpath, stepgraph
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.steps import split_by_windows
 from hermes.trace.meta import TraceMeta
@@ -102,3 +102,74 @@ def test_groups_of_steps_give_the_one_graph_answer(monkeypatch, seed):
     assert one.metrics["length_pct"] > 0
     for t in ("top_ops", "ops", "per_step"):
         pd.testing.assert_frame_equal(one.tables[t], many.tables[t], check_exact=True)
+
+
+def _serial_starts_reference(ts, te, lane, device):
+    """``stepgraph.serial_starts`` as it was written first (a lexsort), the oracle."""
+    idx = np.flatnonzero(device)
+    if idx.size < 2:
+        return ts
+    o = idx[np.lexsort((ts[idx], lane[idx]))]
+    t0 = int(min(ts[o].min(), te[o].min()))
+    big = int(max(te[o].max(), ts[o].max())) - t0 + 1
+    lo = lane[o].astype(np.int64)
+    key = lo * big + (te[o] - t0)
+    prev = np.r_[-1, np.maximum.accumulate(key)[:-1]]
+    same = (prev >= 0) & (prev // big == lo)
+    prev_end = prev - lo * big + t0
+    over = prev_end - ts[o]
+    snap = same & (over > 0) & (over <= stepgraph.TICK_NS)
+    out = ts.copy()
+    out[o[snap]] = np.minimum(prev_end[snap], te[o[snap]])
+    return out
+
+
+def test_serial_starts_is_the_lexsort_rule_on_random_lanes():
+    # by hand: lane 0 tasks [0,10) [9,20) (1 ns of overlap: moved to 10), [15,30) nested (5 ns:
+    # kept); a host event (not device) never moves
+    ts, te = np.array([0, 9, 15, 3]), np.array([10, 20, 30, 8])
+    out = stepgraph.serial_starts(ts, te, np.zeros(4, np.int64),
+                                  np.array([True, True, True, False]))
+    assert out.tolist() == [0, 10, 15, 3]
+    rng = np.random.default_rng(5)
+    moved = 0
+    for _ in range(300):
+        n = int(rng.integers(2, 40))
+        ts = rng.integers(-50, 200, size=n)
+        te = ts + rng.integers(0, 30, size=n)
+        lane = rng.integers(-1, 4, size=n).astype(np.int32)  # (-1: an event with no lane)
+        device = rng.random(n) < 0.8
+        got = stepgraph.serial_starts(ts, te, lane, device)
+        ref = _serial_starts_reference(ts, te, lane, device)
+        assert got.tolist() == ref.tolist()
+        moved += int((got != ts).sum())
+    assert moved > 0
+
+
+def test_order_forward_is_order_then_forward():
+    # one pass gives the same topological order, distances and predecessors (ties included)
+    rng = np.random.default_rng(9)
+    cyclic = 0
+    for _ in range(200):
+        n = int(rng.integers(1, 30))
+        m = int(rng.integers(0, 3 * n))
+        u, v = rng.integers(0, n, size=m), rng.integers(0, n, size=m)
+        if rng.random() < 0.7:  # mostly DAGs: edges from lower to higher node only
+            u, v = np.minimum(u, v), np.maximum(u, v)
+            keep = u != v
+            u, v = u[keep], v[keep]
+        o = np.lexsort((v, u))
+        u, v = u[o], v[o]
+        lost = rng.integers(0, 3, size=u.size)  # (many ties)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])
+        start = rng.integers(0, 6, size=n)
+        topo = dagpath.order(n, indptr, v)
+        got = dagpath.order_forward(n, indptr, v, lost, start)
+        if topo is None:
+            cyclic += 1
+            assert got is None
+            continue
+        d, pred = dagpath.forward(n, indptr, v, lost, start, topo)
+        assert [a.tolist() for a in got] == [topo.tolist(), d.tolist(), pred.tolist()]
+    assert 0 < cyclic < 200
