@@ -73,7 +73,7 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray
     del inside
     chunk = np.zeros(nw, np.int64)  # each window's group, 0, 1, ...
     chunk[1:] = np.cumsum(np.diff(group) != 0)
-    ptr, members = cpgraph.dagpath().members(lo, hi, chunk)  # (> CHUNK_EVENTS: numba's size)
+    ptr, members = stepgraph.cpsteps().members(lo, hi, chunk)  # (> CHUNK_EVENTS: numba)
     return [(a, b, members[ptr[c]:ptr[c + 1]])
             for c, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))], (lo, hi)
 
@@ -143,7 +143,7 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
 def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
     """:func:`paths` reduced as :func:`analyze` needs it, group by group, in compiled passes
-    (``dagpath.accumulate``, ``dagpath.medians``; names categorical): (length, gap_ns, path
+    (``cpsteps.accumulate``, ``cpsteps.medians``; names categorical): (length, gap_ns, path
     ns per (window, component), the ``ops`` table before its sort) -- the same numbers as
     pandas' groupby of the whole table, without building it."""
     nw = len(windows)
@@ -156,7 +156,7 @@ def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
     count, dsum, csum, mn = (np.zeros(nkeys, np.int64) for _ in range(4))
     by = np.zeros((nw, len(COMPONENTS)), np.int64)
     keys, slacks = [], []
-    dp = cpgraph.dagpath()
+    dp = stepgraph.cpsteps()
     for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
         nc = ncode[info["src"].to_numpy(np.int64)]
         key = np.where(nc < 0, -1, nc * nk + info["kind"].cat.codes.to_numpy())  # -1: no name
@@ -197,7 +197,13 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
     bounds = np.searchsorted(node_win, np.arange(nw + 1))
     index = cpgraph.CrossIndex(g)
-    runs = cpgraph.chain_runs(pred) if g.n < cpgraph.DAG_MIN_NODES else None
+    if g.n >= cpgraph.DAG_MIN_NODES:  # (compiled: numba's size) the same reading, in one pass
+        ln, gp, cpf = stepgraph.cpsteps().step_paths(
+            dist, pred, bounds, loader_node, g.lane, g.seg_event, g.w, index.key, index.ce,
+            index.cw, len(info))
+        length[:], gap_ns[:] = ln, gp
+        return _slack(g, dist, bwd, length, win, cpf.astype(np.int64))
+    runs = cpgraph.chain_runs(pred)
     evs, wts = [], []
     for i in range(nw):
         a, b = int(bounds[i]), int(bounds[i + 1])
@@ -217,7 +223,13 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     if evs:
         cp = np.bincount(np.concatenate(evs), weights=np.concatenate(wts),
                          minlength=len(info)).astype(np.int64)
-    # longest path through a node = fwd + bwd; an event's slack uses the better of its two nodes
+    return _slack(g, dist, bwd, length, win, cp)
+
+
+def _slack(g: cpgraph.Graph, dist: np.ndarray, bwd: np.ndarray, length: np.ndarray,
+           win: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cp, slack per event): the longest path through a node is fwd + bwd; an event's slack
+    uses the better of its two nodes."""
     through_node = dist + bwd
     through = np.maximum(through_node[g.event_start], through_node[g.event_end])
     return cp, np.maximum(length[win] - through, 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -177,6 +178,13 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     return out
 
 
+def cpsteps() -> ModuleType:
+    """The :mod:`cpsteps` module (compiled passes over groups of steps), imported on first use
+    (it imports numba)."""
+    from hermes.analyzers import cpsteps as mod
+    return mod
+
+
 def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
     """One graph for all steps: every event is cut at step borders and clipped to each step it
     overlaps; chains are per (step, lane) and cross edges stay within a step, so the steps are
@@ -194,8 +202,8 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     sel = sel[pre.work[sel]]  # (dropped before the cut: the same pieces, fewer)
     if bounds is not None and sel.size >= cpgraph.DAG_MIN_NODES:
         lo, hi, a, ws, we = bounds
-        s, e, win, src = cpgraph.dagpath().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
-                                                 a + len(windows))
+        s, e, win, src = cpsteps().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
+                                         a + len(windows))
     else:
         s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
         src = sel[src]

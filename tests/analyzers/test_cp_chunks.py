@@ -1,5 +1,5 @@
 """The critical path's grouping of steps (``critical_path.CHUNK_EVENTS``) and its compiled cut
-at step borders (``dagpath.members``, ``dagpath.split``): by hand, and the whole analysis in
+at step borders (``cpsteps.members``, ``cpsteps.split``): by hand, and the whole analysis in
 groups of a few events equal to the analysis in one group, on random traces whose events cross
 step borders."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import cpgraph, critical_path, dagpath, stepgraph
+from hermes.analyzers import cpgraph, cpsteps, critical_path, dagpath, stepgraph
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.steps import split_by_windows
 from hermes.trace.meta import TraceMeta
@@ -21,7 +21,7 @@ def test_members_by_hand():
     # event 2 in none, event 3 in windows 0..3 (every group), event 4 in window 3
     lo = np.array([1, 1, 2, 0, 3], np.int32)
     hi = np.array([2, 3, 2, 4, 4], np.int32)
-    ptr, ev_ = dagpath.members(lo, hi, np.array([0, 0, 1, 2]))
+    ptr, ev_ = cpsteps.members(lo, hi, np.array([0, 0, 1, 2]))
     groups = [ev_[ptr[c]:ptr[c + 1]].tolist() for c in range(3)]
     assert groups == [[0, 1, 3], [1, 3], [3, 4]]
 
@@ -33,11 +33,11 @@ def test_split_by_hand_is_split_by_windows():
     ts, te = np.array([5, 12, 20, 28]), np.array([12, 27, 24, 40])
     lo = np.searchsorted(we, ts, side="right").astype(np.int32)
     hi = np.searchsorted(ws, te, side="left").astype(np.int32)
-    s, e, win, src = dagpath.split(ts, te, np.arange(4), lo, hi, ws, we, 0, 3)
+    s, e, win, src = cpsteps.split(ts, te, np.arange(4), lo, hi, ws, we, 0, 3)
     assert list(zip(s.tolist(), e.tolist(), win.tolist(), src.tolist(), strict=True)) == [
         (5, 10, 0, 0), (10, 12, 1, 0), (12, 20, 1, 1), (25, 27, 2, 1), (28, 30, 2, 3)]
     # only windows 1..2 (a group): window indices relative to the group's first
-    s, e, win, src = dagpath.split(ts, te, np.array([0, 1, 3]), lo, hi, ws, we, 1, 3)
+    s, e, win, src = cpsteps.split(ts, te, np.array([0, 1, 3]), lo, hi, ws, we, 1, 3)
     assert win.tolist() == [0, 0, 1, 1] and src.tolist() == [0, 1, 1, 3]
     rng = np.random.default_rng(3)
     for _ in range(50):
@@ -46,7 +46,7 @@ def test_split_by_hand_is_split_by_windows():
         sel = np.flatnonzero(rng.random(30) < 0.7)
         lo = np.searchsorted(we, ts, side="right").astype(np.int32)
         hi = np.searchsorted(ws, te, side="left").astype(np.int32)
-        got = dagpath.split(ts, te, sel, lo, hi, ws, we, 0, 3)
+        got = cpsteps.split(ts, te, sel, lo, hi, ws, we, 0, 3)
         w = pd.DataFrame({"start_ns": ws, "end_ns": we})
         ref = split_by_windows(ts[sel], te[sel], w)
         ref = (*ref[:3], sel[ref[3]])
@@ -74,6 +74,11 @@ def _trace(rng: np.random.Generator, steps: int) -> pd.DataFrame:
                            lane=f"stream {stream}"))
         if rng.random() < 0.5:
             rows.append(ev("sync", "cudaDeviceSynchronize", t + 60, 30))
+        if rng.random() < 0.5:  # a loader worker (prefetching, often the longest lane) fed
+            a = int(rng.integers(0, 40))  # the training thread's data wait
+            rows.append(ev("data_process", "process batch", t + a, int(rng.integers(20, 90)),
+                           lane="loader 0", lane_kind="loader"))
+            rows.append(ev("data_wait", "next(loader)", t + a + 5, int(rng.integers(5, 40))))
     df = frame(*rows)
     for c in ("corr_id", "stream"):
         df[c] = pd.array(df[c], dtype="Int64")
@@ -173,3 +178,19 @@ def test_order_forward_is_order_then_forward():
         d, pred = dagpath.forward(n, indptr, v, lost, start, topo)
         assert [a.tolist() for a in got] == [topo.tolist(), d.tolist(), pred.tolist()]
     assert 0 < cyclic < 200
+
+
+def test_compiled_reading_ends_the_path_on_the_training_side(monkeypatch):
+    # test_analysis_critical_path's loader case, through the compiled passes: the loader's
+    # prefetch [45,100) ends last, yet the path ends on the training thread: process 40 ->
+    # data wait end (0) -> forward 10 = 50
+    monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 0)
+    df = frame(ev("step", "ProfilerStep#1", 0, 100),
+               ev("data_process", "process batch", 0, 40, lane="loader 0", lane_kind="loader"),
+               ev("data_process", "process batch", 45, 55, lane="loader 0", lane_kind="loader"),
+               ev("data_wait", "next(loader)", 10, 35), ev("host_op", "forward", 45, 10))
+    df["name"] = df["name"].astype("category")
+    res = _analyze(df)
+    assert res.tables["per_step"]["length_ns"].tolist() == [50]
+    ops = res.tables["ops"].set_index("name")["cp_time_ns"]
+    assert ops.to_dict() == {"process batch": 40, "forward": 10, "next(loader)": 0}
