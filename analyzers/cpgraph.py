@@ -266,10 +266,10 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             return got
     if n >= DAG_MIN_NODES:
         indptr, v, lost = lane_csr(g)
-        dp = dagpath()
-        got = dp.order_forward(n, indptr, v, lost, g.t - t0)
-        if got is not None:  # one topological order serves both passes, on the forward CSR
-            topo, d, pred = got
+        topo = _dag_order(n, indptr, v)
+        if topo is not None:  # one topological order serves both passes, on the forward CSR
+            dp = dagpath()
+            d, pred = dp.forward(n, indptr, v, lost, g.t - t0, topo)
             b = dp.backward(n, indptr, v, lost, t1 - g.t, topo)
             return (g.t - t0) - d, pred, (t1 - g.t) - b
     import scipy.sparse as sp

@@ -80,44 +80,6 @@ def _fwd(n, indptr, indices, lost, start, order):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _topo_fwd(n, indptr, indices, lost, start):  # pragma: no cover - compiled
-    # _topo and _fwd in one pass: a node leaves the stack once all its in-edges are relaxed
-    indeg = np.zeros(n, np.int64)
-    for e in range(indptr[n]):
-        indeg[indices[e]] += 1
-    out = np.empty(n, np.int64)
-    stack = np.empty(n, np.int64)
-    d = start.copy()
-    pred = np.full(n, n, np.int64)
-    top = 0
-    for i in range(n - 1, -1, -1):
-        if indeg[i] == 0:
-            stack[top] = i
-            top += 1
-    k = 0
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        out[k] = u
-        k += 1
-        du = d[u]
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            c = du + lost[e]
-            p = pred[v]
-            if c < d[v] or (c == d[v] and p != n and du < d[p]):
-                d[v] = c
-                pred[v] = u
-        for e in range(indptr[u + 1] - 1, indptr[u] - 1, -1):
-            v = indices[e]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack[top] = v
-                top += 1
-    return out, k, d, pred
-
-
-@njit(cache=True, nogil=True)
 def _bwd(n, indptr, indices, lost, start, order):  # pragma: no cover - compiled
     b = start.copy()
     for i in range(n - 1, -1, -1):
@@ -280,14 +242,6 @@ def order(n: int, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray | None:
     """A topological order of the graph's n nodes, or None if it has a cycle."""
     out, k = _topo(n, _i64(indptr), _i64(indices))
     return out if k == n else None
-
-
-def order_forward(n: int, indptr: np.ndarray, indices: np.ndarray, lost: np.ndarray,
-                  start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`order` then :func:`forward` in one pass (the same order, D and pred): (topo,
-    D, pred), or None if the graph has a cycle."""
-    out, k, d, pred = _topo_fwd(n, _i64(indptr), _i64(indices), _i64(lost), _i64(start))
-    return (out, d, pred) if k == n else None
 
 
 def forward(n: int, indptr: np.ndarray, indices: np.ndarray, lost: np.ndarray,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import cpgraph, cpsteps, critical_path, dagpath, stepgraph
+from hermes.analyzers import cpgraph, cpsteps, critical_path, stepgraph
 from hermes.analyzers.base import RankContext
 from hermes.analyzers.steps import split_by_windows
 from hermes.trace.meta import TraceMeta
@@ -149,35 +149,6 @@ def test_serial_starts_is_the_lexsort_rule_on_random_lanes():
         assert got.tolist() == ref.tolist()
         moved += int((got != ts).sum())
     assert moved > 0
-
-
-def test_order_forward_is_order_then_forward():
-    # one pass gives the same topological order, distances and predecessors (ties included)
-    rng = np.random.default_rng(9)
-    cyclic = 0
-    for _ in range(200):
-        n = int(rng.integers(1, 30))
-        m = int(rng.integers(0, 3 * n))
-        u, v = rng.integers(0, n, size=m), rng.integers(0, n, size=m)
-        if rng.random() < 0.7:  # mostly DAGs: edges from lower to higher node only
-            u, v = np.minimum(u, v), np.maximum(u, v)
-            keep = u != v
-            u, v = u[keep], v[keep]
-        o = np.lexsort((v, u))
-        u, v = u[o], v[o]
-        lost = rng.integers(0, 3, size=u.size)  # (many ties)
-        indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])
-        start = rng.integers(0, 6, size=n)
-        topo = dagpath.order(n, indptr, v)
-        got = dagpath.order_forward(n, indptr, v, lost, start)
-        if topo is None:
-            cyclic += 1
-            assert got is None
-            continue
-        d, pred = dagpath.forward(n, indptr, v, lost, start, topo)
-        assert [a.tolist() for a in got] == [topo.tolist(), d.tolist(), pred.tolist()]
-    assert 0 < cyclic < 200
 
 
 def test_compiled_reading_ends_the_path_on_the_training_side(monkeypatch):
