@@ -17,7 +17,7 @@ def _i64(a: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _members(lo, hi, chunk):  # pragma: no cover - compiled
+def _members(lo, hi, chunk, like):  # pragma: no cover - compiled
     nc = chunk[-1] + 1 if chunk.size else 0
     ptr = np.zeros(nc + 1, np.int64)
     for i in range(lo.size):
@@ -26,7 +26,7 @@ def _members(lo, hi, chunk):  # pragma: no cover - compiled
                 ptr[c + 1] += 1
     for c in range(nc):
         ptr[c + 1] += ptr[c]
-    out = np.empty(ptr[nc], np.int64)
+    out = np.empty(ptr[nc], like.dtype)
     pos = ptr[:nc].copy()
     for i in range(lo.size):
         if lo[i] < hi[i]:
@@ -109,7 +109,7 @@ def accumulate(key: np.ndarray, win: np.ndarray, comp: np.ndarray, dur: np.ndarr
 def medians(key: np.ndarray, slack: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Median of ``slack`` per key (``count`` per key; NaN where 0), as pandas' groupby
     median: the values as float64, the mean of the two middle ones for an even count."""
-    return _medians(_i64(key), _i64(slack), _i64(count))
+    return _medians(np.ascontiguousarray(key), _i64(slack), _i64(count))
 
 
 def members(lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +117,8 @@ def members(lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarr
     non-decreasing), event i overlaps windows ``lo[i]..hi[i] - 1``; returns (indptr, events):
     group c's events, ascending, are ``events[indptr[c]:indptr[c + 1]]`` (an event overlapping
     windows of several groups is in each)."""
-    return _members(np.ascontiguousarray(lo), np.ascontiguousarray(hi), _i64(chunk))
+    like = np.empty(0, np.int32 if lo.size < 2**31 - 1 else np.int64)  # (narrow: peak memory)
+    return _members(np.ascontiguousarray(lo), np.ascontiguousarray(hi), _i64(chunk), like)
 
 
 def split(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,

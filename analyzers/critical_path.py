@@ -150,7 +150,7 @@ def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
     length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
     pre = _Events(ev)
     name = pre.name
-    ncode = np.asarray(name.codes, np.int64)
+    ncode = np.asarray(name.codes)  # (as narrow as pandas keeps them: peak memory)
     nk = len(stepgraph._KIND_NAMES)
     nkeys = len(name.categories) * nk
     count, dsum, csum, mn = (np.zeros(nkeys, np.int64) for _ in range(4))
@@ -158,7 +158,7 @@ def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
     keys, slacks = [], []
     dp = stepgraph.cpsteps()
     for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
-        nc = ncode[info["src"].to_numpy(np.int64)]
+        nc = ncode[info["src"].to_numpy(np.int64)].astype(np.int64)
         key = np.where(nc < 0, -1, nc * nk + info["kind"].cat.codes.to_numpy())  # -1: no name
         dur = info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64)
         dp.accumulate(key, win, info["component"].cat.codes.to_numpy(), dur, cp, slack,
@@ -166,8 +166,12 @@ def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
         keys.append(key.astype(np.int32) if nkeys < 2**31 else key)
         slacks.append(slack)
         del info
-    med = dp.medians(np.concatenate(keys) if keys else np.empty(0, np.int64),
-                     np.concatenate(slacks) if slacks else np.empty(0, np.int64), count)
+    key = np.concatenate(keys) if keys else np.empty(0, np.int32)
+    del keys  # (each list freed as soon as its array is whole: peak memory)
+    slack = np.concatenate(slacks) if slacks else np.empty(0, np.int64)
+    del slacks
+    med = dp.medians(key, slack, count)
+    del key, slack
     k = np.flatnonzero(count)  # the groups in (name, kind) code order, as groupby's
     if k.size == 0:
         return length, gap_ns, by, _empty_ops()

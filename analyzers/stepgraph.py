@@ -199,7 +199,8 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     (lo, hi, a, ws, we) when ``windows`` are the windows ``a..`` of the sorted windows
     starting at ``ws`` and ending at ``we`` and each event of ``pre`` overlaps the windows
     ``lo..hi - 1`` of those (the cut is then one compiled pass on graphs of numba's size)."""
-    sel = sel[pre.work[sel]]  # (dropped before the cut: the same pieces, fewer)
+    # (dropped before the cut: the same pieces, fewer)
+    sel = sel[pre.work[sel]].astype(np.int64, copy=False)
     if bounds is not None and sel.size >= cpgraph.DAG_MIN_NODES:
         lo, hi, a, ws, we = bounds
         s, e, win, src = cpsteps().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
