@@ -1,5 +1,5 @@
-"""Compiled passes of the critical path over groups of steps (numba, ``cache=True``, as
-:mod:`dagpath`; imported only on graphs of ``cpgraph.DAG_MIN_NODES`` nodes or more, where
+"""Compiled passes of the critical path over groups of steps (numba, ``dagpath.compiled``:
+cached; imported only on graphs of ``cpgraph.DAG_MIN_NODES`` nodes or more, where
 numba is imported anyway): which events each group of steps holds (:func:`members`), their cut
 at step borders (:func:`split`), the longest path of every step of a solved group read back
 into path time per event (:func:`step_paths`), and the reduction of the analyzer's tables
@@ -9,14 +9,15 @@ it replaces gives (``tests/analyzers/test_cp_chunks.py``)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hermes.analyzers.dagpath import compiled
 
 
 def _i64(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, np.int64)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _members(lo, hi, chunk, like):  # pragma: no cover - compiled
     nc = chunk[-1] + 1 if chunk.size else 0
     ptr = np.zeros(nc + 1, np.int64)
@@ -36,7 +37,7 @@ def _members(lo, hi, chunk, like):  # pragma: no cover - compiled
     return ptr, out
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _split(ts, te, sel, lo, hi, ws, we, a, b):  # pragma: no cover - compiled
     m = 0
     for j in range(sel.size):
@@ -61,7 +62,7 @@ def _split(ts, te, sel, lo, hi, ws, we, a, b):  # pragma: no cover - compiled
     return s[:k].copy(), e[:k].copy(), win[:k].copy(), src[:k].copy()
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _accumulate(key, win, comp, dur, cp, slack, count, dsum, csum, mn, by
                 ):  # pragma: no cover - compiled
     for i in range(key.size):
@@ -76,7 +77,7 @@ def _accumulate(key, win, comp, dur, cp, slack, count, dsum, csum, mn, by
         csum[k] += cp[i]
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _medians(key, slack, count):  # pragma: no cover - compiled
     nk = count.size
     ptr = np.zeros(nk + 1, np.int64)
@@ -133,7 +134,7 @@ def split(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: n
 
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _step_paths(dist, pred, bounds, loader, lane, seg, w, key, ce, cw, n_ev
                 ):  # pragma: no cover - compiled
     n = dist.size

@@ -165,3 +165,21 @@ def test_compiled_reading_ends_the_path_on_the_training_side(monkeypatch):
     assert res.tables["per_step"]["length_ns"].tolist() == [50]
     ops = res.tables["ops"].set_index("name")["cp_time_ns"]
     assert ops.to_dict() == {"process batch": 40, "forward": 10, "next(loader)": 0}
+
+
+def test_compiled_passes_run_where_no_cache_can_be_written():
+    # a read-only install with no writable cache directory: numba refuses cache=True (no cache
+    # locator); the passes are then compiled in the process and still give their answers
+    import subprocess
+    import sys
+
+    code = ("import numba.core.caching as c, numpy as np\n"
+            "c.CacheImpl._locator_classes = []\n"
+            "from hermes.analyzers import cpsteps, dagpath\n"
+            "ip, ind = np.array([0, 1, 1]), np.array([1])\n"
+            "print(dagpath.order(2, ip, ind).tolist(), cpsteps.members(\n"
+            "    np.array([0, 1], np.int32), np.array([2, 2], np.int32), np.array([0, 1]))[1]"
+            ".tolist())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-500:]
+    assert r.stdout.split("\n")[0] == "[0, 1] [0, 0, 1]"  # (groups [0] and [0, 1])
