@@ -195,3 +195,30 @@ def step_paths(dist: np.ndarray, pred: np.ndarray, bounds: np.ndarray, loader: n
     return _step_paths(_i64(dist), _i64(pred), _i64(bounds),
                        np.ascontiguousarray(loader, np.bool_), _i64(lane), _i64(seg), _i64(w),
                        _i64(key), _i64(ce), _i64(cw), int(n_ev))
+
+
+@compiled
+def _bounds(ts, te, ws, we, lo, hi):  # pragma: no cover - compiled
+    nw = ws.size
+    a = b = 0
+    for i in range(ts.size):
+        x, y = ts[i], te[i]
+        # the answer for the event before holds again while times go up (one check), else a
+        # binary search: the same indices as np.searchsorted
+        if not ((a == 0 or we[a - 1] <= x) and (a == nw or we[a] > x)):
+            a = np.searchsorted(we, x, side="right")
+        if not ((b == 0 or ws[b - 1] < y) and (b == nw or ws[b] >= y)):
+            b = np.searchsorted(ws, y, side="left")
+        lo[i] = a
+        hi[i] = b
+
+
+def bounds(ts: np.ndarray, te: np.ndarray, ws: np.ndarray, we: np.ndarray, dtype: type
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's first window and end window (``np.searchsorted(we, ts, 'right')``,
+    ``np.searchsorted(ws, te, 'left')`` on sorted, non-overlapping windows) as ``dtype``, in
+    one compiled pass that reuses the previous event's answer when it still holds (events in
+    time order: one comparison each)."""
+    lo, hi = np.empty(ts.size, dtype), np.empty(ts.size, dtype)
+    _bounds(_i64(ts), _i64(te), _i64(ws), _i64(we), lo, hi)
+    return lo, hi

@@ -62,8 +62,11 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray
     first and end window (``lo``, ``hi``: it overlaps windows ``lo..hi - 1``)."""
     nw = ws.size
     idx = np.int32 if nw < 2**31 - 1 else np.int64
-    lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
-    hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before end
+    if pre.ts.size > CHUNK_EVENTS:  # (several groups likely: numba's size) the same, compiled
+        lo, hi = stepgraph.cpsteps().bounds(pre.ts, pre.te, ws, we, idx)
+    else:
+        lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
+        hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before
     inside = lo < hi
     if nw <= 1 or int(inside.sum()) <= CHUNK_EVENTS:
         return [(0, nw, np.flatnonzero(inside))], (lo, hi)

@@ -183,3 +183,18 @@ def test_compiled_passes_run_where_no_cache_can_be_written():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-500:]
     assert r.stdout.split("\n")[0] == "[0, 1] [0, 0, 1]"  # (groups [0] and [0, 1])
+
+
+def test_bounds_are_searchsorted():
+    # windows [0,10) [10,20) [25,30) [30,30) (empty) [30,40); events in time order and not
+    ws, we = np.array([0, 10, 25, 30, 30]), np.array([10, 20, 30, 30, 40])
+    rng = np.random.default_rng(11)
+    for shuffled in (False, True):
+        ts = np.sort(rng.integers(-5, 45, size=400))
+        if shuffled:
+            rng.shuffle(ts)
+        te = ts + rng.integers(0, 12, size=ts.size)
+        lo, hi = cpsteps.bounds(ts, te, ws, we, np.int32)
+        assert lo.dtype == np.int32
+        assert lo.tolist() == np.searchsorted(we, ts, side="right").tolist()
+        assert hi.tolist() == np.searchsorted(ws, te, side="left").tolist()
