@@ -280,7 +280,8 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     info = pd.DataFrame({"name": pre.name.take(src), "kind": kind_cat,
                          "component": comp, "start": s, "end": e, "win": win,
                          "loader": lane_kind == _LANE["loader"],
-                         "host": host_ev, "src": src})
+                         "host": host_ev, "src": src},
+                        copy=False)  # (the arrays as the columns: no consolidated copy)
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
