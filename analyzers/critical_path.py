@@ -26,6 +26,8 @@ It emits no findings: the cause analyzers use the path's composition as evidence
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -53,21 +55,53 @@ innermost_active = stepgraph.innermost_active
 CHUNK_EVENTS = 750_000
 
 
-def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray
+            ) -> tuple[list[tuple[int, int, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
     """Groups of consecutive windows (sorted by start) of about ``CHUNK_EVENTS`` events each:
-    (first window, end window, indices of the events overlapping them)."""
+    [(first window, end window, indices of the events overlapping them)], and each event's
+    first and end window (``lo``, ``hi``: it overlaps windows ``lo..hi - 1``)."""
     nw = ws.size
-    lo = np.searchsorted(we, pre.ts, side="right")  # first window ending after the start
-    hi = np.searchsorted(ws, pre.te, side="left")   # windows starting before the end
+    idx = np.int32 if nw < 2**31 - 1 else np.int64
+    if pre.ts.size > CHUNK_EVENTS:  # (several groups likely: numba's size) the same, compiled
+        lo, hi = stepgraph.cpsteps().bounds(pre.ts, pre.te, ws, we, idx)
+    else:
+        lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
+        hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before
     inside = lo < hi
     if nw <= 1 or int(inside.sum()) <= CHUNK_EVENTS:
-        return [(0, nw, np.flatnonzero(inside))]
+        return [(0, nw, np.flatnonzero(inside))], (lo, hi)
     cnt = np.bincount(lo[inside], minlength=nw)
     group = (np.cumsum(cnt) - 1) // CHUNK_EVENTS
     cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), nw]
-    lo, hi = lo.astype(np.int32), hi.astype(np.int32)
-    return [(a, b, np.flatnonzero(inside & (lo < b) & (hi > a)))
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+    del inside
+    chunk = np.zeros(nw, np.int64)  # each window's group, 0, 1, ...
+    chunk[1:] = np.cumsum(np.diff(group) != 0)
+    ptr, members = stepgraph.cpsteps().members(lo, hi, chunk)  # (> CHUNK_EVENTS: numba)
+    return [(a, b, members[ptr[c]:ptr[c + 1]])
+            for c, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))], (lo, hi)
+
+
+def _solved(ev: pd.DataFrame, windows: pd.DataFrame, pre: _Events, length: np.ndarray,
+            gap_ns: np.ndarray) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray,
+                                                  np.ndarray]]:
+    """The groups of steps (``CHUNK_EVENTS``) solved one after the other: yields, per group,
+    its event copies (``stepgraph.build``'s table), their window (index into ``windows``),
+    cp_ns and slack_ns; fills ``length`` and ``gap_ns`` (per window of ``windows``)."""
+    nw = len(windows)
+    o = np.argsort(windows["start_ns"].to_numpy(np.int64), kind="stable")
+    wsorted = windows.iloc[o]
+    ws = wsorted["start_ns"].to_numpy(np.int64)
+    we = wsorted["end_ns"].to_numpy(np.int64)
+    ln, gap = np.zeros(nw, np.int64), np.zeros(nw, np.int64)  # (in sorted order)
+    groups, (lo, hi) = _chunks(pre, ws, we) if nw else (
+        [(0, 0, np.empty(0, np.int64))], (None, None))
+    for a, b, sel in groups:
+        g, info = _build(pre, sel, wsorted.iloc[a:b], bounds=(lo, hi, a, ws, we))
+        cp, slack = _solve(g, info, b - a, ln[a:b], gap[a:b])
+        del g
+        yield info, o[a + info["win"].to_numpy(np.int64)], cp, slack
+    # back from sorted order to the windows' order
+    length[o], gap_ns[o] = ln, gap
 
 
 def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
@@ -77,20 +111,12 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     groups of consecutive steps (``CHUNK_EVENTS``), one graph each. The table has one row per
     event copy: name, kind, component, dur_ns (clipped), win, cp_ns, slack_ns."""
     nw = len(windows)
-    length = np.zeros(nw, np.int64)
-    gap_ns = np.zeros(nw, np.int64)
+    length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
     pre = _Events(ev)
-    o = np.argsort(windows["start_ns"].to_numpy(np.int64), kind="stable")
-    wsorted = windows.iloc[o]
-    ws = wsorted["start_ns"].to_numpy(np.int64)
-    we = wsorted["end_ns"].to_numpy(np.int64)
     cols: dict[str, list[np.ndarray]] = {k: [] for k in _KEEP}
     cats = {}
     idx = np.int32 if max(len(ev), nw) < 2**31 else np.int64
-    for a, b, sel in _chunks(pre, ws, we) if nw else [(0, 0, np.empty(0, np.int64))]:
-        g, info = _build(pre, sel, wsorted.iloc[a:b])
-        cp, slack = _solve(g, info, b - a, length[a:b], gap_ns[a:b])
-        del g
+    for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
         # only what the tables need is kept across chunks (peak memory), as arrays: one
         # table at the end (the names taken once, categoricals from their codes)
         for k in ("kind", "component"):
@@ -99,13 +125,10 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
         # (narrow copies, not views of info's columns: only these stay across groups)
         cols["src"].append(info["src"].to_numpy().astype(idx))
         cols["dur_ns"].append(info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64))
-        cols["win"].append(o[a + info["win"].to_numpy(np.int64)].astype(idx))
+        cols["win"].append(win.astype(idx))
         cols["cp_ns"].append(cp)
         cols["slack_ns"].append(slack)
         del info
-    # back from sorted order to the windows' order
-    out_len, out_gap = np.empty_like(length), np.empty_like(gap_ns)
-    out_len[o], out_gap[o] = length, gap_ns
     c = {}
     for k in _KEEP:  # (each column's pieces freed as soon as it is whole)
         v = cols.pop(k)
@@ -117,7 +140,50 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
         **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
         "dur_ns": c["dur_ns"], "win": c["win"].astype(np.int64), "cp_ns": c["cp_ns"],
         "slack_ns": c["slack_ns"]}, copy=False)
-    return out_len, out_gap, info
+    return length, gap_ns, info
+
+
+def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
+    """:func:`paths` reduced as :func:`analyze` needs it, group by group, in compiled passes
+    (``cpsteps.accumulate``, ``cpsteps.medians``; names categorical): (length, gap_ns, path
+    ns per (window, component), the ``ops`` table before its sort) -- the same numbers as
+    pandas' groupby of the whole table, without building it."""
+    nw = len(windows)
+    length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
+    pre = _Events(ev)
+    name = pre.name
+    ncode = np.asarray(name.codes)  # (as narrow as pandas keeps them: peak memory)
+    nk = len(stepgraph._KIND_NAMES)
+    nkeys = len(name.categories) * nk
+    count, dsum, csum, mn = (np.zeros(nkeys, np.int64) for _ in range(4))
+    by = np.zeros((nw, len(COMPONENTS)), np.int64)
+    keys, slacks = [], []
+    dp = stepgraph.cpsteps()
+    for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
+        nc = ncode[info["src"].to_numpy(np.int64)].astype(np.int64)
+        key = np.where(nc < 0, -1, nc * nk + info["kind"].cat.codes.to_numpy())  # -1: no name
+        dur = info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64)
+        dp.accumulate(key, win, info["component"].cat.codes.to_numpy(), dur, cp, slack,
+                      count, dsum, csum, mn, by)
+        keys.append(key.astype(np.int32) if nkeys < 2**31 else key)
+        slacks.append(slack)
+        del info
+    key = np.concatenate(keys) if keys else np.empty(0, np.int32)
+    del keys  # (each list freed as soon as its array is whole: peak memory)
+    slack = np.concatenate(slacks) if slacks else np.empty(0, np.int64)
+    del slacks
+    med = dp.medians(key, slack, count)
+    del key, slack
+    k = np.flatnonzero(count)  # the groups in (name, kind) code order, as groupby's
+    if k.size == 0:
+        return length, gap_ns, by, _empty_ops()
+    ops = pd.DataFrame({
+        "name": pd.Categorical.from_codes(k // nk, dtype=name.dtype),
+        "kind": pd.Categorical.from_codes(k % nk, categories=list(stepgraph._KIND_NAMES)),
+        "count": count[k], "dur_ns": dsum[k], "cp_time_ns": csum[k], "min_slack_ns": mn[k],
+        "median_slack_ns": med[k]})
+    return length, gap_ns, by, ops
 
 
 _KEEP = ("kind", "component", "src", "dur_ns", "win", "cp_ns", "slack_ns")
@@ -138,7 +204,13 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
     bounds = np.searchsorted(node_win, np.arange(nw + 1))
     index = cpgraph.CrossIndex(g)
-    runs = cpgraph.chain_runs(pred) if g.n < cpgraph.DAG_MIN_NODES else None
+    if g.n >= cpgraph.DAG_MIN_NODES:  # (compiled: numba's size) the same reading, in one pass
+        ln, gp, cpf = stepgraph.cpsteps().step_paths(
+            dist, pred, bounds, loader_node, g.lane, g.seg_event, g.w, index.key, index.ce,
+            index.cw, len(info))
+        length[:], gap_ns[:] = ln, gp
+        return _slack(g, dist, bwd, length, win, cpf.astype(np.int64))
+    runs = cpgraph.chain_runs(pred)
     evs, wts = [], []
     for i in range(nw):
         a, b = int(bounds[i]), int(bounds[i + 1])
@@ -158,7 +230,13 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     if evs:
         cp = np.bincount(np.concatenate(evs), weights=np.concatenate(wts),
                          minlength=len(info)).astype(np.int64)
-    # longest path through a node = fwd + bwd; an event's slack uses the better of its two nodes
+    return _slack(g, dist, bwd, length, win, cp)
+
+
+def _slack(g: cpgraph.Graph, dist: np.ndarray, bwd: np.ndarray, length: np.ndarray,
+           win: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cp, slack per event): the longest path through a node is fwd + bwd; an event's slack
+    uses the better of its two nodes."""
     through_node = dist + bwd
     through = np.maximum(through_node[g.event_start], through_node[g.event_end])
     return cp, np.maximum(length[win] - through, 0)
@@ -186,13 +264,26 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     """Critical path per step: composition by component, operators on it, slack."""
     ev = ctx.events
     windows = step_windows(ev)
-    length, gap_ns, info = paths(ev, windows)
     nw = len(windows)
-    # path time per (step, component); lane gaps on the path count as "other"
-    by = np.zeros((nw, len(COMPONENTS)), np.int64)
-    if len(info):
-        np.add.at(by, (info["win"].to_numpy(np.int64), info["component"].cat.codes.to_numpy()),
-                  info["cp_ns"].to_numpy(np.int64))
+    if isinstance(ev["name"].array, pd.Categorical) and len(ev) >= cpgraph.DAG_MIN_NODES:
+        length, gap_ns, by, ops = _grouped(ev, windows)  # (compiled: numba's size)
+    else:
+        length, gap_ns, info = paths(ev, windows)
+        # path time per (step, component)
+        by = np.zeros((nw, len(COMPONENTS)), np.int64)
+        ops = _empty_ops()
+        if len(info):
+            np.add.at(by, (info["win"].to_numpy(np.int64),
+                           info["component"].cat.codes.to_numpy()),
+                      info["cp_ns"].to_numpy(np.int64))
+            ops = info.groupby(["name", "kind"], as_index=False, observed=True).agg(
+                count=("cp_ns", "size"), dur_ns=("dur_ns", "sum"), cp_time_ns=("cp_ns", "sum"),
+                min_slack_ns=("slack_ns", "min"), median_slack_ns=("slack_ns", "median"))
+        del info
+    if len(ops):
+        ops = ops.sort_values(["cp_time_ns", "dur_ns"], ascending=False, kind="stable")
+        ops = ops.reset_index(drop=True)
+    # lane gaps on the path count as "other"
     by[:, COMPONENTS.index("other")] += gap_ns
     per_step = pd.DataFrame({"step": windows["step"].to_numpy(np.int64),
                              "dur_ns": windows["dur_ns"].to_numpy(np.int64),
@@ -201,14 +292,6 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     comp_ns = {c: int(by[:, i].sum()) for i, c in enumerate(COMPONENTS)}
     total_len = int(per_step["length_ns"].sum()) if len(per_step) else 0
     total_dur = int(per_step["dur_ns"].sum()) if len(per_step) else 0
-    if len(info):
-        ops = info.groupby(["name", "kind"], as_index=False, observed=True).agg(
-            count=("cp_ns", "size"), dur_ns=("dur_ns", "sum"), cp_time_ns=("cp_ns", "sum"),
-            min_slack_ns=("slack_ns", "min"), median_slack_ns=("slack_ns", "median"))
-        ops = ops.sort_values(["cp_time_ns", "dur_ns"], ascending=False, kind="stable")
-        ops = ops.reset_index(drop=True)
-    else:
-        ops = _empty_ops()
     on = ops[ops["cp_time_ns"] > 0].head(TOP_N)
     top = pd.DataFrame({
         "name": on["name"].to_numpy(), "kind": on["kind"].to_numpy(),

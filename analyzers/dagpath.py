@@ -29,11 +29,25 @@ Contract (all arrays int64; the CSR holds each node's out-edges, ``indptr`` of n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+def compiled(fn: Callable[..., Any]) -> Any:
+    """``numba.njit(cache=True, nogil=True)``: compiled once per install, the machine code
+    cached beside the source (or in numba's per-user cache directory, or ``NUMBA_CACHE_DIR``);
+    where none of those is writable numba refuses ``cache=True`` (a RuntimeError on import),
+    and the function is then compiled in each process that uses it instead."""
+    try:
+        return njit(cache=True, nogil=True)(fn)
+    except RuntimeError:
+        return njit(nogil=True)(fn)
+
+
+@compiled
 def _topo(n, indptr, indices):  # pragma: no cover - compiled
     indeg = np.zeros(n, np.int64)
     for e in range(indptr[n]):
@@ -62,7 +76,7 @@ def _topo(n, indptr, indices):  # pragma: no cover - compiled
     return out, k
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _fwd(n, indptr, indices, lost, start, order):  # pragma: no cover - compiled
     d = start.copy()
     pred = np.full(n, n, np.int64)
@@ -79,7 +93,7 @@ def _fwd(n, indptr, indices, lost, start, order):  # pragma: no cover - compiled
     return d, pred
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _bwd(n, indptr, indices, lost, start, order):  # pragma: no cover - compiled
     b = start.copy()
     for i in range(n - 1, -1, -1):
@@ -93,7 +107,7 @@ def _bwd(n, indptr, indices, lost, start, order):  # pragma: no cover - compiled
     return b
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _walk(pred, end, n):  # pragma: no cover - compiled
     k, m = end, 1
     while 0 <= pred[k] < n and m <= n:  # m: a guard, predecessors form a tree
@@ -107,7 +121,7 @@ def _walk(pred, end, n):  # pragma: no cover - compiled
     return out
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _lane_csr(t, w, first, cu, cv, cw):  # pragma: no cover - compiled
     n = t.size
     indptr = np.zeros(n + 1, np.int64)
@@ -137,7 +151,7 @@ def _lane_csr(t, w, first, cu, cv, cw):  # pragma: no cover - compiled
     return indptr, indices, lost
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _innermost(st, nev, ln):  # pragma: no cover - compiled
     n = st.size
     active = np.full(n, -1, np.int64)
@@ -157,7 +171,7 @@ def _innermost(st, nev, ln):  # pragma: no cover - compiled
     return active
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _nodes(order, s, e, lane, sync_ev, host_ev, win, ws):  # pragma: no cover - compiled
     n = order.size
     n_ev = n // 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,8 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
     """Small-int codes of a string column in a fixed vocabulary (-1: unknown), computed once
     per distinct value: comparisons on millions of events are then integer operations."""
     cat = col.astype("category")
-    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories.tolist()] + [-1], np.int64)
+    table = np.array([vocab.get(str(c), -1) for c in cat.cat.categories.tolist()] + [-1],
+                     np.int8 if len(vocab) < 127 else np.int64)
     return table[cat.cat.codes.to_numpy()]
 
 
@@ -104,6 +106,13 @@ class Events:
         host = self.lane_kind == _LANE["host"]
         self.blocking = host & (name_matches(ev["name"], hostcalls.SYNC_NAME)
                                 | hostcalls.blocking_copy_calls(ev, host))
+        # the events that can be on the path: not annotations, counters or unknown events
+        # (a blocking host call counts as a sync), not on helper threads (blocked Python
+        # threads, the profiler's)
+        kind = np.where(self.blocking, _KIND["sync"], self.kind)
+        self.work = ~_in(kind, _KIND, NOT_WORK_KINDS) & \
+            (self.lane_kind != _LANE["counter"]) & ~self.helper
+        del kind
         # CUPTI 'Stream Wait Event' records (Kineto cuda_sync): the stream that waits, the
         # stream and the event record (the cudaEventRecord call's correlation id) it waits for;
         # with the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '). Only kept when a trace
@@ -143,14 +152,22 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     idx = np.flatnonzero(device)
     if idx.size < 2:
         return ts
-    o = idx[np.lexsort((ts[idx], lane[idx]))]
-    t0 = int(min(ts[o].min(), te[o].min()))
-    big = int(max(te[o].max(), ts[o].max())) - t0 + 1
-    lo = lane[o].astype(np.int64)
-    if int(lo.max() + 1) * big >= 2**62:
+    ti, ei, li = ts[idx], te[idx], lane[idx].astype(np.int64)
+    t0 = int(min(ti.min(), ei.min()))
+    big = int(max(ei.max(), ti.max())) - t0 + 1
+    if int(li.max() + 1) * big >= 2**62:
         return ts
-    key = lo * big + (te[o] - t0)
-    prev = np.r_[-1, np.maximum.accumulate(key)[:-1]]  # the latest end before, per lane
+    lmin = int(li.min())  # (-1: no lane)
+    # = np.lexsort((ts[idx], lane[idx])): one int64 key sorted stably (its runs are sorted)
+    k = np.argsort((li - lmin) * big + (ti - t0), kind="stable") \
+        if (int(li.max()) - lmin + 1) * big < 2**62 else np.lexsort((ti, li))
+    del ti
+    o, lo = idx[k], li[k]
+    key = lo * big + (ei[k] - t0)
+    del k, ei, li
+    prev = np.empty_like(key)  # the latest end before, per lane
+    prev[0] = -1
+    np.maximum.accumulate(key[:-1], out=prev[1:])
     same = (prev >= 0) & (prev // big == lo)
     prev_end = prev - lo * big + t0
     over = prev_end - ts[o]
@@ -162,6 +179,13 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     return out
 
 
+def cpsteps() -> ModuleType:
+    """The :mod:`cpsteps` module (compiled passes over groups of steps), imported on first use
+    (it imports numba)."""
+    from hermes.analyzers import cpsteps as mod
+    return mod
+
+
 def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
     """One graph for all steps: every event is cut at step borders and clipped to each step it
     overlaps; chains are per (step, lane) and cross edges stay within a step, so the steps are
@@ -170,17 +194,23 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.Da
     return build_sel(Events(ev), np.arange(len(ev)), windows)
 
 
-def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame
-           ) -> tuple[cpgraph.Graph, pd.DataFrame]:
-    """:func:`build` on the events ``sel`` (indices into ``pre``, ascending)."""
-    s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
-    src = sel[src]
+def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
+              bounds: tuple[Any, ...] | None = None) -> tuple[cpgraph.Graph, pd.DataFrame]:
+    """:func:`build` on the events ``sel`` (indices into ``pre``, ascending). ``bounds``:
+    (lo, hi, a, ws, we) when ``windows`` are the windows ``a..`` of the sorted windows
+    starting at ``ws`` and ending at ``we`` and each event of ``pre`` overlaps the windows
+    ``lo..hi - 1`` of those (the cut is then one compiled pass on graphs of numba's size)."""
+    # (dropped before the cut: the same pieces, fewer)
+    sel = sel[pre.work[sel]].astype(np.int64, copy=False)
+    if bounds is not None and sel.size >= cpgraph.DAG_MIN_NODES:
+        lo, hi, a, ws, we = bounds
+        s, e, win, src = cpsteps().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
+                                         a + len(windows))
+    else:
+        s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
+        src = sel[src]
     kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
     lane_kind = pre.lane_kind[src].astype(np.int64)
-    # helper threads (blocked Python threads, the profiler's) are never on the path
-    keep = ~_in(kind, _KIND, NOT_WORK_KINDS) & (lane_kind != _LANE["counter"]) & \
-        ~pre.helper[src]
-    s, e, win, src, kind, lane_kind = (x[keep] for x in (s, e, win, src, kind, lane_kind))
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
     lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
@@ -251,7 +281,8 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     info = pd.DataFrame({"name": pre.name.take(src), "kind": kind_cat,
                          "component": comp, "start": s, "end": e, "win": win,
                          "loader": lane_kind == _LANE["loader"],
-                         "host": host_ev, "src": src})
+                         "host": host_ev, "src": src},
+                        copy=False)  # (the arrays as the columns: no consolidated copy)
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info

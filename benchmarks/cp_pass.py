@@ -66,8 +66,9 @@ def _graphs(path: Path) -> tuple[list, pd.DataFrame, pd.DataFrame]:
     o = np.argsort(windows["start_ns"].to_numpy(np.int64), kind="stable")
     ws = windows.iloc[o]
     s, e = ws["start_ns"].to_numpy(np.int64), ws["end_ns"].to_numpy(np.int64)
-    return [cp._build(pre, sel, ws.iloc[a:b])[0] for a, b, sel in cp._chunks(pre, s, e)], \
-        ev, windows
+    groups, (lo, hi) = cp._chunks(pre, s, e)
+    return [cp._build(pre, sel, ws.iloc[a:b], bounds=(lo, hi, a, s, e))[0]
+            for a, b, sel in groups], ev, windows
 
 
 CHILD = """

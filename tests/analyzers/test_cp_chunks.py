@@ -1,0 +1,200 @@
+"""The critical path's grouping of steps (``critical_path.CHUNK_EVENTS``) and its compiled cut
+at step borders (``cpsteps.members``, ``cpsteps.split``): by hand, and the whole analysis in
+groups of a few events equal to the analysis in one group, on random traces whose events cross
+step borders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.analyzers import cpgraph, cpsteps, critical_path, stepgraph
+from hermes.analyzers.base import RankContext
+from hermes.analyzers.steps import split_by_windows
+from hermes.trace.meta import TraceMeta
+from tests.tracegen import ev, frame
+
+
+def test_members_by_hand():
+    # windows 0..3 in groups [0, 0, 1, 2]; event 0 in window 1, event 1 in windows 1..2,
+    # event 2 in none, event 3 in windows 0..3 (every group), event 4 in window 3
+    lo = np.array([1, 1, 2, 0, 3], np.int32)
+    hi = np.array([2, 3, 2, 4, 4], np.int32)
+    ptr, ev_ = cpsteps.members(lo, hi, np.array([0, 0, 1, 2]))
+    groups = [ev_[ptr[c]:ptr[c + 1]].tolist() for c in range(3)]
+    assert groups == [[0, 1, 3], [1, 3], [3, 4]]
+
+
+def test_split_by_hand_is_split_by_windows():
+    # windows [0,10) [10,20) [25,30); events [5,12) (cut in two), [12,27) (three pieces, the gap
+    # 20..25 dropped), [20,24) (in the gap: none), [28,40) (clipped to 30)
+    ws, we = np.array([0, 10, 25]), np.array([10, 20, 30])
+    ts, te = np.array([5, 12, 20, 28]), np.array([12, 27, 24, 40])
+    lo = np.searchsorted(we, ts, side="right").astype(np.int32)
+    hi = np.searchsorted(ws, te, side="left").astype(np.int32)
+    s, e, win, src = cpsteps.split(ts, te, np.arange(4), lo, hi, ws, we, 0, 3)
+    assert list(zip(s.tolist(), e.tolist(), win.tolist(), src.tolist(), strict=True)) == [
+        (5, 10, 0, 0), (10, 12, 1, 0), (12, 20, 1, 1), (25, 27, 2, 1), (28, 30, 2, 3)]
+    # only windows 1..2 (a group): window indices relative to the group's first
+    s, e, win, src = cpsteps.split(ts, te, np.array([0, 1, 3]), lo, hi, ws, we, 1, 3)
+    assert win.tolist() == [0, 0, 1, 1] and src.tolist() == [0, 1, 1, 3]
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        ts = rng.integers(0, 40, size=30)
+        te = ts + rng.integers(0, 15, size=30)
+        sel = np.flatnonzero(rng.random(30) < 0.7)
+        lo = np.searchsorted(we, ts, side="right").astype(np.int32)
+        hi = np.searchsorted(ws, te, side="left").astype(np.int32)
+        got = cpsteps.split(ts, te, sel, lo, hi, ws, we, 0, 3)
+        w = pd.DataFrame({"start_ns": ws, "end_ns": we})
+        ref = split_by_windows(ts[sel], te[sel], w)
+        ref = (*ref[:3], sel[ref[3]])
+        assert [a.tolist() for a in got] == [a.tolist() for a in ref]
+
+
+def _trace(rng: np.random.Generator, steps: int) -> pd.DataFrame:
+    """Steps of 100 ns; host ops, launches and their kernels on two streams, syncs; some
+    events reach across step borders."""
+    rows = [ev("step", f"ProfilerStep#{i}", 100 * i, 100) for i in range(steps)]
+    corr = 0
+    for i in range(steps):
+        t = 100 * i
+        for _ in range(int(rng.integers(2, 6))):
+            d = int(rng.integers(1, 60))
+            rows.append(ev("host_op", f"op{rng.integers(0, 4)}", t + int(rng.integers(0, 90)),
+                           d))
+        for _ in range(int(rng.integers(1, 4))):
+            corr += 1
+            at = t + int(rng.integers(0, 80))
+            rows.append(ev("launch", "cudaLaunchKernel", at, 3, corr_id=corr))
+            stream = int(rng.choice([7, 8]))
+            rows.append(ev("kernel", f"k{rng.integers(0, 3)}", at + int(rng.integers(2, 30)),
+                           int(rng.integers(1, 70)), corr_id=corr, stream=stream,
+                           lane=f"stream {stream}"))
+        if rng.random() < 0.5:
+            rows.append(ev("sync", "cudaDeviceSynchronize", t + 60, 30))
+        if rng.random() < 0.5:  # a loader worker (prefetching, often the longest lane) fed
+            a = int(rng.integers(0, 40))  # the training thread's data wait
+            rows.append(ev("data_process", "process batch", t + a, int(rng.integers(20, 90)),
+                           lane="loader 0", lane_kind="loader"))
+            rows.append(ev("data_wait", "next(loader)", t + a + 5, int(rng.integers(5, 40))))
+    df = frame(*rows)
+    for c in ("corr_id", "stream"):
+        df[c] = pd.array(df[c], dtype="Int64")
+    return df
+
+
+def _analyze(df: pd.DataFrame):
+    return critical_path.analyze(RankContext(rank=0, events=df, meta=TraceMeta()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_groups_of_steps_give_the_one_graph_answer(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    df = _trace(rng, int(rng.integers(3, 9)))
+    # names as a loaded trace has them (categorical, with a category no event has, in no
+    # sorted order): the compiled reduction (critical_path._grouped) then replaces the groupby
+    names = sorted(set(df["name"])) + ["unused"]
+    df["name"] = pd.Categorical(df["name"], categories=names[::-1])
+    one = _analyze(df)  # one group, numpy passes (graphs under DAG_MIN_NODES), pandas groupby
+    assert one.tables["ops"]["median_slack_ns"].to_numpy().round().tolist() != \
+        one.tables["ops"]["median_slack_ns"].to_numpy().tolist() or seed != 0  # (even counts)
+    monkeypatch.setattr(critical_path, "CHUNK_EVENTS", int(rng.integers(1, 12)))
+    monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 0)  # every cut and pass compiled
+    many = _analyze(df)
+    assert one.metrics == many.metrics
+    assert one.metrics["length_pct"] > 0
+    for t in ("top_ops", "ops", "per_step"):
+        pd.testing.assert_frame_equal(one.tables[t], many.tables[t], check_exact=True)
+
+
+def _serial_starts_reference(ts, te, lane, device):
+    """``stepgraph.serial_starts`` as it was written first (a lexsort), the oracle."""
+    idx = np.flatnonzero(device)
+    if idx.size < 2:
+        return ts
+    o = idx[np.lexsort((ts[idx], lane[idx]))]
+    t0 = int(min(ts[o].min(), te[o].min()))
+    big = int(max(te[o].max(), ts[o].max())) - t0 + 1
+    lo = lane[o].astype(np.int64)
+    key = lo * big + (te[o] - t0)
+    prev = np.r_[-1, np.maximum.accumulate(key)[:-1]]
+    same = (prev >= 0) & (prev // big == lo)
+    prev_end = prev - lo * big + t0
+    over = prev_end - ts[o]
+    snap = same & (over > 0) & (over <= stepgraph.TICK_NS)
+    out = ts.copy()
+    out[o[snap]] = np.minimum(prev_end[snap], te[o[snap]])
+    return out
+
+
+def test_serial_starts_is_the_lexsort_rule_on_random_lanes():
+    # by hand: lane 0 tasks [0,10) [9,20) (1 ns of overlap: moved to 10), [15,30) nested (5 ns:
+    # kept); a host event (not device) never moves
+    ts, te = np.array([0, 9, 15, 3]), np.array([10, 20, 30, 8])
+    out = stepgraph.serial_starts(ts, te, np.zeros(4, np.int64),
+                                  np.array([True, True, True, False]))
+    assert out.tolist() == [0, 10, 15, 3]
+    rng = np.random.default_rng(5)
+    moved = 0
+    for _ in range(300):
+        n = int(rng.integers(2, 40))
+        ts = rng.integers(-50, 200, size=n)
+        te = ts + rng.integers(0, 30, size=n)
+        lane = rng.integers(-1, 4, size=n).astype(np.int32)  # (-1: an event with no lane)
+        device = rng.random(n) < 0.8
+        got = stepgraph.serial_starts(ts, te, lane, device)
+        ref = _serial_starts_reference(ts, te, lane, device)
+        assert got.tolist() == ref.tolist()
+        moved += int((got != ts).sum())
+    assert moved > 0
+
+
+def test_compiled_reading_ends_the_path_on_the_training_side(monkeypatch):
+    # test_analysis_critical_path's loader case, through the compiled passes: the loader's
+    # prefetch [45,100) ends last, yet the path ends on the training thread: process 40 ->
+    # data wait end (0) -> forward 10 = 50
+    monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 0)
+    df = frame(ev("step", "ProfilerStep#1", 0, 100),
+               ev("data_process", "process batch", 0, 40, lane="loader 0", lane_kind="loader"),
+               ev("data_process", "process batch", 45, 55, lane="loader 0", lane_kind="loader"),
+               ev("data_wait", "next(loader)", 10, 35), ev("host_op", "forward", 45, 10))
+    df["name"] = df["name"].astype("category")
+    res = _analyze(df)
+    assert res.tables["per_step"]["length_ns"].tolist() == [50]
+    ops = res.tables["ops"].set_index("name")["cp_time_ns"]
+    assert ops.to_dict() == {"process batch": 40, "forward": 10, "next(loader)": 0}
+
+
+def test_compiled_passes_run_where_no_cache_can_be_written():
+    # a read-only install with no writable cache directory: numba refuses cache=True (no cache
+    # locator); the passes are then compiled in the process and still give their answers
+    import subprocess
+    import sys
+
+    code = ("import numba.core.caching as c, numpy as np\n"
+            "c.CacheImpl._locator_classes = []\n"
+            "from hermes.analyzers import cpsteps, dagpath\n"
+            "ip, ind = np.array([0, 1, 1]), np.array([1])\n"
+            "print(dagpath.order(2, ip, ind).tolist(), cpsteps.members(\n"
+            "    np.array([0, 1], np.int32), np.array([2, 2], np.int32), np.array([0, 1]))[1]"
+            ".tolist())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-500:]
+    assert r.stdout.split("\n")[0] == "[0, 1] [0, 0, 1]"  # (groups [0] and [0, 1])
+
+
+def test_bounds_are_searchsorted():
+    # windows [0,10) [10,20) [25,30) [30,30) (empty) [30,40); events in time order and not
+    ws, we = np.array([0, 10, 25, 30, 30]), np.array([10, 20, 30, 30, 40])
+    rng = np.random.default_rng(11)
+    for shuffled in (False, True):
+        ts = np.sort(rng.integers(-5, 45, size=400))
+        if shuffled:
+            rng.shuffle(ts)
+        te = ts + rng.integers(0, 12, size=ts.size)
+        lo, hi = cpsteps.bounds(ts, te, ws, we, np.int32)
+        assert lo.dtype == np.int32
+        assert lo.tolist() == np.searchsorted(we, ts, side="right").tolist()
+        assert hi.tolist() == np.searchsorted(ws, te, side="left").tolist()
