@@ -26,7 +26,10 @@ It emits no findings: the cause analyzers use the path's composition as evidence
 
 from __future__ import annotations
 
+import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -53,13 +56,34 @@ innermost_active = stepgraph.innermost_active
 #: share no edge, so grouping does not change any path; each step's nodes keep their relative
 #: order, hence the pass's tie rule its choices).
 CHUNK_EVENTS = 750_000
+#: Threads solving groups side by side (None: :func:`solver_threads` decides). The compiled
+#: build and pass release the GIL; each thread's groups are half the size, so the memory of two
+#: groups in flight is that of one.
+THREADS: int | None = None
 
 
-def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray
+def solver_threads() -> int:
+    """2 where this process has at least two cores and is not itself a worker of a process pool
+    or a Dask cluster (those already keep every core busy, one rank each), else 1."""
+    if THREADS is not None:
+        return max(1, int(THREADS))
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # (not Linux)
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 else 1
+
+
+def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0
             ) -> tuple[list[tuple[int, int, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
-    """Groups of consecutive windows (sorted by start) of about ``CHUNK_EVENTS`` events each:
-    [(first window, end window, indices of the events overlapping them)], and each event's
-    first and end window (``lo``, ``hi``: it overlaps windows ``lo..hi - 1``)."""
+    """Groups of consecutive windows (sorted by start) of about ``size`` events each (0:
+    ``CHUNK_EVENTS``): [(first window, end window, indices of the events overlapping them)], and
+    each event's first and end window (``lo``, ``hi``: it overlaps windows ``lo..hi - 1``)."""
+    size = size or CHUNK_EVENTS
     nw = ws.size
     idx = np.int32 if nw < 2**31 - 1 else np.int64
     if pre.ts.size > CHUNK_EVENTS:  # (several groups likely: numba's size) the same, compiled
@@ -68,10 +92,10 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray
         lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
         hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before
     inside = lo < hi
-    if nw <= 1 or int(inside.sum()) <= CHUNK_EVENTS:
+    if nw <= 1 or int(inside.sum()) <= size:
         return [(0, nw, np.flatnonzero(inside))], (lo, hi)
     cnt = np.bincount(lo[inside], minlength=nw)
-    group = (np.cumsum(cnt) - 1) // CHUNK_EVENTS
+    group = (np.cumsum(cnt) - 1) // size
     cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), nw]
     del inside
     chunk = np.zeros(nw, np.int64)  # each window's group, 0, 1, ...
@@ -84,22 +108,40 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray
 def _solved(ev: pd.DataFrame, windows: pd.DataFrame, pre: _Events, length: np.ndarray,
             gap_ns: np.ndarray) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray,
                                                   np.ndarray]]:
-    """The groups of steps (``CHUNK_EVENTS``) solved one after the other: yields, per group,
-    its event copies (``stepgraph.build``'s table), their window (index into ``windows``),
-    cp_ns and slack_ns; fills ``length`` and ``gap_ns`` (per window of ``windows``)."""
+    """The groups of steps (``CHUNK_EVENTS``) solved in order: yields, per group, its event
+    copies (``stepgraph.build``'s table), their window (index into ``windows``), cp_ns and
+    slack_ns; fills ``length`` and ``gap_ns`` (per window of ``windows``). With
+    :func:`solver_threads` > 1 and several groups, the next group is built and solved while the
+    caller reduces this one (groups share nothing; each writes its own slice of windows)."""
     nw = len(windows)
     o = np.argsort(windows["start_ns"].to_numpy(np.int64), kind="stable")
     wsorted = windows.iloc[o]
     ws = wsorted["start_ns"].to_numpy(np.int64)
     we = wsorted["end_ns"].to_numpy(np.int64)
     ln, gap = np.zeros(nw, np.int64), np.zeros(nw, np.int64)  # (in sorted order)
-    groups, (lo, hi) = _chunks(pre, ws, we) if nw else (
+    threads = solver_threads() if len(pre.ts) > CHUNK_EVENTS else 1
+    groups, (lo, hi) = _chunks(pre, ws, we, max(1, CHUNK_EVENTS // threads)) if nw else (
         [(0, 0, np.empty(0, np.int64))], (None, None))
-    for a, b, sel in groups:
+
+    def one(a: int, b: int, sel: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, np.ndarray,
+                                                      np.ndarray]:
         g, info = _build(pre, sel, wsorted.iloc[a:b], bounds=(lo, hi, a, ws, we))
         cp, slack = _solve(g, info, b - a, ln[a:b], gap[a:b])
         del g
-        yield info, o[a + info["win"].to_numpy(np.int64)], cp, slack
+        return info, o[a + info["win"].to_numpy(np.int64)], cp, slack
+
+    if threads <= 1 or len(groups) <= 1:
+        for grp in groups:
+            yield one(*grp)
+    else:  # at most `threads` groups in flight, results in order (the same tables)
+        with ThreadPoolExecutor(threads, thread_name_prefix="hermes-cp") as pool:
+            pending: deque = deque()
+            for grp in groups:
+                if len(pending) == threads:
+                    yield pending.popleft().result()
+                pending.append(pool.submit(one, *grp))
+            while pending:
+                yield pending.popleft().result()
     # back from sorted order to the windows' order
     length[o], gap_ns[o] = ln, gap
 
@@ -143,6 +185,11 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     return length, gap_ns, info
 
 
+def _load_compiled() -> None:
+    one = np.zeros(1, np.int64)
+    stepgraph.cpsteps().bounds(one, one, one, one, np.int32)
+
+
 def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
     """:func:`paths` reduced as :func:`analyze` needs it, group by group, in compiled passes
@@ -151,7 +198,12 @@ def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
     pandas' groupby of the whole table, without building it."""
     nw = len(windows)
     length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
-    pre = _Events(ev)
+    # numba's import and once-per-process set-up (~0.5 s, from its cache) on a thread while
+    # the per-event arrays are made (numpy passes that release the GIL)
+    with ThreadPoolExecutor(1, thread_name_prefix="hermes-cp") as pool:
+        loaded = pool.submit(_load_compiled)
+        pre = _Events(ev)
+        loaded.result()
     name = pre.name
     ncode = np.asarray(name.codes)  # (as narrow as pandas keeps them: peak memory)
     nk = len(stepgraph._KIND_NAMES)

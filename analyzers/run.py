@@ -112,9 +112,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
               ) -> tuple[int, dict[str, AnalyzerResult]]:
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
-    from hermes.trace import load
-
-    tr = load(_rank_file(path, rank), ranks=[rank], lazy_args=True)
+    tr = load_rank(path, rank)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
     # once a warm-up step is dropped (a filtered copy), the whole frame is let go here instead
@@ -122,6 +120,14 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     # caller until the call returns)
     del tr
     return rank, _analyze_rank(rank, events, meta, warmup, packed=True)
+
+
+def load_rank(path: str | os.PathLike[str], rank: int) -> Any:
+    """Rank ``rank``'s trace as the executor reads it: from its own file of a per-rank
+    directory, its args left in the file (``lazy_args``)."""
+    from hermes.trace import load
+
+    return load(_rank_file(str(path), rank), ranks=[rank], lazy_args=True)
 
 
 def _rank_file(path: str, rank: int) -> str:

@@ -345,14 +345,14 @@ def per_analyzer(path: Path) -> None:
     order, as ``run.run_rank`` calls them) and the cluster reduce; seconds and share of the
     total, largest first."""
     from hermes.analyzers.base import AnalyzerResult, RankContext, ordered
-    from hermes.analyzers.run import _reduce, load_analyzers
+    from hermes.analyzers.run import _reduce, load_analyzers, load_rank
     from hermes.analyzers.steps import drop_warmup, step_windows
-    from hermes.trace import load
+    from hermes.trace.reader import read_ranks
 
     load_analyzers()
     times: dict[str, float] = {}
     t = time.perf_counter()
-    tr = load(path)
+    tr = load_rank(path, (read_ranks(path) or (0,))[0])  # (as the executor loads a rank)
     events, _ = drop_warmup(tr.events)
     times["load"] = time.perf_counter() - t
     results: dict[str, AnalyzerResult] = {}

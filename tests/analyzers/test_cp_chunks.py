@@ -5,6 +5,8 @@ step borders."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -102,11 +104,38 @@ def test_groups_of_steps_give_the_one_graph_answer(monkeypatch, seed):
         one.tables["ops"]["median_slack_ns"].to_numpy().tolist() or seed != 0  # (even counts)
     monkeypatch.setattr(critical_path, "CHUNK_EVENTS", int(rng.integers(1, 12)))
     monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 0)  # every cut and pass compiled
+    monkeypatch.setattr(critical_path, "THREADS", 1)
     many = _analyze(df)
-    assert one.metrics == many.metrics
+    # groups built and solved on two threads, results taken in order: the same answer
+    monkeypatch.setattr(critical_path, "THREADS", 2)
+    ran, build = set(), critical_path._build
+
+    def on_thread(*a, **k):
+        ran.add(threading.current_thread().name.split("_")[0])
+        return build(*a, **k)
+
+    monkeypatch.setattr(critical_path, "_build", on_thread)
+    threaded = _analyze(df)
+    assert ran == {"hermes-cp"}
+    assert one.metrics == many.metrics == threaded.metrics
     assert one.metrics["length_pct"] > 0
     for t in ("top_ops", "ops", "per_step"):
         pd.testing.assert_frame_equal(one.tables[t], many.tables[t], check_exact=True)
+        pd.testing.assert_frame_equal(one.tables[t], threaded.tables[t], check_exact=True)
+
+
+def test_solver_threads_only_in_a_process_of_its_own(monkeypatch):
+    monkeypatch.setattr(critical_path, "THREADS", None)
+    monkeypatch.setattr(critical_path.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3},
+                        raising=False)
+    assert critical_path.solver_threads() == 2
+    monkeypatch.setattr(critical_path.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert critical_path.solver_threads() == 1
+    import multiprocessing
+
+    monkeypatch.setattr(critical_path.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())  # a pool worker
+    assert critical_path.solver_threads() == 1
 
 
 def _serial_starts_reference(ts, te, lane, device):
