@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: import each other (the emulator hands its events to a collector its caller gives it).
 STAGES = {
     "hermes.errors": 0, "hermes.findings": 0, "hermes.registry": 0, "hermes.trace": 0,
-    "hermes.devices": 0, "hermes.hooks": 0, "hermes.sample_traces": 0,
+    "hermes.devices": 0, "hermes.hooks": 0, "hermes.sample_traces": 0, "hermes._version": 0,
     "hermes.collectors": 1, "hermes.npu": 1,
     "hermes.analyzers": 2,
     "hermes.rules": 3, "hermes.advisor": 3, "hermes.whatif": 3,
