@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from hermes.trace.arrowbuf import dictionary, valid
 from hermes.trace.meta import TraceMeta
 from hermes.trace.schema import COLUMNS, arrow_schema
 from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, BatchWriter
@@ -119,7 +120,7 @@ def _used_in_order(arr: pa.DictionaryArray) -> list[str]:
     """The dictionary values ``arr`` uses, in order of first appearance (nulls skipped)."""
     idx = _codes(arr)
     if arr.null_count:
-        idx = idx[_valid(arr)]
+        idx = idx[valid(arr)]
     if not len(idx):
         return []
     uniq, first = np.unique(idx, return_index=True)
@@ -134,10 +135,6 @@ def _codes(arr: pa.DictionaryArray) -> np.ndarray:
     return np.frombuffer(ind.buffers()[1], np.int32, ind.offset + len(ind))[ind.offset:]
 
 
-def _valid(arr: pa.DictionaryArray) -> np.ndarray:
-    if arr.null_count == 0:
-        return np.ones(len(arr), bool)
-    return arr.is_valid().to_numpy(zero_copy_only=False)
 
 
 def _recode(col: pa.ChunkedArray, groups: list[int]) -> pa.DictionaryArray:
@@ -145,7 +142,7 @@ def _recode(col: pa.ChunkedArray, groups: list[int]) -> pa.DictionaryArray:
     cats = stored_categories(col, groups)
     pos = {v: i for i, v in enumerate(cats)}
     codes: list[np.ndarray] = []
-    valid: list[np.ndarray] = []
+    valids: list[np.ndarray] = []
     nulls = col.null_count > 0
     for chunk in col.chunks:
         remap = np.array([pos.get(v, 0) for v in chunk.dictionary.to_pylist()], np.int32)
@@ -153,12 +150,11 @@ def _recode(col: pa.ChunkedArray, groups: list[int]) -> pa.DictionaryArray:
         if not len(remap):
             codes.append(np.zeros(len(chunk), np.int32))
         elif chunk.null_count:  # any value may lie under a null: read valid rows only
-            codes.append(remap[np.where(_valid(chunk), idx, 0)])
+            codes.append(remap[np.where(valid(chunk), idx, 0)])
         else:
             codes.append(remap[idx])
         if nulls:
-            valid.append(_valid(chunk))
+            valids.append(valid(chunk))
     code = np.concatenate(codes) if codes else np.zeros(0, np.int32)
-    mask = ~np.concatenate(valid) if nulls else None
-    indices = pa.array(code, pa.int32(), mask=mask)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(cats, pa.string()))
+    mask = ~np.concatenate(valids) if nulls else None
+    return dictionary(code, cats, mask)

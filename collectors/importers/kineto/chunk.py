@@ -16,12 +16,6 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from hermes.collectors.importers.kineto.arrow import (
-    dictionary,
-    from_numpy,
-    to_numpy,
-    utf8_buffers,
-)
 from hermes.collectors.importers.kineto.extras import (
     coll_info,
     column,
@@ -73,6 +67,12 @@ from hermes.collectors.importers.kineto.side import (
 )
 from hermes.collectors.importers.kineto.times import float_us_to_ns, us_text_to_ns
 from hermes.errors import ImportFormatError
+from hermes.trace.arrowbuf import (
+    dictionary,
+    from_numpy,
+    to_numpy,
+    utf8_buffers,
+)
 
 _DMA_KINDS = {"HOST_TO_DEVICE": K["memcpy_h2d"], "DEVICE_TO_HOST": K["memcpy_d2h"],
               "DEVICE_TO_DEVICE": K["memcpy_d2d"]}

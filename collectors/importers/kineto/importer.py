@@ -23,13 +23,13 @@ import numpy as np
 import pyarrow as pa
 
 from hermes.collectors.importers.base import ImportResult
-from hermes.collectors.importers.kineto.arrow import dictionary, from_numpy, strings, to_numpy
 from hermes.collectors.importers.kineto.chunk import chunk_to_batch
 from hermes.collectors.importers.kineto.mapping import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
 from hermes.collectors.importers.kineto.reader import MAX_EVENT_BYTES, KinetoFile
 from hermes.collectors.importers.kineto.side import DEVICE_SEP, INTERMEDIATE, Side
 from hermes.errors import ImportFormatError, UsageError
 from hermes.trace import comm_patterns
+from hermes.trace.arrowbuf import dictionary, from_numpy, strings, to_numpy
 from hermes.trace.comm_patterns import CommPatterns
 from hermes.trace.memory import MemoryWriter
 from hermes.trace.meta import INT32_MAX, TraceMeta, strict_int

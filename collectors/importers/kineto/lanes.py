@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from hermes.collectors.importers.kineto.arrow import dictionary
 from hermes.collectors.importers.kineto.mapping import NO_INT, decode_args
 from hermes.collectors.importers.kineto.side import (
     ARGS,
@@ -18,6 +17,7 @@ from hermes.collectors.importers.kineto.side import (
     codes,
     take,
 )
+from hermes.trace.arrowbuf import dictionary
 
 
 def thread_names(rows: list, side: Side) -> None:

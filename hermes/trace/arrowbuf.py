@@ -1,4 +1,5 @@
-"""Arrow arrays straight from numpy buffers and Python strings, without ``pa.array``.
+"""Arrow arrays straight from numpy buffers and Python strings, without ``pa.array`` (the
+importers and the in-memory writer build their tables with these).
 
 ``pa.array`` on anything but an Arrow array first asks whether the input is a pandas object,
 which imports pandas (~0.15 s, and ~40 MB) into the import process on first use. The import
@@ -78,3 +79,15 @@ def to_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     dtype = {v: k for k, v in _TYPES.items()}[arr.type]
     data = arr.buffers()[1]
     return np.frombuffer(data, dtype=dtype, count=arr.offset + len(arr))[arr.offset:]
+
+
+def valid(arr: pa.Array) -> np.ndarray:
+    """Per row, True where ``arr`` holds a value (not null), read from its validity bitmap
+    (``is_valid().to_numpy`` imports pandas on first use)."""
+    n = len(arr)
+    bitmap = arr.buffers()[0]
+    if arr.null_count == 0 or bitmap is None:
+        return np.ones(n, bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little",
+                         count=arr.offset + n)
+    return bits[arr.offset:].astype(bool)
