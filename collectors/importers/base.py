@@ -26,7 +26,8 @@ class ImportResult:
     unknown_kept: dict[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     #: the imported :class:`hermes.trace.Trace` when the import ran with option
-    #: ``in_memory`` (an importer with ``Importer.in_memory``): nothing written at ``out``
+    #: ``in_memory`` (an importer with ``Importer.in_memory``): nothing written at ``out``;
+    #: with ``in_memory="arrow"``, its Arrow table (``hermes.trace.memory.from_table``)
     trace: Any = None
 
 
@@ -103,7 +104,7 @@ class Importer:
     explain: Callable[[Path], str | None] = _nothing_to_say
     #: True when ``run`` takes option ``in_memory``: the trace is returned in
     #: ``ImportResult.trace`` (exactly what ``hermes.trace.load`` gives of the file it would
-    #: write) and nothing is written
+    #: write; as Arrow when the option is ``"arrow"``) and nothing is written
     in_memory: bool = False
 
     def __post_init__(self) -> None:

@@ -169,20 +169,41 @@ def json_bytes(src: Path) -> int:
     return max(isize, 4 * size)
 
 
+def in_memory_source(src: Path, save: Path | None = None) -> bool:
+    """Whether :func:`hermes_source` imports ``src`` into memory (when an importer can)."""
+    return save is None and src.is_file() and src.suffix != ".parquet" \
+        and json_bytes(src) <= IN_MEMORY_MAX_BYTES
+
+
+def start_source(src: Path, save: Path | None = None) -> Any:
+    """Start importing ``src`` in a forked process now, when :func:`hermes_source` would import
+    it into memory, for :func:`hermes_source` to take (``started``) once the caller has loaded
+    what analyzes it (``hermes.collectors.importers.forked``); None where that is not done.
+    Call it before the heavy imports (pandas, the analyzers): they are what it overlaps."""
+    if not in_memory_source(src, save):
+        return None
+    from hermes.collectors.importers import forked
+
+    return forked.start(src)
+
+
 @contextlib.contextmanager
-def hermes_source(src: Path, save: Path | None = None) -> Iterator[Any]:
+def hermes_source(src: Path, save: Path | None = None, started: Any = None) -> Iterator[Any]:
     """:func:`hermes_trace`, except that a single profiler file whose importer can
     (Kineto JSON) is imported straight into a :class:`hermes.Trace` in this process, with no
     Parquet written and read back (unless ``save`` asks to keep it), when it holds at most
     :data:`IN_MEMORY_MAX_BYTES` of text. A bigger file goes through a temporary Parquet: the
     caller then holds a path, and each rank's events, loaded column by column, are let go once
     analyzed instead of held with the import's leftovers for the whole run (1 GB of Kineto
-    JSON: peak RSS ~2.6 -> ~1.9 GiB, for a Parquet write and read of a few seconds)."""
-    if save is None and src.is_file() and src.suffix != ".parquet" \
-            and json_bytes(src) <= IN_MEMORY_MAX_BYTES:
-        from hermes.diff.runs import import_in_memory
+    JSON: peak RSS ~2.6 -> ~1.9 GiB, for a Parquet write and read of a few seconds).
+    ``started``: that import already under way in a forked process (:func:`start_source`); if
+    it failed, the file is imported here (which reports what is wrong with it)."""
+    if in_memory_source(src, save):
+        trace = started.result() if started is not None else None
+        if trace is None:
+            from hermes.diff.runs import import_in_memory
 
-        trace = import_in_memory(src)
+            trace = import_in_memory(src)
         if trace is not None:
             yield trace
             return

@@ -8,6 +8,7 @@ when piped (scripts and tests read that layout).
 from __future__ import annotations
 
 import contextlib
+import functools
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from hermes.commands._util import (
     hermes_source,
     hermes_trace,
     progress,
+    start_source,
     write_text_atomic,
 )
 from hermes.report import formats_help
@@ -70,19 +72,23 @@ def register(app: typer.Typer) -> None:
 
         Example: hermes analyze run.parquet --format json --out analysis.json
         """
-        from hermes.pipeline import analyze_and_advise
+        from hermes.analyzers.executor import LocalExecutor, make_executor
         from hermes.report import RENDERERS
 
         renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
             check_output_path(out, [trace, *([save_trace] if save_trace else [])])
-        from hermes.analyzers.executor import LocalExecutor, make_executor
-
         executor = make_executor(scheduler, workers)
-        # one process (no pool, no cluster): a profiler file is imported into memory
+        # one process (no pool, no cluster): a profiler file is imported into memory, in a
+        # forked process while this one imports what analyzes it (pandas, the analyzers)
         here = isinstance(executor, LocalExecutor) and executor.workers <= 1
+        started = start_source(trace, save_trace) if here else None
         try:
-            with (hermes_source if here else hermes_trace)(trace, save_trace) as source:
+            from hermes.pipeline import analyze_and_advise
+
+            source_of = functools.partial(hermes_source, started=started) if here else \
+                hermes_trace
+            with source_of(trace, save_trace) as source:
                 with progress("analyzing ranks") as bar, _as_rank_failure(source, trace):
                     result, advice = analyze_and_advise(
                         source, ranks=rank or None, workers=workers,
@@ -90,6 +96,8 @@ def register(app: typer.Typer) -> None:
                         keep_warmup=keep_warmup, executor=executor)
                 loaded = _timeline_trace(source, rank) if renderer.wants_trace else None
         finally:
+            if started is not None:
+                started.cancel()  # a no-op once its trace was taken
             executor.close()
         if out is None and fmt == "text" and stdout_is_terminal():
             from hermes.report.terminal import print_report

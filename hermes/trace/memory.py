@@ -35,8 +35,11 @@ class MemoryWriter(BatchWriter):
     """``TraceWriter``'s interface, kept in memory; ``close`` builds :attr:`trace`."""
 
     def __init__(self, meta: TraceMeta | None = None,
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, arrow: bool = False) -> None:
         self.meta = meta or TraceMeta()
+        #: ``close`` leaves the trace as Arrow (:func:`from_table` makes it the Trace), so an
+        #: import that hands it on (a forked one) never imports pandas
+        self.arrow = arrow
         self._first_kv = self.meta.to_kv()  # what TraceWriter stores in the Arrow schema
         self.row_group_rows = max(int(row_group_rows), 1)
         self._buffer: list[pa.Table] = []
@@ -54,24 +57,33 @@ class MemoryWriter(BatchWriter):
         self._buffered = 0
 
     def close(self, meta: TraceMeta | None = None) -> Any:
-        """The trace as ``hermes.trace.load`` would read it (also kept in :attr:`trace`)."""
-        from hermes.trace.reader import Trace, table_to_pandas
-
+        """The trace as ``hermes.trace.load`` would read it (also kept in :attr:`trace`); with
+        ``arrow``, the Arrow table :func:`from_table` makes that trace of (the metadata in its
+        schema, as in the file)."""
         if meta is not None:
             self.meta = meta
         self._flush()
         final = self.meta if self.meta.ranks else self.meta.with_(ranks=tuple(sorted(self._ranks)))
         kv = dict(self._first_kv)  # the file's key-value metadata wins over the schema's
         kv.update(final.to_kv())
-        table = as_stored(self._buffer, self._groups)
+        table = as_stored(self._buffer, self._groups).replace_schema_metadata(kv)
         self._buffer = []
-        self.trace = Trace(events=table_to_pandas(table, destroy=True),
-                           meta=TraceMeta.from_kv(kv))
+        self.trace = table if self.arrow else from_table(table)
         return self.trace
 
     def abort(self) -> None:
         self._buffer = []
         self.trace = None
+
+
+def from_table(table: pa.Table) -> Any:
+    """The :class:`Trace` of a table :meth:`MemoryWriter.close` left as Arrow (its buffers are
+    freed column by column while converting: ``table`` must not be used afterwards)."""
+    from hermes.trace.reader import Trace, table_to_pandas
+
+    kv = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    return Trace(events=table_to_pandas(table.replace_schema_metadata(None), destroy=True),
+                 meta=TraceMeta.from_kv(kv))
 
 
 def as_stored(tables: list[pa.Table], groups: list[int]) -> pa.Table:

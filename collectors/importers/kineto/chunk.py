@@ -321,7 +321,7 @@ def _streams(rows: list, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream:
         # CUPTI sync records (cuda_sync) carry the *host* call's times on the stream's track:
         # a lane of their own ('stream 7 sync'), so they never nest with the stream's kernels
         labels = lane_arr.dictionary.to_pylist()
-        lane_codes = lane_arr.indices.to_numpy(zero_copy_only=False).copy()
+        lane_codes = to_numpy(lane_arr.indices).copy()  # no nulls in lanes
         lane_codes[sync_rows] += len(labels)
         lane_arr = dictionary(lane_codes, labels + [f"{lb} sync" for lb in labels])
     return stream, lane_arr

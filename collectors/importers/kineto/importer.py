@@ -334,7 +334,9 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     comm: CommPatterns = options.get("comm_patterns") or comm_patterns.default()
     writer: TraceWriter | RankedTraceWriter | MemoryWriter
     if options.get("in_memory"):  # the Trace load() would give of ``out``, no file written
-        writer = MemoryWriter(TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS)
+        # ("arrow": its Arrow table, for hermes.trace.memory.from_table)
+        writer = MemoryWriter(TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
+                              arrow=options["in_memory"] == "arrow")
     else:
         writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
                              threaded=True)
