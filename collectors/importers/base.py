@@ -106,6 +106,9 @@ class Importer:
     #: ``ImportResult.trace`` (exactly what ``hermes.trace.load`` gives of the file it would
     #: write; as Arrow when the option is ``"arrow"``) and nothing is written
     in_memory: bool = False
+    #: the modules ``run`` imports on first use (numpy, pyarrow, its own), for a caller that
+    #: runs it in a forked process: imported once before the fork, not in both processes
+    modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Every caller (import, diff and check of raw profiler output, the PyTorch profiler

@@ -11,13 +11,15 @@ categories, same metadata: ``hermes.trace.memory.from_table``).
 The child reports nothing but its table. Whatever goes wrong in it (a malformed file, a crash,
 a kill) ends it with a non-zero status, and :meth:`Pending.result` returns None: the caller then
 imports in this process, which raises the one-line error the file deserves, exactly as without
-the fork. :func:`start` forks only where that is safe and can pay: Linux, two or more usable
-CPUs, no other thread in this process (a fork copies only the calling thread), an importer
-that imports into memory; ``HERMES_FORKED_IMPORT=0`` turns it off.
+the fork. The modules the import needs (numpy, pyarrow, the importer's) are imported before the
+fork, once for both processes. :func:`start` forks only where that is safe and can pay: Linux,
+two or more usable CPUs, no other thread in this process (a fork copies only the calling
+thread), an importer that imports into memory; ``HERMES_FORKED_IMPORT=0`` turns it off.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
@@ -105,6 +107,8 @@ def start(src: Path) -> Pending | None:
     if imp is None or not imp.in_memory:
         return None
     imp = importers.get(imp.name)
+    for mod in ("pyarrow", "pyarrow.ipc", *imp.modules):  # both processes need them: once
+        importlib.import_module(mod)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns

@@ -84,8 +84,10 @@ def register(app: typer.Typer) -> None:
         here = isinstance(executor, LocalExecutor) and executor.workers <= 1
         started = start_source(trace, save_trace) if here else None
         try:
-            from hermes.pipeline import analyze_and_advise
+            from hermes.pipeline import analyze_and_advise, preload
 
+            if started is not None:
+                preload()  # while the child still parses
             source_of = functools.partial(hermes_source, started=started) if here else \
                 hermes_trace
             with source_of(trace, save_trace) as source:

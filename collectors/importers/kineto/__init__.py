@@ -3,7 +3,7 @@
 Modules: ``detect`` (is it Kineto? light, runs for every source), ``reader`` (streaming JSON
 chunks), ``times`` (exact µs -> ns), ``mapping`` and ``args`` (categories and names -> kinds),
 ``chunk`` (phase 1: a chunk -> an intermediate Arrow batch), ``finish`` and ``importer``
-(phase 2 and the run), ``arrow`` (Arrow arrays from numpy without pandas).
+(phase 2 and the run); ``hermes.trace.arrowbuf`` builds their Arrow arrays without pandas.
 """
 
 from __future__ import annotations
@@ -26,4 +26,5 @@ IMPORTER = Importer(
     name="kineto",
     description="PyTorch profiler (Kineto) JSON trace, .json or .json.gz, one per rank",
     patterns=("*.json", "*.json.gz"),
-    detect=detect, run=run, explain=explain, in_memory=True)
+    detect=detect, run=run, explain=explain, in_memory=True,
+    modules=("hermes.collectors.importers.kineto.importer",))
