@@ -19,6 +19,7 @@ thread), an importer that imports into memory; ``HERMES_FORKED_IMPORT=0`` turns 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -109,6 +110,9 @@ def start(src: Path) -> Pending | None:
     imp = importers.get(imp.name)
     for mod in ("pyarrow", "pyarrow.ipc", *imp.modules):  # both processes need them: once
         importlib.import_module(mod)
+    # what lives now (the modules) moves out of the collector's reach: a collection in either
+    # process would otherwise write to every object's header, copying each page both share
+    gc.freeze()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
