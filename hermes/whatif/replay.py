@@ -228,20 +228,22 @@ def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
     return np.isin(chain, kc[o][last])
 
 
-def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
+def replay_nodes(sg: StepGraph, change: Change | None = None, w: np.ndarray | None = None
+                 ) -> np.ndarray:
     """Replayed time (ns, absolute) of every node under ``change`` (None: as measured),
-    followed by the replayed start of every step (:func:`edges`)."""
+    followed by the replayed start of every step (:func:`edges`; ``w``: :func:`weights` of
+    ``change``, when the caller has them)."""
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
     if change is None or not (change.drop.any() or change.early.any()):
         # the edges and releases of the unchanged replay: its folding plan serves
-        fr, lost, gone, start = _raw(sg, change)
+        fr, lost, gone, start = _raw(sg, change, w=w)
         deps, plan = sg.memo.get("plan", ((), None))
         if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
             plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
             sg.memo["plan"] = ((sg.g, fr), plan)
-        return times(sg) - chains.raw_solve(plan, fr.ru, lost, start)
+        return fr.t - chains.raw_solve(plan, fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
     return times(sg) - chains.shortest(size(sg), u, v, lost, start, *_steps(sg))
 
@@ -290,30 +292,39 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     return pu[keep], pv[keep], least[keep], start
 
 
-def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None,
+         w: np.ndarray | None = None
          ) -> tuple[_Frame, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`edges` before the pairs: the frame, every edge's lost time, the mask of the
-    edges ``change`` leaves out, the releases."""
+    edges ``change`` leaves out, the releases (``w``: :func:`weights` of ``change`` and
+    ``wait``, when the caller has them)."""
     g = sg.g
     fr = _frame(sg)
-    w = weights(sg, change, wait)
-    drop = change.drop[fr.cross] if change is not None else np.zeros(fr.cross.size, bool)
-    early = change.early[sg.node_ev] if change is not None else np.zeros(g.n, bool)
-    pinned = fr.first & ~sg.has_in & ~early
+    w = weights(sg, change, wait) if w is None else w
+    early = change.early[sg.node_ev] if change is not None and change.early.any() else None
+    pinned = fr.pinned if early is None else fr.first & ~sg.has_in & ~early
     lead = fr.lead
     if change is not None and change.gap != 1.0:
         lead = np.rint(lead * change.gap).astype(np.int64)
     # a loader worker's first node: released when measured (or, made early, at the step start)
-    own_clock = fr.first & fr.loader & ~early
+    own_clock = fr.own_clock if early is None else fr.first & fr.loader & ~early
     f = fr.firsts
-    wt = np.concatenate([w[fr.k], sg.cw[fr.cross], np.where(pinned[f], lead[f], 0), fr.ew]
-                        ).astype(np.int64)
-    lost = np.maximum(fr.span - wt, 0)
-    gone = np.concatenate([np.zeros(fr.k.size, bool), drop, own_clock[f],
-                           np.zeros(fr.ew.size, bool)])
+    nk, nc, nf = fr.k.size, fr.cross.size, f.size
+    # lost = max(span - weight, 0), block by block (chain, cross, step-start, step-end edges)
+    lost = np.empty(fr.span.size, np.int64)
+    np.subtract(fr.span[:nk], w[fr.k], out=lost[:nk])
+    lost[nk:nk + nc] = fr.span_cw
+    lost[nk + nc:nk + nc + nf] = fr.span[nk + nc:nk + nc + nf] - np.where(pinned[f], lead[f], 0)
+    lost[nk + nc + nf:] = fr.span_ew
+    np.maximum(lost, 0, out=lost)
+    gone = np.zeros(lost.size, bool)
+    if change is not None:
+        gone[nk:nk + nc] = change.drop[fr.cross]
+    gone[nk + nc:nk + nc + nf] = own_clock[f]
     start = np.full(size(sg), np.inf)
     start[g.n] = 0.0  # the first step starts when measured
-    start[:g.n][own_clock] = (g.t - np.where(pinned, fr.ws + lead, fr.ws))[own_clock]
+    oc = np.flatnonzero(own_clock)
+    start[oc] = g.t[oc] - np.where(pinned[oc], fr.ws[oc] + lead[oc], fr.ws[oc])
     return fr, lost, gone, start
 
 
@@ -325,9 +336,12 @@ _GONE = np.iinfo(np.int64).max
 class _Frame:
     """What :func:`edges` computes the same for every change: every edge a change may use
     (chain edges, forward cross edges ``cross``, each lane's step-start edge into ``firsts``,
-    step ends -> next step's start with their weights ``ew``), their measured spans, and
-    (:meth:`pairs_of`, on first use: only :func:`edges` needs them) their order by (u, v) with
-    the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
+    step ends -> next step's start with their weights ``ew``), their measured spans (and those
+    less the weights no change alters: ``span_cw`` of the cross edges, ``span_ew`` of the step
+    ends), the unchanged replay's ``pinned`` and ``own_clock`` nodes, the measured time of
+    every node ``t`` (:func:`times`), and (:meth:`pairs_of`, on first use: only :func:`edges`
+    needs them) their order by (u, v) with the start of each distinct pair (``pairs``; ``u``,
+    ``v`` per pair)."""
 
     k: np.ndarray
     cross: np.ndarray
@@ -341,6 +355,11 @@ class _Frame:
     n: int
     ru: np.ndarray  # every edge's (before the pairs)
     rv: np.ndarray
+    span_cw: np.ndarray
+    span_ew: np.ndarray
+    pinned: np.ndarray
+    own_clock: np.ndarray
+    t: np.ndarray
     _pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def pairs_of(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -359,7 +378,8 @@ class _Frame:
 
 def _frame(sg: StepGraph) -> _Frame:
     """:class:`_Frame` of ``sg``, kept in its memo for the objects it was computed from."""
-    deps = (sg.g, sg.windows, sg.info, sg.node_ev, sg.ends, sg.ends_win, sg.ends_main)
+    deps = (sg.g, sg.windows, sg.info, sg.node_ev, sg.ends, sg.ends_win, sg.ends_main,
+            sg.has_in, sg.cw)
     got = sg.memo.get("frame")
     if got is not None and all(a is b for a, b in zip(got[0], deps, strict=True)):
         return got[1]
@@ -380,10 +400,17 @@ def _frame(sg: StepGraph) -> _Frame:
     e, main = sg.ends[sel], sg.ends_main[sel]
     ew = np.maximum(ws_w[win[e] + 1] - we_w[win[e]], 0)  # the gap between the steps
     ew[main] = np.maximum(ws_w[win[e[main]] + 1] - g.t[e[main]], 0)  # + the tail
-    u = np.concatenate([k - 1, g.cu[cross], g.n + win[firsts], e]).astype(np.int64)
-    v = np.concatenate([k, g.cv[cross], firsts, g.n + win[e] + 1]).astype(np.int64)
+    cu, cv = g.cu[cross].astype(np.int64, copy=False), g.cv[cross].astype(np.int64, copy=False)
+    u = np.concatenate([k - 1, cu, g.n + win[firsts], e])
+    v = np.concatenate([k, cv, firsts, g.n + win[e] + 1])
     t = times(sg)
-    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], n, u, v)
+    # each edge's measured span t[v] - t[u], block by block (a chain edge's: the node's span)
+    span_ew = ws_w[win[e] + 1] - g.t[e]
+    span = np.concatenate([sg.span[k], t[cv] - t[cu], g.t[firsts] - ws[firsts], span_ew])
+    span_cw = np.maximum(span[k.size:k.size + cross.size] - sg.cw[cross], 0)
+    span_ew = np.maximum(span_ew - ew, 0)
+    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, span, n, u, v, span_cw,
+                span_ew, first & ~sg.has_in, first & loader, t)
     sg.memo["frame"] = (deps, fr)
     return fr
 
@@ -464,6 +491,8 @@ def measured(sg: StepGraph) -> np.ndarray:
     return (sg.windows["end_ns"] - sg.windows["start_ns"]).to_numpy(np.int64)
 
 
-def replay(sg: StepGraph, change: Change | None = None) -> np.ndarray:
-    """Replayed duration (ns) of every step under ``change``."""
-    return step_times(sg, replay_nodes(sg, change))
+def replay(sg: StepGraph, change: Change | None = None, w: np.ndarray | None = None
+           ) -> np.ndarray:
+    """Replayed duration (ns) of every step under ``change`` (``w``: its :func:`weights`,
+    when the caller has them)."""
+    return step_times(sg, replay_nodes(sg, change, w))

@@ -154,7 +154,8 @@ def test_unchanged_replay_computed_once_per_set_of_graphs(monkeypatch):
 
     calls = []
     real = rp.replay
-    monkeypatch.setattr(wi.rp, "replay", lambda sg, ch=None: calls.append(ch) or real(sg, ch))
+    monkeypatch.setattr(wi.rp, "replay",
+                        lambda sg, ch=None, w=None: calls.append(ch) or real(sg, ch, w))
     gs = graphs(frame(*SYNC))
     first = predict(gs, ["remove_syncs"])
     assert calls[0] is None and len(calls) == 2  # the unchanged replay, then the change
