@@ -312,22 +312,30 @@ def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.
     return rp
 
 
-def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray) -> np.ndarray:
+def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray,
+              at: np.ndarray | None = None) -> np.ndarray:
     """:func:`solve` of the graph ``rp`` was made for under per raw edge lost times ``lost``
-    (the counted ones used) and releases ``start`` (finite where ``rp``'s were)."""
+    (the counted ones used) and releases ``start`` (finite where ``rp``'s were); ``at``: the
+    distances of those nodes only (the folded nodes' others are not unfolded)."""
     p = rp.plan
     if p.whole or rp.into is None or rp.kept is None or rp.kept_starts is None:
         _, _, pu, pv = rp.pairs()
-        return cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
+        d = cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
+        return d if at is None else d[at]
     assert p.root is not None and p.kept is not None and p.new is not None
     step = np.zeros(p.n, np.int64)
     step[rp.into_v] = lost[rp.into]  # (one edge into each folded node)
     cum = np.cumsum(step)
-    off = cum - cum[p.root]
-    kl = lost[rp.kept] + off[ru[rp.kept]]
+    # a node's offset from its run's first node: cum - cum[root] (where it is needed)
+    ku = ru[rp.kept]
+    kl = lost[rp.kept] + (cum[ku] - cum[p.root[ku]])
     least = np.minimum.reduceat(kl, rp.kept_starts) if rp.kept_starts.size < kl.size else kl
     d = _kept(p, least, start[p.kept])
     if d is None:  # (unreached: as the whole graph gives it)
         _, _, pu, pv = rp.pairs()
-        return cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
-    return d[p.new[p.root]] + off
+        d = cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
+        return d if at is None else d[at]
+    if at is None:
+        return d[p.new[p.root]] + (cum - cum[p.root])
+    root = p.root[at]
+    return d[p.new[root]] + (cum[at] - cum[root])

@@ -30,14 +30,15 @@ Several ranks with their collectives matched are replayed together by ``hermes.w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, cpgraph, stepgraph
+from hermes.analyzers import cpgraph, stepgraph
 from hermes.analyzers.steps import step_windows
 from hermes.whatif import chains
+from hermes.whatif.graphparts import collectives, fed_tasks
 
 
 @dataclass
@@ -108,7 +109,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     node_ev[g.event_start] = ids
     node_ev[g.event_end] = ids
     first = g.first_of_lane()
-    g = _fed_tasks(g, info, node_ev, first)
+    g = fed_tasks(g, info, node_ev, first)
     sg.g = g
     span = np.zeros(n, np.int64)
     span[1:] = np.where(first[1:], 0, g.t[1:] - g.t[:-1])
@@ -136,96 +137,9 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     into_wait = wait_ev[node_ev[g.cv]] & (g.event_end[node_ev[g.cv]] == g.cv)
     sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
     sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
-    sg.coll = _collectives(ev, info, windows)
+    sg.coll = collectives(ev, info, windows)
     sg.ends, sg.ends_win, sg.ends_main = _lane_ends(sg)
     return sg
-
-
-def _collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """The step graph's collective events with what matches them across ranks (a collective
-    cut at a step border is left out: its copies are not one arrival)."""
-    is_c = (info["kind"] == "collective").to_numpy(bool)
-    src = info["src"].to_numpy(np.int64)
-    once = np.bincount(src, minlength=len(ev)) == 1 if src.size else np.zeros(0, bool)
-    sel = np.flatnonzero(is_c & once[src]) if src.size else np.empty(0, np.int64)
-    rows = src[sel]
-    group = (ev["coll_group"].take(rows).astype(object).fillna("").astype(str).to_numpy()
-             if "coll_group" in ev.columns else np.full(sel.size, ""))
-    seq = (pd.to_numeric(ev["coll_seq"].take(rows), errors="coerce").fillna(-1)
-           .to_numpy(np.int64) if "coll_seq" in ev.columns else np.full(sel.size, -1))
-    step = windows["step"].to_numpy(np.int64)[info["win"].to_numpy(np.int64)[sel]] \
-        if "step" in windows.columns else info["win"].to_numpy(np.int64)[sel]
-    return pd.DataFrame({"ev": sel, "group": group, "seq": seq,
-                         "name": ev["name"].take(rows).astype(str).to_numpy(), "step": step,
-                         "start": info["start"].to_numpy(np.int64)[sel]})
-
-
-def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first: np.ndarray
-               ) -> cpgraph.Graph:
-    """Edges into device tasks nothing launches in the trace (a batch's H2D copy issued by a
-    pin-memory thread, DMA requests): from the latest event end on another lane of the step
-    at most ``cpedges.LINE_UP_NS`` before the task's start (the rule ``cpedges`` uses between
-    streams), so the task moves when what fed it moves. Without it the task would start at its
-    measured time in every replay and pin the rest of the step. Edge weight: the measured
-    delay, so an unchanged replay keeps every time."""
-    has_in = np.zeros(g.n, bool)
-    has_in[g.cv[g.forward_cross()]] = True
-    dev = ~info["host"].to_numpy(bool)
-    st = g.event_start
-    # (also a helper host thread's first event in the step, or its batch work after a gap: a
-    # pin-memory thread woken by the loop; loader workers run ahead on their own, the main
-    # thread's gaps are its own unrecorded work and other threads' (autograd's) stay as
-    # measured)
-    data = np.asarray(info["kind"].cat.categories.str.startswith("data_"), bool)[
-        info["kind"].cat.codes.to_numpy()]
-    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & \
-        (first[st] | ((g.seg_event[st] < 0) & data)) & ~_main_chain(g, info)
-    sel = (dev | helper) & ~has_in[st]
-    tgt = st[sel]
-    # a helper thread follows whatever ended last before it, however long before (it was
-    # asleep until woken)
-    is_helper = helper[sel]
-    if tgt.size == 0:
-        return g
-    win = info["win"].to_numpy(np.int64)[node_ev]
-    ends = g.event_end
-    key_span = int(g.t.max() - g.t.min()) + 1
-    t0 = int(g.t.min())
-    ekey = win[ends] * key_span + (g.t[ends] - t0)
-    o = np.argsort(ekey, kind="stable")
-    ends, ekey = ends[o], ekey[o]
-    tkey = win[tgt] * key_span + (g.t[tgt] - t0)
-    j = np.searchsorted(ekey, tkey, side="right") - 1
-    src = np.full(tgt.size, -1, np.int64)
-    for back in range(4):  # the latest end on another lane among the last few
-        jj = j - back
-        c = ends[np.maximum(jj, 0)]
-        ok = (src < 0) & (jj >= 0) & (win[c] == win[tgt]) & (g.lane[c] != g.lane[tgt]) & \
-            ((g.t[tgt] - g.t[c] <= cpedges.LINE_UP_NS) | is_helper)
-        src[ok] = c[ok]
-    ok = src >= 0
-    u, v = src[ok], tgt[ok]
-    return replace(g, cu=np.concatenate([g.cu, u]), cv=np.concatenate([g.cv, v]),
-                   cw=np.concatenate([g.cw, g.t[v] - g.t[u]]),
-                   ce=np.concatenate([g.ce, np.full(u.size, -1, np.int64)]))
-
-
-def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
-    """Per event: True on its step's main thread (the host lane, not a loader's, with the
-    most events in the step)."""
-    chain = g.lane[g.event_start]
-    host = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool)
-    if not host.any():
-        return np.zeros(len(info), bool)
-    # events per (step, chain), then per step the chain with the most (a tie: the higher
-    # chain), in numpy (a pandas groupby costs ~5 ms here)
-    win, ch = info["win"].to_numpy(np.int64)[host], chain[host]
-    span = int(ch.max()) + 1
-    keys, cnt = np.unique(win * span + ch, return_counts=True)
-    kw, kc = keys // span, keys % span
-    o = np.lexsort((kc, cnt, kw))
-    last = np.r_[kw[o][1:] != kw[o][:-1], True]
-    return np.isin(chain, kc[o][last])
 
 
 def replay_nodes(sg: StepGraph, change: Change | None = None, w: np.ndarray | None = None
@@ -239,13 +153,20 @@ def replay_nodes(sg: StepGraph, change: Change | None = None, w: np.ndarray | No
     if change is None or not (change.drop.any() or change.early.any()):
         # the edges and releases of the unchanged replay: its folding plan serves
         fr, lost, gone, start = _raw(sg, change, w=w)
-        deps, plan = sg.memo.get("plan", ((), None))
-        if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
-            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
-            sg.memo["plan"] = ((sg.g, fr), plan)
-        return fr.t - chains.raw_solve(plan, fr.ru, lost, start)
+        return fr.t - chains.raw_solve(_raw_plan(sg, fr, gone, start), fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
     return times(sg) - chains.shortest(size(sg), u, v, lost, start, *_steps(sg))
+
+
+def _raw_plan(sg: StepGraph, fr: _Frame, gone: np.ndarray, start: np.ndarray
+              ) -> chains.RawPlan:
+    """The folding plan of the unchanged replay's edges and releases (those of a change
+    that drops no edge and makes no task early), kept in the graph's memo."""
+    deps, plan = sg.memo.get("plan", ((), None))
+    if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
+        plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
+        sg.memo["plan"] = ((sg.g, fr), plan)
+    return plan
 
 
 def _steps(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -472,16 +393,26 @@ def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:
     unrecorded tail, or any other non-loader lane's end, if later."""
     g = sg.g
     nw = len(sg.windows)
-    out = np.zeros(nw, np.int64)
     if g.n == 0 or sg.ends.size == 0:
-        return out
+        return np.zeros(nw, np.int64)
+    start = r[g.n:g.n + nw] if r.size >= g.n + nw else None
+    return _step_times(sg, r[sg.ends], start)
+
+
+def _step_times(sg: StepGraph, r_ends: np.ndarray, start: np.ndarray | None) -> np.ndarray:
+    """:func:`step_times` from the times ``r_ends`` of the lane ends ``sg.ends`` and the steps'
+    replayed starts ``start`` (None: measured)."""
+    g = sg.g
+    nw = len(sg.windows)
+    out = np.zeros(nw, np.int64)
     ws = sg.windows["start_ns"].to_numpy(np.int64)
     we = sg.windows["end_ns"].to_numpy(np.int64)
     end_any = np.full(nw, np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(end_any, sg.ends_win, r[sg.ends])
-    m, mw = sg.ends[sg.ends_main], sg.ends_win[sg.ends_main]
-    end = np.maximum(end_any[mw], r[m] + (we[mw] - g.t[m]))
-    start = r[g.n:g.n + nw] if r.size >= g.n + nw else ws
+    np.maximum.at(end_any, sg.ends_win, r_ends)
+    main = sg.ends_main
+    m, mw = sg.ends[main], sg.ends_win[main]
+    end = np.maximum(end_any[mw], r_ends[main] + (we[mw] - g.t[m]))
+    start = ws if start is None else start
     out[mw] = end - start[mw]
     return out
 
@@ -495,4 +426,12 @@ def replay(sg: StepGraph, change: Change | None = None, w: np.ndarray | None = N
            ) -> np.ndarray:
     """Replayed duration (ns) of every step under ``change`` (``w``: its :func:`weights`,
     when the caller has them)."""
-    return step_times(sg, replay_nodes(sg, change, w))
+    g = sg.g
+    if g.n == 0 or sg.ends.size == 0 or (
+            change is not None and (change.drop.any() or change.early.any())):
+        return step_times(sg, replay_nodes(sg, change, w))
+    # (:func:`replay_nodes`' raw path, the times of the lane ends and step starts alone)
+    at = np.concatenate([sg.ends, g.n + np.arange(len(sg.windows))])
+    fr, lost, gone, start = _raw(sg, change, w=w)
+    r = fr.t[at] - chains.raw_solve(_raw_plan(sg, fr, gone, start), fr.ru, lost, start, at)
+    return _step_times(sg, r[:sg.ends.size], r[sg.ends.size:])

@@ -101,6 +101,9 @@ def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
             whole = cpgraph._shortest(2000, pu, pv, pl, start)[0]
             got = chains.raw_solve(p, ru, rlost, start)
         np.testing.assert_array_equal(got, whole)
+        at = rng.choice(2000, 300)  # the distances of some nodes alone (folded ones among them)
+        assert not p.plan.kept[at].all()
+        np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost, start, at), whole[at])
         # another change's lost times, same plan
         rlost2 = rng.integers(0, 1000, ru.size)
         pl2 = rlost2[use][cpgraph.sort_by_key(key, rlost2[use])][one]

@@ -167,3 +167,31 @@ def test_unchanged_replay_computed_once_per_set_of_graphs(monkeypatch):
     # other graphs (a new set) replay unchanged again
     predict(graphs(frame(*SYNC)), ["remove_syncs"])
     assert calls[3] is None and len(calls) == 5
+
+
+@pytest.mark.parametrize("name", ["kineto-h100/two_stream_prefetch.pt.trace.json.gz",
+                                  "kineto-h100/gpt_dataloader_starved.pt.trace.json.gz",
+                                  "hta/critical_path/alexnet/"
+                                  "benchmark_result_2869224_1695835535_trace.json.gz"])
+def test_replay_of_the_lane_ends_alone_is_the_full_replay(shared_traces, name):
+    # ``replay`` solves for the lane ends and step starts only; the same step times as
+    # every node's replay, unchanged and under random shrinking changes
+    import numpy as np
+
+    from hermes.diff.runs import import_in_memory
+
+    path = shared_traces / name
+    if not path.is_file():
+        pytest.skip(f"{name} not found")
+    rng = np.random.default_rng(5)
+    for sg in graphs(import_in_memory(path).events).values():
+        assert len(sg.windows) and sg.ends.size
+        full = rp.step_times(sg, rp.replay_nodes(sg))
+        np.testing.assert_array_equal(rp.replay(sg), full)
+        for _ in range(3):
+            ch = rp.Change.none(sg)
+            ch.scale[:] = np.where(rng.random(ch.scale.size) < 0.3, rng.random(ch.scale.size), 1)
+            ch.gap = float(rng.choice([1.0, 0.5]))
+            got = rp.replay(sg, ch)
+            np.testing.assert_array_equal(got, rp.step_times(sg, rp.replay_nodes(sg, ch)))
+            assert (got <= full).all() and (got < full).any()
