@@ -198,7 +198,10 @@ def _by_parts(pt: Parts, ku: np.ndarray, kv: np.ndarray, lost: np.ndarray, start
     s_a[pt.cut] = big
     s_b = np.full(nk, big, np.int64)
     s_b[pt.cut] = 0
-    got_a = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_a, preds=False, inf=big)
+    # (no release but the entries' -- a replay without loader workers --: nothing reaches a
+    # node without an entry, A is unreached everywhere and needs no pass)
+    got_a = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_a, preds=False, inf=big) \
+        if bool((s_a < big).any()) else (np.full(nk, big, np.int64), None)
     got_b = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_b, preds=False, inf=big) \
         if got_a is not None else None
     if got_a is None or got_b is None:

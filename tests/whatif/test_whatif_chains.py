@@ -206,6 +206,15 @@ def test_steps_in_sequence_are_solved_part_by_part_as_dijkstra(monkeypatch) -> N
         lost2 = rng.integers(0, 1000, u.size)
         np.testing.assert_array_equal(chains.solve(p, u, v, lost2, start),
                                       _dijkstra_distances(p, u, v, lost2, start))
+        # the first entry released alone (no own clocks: the releases-only pass is skipped)
+        first = np.full(n, np.inf)
+        first[cut[0]] = 0.0
+        p = chains.plan(n, u, v, first, part, cut)
+        assert p.parts is not None
+        want = _dijkstra_distances(p, u, v, lost, first)
+        calls.clear()
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, first), want)
+        assert calls == []
 
 
 def test_an_edge_across_parts_solves_the_graph_whole() -> None:
