@@ -222,30 +222,31 @@ def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = 
     g = sg.g
     fr = _frame(sg)
     w = weights(sg, change, wait) if w is None else w
-    early = change.early[sg.node_ev] if change is not None and change.early.any() else None
-    pinned = fr.pinned if early is None else fr.first & ~sg.has_in & ~early
+    f = fr.firsts  # (what follows is of the lanes' first nodes alone)
+    early = change.early[sg.node_ev[f]] if change is not None and change.early.any() else None
+    pinned = fr.pinned if early is None else fr.pinned & ~early
     lead = fr.lead
     if change is not None and change.gap != 1.0:
         lead = np.rint(lead * change.gap).astype(np.int64)
     # a loader worker's first node: released when measured (or, made early, at the step start)
-    own_clock = fr.own_clock if early is None else fr.first & fr.loader & ~early
-    f = fr.firsts
+    own_clock = fr.own_clock if early is None else fr.own_clock & ~early
     nk, nc, nf = fr.k.size, fr.cross.size, f.size
-    # lost = max(span - weight, 0), block by block (chain, cross, step-start, step-end edges)
+    # lost = max(span - weight, 0), block by block (chain, cross, step-start, step-end edges;
+    # a step-start edge spans its node's measured lead)
     lost = np.empty(fr.span.size, np.int64)
     np.subtract(fr.span[:nk], w[fr.k], out=lost[:nk])
     lost[nk:nk + nc] = fr.span_cw
-    lost[nk + nc:nk + nc + nf] = fr.span[nk + nc:nk + nc + nf] - np.where(pinned[f], lead[f], 0)
+    lost[nk + nc:nk + nc + nf] = fr.lead - np.where(pinned, lead, 0)
     lost[nk + nc + nf:] = fr.span_ew
     np.maximum(lost, 0, out=lost)
     gone = np.zeros(lost.size, bool)
     if change is not None:
         gone[nk:nk + nc] = change.drop[fr.cross]
-    gone[nk + nc:nk + nc + nf] = own_clock[f]
+    gone[nk + nc:nk + nc + nf] = own_clock
     start = np.full(size(sg), np.inf)
     start[g.n] = 0.0  # the first step starts when measured
     oc = np.flatnonzero(own_clock)
-    start[oc] = g.t[oc] - np.where(pinned[oc], fr.ws[oc] + lead[oc], fr.ws[oc])
+    start[f[oc]] = g.t[f[oc]] - np.where(pinned[oc], fr.ws[oc] + lead[oc], fr.ws[oc])
     return fr, lost, gone, start
 
 
@@ -257,29 +258,27 @@ _GONE = np.iinfo(np.int64).max
 class _Frame:
     """What :func:`edges` computes the same for every change: every edge a change may use
     (chain edges, forward cross edges ``cross``, each lane's step-start edge into ``firsts``,
-    step ends -> next step's start with their weights ``ew``), their measured spans (and those
-    less the weights no change alters: ``span_cw`` of the cross edges, ``span_ew`` of the step
-    ends), the unchanged replay's ``pinned`` and ``own_clock`` nodes, the measured time of
-    every node ``t`` (:func:`times`), and (:meth:`pairs_of`, on first use: only :func:`edges`
-    needs them) their order by (u, v) with the start of each distinct pair (``pairs``; ``u``,
-    ``v`` per pair)."""
+    step ends -> next step's start), their measured spans (and those less the weights no
+    change alters: ``span_cw`` of the cross edges, ``span_ew`` of the step ends), of each
+    lane's first node ``firsts`` its step's start ``ws``, its ``lead`` after it and whether
+    the unchanged replay pins it there (``pinned``) or runs it on its own clock
+    (``own_clock``); the measured time of every node ``t`` (:func:`times`); and
+    (:meth:`pairs_of`, on first use: only :func:`edges` needs them) their order by (u, v)
+    with the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
 
     k: np.ndarray
     cross: np.ndarray
     firsts: np.ndarray
-    ew: np.ndarray
-    first: np.ndarray
-    loader: np.ndarray
     ws: np.ndarray
     lead: np.ndarray
+    pinned: np.ndarray
+    own_clock: np.ndarray
     span: np.ndarray
+    span_cw: np.ndarray
+    span_ew: np.ndarray
     n: int
     ru: np.ndarray  # every edge's (before the pairs)
     rv: np.ndarray
-    span_cw: np.ndarray
-    span_ew: np.ndarray
-    pinned: np.ndarray
-    own_clock: np.ndarray
     t: np.ndarray
     _pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -312,26 +311,28 @@ def _frame(sg: StepGraph) -> _Frame:
     cross = np.flatnonzero(g.forward_cross())
     ws_w = sg.windows["start_ns"].to_numpy(np.int64)
     we_w = sg.windows["end_ns"].to_numpy(np.int64)
-    win = sg.info["win"].to_numpy(np.int64)[sg.node_ev]
-    ws = ws_w[win]
-    loader = sg.info["loader"].to_numpy(bool)[sg.node_ev]
+    win_ev = sg.info["win"].to_numpy(np.int64)
     firsts = np.flatnonzero(first)
+    fev = sg.node_ev[firsts]
+    win_f = win_ev[fev]
+    ws = ws_w[win_f]
     # step k's last node per non-loader lane -> step k + 1's start
     sel = sg.ends_win < nw - 1
     e, main = sg.ends[sel], sg.ends_main[sel]
-    ew = np.maximum(ws_w[win[e] + 1] - we_w[win[e]], 0)  # the gap between the steps
-    ew[main] = np.maximum(ws_w[win[e[main]] + 1] - g.t[e[main]], 0)  # + the tail
+    win_e = win_ev[sg.node_ev[e]]
+    ew = np.maximum(ws_w[win_e + 1] - we_w[win_e], 0)  # the gap between the steps
+    ew[main] = np.maximum(ws_w[win_e[main] + 1] - g.t[e[main]], 0)  # + the tail
     cu, cv = g.cu[cross].astype(np.int64, copy=False), g.cv[cross].astype(np.int64, copy=False)
-    u = np.concatenate([k - 1, cu, g.n + win[firsts], e])
-    v = np.concatenate([k, cv, firsts, g.n + win[e] + 1])
-    t = times(sg)
+    u = np.concatenate([k - 1, cu, g.n + win_f, e])
+    v = np.concatenate([k, cv, firsts, g.n + win_e + 1])
     # each edge's measured span t[v] - t[u], block by block (a chain edge's: the node's span)
-    span_ew = ws_w[win[e] + 1] - g.t[e]
-    span = np.concatenate([sg.span[k], t[cv] - t[cu], g.t[firsts] - ws[firsts], span_ew])
+    lead = g.t[firsts] - ws
+    span_ew = ws_w[win_e + 1] - g.t[e]
+    span = np.concatenate([sg.span[k], g.t[cv] - g.t[cu], lead, span_ew])
     span_cw = np.maximum(span[k.size:k.size + cross.size] - sg.cw[cross], 0)
-    span_ew = np.maximum(span_ew - ew, 0)
-    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, span, n, u, v, span_cw,
-                span_ew, first & ~sg.has_in, first & loader, t)
+    fr = _Frame(k, cross, firsts, ws, lead, ~sg.has_in[firsts],
+                sg.info["loader"].to_numpy(bool)[fev], span, span_cw,
+                np.maximum(span_ew - ew, 0), n, u, v, times(sg))
     sg.memo["frame"] = (deps, fr)
     return fr
 
