@@ -175,11 +175,16 @@ def _breakdown(sg: rp.StepGraph, ch: rp.Change | None, w: np.ndarray | None = No
     """Own time per component (ms per step, mean over the replayed steps; ``w``: the
     weights of ``ch``, when the caller has them)."""
     w = rp.weights(sg, ch) if w is None else w
-    seg = sg.g.seg_event
-    ok = seg >= 0
-    comp = sg.info["component"].cat.codes.to_numpy()[seg[ok]]
     cats = list(sg.info["component"].cat.categories)
-    tot = np.bincount(comp, weights=w[ok], minlength=len(cats))
+    # each node's component (its segment's event's; one past the last: no segment), kept
+    # with what it was computed of
+    deps, comp = sg.memo.get("components", ((), None))
+    if comp is None or not all(a is b for a, b in zip(deps, (sg.g, sg.info), strict=True)):
+        seg = sg.g.seg_event
+        comp = np.where(seg >= 0, sg.info["component"].cat.codes.to_numpy()[np.maximum(seg, 0)],
+                        len(cats))
+        sg.memo["components"] = ((sg.g, sg.info), comp)
+    tot = np.bincount(comp, weights=w, minlength=len(cats) + 1)
     nw = max(len(sg.windows), 1)
     return {c: round(float(tot[i]) / nw / 1e6, 4) for i, c in enumerate(cats)}
 

@@ -16,6 +16,10 @@ def collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> 
     """The step graph's collective events with what matches them across ranks (a collective
     cut at a step border is left out: its copies are not one arrival)."""
     is_c = (info["kind"] == "collective").to_numpy(bool)
+    if not is_c.any():
+        z = np.empty(0, np.int64)
+        return pd.DataFrame({"ev": z, "group": np.empty(0, object), "seq": z,
+                             "name": np.empty(0, object), "step": z, "start": z})
     src = info["src"].to_numpy(np.int64)
     once = np.bincount(src, minlength=len(ev)) == 1 if src.size else np.zeros(0, bool)
     sel = np.flatnonzero(is_c & once[src]) if src.size else np.empty(0, np.int64)
