@@ -376,9 +376,16 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
     """Chain-edge weight into every node under ``change``: an event's own segments scaled
     (``wait``: per event, True where its segments weigh 0)."""
     if change is None and wait is None:  # (every factor 1: the measured weights)
-        return np.minimum(sg.w, sg.span)
+        return _measured_weights(sg)
     change = change or Change.none(sg)
     seg = sg.g.seg_event
+    if wait is None and change.gap == 1.0 and not change.full.any():
+        # only the segments of the events it scales differ from the measured weights
+        w = _measured_weights(sg).copy()
+        hit = np.flatnonzero((change.scale != 1.0)[np.maximum(seg, 0)] & (seg >= 0))
+        w[hit] = np.minimum(np.rint(sg.w[hit] * change.scale[seg[hit]]).astype(np.int64),
+                            sg.span[hit])
+        return w
     ev = np.maximum(seg, 0)
     base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
     if wait is not None:
@@ -386,6 +393,16 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
     w = np.where(seg >= 0, np.rint(base * change.scale[ev]), np.rint(sg.w * change.gap)
                  ).astype(np.int64)
     return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
+
+
+def _measured_weights(sg: StepGraph) -> np.ndarray:
+    """:func:`weights` with nothing changed (read-only), kept in the graph's memo."""
+    deps, w = sg.memo.get("weights", ((), None))
+    if w is None or not all(a is b for a, b in zip(deps, (sg.w, sg.span), strict=True)):
+        w = np.minimum(sg.w, sg.span)
+        w.flags.writeable = False
+        sg.memo["weights"] = ((sg.w, sg.span), w)
+    return w
 
 
 def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:

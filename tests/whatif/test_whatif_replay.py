@@ -195,3 +195,29 @@ def test_replay_of_the_lane_ends_alone_is_the_full_replay(shared_traces, name):
             got = rp.replay(sg, ch)
             np.testing.assert_array_equal(got, rp.step_times(sg, rp.replay_nodes(sg, ch)))
             assert (got <= full).all() and (got < full).any()
+
+
+def test_weights_of_a_scaling_change_are_the_general_formulas(shared_traces):
+    # a change that only scales events takes the measured weights and recomputes the scaled
+    # events' segments: the same as the formula over every node (with a gap factor, a
+    # ``full`` event or waits, the formula itself)
+    import numpy as np
+
+    from hermes.diff.runs import import_in_memory
+
+    path = shared_traces / "kineto-h100/two_stream_prefetch.pt.trace.json.gz"
+    if not path.is_file():
+        pytest.skip("trace not found")
+    rng = np.random.default_rng(9)
+    for sg in graphs(import_in_memory(path).events).values():
+        seg = sg.g.seg_event
+        ev = np.maximum(seg, 0)
+        for _ in range(3):
+            ch = rp.Change.none(sg)
+            ch.scale[:] = np.where(rng.random(ch.scale.size) < 0.4, rng.random(ch.scale.size), 1)
+            want = np.minimum(np.where(seg >= 0, np.rint(sg.w * ch.scale[ev]), sg.w)
+                              .astype(np.int64), sg.span)
+            got = rp.weights(sg, ch)
+            np.testing.assert_array_equal(got, want)
+            assert (got < np.minimum(sg.w, sg.span)).any()
+        np.testing.assert_array_equal(rp.weights(sg), np.minimum(sg.w, sg.span))
