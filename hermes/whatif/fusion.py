@@ -237,7 +237,7 @@ def _drop_launches(sg: StepGraph, ch: Change, fold: np.ndarray, host: np.ndarray
     both = np.concatenate([fold, cand])
     name = sg.info["name"]
     if isinstance(name.dtype, pd.CategoricalDtype):
-        codes = np.asarray(name.cat.codes, np.int64)[both]
+        codes = name.cat.codes.to_numpy()[both].astype(np.int64)
     else:
         codes, _ = pd.factorize(name.iloc[both].astype(object), use_na_sentinel=False)
     win = sg.info["win"].to_numpy(np.int64)[both]
