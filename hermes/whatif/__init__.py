@@ -170,14 +170,21 @@ def _recorded_workers(meta: Any) -> float:
     return 0.0
 
 
-def _breakdown(sg: rp.StepGraph, ch: rp.Change | None) -> dict[str, float]:
-    """Own time per component (ms per step, mean over the replayed steps)."""
-    w = rp.weights(sg, ch)
-    seg = sg.g.seg_event
-    ok = seg >= 0
-    comp = sg.info["component"].cat.codes.to_numpy()[seg[ok]]
+def _breakdown(sg: rp.StepGraph, ch: rp.Change | None, w: np.ndarray | None = None
+               ) -> dict[str, float]:
+    """Own time per component (ms per step, mean over the replayed steps; ``w``: the
+    weights of ``ch``, when the caller has them)."""
+    w = rp.weights(sg, ch) if w is None else w
     cats = list(sg.info["component"].cat.categories)
-    tot = np.bincount(comp, weights=w[ok], minlength=len(cats))
+    # each node's component (its segment's event's; one past the last: no segment), kept
+    # with what it was computed of
+    deps, comp = sg.memo.get("components", ((), None))
+    if comp is None or not all(a is b for a, b in zip(deps, (sg.g, sg.info), strict=True)):
+        seg = sg.g.seg_event
+        comp = np.where(seg >= 0, sg.info["component"].cat.codes.to_numpy()[np.maximum(seg, 0)],
+                        len(cats))
+        sg.memo["components"] = ((sg.g, sg.info), comp)
+    tot = np.bincount(comp, weights=w, minlength=len(cats) + 1)
     nw = max(len(sg.windows), 1)
     return {c: round(float(tot[i]) / nw / 1e6, 4) for i, c in enumerate(cats)}
 
@@ -222,10 +229,12 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
         gap, f = _pace_factors(cl, gs[late], late, own[late], target)
         changes[late].scale *= f
         changes[late].gap *= gap
+    ws: dict[int, np.ndarray] = {}  # each rank's weights under its change (computed once)
     if cl is not None:
         new_all = cluster.replay(cl, changes)
     else:
-        new_all = {r: rp.replay(sg, changes[r]) for r, sg in gs.items()}
+        ws = {r: rp.weights(sg, changes[r]) for r, sg in gs.items()}
+        new_all = {r: rp.replay(sg, changes[r], ws[r]) for r, sg in gs.items()}
     workers = _recorded_workers(meta)
     new_all = {r: _loader_bound(gs[r], changes[r], base_all[r], new_all[r], workers)
                for r in gs}
@@ -253,7 +262,7 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
                                                               strict=True)):
             before = _breakdown(sg, None)
             sg.memo["breakdown"] = ((sg.g, sg.w, sg.span), before)
-        bd = {"before": dict(before), "after": _breakdown(sg, changes[slow])}
+        bd = {"before": dict(before), "after": _breakdown(sg, changes[slow], ws.get(slow))}
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
                       [s for s, _, _ in chosen], unknown, overlaps, bd, reasons)
 

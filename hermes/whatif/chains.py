@@ -198,7 +198,10 @@ def _by_parts(pt: Parts, ku: np.ndarray, kv: np.ndarray, lost: np.ndarray, start
     s_a[pt.cut] = big
     s_b = np.full(nk, big, np.int64)
     s_b[pt.cut] = 0
-    got_a = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_a, preds=False, inf=big)
+    # (no release but the entries' -- a replay without loader workers --: nothing reaches a
+    # node without an entry, A is unreached everywhere and needs no pass)
+    got_a = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_a, preds=False, inf=big) \
+        if bool((s_a < big).any()) else (np.full(nk, big, np.int64), None)
     got_b = lanepass.shortest(nk, pt.chain, clost, cu, cv, cl, s_b, preds=False, inf=big) \
         if got_a is not None else None
     if got_a is None or got_b is None:
@@ -249,22 +252,41 @@ def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.n
 @dataclass
 class RawPlan:
     """:class:`Plan` of a graph given as raw edges (``ru -> rv``; pairs may repeat, each pair
-    weighing its least lost time), of which the edges in ``use`` count: maps each counted raw
-    edge straight to where its lost time goes (a folded node's run step, or a kept pair), so a
-    replay never builds the deduplicated edge list. ``pair``: the deduplication (``idx`` the
-    counted edges, ``order`` and ``starts`` their pairs, ``pu``, ``pv`` per pair)."""
+    weighing its least lost time), of which the edges in ``use`` (``idx``) count: maps each
+    counted raw edge straight to where its lost time goes (``into``: a folded node's run step,
+    one edge per folded node, whose node is ``into_v``; ``kept``: the edges into kept nodes,
+    by kept pair, each pair's run starting at ``kept_starts``), so a replay never builds the
+    deduplicated edge list. The plan is made of the raw edges themselves: a repeated pair
+    counts twice in a node's in-degree (such a node is kept, not folded: the distances are the
+    same) and the kept pairs take their least lost time as every kept pair does.
+    :meth:`pairs` gives the deduplicated pairs where a whole-graph solve needs them."""
 
     plan: Plan
     idx: np.ndarray
-    order: np.ndarray
-    starts: np.ndarray
-    pu: np.ndarray
-    pv: np.ndarray
-    into: np.ndarray | None = None  # raw edges into folded nodes, by target
-    into_starts: np.ndarray | None = None
+    into: np.ndarray | None = None  # raw edges into folded nodes
     into_v: np.ndarray | None = None
     kept: np.ndarray | None = None  # raw edges into kept nodes, by kept pair
     kept_starts: np.ndarray | None = None
+    ru: np.ndarray | None = None
+    rv: np.ndarray | None = None
+    _pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(order, starts, pu, pv)``: the counted edges' stable order by pair, the start of
+        each distinct pair in it and each pair's nodes (computed on first use)."""
+        if self._pairs is None:
+            assert self.ru is not None and self.rv is not None
+            u, v = self.ru[self.idx], self.rv[self.idx]
+            order, starts = _groups(u * self.plan.n + v)
+            head = order[starts]
+            self._pairs = (order, starts, u[head], v[head])
+        return self._pairs
+
+    def least(self, lost: np.ndarray) -> np.ndarray:
+        """Each distinct pair's least lost time (:meth:`pairs`) under per raw edge ``lost``."""
+        order, starts, _, _ = self.pairs()
+        return np.minimum.reduceat(lost[self.idx][order], starts) if starts.size else \
+            lost[:0]
 
 
 def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -280,54 +302,43 @@ def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.
     """The :class:`RawPlan` of raw edges ``ru -> rv`` (those in ``use``), releases ``start``
     (``part``, ``cut``: as :func:`plan` takes them)."""
     idx = np.flatnonzero(use)
-    every = idx.size == ru.size  # (every edge counts: no gathers)
-    order, starts = _groups(ru * n + rv if every else ru[idx] * n + rv[idx])
-    head = idx[order[starts]]
-    pu, pv = ru[head], rv[head]
-    p = plan(n, pu, pv, start, part, cut)
-    rp = RawPlan(p, idx, order, starts, pu, pv)
-    if p.whole:
+    rp = RawPlan(Plan(n, True), idx, ru=ru, rv=rv)
+    if n >= cpgraph.DAG_MIN_NODES or idx.size == 0:
         return rp
+    every = idx.size == ru.size  # (every edge counts: no gathers)
+    u, v = (ru, rv) if every else (ru[idx], rv[idx])
+    p = rp.plan = plan(n, u, v, start, part, cut)
     assert p.into is not None and p.m is not None and p.order is not None \
         and p.pairs is not None
-    pair_of = np.empty(idx.size, np.int64)  # each counted raw edge's pair
-    flag = np.zeros(idx.size, np.int64)
-    flag[starts] = 1
-    pair_of[order] = np.cumsum(flag) - 1
-    into_p = np.zeros(pu.size, bool)
-    into_p[p.into] = True
-    ri = idx[into_p[pair_of]]
-    o, rp.into_starts = _groups(rv[ri])
-    rp.into, rp.into_v = ri[o], rv[ri[o]][rp.into_starts]
-    group = np.full(pu.size, -1, np.int64)  # each pair's kept pair (-1: into a folded node)
-    kflag = np.zeros(p.m.size, np.int64)
-    kflag[p.pairs] = 1
-    group[p.m[p.order]] = np.cumsum(kflag) - 1
-    sel = group[pair_of] >= 0
-    o, rp.kept_starts = _groups(group[pair_of[sel]])
-    rp.kept = idx[sel][o]
+    rp.into, rp.into_v = idx[p.into], v[p.into]
+    rp.kept, rp.kept_starts = idx[p.m[p.order]], p.pairs
     return rp
 
 
-def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray) -> np.ndarray:
+def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray,
+              at: np.ndarray | None = None) -> np.ndarray:
     """:func:`solve` of the graph ``rp`` was made for under per raw edge lost times ``lost``
-    (the counted ones used) and releases ``start`` (finite where ``rp``'s were)."""
+    (the counted ones used) and releases ``start`` (finite where ``rp``'s were); ``at``: the
+    distances of those nodes only (the folded nodes' others are not unfolded)."""
     p = rp.plan
     if p.whole or rp.into is None or rp.kept is None or rp.kept_starts is None:
-        least = np.minimum.reduceat(lost[rp.idx][rp.order], rp.starts) if rp.starts.size \
-            else lost[:0]
-        return cpgraph._shortest(p.n, rp.pu, rp.pv, least, start)[0]
+        _, _, pu, pv = rp.pairs()
+        d = cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
+        return d if at is None else d[at]
     assert p.root is not None and p.kept is not None and p.new is not None
     step = np.zeros(p.n, np.int64)
-    if rp.into.size:  # (one raw edge per pair, as usual: no reduction)
-        step[rp.into_v] = lost[rp.into] if rp.into_starts.size == rp.into.size else \
-            np.minimum.reduceat(lost[rp.into], rp.into_starts)
+    step[rp.into_v] = lost[rp.into]  # (one edge into each folded node)
     cum = np.cumsum(step)
-    off = cum - cum[p.root]
-    kl = lost[rp.kept] + off[ru[rp.kept]]
+    # a node's offset from its run's first node: cum - cum[root] (where it is needed)
+    ku = ru[rp.kept]
+    kl = lost[rp.kept] + (cum[ku] - cum[p.root[ku]])
     least = np.minimum.reduceat(kl, rp.kept_starts) if rp.kept_starts.size < kl.size else kl
     d = _kept(p, least, start[p.kept])
     if d is None:  # (unreached: as the whole graph gives it)
-        whole = np.minimum.reduceat(lost[rp.idx][rp.order], rp.starts)
-        return cpgraph._shortest(p.n, rp.pu, rp.pv, whole, start)[0]
-    return d[p.new[p.root]] + off
+        _, _, pu, pv = rp.pairs()
+        d = cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
+        return d if at is None else d[at]
+    if at is None:
+        return d[p.new[p.root]] + (cum - cum[p.root])
+    root = p.root[at]
+    return d[p.new[root]] + (cum[at] - cum[root])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -35,6 +38,44 @@ def args_at(sg: StepGraph, rows: np.ndarray) -> pd.Series | None:
         return None
     src = sg.info["src"].to_numpy(np.int64)[rows]
     return pd.Series(args_of(sg.args, src).array, index=sg.info.index[rows], name="args")
+
+
+def args_mention(sg: StepGraph, keys: tuple[str, ...]) -> bool:
+    """False when no event's ``args`` text holds any of ``keys`` quoted (``"key"``, as a JSON
+    key is written; the per-event lookups search the same text),
+    so a transform need not take its events' args at all; True when one may (or when that is
+    not known without reading them: args left in the file). One literal search over the
+    args column's Arrow text, in place (no Python string per event); a match across two
+    events' texts only reads True, which asks for the exact per-event look."""
+    if sg.args is None:
+        return False
+    col = sg.args["args"] if "args" in sg.args.columns else None
+    to_arrow = getattr(getattr(col, "array", None), "__arrow_array__", None)
+    if to_arrow is None:
+        return True
+    return mentions(to_arrow(), keys)
+
+
+def mentions(arr: Any, keys: tuple[str, ...]) -> bool:
+    """:func:`args_mention` of an Arrow (chunked) string array: False when no value holds any
+    of ``keys`` quoted; True when one may (a type other than strings included)."""
+    import pyarrow as pa
+
+    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    pat = re.compile(b"|".join(re.escape(f'"{k}"'.encode()) for k in keys))
+    for c in chunks:
+        if not (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)):
+            return True
+        if len(c) == c.null_count:
+            continue
+        offsets, data = c.buffers()[1], c.buffers()[2]
+        if data is None:
+            continue
+        off = np.frombuffer(offsets, np.int64 if pa.types.is_large_string(c.type) else np.int32)
+        lo, hi = int(off[c.offset]), int(off[c.offset + len(c)])
+        if pat.search(memoryview(data)[lo:hi]):
+            return True
+    return False
 
 
 def duration(sg: StepGraph) -> np.ndarray:

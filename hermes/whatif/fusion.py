@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers import families, opinfo
-from hermes.whatif.facts import args_at, duration, number
+from hermes.whatif.facts import args_at, args_mention, duration, number
 from hermes.whatif.replay import Change, StepGraph
 
 #: host-side kinds whose time is the framework's dispatch cost per operator
@@ -106,6 +106,10 @@ def _families(sg: StepGraph, rows: np.ndarray, args: pd.Series | None) -> np.nda
     return fam
 
 
+#: the args keys the lookups below read (:func:`_families`, :func:`_shape_bytes`)
+ARG_KEYS = ("Type", "Input Shapes", "Output Shapes")
+
+
 def _arg(args: pd.Series | None, pos: np.ndarray, key: str) -> pd.Series | None:
     """The string value of args key ``key`` at positions ``pos`` of ``args`` (NaN where
     absent; None when none has it). A literal pre-filter keeps the regex to args with the key
@@ -173,8 +177,9 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     if ker.size == 0:
         return
     n = len(sg.info)
-    # the kernels' args, taken once (the lookups below pre-filter them by a literal)
-    args = args_at(sg, ker)
+    # the kernels' args, taken once (the lookups below pre-filter them by a literal), where
+    # any event's args name a key they look up (Kineto kernels' name none of them)
+    args = args_at(sg, ker) if args_mention(sg, ARG_KEYS) else None
     fam = np.full(n, -1, np.int8)
     fam[ker] = _families(sg, ker, args)
     vector = np.asarray(sg.info["unit"].iloc[ker] == "vector", bool) \
@@ -232,7 +237,7 @@ def _drop_launches(sg: StepGraph, ch: Change, fold: np.ndarray, host: np.ndarray
     both = np.concatenate([fold, cand])
     name = sg.info["name"]
     if isinstance(name.dtype, pd.CategoricalDtype):
-        codes = np.asarray(name.cat.codes, np.int64)[both]
+        codes = name.cat.codes.to_numpy()[both].astype(np.int64)
     else:
         codes, _ = pd.factorize(name.iloc[both].astype(object), use_na_sentinel=False)
     win = sg.info["win"].to_numpy(np.int64)[both]

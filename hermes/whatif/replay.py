@@ -30,14 +30,15 @@ Several ranks with their collectives matched are replayed together by ``hermes.w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, cpgraph, stepgraph
+from hermes.analyzers import cpgraph, stepgraph
 from hermes.analyzers.steps import step_windows
 from hermes.whatif import chains
+from hermes.whatif.graphparts import collectives, fed_tasks
 
 
 @dataclass
@@ -108,7 +109,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     node_ev[g.event_start] = ids
     node_ev[g.event_end] = ids
     first = g.first_of_lane()
-    g = _fed_tasks(g, info, node_ev, first)
+    g = fed_tasks(g, info, node_ev, first)
     sg.g = g
     span = np.zeros(n, np.int64)
     span[1:] = np.where(first[1:], 0, g.t[1:] - g.t[:-1])
@@ -136,114 +137,36 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     into_wait = wait_ev[node_ev[g.cv]] & (g.event_end[node_ev[g.cv]] == g.cv)
     sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
     sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
-    sg.coll = _collectives(ev, info, windows)
+    sg.coll = collectives(ev, info, windows)
     sg.ends, sg.ends_win, sg.ends_main = _lane_ends(sg)
     return sg
 
 
-def _collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """The step graph's collective events with what matches them across ranks (a collective
-    cut at a step border is left out: its copies are not one arrival)."""
-    is_c = (info["kind"] == "collective").to_numpy(bool)
-    src = info["src"].to_numpy(np.int64)
-    once = np.bincount(src, minlength=len(ev)) == 1 if src.size else np.zeros(0, bool)
-    sel = np.flatnonzero(is_c & once[src]) if src.size else np.empty(0, np.int64)
-    rows = src[sel]
-    group = (ev["coll_group"].take(rows).astype(object).fillna("").astype(str).to_numpy()
-             if "coll_group" in ev.columns else np.full(sel.size, ""))
-    seq = (pd.to_numeric(ev["coll_seq"].take(rows), errors="coerce").fillna(-1)
-           .to_numpy(np.int64) if "coll_seq" in ev.columns else np.full(sel.size, -1))
-    step = windows["step"].to_numpy(np.int64)[info["win"].to_numpy(np.int64)[sel]] \
-        if "step" in windows.columns else info["win"].to_numpy(np.int64)[sel]
-    return pd.DataFrame({"ev": sel, "group": group, "seq": seq,
-                         "name": ev["name"].take(rows).astype(str).to_numpy(), "step": step,
-                         "start": info["start"].to_numpy(np.int64)[sel]})
-
-
-def _fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first: np.ndarray
-               ) -> cpgraph.Graph:
-    """Edges into device tasks nothing launches in the trace (a batch's H2D copy issued by a
-    pin-memory thread, DMA requests): from the latest event end on another lane of the step
-    at most ``cpedges.LINE_UP_NS`` before the task's start (the rule ``cpedges`` uses between
-    streams), so the task moves when what fed it moves. Without it the task would start at its
-    measured time in every replay and pin the rest of the step. Edge weight: the measured
-    delay, so an unchanged replay keeps every time."""
-    has_in = np.zeros(g.n, bool)
-    has_in[g.cv[g.forward_cross()]] = True
-    dev = ~info["host"].to_numpy(bool)
-    st = g.event_start
-    # (also a helper host thread's first event in the step, or its batch work after a gap: a
-    # pin-memory thread woken by the loop; loader workers run ahead on their own, the main
-    # thread's gaps are its own unrecorded work and other threads' (autograd's) stay as
-    # measured)
-    data = np.asarray(info["kind"].cat.categories.str.startswith("data_"), bool)[
-        info["kind"].cat.codes.to_numpy()]
-    helper = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool) & \
-        (first[st] | ((g.seg_event[st] < 0) & data)) & ~_main_chain(g, info)
-    sel = (dev | helper) & ~has_in[st]
-    tgt = st[sel]
-    # a helper thread follows whatever ended last before it, however long before (it was
-    # asleep until woken)
-    is_helper = helper[sel]
-    if tgt.size == 0:
-        return g
-    win = info["win"].to_numpy(np.int64)[node_ev]
-    ends = g.event_end
-    key_span = int(g.t.max() - g.t.min()) + 1
-    t0 = int(g.t.min())
-    ekey = win[ends] * key_span + (g.t[ends] - t0)
-    o = np.argsort(ekey, kind="stable")
-    ends, ekey = ends[o], ekey[o]
-    tkey = win[tgt] * key_span + (g.t[tgt] - t0)
-    j = np.searchsorted(ekey, tkey, side="right") - 1
-    src = np.full(tgt.size, -1, np.int64)
-    for back in range(4):  # the latest end on another lane among the last few
-        jj = j - back
-        c = ends[np.maximum(jj, 0)]
-        ok = (src < 0) & (jj >= 0) & (win[c] == win[tgt]) & (g.lane[c] != g.lane[tgt]) & \
-            ((g.t[tgt] - g.t[c] <= cpedges.LINE_UP_NS) | is_helper)
-        src[ok] = c[ok]
-    ok = src >= 0
-    u, v = src[ok], tgt[ok]
-    return replace(g, cu=np.concatenate([g.cu, u]), cv=np.concatenate([g.cv, v]),
-                   cw=np.concatenate([g.cw, g.t[v] - g.t[u]]),
-                   ce=np.concatenate([g.ce, np.full(u.size, -1, np.int64)]))
-
-
-def _main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
-    """Per event: True on its step's main thread (the host lane, not a loader's, with the
-    most events in the step)."""
-    chain = g.lane[g.event_start]
-    host = info["host"].to_numpy(bool) & ~info["loader"].to_numpy(bool)
-    if not host.any():
-        return np.zeros(len(info), bool)
-    # events per (step, chain), then per step the chain with the most (a tie: the higher
-    # chain), in numpy (a pandas groupby costs ~5 ms here)
-    win, ch = info["win"].to_numpy(np.int64)[host], chain[host]
-    span = int(ch.max()) + 1
-    keys, cnt = np.unique(win * span + ch, return_counts=True)
-    kw, kc = keys // span, keys % span
-    o = np.lexsort((kc, cnt, kw))
-    last = np.r_[kw[o][1:] != kw[o][:-1], True]
-    return np.isin(chain, kc[o][last])
-
-
-def replay_nodes(sg: StepGraph, change: Change | None = None) -> np.ndarray:
+def replay_nodes(sg: StepGraph, change: Change | None = None, w: np.ndarray | None = None
+                 ) -> np.ndarray:
     """Replayed time (ns, absolute) of every node under ``change`` (None: as measured),
-    followed by the replayed start of every step (:func:`edges`)."""
+    followed by the replayed start of every step (:func:`edges`; ``w``: :func:`weights` of
+    ``change``, when the caller has them)."""
     g = sg.g
     if g.n == 0:
         return np.empty(0, np.int64)
     if change is None or not (change.drop.any() or change.early.any()):
         # the edges and releases of the unchanged replay: its folding plan serves
-        fr, lost, gone, start = _raw(sg, change)
-        deps, plan = sg.memo.get("plan", ((), None))
-        if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
-            plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
-            sg.memo["plan"] = ((sg.g, fr), plan)
-        return times(sg) - chains.raw_solve(plan, fr.ru, lost, start)
+        fr, lost, gone, start = _raw(sg, change, w=w)
+        return fr.t - chains.raw_solve(_raw_plan(sg, fr, gone, start), fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
     return times(sg) - chains.shortest(size(sg), u, v, lost, start, *_steps(sg))
+
+
+def _raw_plan(sg: StepGraph, fr: _Frame, gone: np.ndarray, start: np.ndarray
+              ) -> chains.RawPlan:
+    """The folding plan of the unchanged replay's edges and releases (those of a change
+    that drops no edge and makes no task early), kept in the graph's memo."""
+    deps, plan = sg.memo.get("plan", ((), None))
+    if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
+        plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
+        sg.memo["plan"] = ((sg.g, fr), plan)
+    return plan
 
 
 def _steps(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -290,30 +213,40 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
     return pu[keep], pv[keep], least[keep], start
 
 
-def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
+def _raw(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None,
+         w: np.ndarray | None = None
          ) -> tuple[_Frame, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`edges` before the pairs: the frame, every edge's lost time, the mask of the
-    edges ``change`` leaves out, the releases."""
+    edges ``change`` leaves out, the releases (``w``: :func:`weights` of ``change`` and
+    ``wait``, when the caller has them)."""
     g = sg.g
     fr = _frame(sg)
-    w = weights(sg, change, wait)
-    drop = change.drop[fr.cross] if change is not None else np.zeros(fr.cross.size, bool)
-    early = change.early[sg.node_ev] if change is not None else np.zeros(g.n, bool)
-    pinned = fr.first & ~sg.has_in & ~early
+    w = weights(sg, change, wait) if w is None else w
+    f = fr.firsts  # (what follows is of the lanes' first nodes alone)
+    early = change.early[sg.node_ev[f]] if change is not None and change.early.any() else None
+    pinned = fr.pinned if early is None else fr.pinned & ~early
     lead = fr.lead
     if change is not None and change.gap != 1.0:
         lead = np.rint(lead * change.gap).astype(np.int64)
     # a loader worker's first node: released when measured (or, made early, at the step start)
-    own_clock = fr.first & fr.loader & ~early
-    f = fr.firsts
-    wt = np.concatenate([w[fr.k], sg.cw[fr.cross], np.where(pinned[f], lead[f], 0), fr.ew]
-                        ).astype(np.int64)
-    lost = np.maximum(fr.span - wt, 0)
-    gone = np.concatenate([np.zeros(fr.k.size, bool), drop, own_clock[f],
-                           np.zeros(fr.ew.size, bool)])
+    own_clock = fr.own_clock if early is None else fr.own_clock & ~early
+    nk, nc, nf = fr.k.size, fr.cross.size, f.size
+    # lost = max(span - weight, 0), block by block (chain, cross, step-start, step-end edges;
+    # a step-start edge spans its node's measured lead)
+    lost = np.empty(fr.span.size, np.int64)
+    np.subtract(fr.span[:nk], w[fr.k], out=lost[:nk])
+    lost[nk:nk + nc] = fr.span_cw
+    lost[nk + nc:nk + nc + nf] = fr.lead - np.where(pinned, lead, 0)
+    lost[nk + nc + nf:] = fr.span_ew
+    np.maximum(lost, 0, out=lost)
+    gone = np.zeros(lost.size, bool)
+    if change is not None:
+        gone[nk:nk + nc] = change.drop[fr.cross]
+    gone[nk + nc:nk + nc + nf] = own_clock
     start = np.full(size(sg), np.inf)
     start[g.n] = 0.0  # the first step starts when measured
-    start[:g.n][own_clock] = (g.t - np.where(pinned, fr.ws + lead, fr.ws))[own_clock]
+    oc = np.flatnonzero(own_clock)
+    start[f[oc]] = g.t[f[oc]] - np.where(pinned[oc], fr.ws[oc] + lead[oc], fr.ws[oc])
     return fr, lost, gone, start
 
 
@@ -325,22 +258,28 @@ _GONE = np.iinfo(np.int64).max
 class _Frame:
     """What :func:`edges` computes the same for every change: every edge a change may use
     (chain edges, forward cross edges ``cross``, each lane's step-start edge into ``firsts``,
-    step ends -> next step's start with their weights ``ew``), their measured spans, and
-    (:meth:`pairs_of`, on first use: only :func:`edges` needs them) their order by (u, v) with
-    the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
+    step ends -> next step's start), their measured spans (and those less the weights no
+    change alters: ``span_cw`` of the cross edges, ``span_ew`` of the step ends), of each
+    lane's first node ``firsts`` its step's start ``ws``, its ``lead`` after it and whether
+    the unchanged replay pins it there (``pinned``) or runs it on its own clock
+    (``own_clock``); the measured time of every node ``t`` (:func:`times`); and
+    (:meth:`pairs_of`, on first use: only :func:`edges` needs them) their order by (u, v)
+    with the start of each distinct pair (``pairs``; ``u``, ``v`` per pair)."""
 
     k: np.ndarray
     cross: np.ndarray
     firsts: np.ndarray
-    ew: np.ndarray
-    first: np.ndarray
-    loader: np.ndarray
     ws: np.ndarray
     lead: np.ndarray
+    pinned: np.ndarray
+    own_clock: np.ndarray
     span: np.ndarray
+    span_cw: np.ndarray
+    span_ew: np.ndarray
     n: int
     ru: np.ndarray  # every edge's (before the pairs)
     rv: np.ndarray
+    t: np.ndarray
     _pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def pairs_of(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -359,7 +298,8 @@ class _Frame:
 
 def _frame(sg: StepGraph) -> _Frame:
     """:class:`_Frame` of ``sg``, kept in its memo for the objects it was computed from."""
-    deps = (sg.g, sg.windows, sg.info, sg.node_ev, sg.ends, sg.ends_win, sg.ends_main)
+    deps = (sg.g, sg.windows, sg.info, sg.node_ev, sg.ends, sg.ends_win, sg.ends_main,
+            sg.has_in, sg.cw)
     got = sg.memo.get("frame")
     if got is not None and all(a is b for a, b in zip(got[0], deps, strict=True)):
         return got[1]
@@ -371,19 +311,28 @@ def _frame(sg: StepGraph) -> _Frame:
     cross = np.flatnonzero(g.forward_cross())
     ws_w = sg.windows["start_ns"].to_numpy(np.int64)
     we_w = sg.windows["end_ns"].to_numpy(np.int64)
-    win = sg.info["win"].to_numpy(np.int64)[sg.node_ev]
-    ws = ws_w[win]
-    loader = sg.info["loader"].to_numpy(bool)[sg.node_ev]
+    win_ev = sg.info["win"].to_numpy(np.int64)
     firsts = np.flatnonzero(first)
+    fev = sg.node_ev[firsts]
+    win_f = win_ev[fev]
+    ws = ws_w[win_f]
     # step k's last node per non-loader lane -> step k + 1's start
     sel = sg.ends_win < nw - 1
     e, main = sg.ends[sel], sg.ends_main[sel]
-    ew = np.maximum(ws_w[win[e] + 1] - we_w[win[e]], 0)  # the gap between the steps
-    ew[main] = np.maximum(ws_w[win[e[main]] + 1] - g.t[e[main]], 0)  # + the tail
-    u = np.concatenate([k - 1, g.cu[cross], g.n + win[firsts], e]).astype(np.int64)
-    v = np.concatenate([k, g.cv[cross], firsts, g.n + win[e] + 1]).astype(np.int64)
-    t = times(sg)
-    fr = _Frame(k, cross, firsts, ew, first, loader, ws, g.t - ws, t[v] - t[u], n, u, v)
+    win_e = win_ev[sg.node_ev[e]]
+    ew = np.maximum(ws_w[win_e + 1] - we_w[win_e], 0)  # the gap between the steps
+    ew[main] = np.maximum(ws_w[win_e[main] + 1] - g.t[e[main]], 0)  # + the tail
+    cu, cv = g.cu[cross].astype(np.int64, copy=False), g.cv[cross].astype(np.int64, copy=False)
+    u = np.concatenate([k - 1, cu, g.n + win_f, e])
+    v = np.concatenate([k, cv, firsts, g.n + win_e + 1])
+    # each edge's measured span t[v] - t[u], block by block (a chain edge's: the node's span)
+    lead = g.t[firsts] - ws
+    span_ew = ws_w[win_e + 1] - g.t[e]
+    span = np.concatenate([sg.span[k], g.t[cv] - g.t[cu], lead, span_ew])
+    span_cw = np.maximum(span[k.size:k.size + cross.size] - sg.cw[cross], 0)
+    fr = _Frame(k, cross, firsts, ws, lead, ~sg.has_in[firsts],
+                sg.info["loader"].to_numpy(bool)[fev], span, span_cw,
+                np.maximum(span_ew - ew, 0), n, u, v, times(sg))
     sg.memo["frame"] = (deps, fr)
     return fr
 
@@ -427,9 +376,16 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
     """Chain-edge weight into every node under ``change``: an event's own segments scaled
     (``wait``: per event, True where its segments weigh 0)."""
     if change is None and wait is None:  # (every factor 1: the measured weights)
-        return np.minimum(sg.w, sg.span)
+        return _measured_weights(sg)
     change = change or Change.none(sg)
     seg = sg.g.seg_event
+    if wait is None and change.gap == 1.0 and not change.full.any():
+        # only the segments of the events it scales differ from the measured weights
+        w = _measured_weights(sg).copy()
+        hit = np.flatnonzero((change.scale != 1.0)[np.maximum(seg, 0)] & (seg >= 0))
+        w[hit] = np.minimum(np.rint(sg.w[hit] * change.scale[seg[hit]]).astype(np.int64),
+                            sg.span[hit])
+        return w
     ev = np.maximum(seg, 0)
     base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
     if wait is not None:
@@ -439,22 +395,42 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
     return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
 
 
+def _measured_weights(sg: StepGraph) -> np.ndarray:
+    """:func:`weights` with nothing changed (read-only), kept in the graph's memo."""
+    deps, w = sg.memo.get("weights", ((), None))
+    if w is None or not all(a is b for a, b in zip(deps, (sg.w, sg.span), strict=True)):
+        w = np.minimum(sg.w, sg.span)
+        w.flags.writeable = False
+        sg.memo["weights"] = ((sg.w, sg.span), w)
+    return w
+
+
 def step_times(sg: StepGraph, r: np.ndarray) -> np.ndarray:
     """Replayed duration (ns) of every step from node times ``r``: from its replayed start
     (``r`` of :func:`replay_nodes`; else its measured start) to its main thread's end plus the
     unrecorded tail, or any other non-loader lane's end, if later."""
     g = sg.g
     nw = len(sg.windows)
-    out = np.zeros(nw, np.int64)
     if g.n == 0 or sg.ends.size == 0:
-        return out
+        return np.zeros(nw, np.int64)
+    start = r[g.n:g.n + nw] if r.size >= g.n + nw else None
+    return _step_times(sg, r[sg.ends], start)
+
+
+def _step_times(sg: StepGraph, r_ends: np.ndarray, start: np.ndarray | None) -> np.ndarray:
+    """:func:`step_times` from the times ``r_ends`` of the lane ends ``sg.ends`` and the steps'
+    replayed starts ``start`` (None: measured)."""
+    g = sg.g
+    nw = len(sg.windows)
+    out = np.zeros(nw, np.int64)
     ws = sg.windows["start_ns"].to_numpy(np.int64)
     we = sg.windows["end_ns"].to_numpy(np.int64)
     end_any = np.full(nw, np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(end_any, sg.ends_win, r[sg.ends])
-    m, mw = sg.ends[sg.ends_main], sg.ends_win[sg.ends_main]
-    end = np.maximum(end_any[mw], r[m] + (we[mw] - g.t[m]))
-    start = r[g.n:g.n + nw] if r.size >= g.n + nw else ws
+    np.maximum.at(end_any, sg.ends_win, r_ends)
+    main = sg.ends_main
+    m, mw = sg.ends[main], sg.ends_win[main]
+    end = np.maximum(end_any[mw], r_ends[main] + (we[mw] - g.t[m]))
+    start = ws if start is None else start
     out[mw] = end - start[mw]
     return out
 
@@ -464,6 +440,16 @@ def measured(sg: StepGraph) -> np.ndarray:
     return (sg.windows["end_ns"] - sg.windows["start_ns"]).to_numpy(np.int64)
 
 
-def replay(sg: StepGraph, change: Change | None = None) -> np.ndarray:
-    """Replayed duration (ns) of every step under ``change``."""
-    return step_times(sg, replay_nodes(sg, change))
+def replay(sg: StepGraph, change: Change | None = None, w: np.ndarray | None = None
+           ) -> np.ndarray:
+    """Replayed duration (ns) of every step under ``change`` (``w``: its :func:`weights`,
+    when the caller has them)."""
+    g = sg.g
+    if g.n == 0 or sg.ends.size == 0 or (
+            change is not None and (change.drop.any() or change.early.any())):
+        return step_times(sg, replay_nodes(sg, change, w))
+    # (:func:`replay_nodes`' raw path, the times of the lane ends and step starts alone)
+    at = np.concatenate([sg.ends, g.n + np.arange(len(sg.windows))])
+    fr, lost, gone, start = _raw(sg, change, w=w)
+    r = fr.t[at] - chains.raw_solve(_raw_plan(sg, fr, gone, start), fr.ru, lost, start, at)
+    return _step_times(sg, r[:sg.ends.size], r[sg.ends.size:])

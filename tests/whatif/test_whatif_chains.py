@@ -101,6 +101,9 @@ def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
             whole = cpgraph._shortest(2000, pu, pv, pl, start)[0]
             got = chains.raw_solve(p, ru, rlost, start)
         np.testing.assert_array_equal(got, whole)
+        at = rng.choice(2000, 300)  # the distances of some nodes alone (folded ones among them)
+        assert not p.plan.kept[at].all()
+        np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost, start, at), whole[at])
         # another change's lost times, same plan
         rlost2 = rng.integers(0, 1000, ru.size)
         pl2 = rlost2[use][cpgraph.sort_by_key(key, rlost2[use])][one]
@@ -203,6 +206,15 @@ def test_steps_in_sequence_are_solved_part_by_part_as_dijkstra(monkeypatch) -> N
         lost2 = rng.integers(0, 1000, u.size)
         np.testing.assert_array_equal(chains.solve(p, u, v, lost2, start),
                                       _dijkstra_distances(p, u, v, lost2, start))
+        # the first entry released alone (no own clocks: the releases-only pass is skipped)
+        first = np.full(n, np.inf)
+        first[cut[0]] = 0.0
+        p = chains.plan(n, u, v, first, part, cut)
+        assert p.parts is not None
+        want = _dijkstra_distances(p, u, v, lost, first)
+        calls.clear()
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, first), want)
+        assert calls == []
 
 
 def test_an_edge_across_parts_solves_the_graph_whole() -> None:

@@ -124,3 +124,39 @@ def test_uncompressed_removes_the_extraction_and_keeps_the_read():
     m, p, unknown, _ = step_ns(READ, "uncompressed")
     assert not unknown
     assert (m, p) == pytest.approx((100, 69))
+
+
+def test_fusion_reads_arrow_args_as_it_reads_object_args():
+    # the args as a loaded trace holds them (Arrow strings): the same replay, with the keys
+    # (k_2's Type, the shapes) and without any (then no args are taken at all)
+    def arrow(rows: tuple[dict, ...]) -> pd.DataFrame:
+        df = frame(*rows)
+        df["args"] = df["args"].astype("string[pyarrow]")
+        return df
+
+    meta = TraceMeta(device=DEVICE)
+    p = predict(graphs(arrow(FUSE)), ["fusion"], meta)
+    assert (p.replay_ms * 1e6, p.predicted_ms * 1e6) == pytest.approx((280, 158))
+    bare = tuple(dict(r, args='{"correlation": 1}') for r in FUSE)
+    p = predict(graphs(arrow(bare)), ["fusion"], meta)
+    assert (p.replay_ms * 1e6, p.predicted_ms * 1e6) == pytest.approx((280, 260))
+
+
+def test_args_mention_looks_only_inside_the_values_of_the_array():
+    import pyarrow as pa
+
+    from hermes.whatif.facts import mentions
+
+    arr = pa.array(['{"Type": "Add"}', None, '{"a": 1}', '{"Input Shapes": "1"}', '{"b": 2}'])
+    assert mentions(arr, ("Type",))
+    assert mentions(arr, ("Nope", "Input Shapes"))
+    assert not mentions(arr, ("Nope",))
+    assert not mentions(arr, ("Sub",))
+    # a slice sees its own values only (the data buffer still holds the others)
+    assert not mentions(arr.slice(1, 2), ("Type", "Input Shapes"))
+    assert not mentions(arr.slice(4), ("Type", "Input Shapes"))
+    assert mentions(arr.slice(3, 1), ("Input Shapes",))
+    assert mentions(pa.chunked_array([arr.slice(4), arr.slice(0, 1)]), ("Type",))
+    assert mentions(pa.array([1, 2]), ("Type",))  # not text: not known, read them
+    assert not mentions(pa.array([None, None], pa.string()), ("Type",))
+    assert mentions(arr.cast(pa.large_string()).slice(0, 1), ("Type",))

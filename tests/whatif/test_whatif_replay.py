@@ -154,7 +154,8 @@ def test_unchanged_replay_computed_once_per_set_of_graphs(monkeypatch):
 
     calls = []
     real = rp.replay
-    monkeypatch.setattr(wi.rp, "replay", lambda sg, ch=None: calls.append(ch) or real(sg, ch))
+    monkeypatch.setattr(wi.rp, "replay",
+                        lambda sg, ch=None, w=None: calls.append(ch) or real(sg, ch, w))
     gs = graphs(frame(*SYNC))
     first = predict(gs, ["remove_syncs"])
     assert calls[0] is None and len(calls) == 2  # the unchanged replay, then the change
@@ -166,3 +167,57 @@ def test_unchanged_replay_computed_once_per_set_of_graphs(monkeypatch):
     # other graphs (a new set) replay unchanged again
     predict(graphs(frame(*SYNC)), ["remove_syncs"])
     assert calls[3] is None and len(calls) == 5
+
+
+@pytest.mark.parametrize("name", ["kineto-h100/two_stream_prefetch.pt.trace.json.gz",
+                                  "kineto-h100/gpt_dataloader_starved.pt.trace.json.gz",
+                                  "hta/critical_path/alexnet/"
+                                  "benchmark_result_2869224_1695835535_trace.json.gz"])
+def test_replay_of_the_lane_ends_alone_is_the_full_replay(shared_traces, name):
+    # ``replay`` solves for the lane ends and step starts only; the same step times as
+    # every node's replay, unchanged and under random shrinking changes
+    import numpy as np
+
+    from hermes.diff.runs import import_in_memory
+
+    path = shared_traces / name
+    if not path.is_file():
+        pytest.skip(f"{name} not found")
+    rng = np.random.default_rng(5)
+    for sg in graphs(import_in_memory(path).events).values():
+        assert len(sg.windows) and sg.ends.size
+        full = rp.step_times(sg, rp.replay_nodes(sg))
+        np.testing.assert_array_equal(rp.replay(sg), full)
+        for _ in range(3):
+            ch = rp.Change.none(sg)
+            ch.scale[:] = np.where(rng.random(ch.scale.size) < 0.3, rng.random(ch.scale.size), 1)
+            ch.gap = float(rng.choice([1.0, 0.5]))
+            got = rp.replay(sg, ch)
+            np.testing.assert_array_equal(got, rp.step_times(sg, rp.replay_nodes(sg, ch)))
+            assert (got <= full).all() and (got < full).any()
+
+
+def test_weights_of_a_scaling_change_are_the_general_formulas(shared_traces):
+    # a change that only scales events takes the measured weights and recomputes the scaled
+    # events' segments: the same as the formula over every node (with a gap factor, a
+    # ``full`` event or waits, the formula itself)
+    import numpy as np
+
+    from hermes.diff.runs import import_in_memory
+
+    path = shared_traces / "kineto-h100/two_stream_prefetch.pt.trace.json.gz"
+    if not path.is_file():
+        pytest.skip("trace not found")
+    rng = np.random.default_rng(9)
+    for sg in graphs(import_in_memory(path).events).values():
+        seg = sg.g.seg_event
+        ev = np.maximum(seg, 0)
+        for _ in range(3):
+            ch = rp.Change.none(sg)
+            ch.scale[:] = np.where(rng.random(ch.scale.size) < 0.4, rng.random(ch.scale.size), 1)
+            want = np.minimum(np.where(seg >= 0, np.rint(sg.w * ch.scale[ev]), sg.w)
+                              .astype(np.int64), sg.span)
+            got = rp.weights(sg, ch)
+            np.testing.assert_array_equal(got, want)
+            assert (got < np.minimum(sg.w, sg.span)).any()
+        np.testing.assert_array_equal(rp.weights(sg), np.minimum(sg.w, sg.span))
