@@ -175,13 +175,34 @@ def in_memory_source(src: Path, save: Path | None = None) -> bool:
         and json_bytes(src) <= IN_MEMORY_MAX_BYTES
 
 
+def keep_freed_memory(limit: int = IN_MEMORY_MAX_BYTES) -> None:
+    """Have glibc's malloc keep freed memory for reuse in this process (and a child it forks):
+    blocks under 32 MiB from the heap instead of fresh mappings, and up to ``limit`` bytes of
+    freed heap kept instead of returned at once (``mallopt`` M_MMAP_THRESHOLD and
+    M_TRIM_THRESHOLD). An analysis allocates and frees the same event-sized arrays over and over;
+    by default each big one is a new mapping whose pages fault in again (a 200k-event trace:
+    ~130k page faults -> ~87k, ~0.1 s of system time less). For a trace analyzed in memory
+    only: a big rank returns its memory explicitly (``analyzers.run.release_memory``). A no-op
+    where the C library is not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 32 * 2**20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, int(limit))  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):  # not glibc (macOS, musl)
+        pass
+
+
 def start_source(src: Path, save: Path | None = None) -> Any:
     """Start importing ``src`` in a forked process now, when :func:`hermes_source` would import
     it into memory, for :func:`hermes_source` to take (``started``) once the caller has loaded
     what analyzes it (``hermes.collectors.importers.forked``); None where that is not done.
-    Call it before the heavy imports (pandas, the analyzers): they are what it overlaps."""
+    Call it before the heavy imports (pandas, the analyzers): they are what it overlaps. A trace
+    analyzed in memory also gets :func:`keep_freed_memory`, forked or not."""
     if not in_memory_source(src, save):
         return None
+    keep_freed_memory()
     from hermes.collectors.importers import forked
 
     return forked.start(src)
