@@ -139,8 +139,8 @@ def _isin(x: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``x.isin(values)``, decided once per category of a categorical column."""
     if not isinstance(x.dtype, pd.CategoricalDtype):
         return x.isin(list(values)).to_numpy(bool)
-    hit = np.append(x.cat.categories.isin(list(values)), False)
-    codes = x.cat.codes.to_numpy()
+    hit = np.append(x.dtype.categories.isin(list(values)), False)
+    codes = x.array.codes
     return hit[np.where(codes >= 0, codes, len(hit) - 1)]
 
 
@@ -156,7 +156,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     causes = _causes(ctx, k, pk["kind"], args)
     # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned
     # shapes, format conversions) are underutilization whatever roof they sit under
-    cls = k["class"].cat.codes.to_numpy(np.int64).copy() if len(k) else np.zeros(0, np.int64)
+    cls = k["class"].array.codes.astype(np.int64).copy() if len(k) else np.zeros(0, np.int64)
     for reason in OVERRIDING_CAUSES:
         if reason in causes and causes[reason].any():
             cls[causes[reason]] = CLASSES.index("underutilized")

@@ -75,7 +75,7 @@ FIRST_LAUNCH_FACTOR = 50.0
 
 def _codes(names: pd.Series) -> np.ndarray:
     cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
-    return cat.cat.codes.to_numpy()
+    return cat.array.codes
 
 
 def first_kernel_launches(ev: pd.DataFrame, launch: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ def desc_order(x: np.ndarray, kind: str = "stable") -> np.ndarray:
 def _codes(x: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """Integer codes (-1 for missing) and the categories of a column."""
     if isinstance(x.dtype, pd.CategoricalDtype):
-        return x.cat.codes.to_numpy(np.int64), x.cat.categories
+        return x.array.codes.astype(np.int64), x.dtype.categories
     codes, uniq = pd.factorize(x.astype(object), use_na_sentinel=True, sort=True)
     return codes.astype(np.int64), pd.Index(uniq, dtype=object)
 

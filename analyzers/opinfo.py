@@ -148,7 +148,7 @@ def has(x: pd.Series, pattern: str | re.Pattern[str], case: bool = True) -> np.n
         return np.zeros(0, bool)
     rx = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, 0 if case else re.I)
     if isinstance(x.dtype, pd.CategoricalDtype):
-        codes, uniq = x.cat.codes.to_numpy(), x.cat.categories
+        codes, uniq = x.array.codes, x.dtype.categories
     else:
         codes, uniq = pd.factorize(x, use_na_sentinel=True)
     hit = np.array([bool(rx.search(str(u))) for u in uniq] + [False], bool)
@@ -172,11 +172,11 @@ def category(x: pd.Series) -> pd.Series:
     """A string column as a categorical (string methods then run once per distinct value)."""
     if isinstance(x.dtype, pd.CategoricalDtype):
         # = x.cat.remove_unused_categories(), the used categories found by a bincount
-        codes = x.cat.codes.to_numpy(np.int64)
-        used = np.bincount(codes + 1, minlength=len(x.cat.categories) + 1)[1:] > 0
+        codes = x.array.codes.astype(np.int64)
+        used = np.bincount(codes + 1, minlength=len(x.dtype.categories) + 1)[1:] > 0
         remap = np.append(np.cumsum(used) - 1, -1)
         return pd.Series(pd.Categorical.from_codes(
-            remap[codes], dtype=pd.CategoricalDtype(x.cat.categories[used],
+            remap[codes], dtype=pd.CategoricalDtype(x.dtype.categories[used],
                                                     ordered=x.cat.ordered)))
     return x.astype("category").reset_index(drop=True)
 
