@@ -47,12 +47,26 @@ def _codes(x: pd.Series) -> tuple[np.ndarray, pd.Index]:
     return codes.astype(np.int64), pd.Index(uniq, dtype=object)
 
 
+def _objects(a: np.ndarray) -> pd.Series:
+    """Strings as an object column, missing values as NaN: what a frame's inferred string
+    column gives ``astype(object)``, without inferring and converting back."""
+    a = np.asarray(a, dtype=object)
+    miss = pd.isna(a)
+    if miss.any():
+        a = a.copy()
+        a[miss] = np.nan
+    return pd.Series(a, dtype=object, copy=False)
+
+
 def _fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per-group sums of float columns (NaN for a group without a value), rows with key < 0
     left out: pandas' group-by sum (compensated, in row order)."""
     out = {c: np.full(n, np.nan) for c in cols}
     keep = key >= 0
-    if not keep.any():
+    # a NaN adds nothing to a group's sum (the group-by skips it): a column with no value in
+    # the rows kept is NaN throughout, and no group-by is run for it
+    cols = {c: v for c, v in cols.items() if (keep & ~np.isnan(v)).any()}
+    if not cols:
         return out
     every = bool(keep.all())
     g = pd.DataFrame({c: v if every else v[keep] for c, v in cols.items()}, copy=False) \
@@ -168,8 +182,8 @@ class KernelStats:
             "tflops": rates(fl, g["tf_ns"][order], 1e12),
             "GBps": rates(by, g["gb_ns"][order], 1e9)}
         srt = desc_order(cols["total_ns"])
-        out = pd.DataFrame({c: cols[c][srt] for c in KERNEL_COLUMNS})
-        return out.astype({"name": object, "family": object, "bound": object})
+        return pd.DataFrame({c: _objects(cols[c][srt]) if c in ("name", "family", "bound")
+                             else cols[c][srt] for c in KERNEL_COLUMNS})
 
     def _bound(self) -> np.ndarray:
         """Per name, the class holding most of its time (ties: the later class)."""
