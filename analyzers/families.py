@@ -26,13 +26,6 @@ HOST_TO_KERNEL = {"softmax": "reduction"}
 @cache
 def table() -> tuple[tuple[tuple[str, re.Pattern[str]], ...], dict[str, str]]:
     """(ordered (family, compiled regex) patterns, family -> usual bound), read once."""
-    bounds, regexes = _raw()
-    return tuple((fam, re.compile(rx, re.I)) for fam, rx in regexes), bounds
-
-
-@cache
-def _raw() -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
-    """(family -> usual bound, ordered (family, regex source) patterns) of the file."""
     raw = tomllib.loads(resources.files(__package__).joinpath(FAMILIES_FILE)
                         .read_text(encoding="utf-8"))
     bounds = {name: str(spec["bound"]) for name, spec in raw["family"].items()}
@@ -40,44 +33,20 @@ def _raw() -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
     for i, p in enumerate(raw["pattern"]):
         if p["family"] not in bounds:
             raise ValueError(f"{FAMILIES_FILE} pattern #{i + 1}: unknown family {p['family']!r}")
-        pats.append((str(p["family"]), str(p["regex"])))
-    return bounds, tuple(pats)
-
-
-@cache
-def _ascii_table() -> tuple[tuple[str, re.Pattern[str]], ...] | None:
-    """The patterns compiled for ASCII names (``re.I | re.A``: a third of the compile time of
-    Unicode case folding), None when a pattern is not ASCII or uses ``\\s``. On an ASCII name
-    such a pattern matches the same either way: the extra Unicode case pairs (Kelvin sign, long
-    s, dotless i) all involve a non-ASCII character, and ``\\w``, ``\\b``, ``\\d`` agree on
-    ASCII (``\\s`` does not: Unicode counts ``\\x1c``-``\\x1f`` as spaces)."""
-    regexes = _raw()[1]
-    if not all(ascii_safe(rx) for _, rx in regexes):
-        return None
-    return tuple((fam, re.compile(rx, re.I | re.A)) for fam, rx in regexes)
-
-
-#: escapes that may name a non-ASCII character (``\\N{..}``, ``\\u``, ``\\x``, octal) or
-#: differ under ``re.ASCII`` (``\\s``): a pattern with one is compiled for Unicode only
-_UNSAFE = re.compile(r"\\[sSNuUx0-9]|\(\?[a-zA-Z]*u")
-
-
-def ascii_safe(pattern: str) -> bool:
-    """Whether ``pattern`` matches an ASCII string the same compiled with ``re.ASCII``."""
-    return pattern.isascii() and not _UNSAFE.search(pattern)
+        pats.append((str(p["family"]), re.compile(p["regex"], re.I)))
+    return tuple(pats), bounds
 
 
 @lru_cache(maxsize=65536)
 def family_of(name: str) -> str:
-    pats = _ascii_table() if name.isascii() else None
-    for fam, rx in pats or table()[0]:
+    for fam, rx in table()[0]:
         if rx.search(name):
             return fam
     return OTHER
 
 
 def bound_of(family: str) -> str:
-    return _raw()[0].get(family, _raw()[0][OTHER])
+    return table()[1].get(family, table()[1][OTHER])
 
 
 def classify(names: pd.Series) -> pd.Series:

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families, opinfo
 from hermes.analyzers import intervals as iv
+from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.hta_compat import codes_in
 from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
@@ -68,11 +68,8 @@ def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
     else:  # (as its categories would: each distinct value once, missing ones never match)
         codes, uniq = pd.factorize(names, use_na_sentinel=True)
         uniq = list(uniq)
-    text = [str(c) for c in uniq]
-    # (ASCII names: compiled without Unicode case folding, a fraction of the compile time)
-    ascii_ = families.ascii_safe(pattern) and all(t.isascii() for t in text)
-    rx = re.compile(pattern, re.A if ascii_ else 0)
-    hit = np.array([bool(rx.search(t)) for t in text], dtype=bool)
+    rx = re.compile(pattern)
+    hit = np.array([bool(rx.search(str(c))) for c in uniq], dtype=bool)
     return np.append(hit, False)[codes]  # code -1 (missing) reads the trailing False
 
 
