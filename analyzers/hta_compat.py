@@ -156,8 +156,13 @@ def last_step_rows(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     if "corr_id" not in events.columns:
         return rows[:0]  # no launch can be matched: HTA keeps nothing either
     corr = events["corr_id"]
-    host = isin(events["lane_kind"], HOST_LANES) & corr.notna().to_numpy()
-    launched = corr[host & (events["ts_ns"].to_numpy(np.int64) < last_start)].dropna().unique()
+    valid = corr.notna().to_numpy()
+    host = isin(events["lane_kind"], HOST_LANES) & valid
+    before = host & (events["ts_ns"].to_numpy(np.int64) < last_start)
+    if corr.dtype == "Int64":  # the ids as int64 (exact), compared in numpy
+        ids = corr.to_numpy(np.int64, na_value=0)
+        return rows[valid[rows] & np.isin(ids[rows], ids[before])]
+    launched = corr[before].dropna().unique()
     keep = corr.iloc[rows].isin(launched)
     return rows[keep.fillna(False).to_numpy(bool)]
 
