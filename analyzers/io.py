@@ -97,6 +97,8 @@ def is_(events: pd.DataFrame, name: str, *values: str) -> np.ndarray:
 
 def spans(events: pd.DataFrame, mask: np.ndarray | None = None) -> iv.Union:
     """Union of the events' [ts, ts + dur) (those selected by ``mask``)."""
+    if mask is not None and not mask.any():
+        return iv.EMPTY
     s = events["ts_ns"].to_numpy(np.int64)
     d = events["dur_ns"].to_numpy(np.int64)
     if mask is not None:  # (the rows selected first: no end computed for the others)
