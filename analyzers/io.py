@@ -244,8 +244,10 @@ def _h2d(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
         if has_args(events) else names.astype(str)
     pageable = h2d.copy()
     pageable[h2d] = name_matches(text, PAGEABLE)
-    kernels = spans(events, dev & is_(events, "kind", "kernel"))
-    exposed = iv.intersect(iv.subtract(spans(events, pageable), kernels), windows_union(windows))
+    # (no pageable copy: nothing exposed, without the kernels' union)
+    exposed = iv.intersect(iv.subtract(spans(events, pageable),
+                                       spans(events, dev & is_(events, "kind", "kernel"))),
+                           windows_union(windows)) if pageable.any() else iv.EMPTY
     b = pd.to_numeric(events["bytes"][h2d], errors="coerce") if "bytes" in events.columns \
         else pd.Series(dtype=float)
     return {"count": int(h2d.sum()), "pageable": int(pageable.sum()),
