@@ -28,7 +28,7 @@ import pandas as pd
 from hermes.analyzers import devicework, opvec
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.kernelstats import KernelStats
+from hermes.analyzers.kernelstats import KernelStats, desc_order
 from hermes.analyzers.opinfo import (
     TOP_N,
     arg_values,
@@ -259,9 +259,12 @@ def _top_ops(ks: KernelStats, mask: np.ndarray | None = None, n: int = TOP_N,
     count}]."""
     if not (mask.any() if mask is not None else (ks.cls == cls).any()):
         return []
-    g = ks.op_table(mask, cls).sort_values("sum", ascending=False).head(n)
-    return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
-            for k, v in g.iterrows()]
+    # = op_table(...).sort_values("sum", ascending=False).head(n), without the frame: the
+    # same quicksort on the same sums (pandas' descending order: reversed, sorted, reversed)
+    codes, tot, cnt = ks.op_arrays(mask, cls)
+    names = ks.names
+    return [{"name": str(names[codes[i]]), "time_ns": int(tot[i]), "count": int(cnt[i])}
+            for i in desc_order(tot, kind="quicksort")[:n]]
 
 
 def _clipped_time(clipped: tuple[np.ndarray, np.ndarray], m: np.ndarray) -> int:

@@ -142,9 +142,9 @@ class KernelStats:
         seen = np.flatnonzero(g["count"] > 0)
         return seen[np.argsort(g["first"][seen], kind="stable")]
 
-    def op_table(self, mask: np.ndarray | None = None, cls: int | None = None) -> pd.DataFrame:
-        """``groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])`` of the rows of
-        class ``cls``, of ``mask`` or of all."""
+    def op_arrays(self, mask: np.ndarray | None = None, cls: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`op_table` as arrays: (name codes, sum, count), one per row of the table."""
         if mask is not None:
             key = np.where(mask, self.nc, -1)
             c = self.nc[mask]
@@ -154,7 +154,13 @@ class KernelStats:
         else:
             g = self._class_slice("name", cls)
             order, tot, cnt = self._order(g), g["total"], g["count"]
-        return pd.DataFrame({"sum": tot[order], "count": cnt[order]},
+        return order, tot[order], cnt[order]
+
+    def op_table(self, mask: np.ndarray | None = None, cls: int | None = None) -> pd.DataFrame:
+        """``groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])`` of the rows of
+        class ``cls``, of ``mask`` or of all."""
+        order, tot, cnt = self.op_arrays(mask, cls)
+        return pd.DataFrame({"sum": tot, "count": cnt},
                             index=pd.CategoricalIndex(pd.Categorical.from_codes(
                                 order, categories=self.names), name="name"))
 

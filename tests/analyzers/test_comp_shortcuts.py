@@ -94,3 +94,25 @@ def test_name_matches_plain_and_categorical_columns_agree() -> None:
     assert name_matches(pd.Series(values, dtype=object), "^aten::").tolist() == want
     assert name_matches(pd.Series(values, dtype="category"), "^aten::").tolist() == want
     assert name_matches(pd.Series(values, dtype=ARROW), "^aten::").tolist() == want
+
+
+def test_top_ops_as_the_sorted_op_table() -> None:
+    from hermes.analyzers.computation import CLASSES, _top_ops
+    from hermes.analyzers.kernelstats import KernelStats
+
+    rng = np.random.default_rng(7)
+    n = 400
+    names = [f"k{i}" for i in rng.integers(0, 40, n)]
+    k = pd.DataFrame({"name": pd.Series(names, dtype="category"),
+                      "family": pd.Series(["gemm"] * n, dtype="category"),
+                      # few distinct durations: many names tie on their total
+                      "dur_ns": rng.integers(1, 4, n) * 1000,
+                      "flops": np.nan, "bytes": np.nan})
+    cls = rng.integers(0, len(CLASSES), n)
+    ks = KernelStats(k, cls, CLASSES)
+    mask = rng.random(n) < 0.5
+    for kw in ({"cls": 1}, {"mask": mask}, {"mask": mask, "n": 50}):
+        g = ks.op_table(kw.get("mask"), kw.get("cls")).sort_values("sum", ascending=False)
+        want = [{"name": str(a), "time_ns": int(r["sum"]), "count": int(r["count"])}
+                for a, r in g.head(kw.get("n", 10)).iterrows()]
+        assert _top_ops(ks, **kw) == want
