@@ -158,8 +158,10 @@ def _bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
     return out
 
 
-def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per collective of the rank (columns ``COLUMNS``; times on rank 0's clock)."""
+def collective_table(ctx: RankContext, windows: pd.DataFrame,
+                     comp: iv.Union | None = None) -> pd.DataFrame:
+    """One row per collective of the rank (columns ``COLUMNS``; times on rank 0's clock);
+    ``comp``: the union of the rank's kernels (``_compute_union``) when the caller has it."""
     ev = ctx.events
     if len(ev) == 0:
         return pd.DataFrame(columns=COLUMNS)
@@ -226,7 +228,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame) -> pd.DataFrame:
     ws = windows["start_ns"].to_numpy(np.int64) + offset if len(windows) else np.zeros(1, np.int64)
     k = np.clip(np.searchsorted(ws, t["arrive_ns"].to_numpy(np.int64), side="right") - 1, 0, None)
     t["prev_end_ns"] = prev.fillna(pd.Series(ws[k], index=t.index)).astype("int64")
-    t["overlap_compute_ns"] = _compute_overlap(ev, t, offset)
+    t["overlap_compute_ns"] = _compute_overlap(ev, t, offset, comp)
     del pk
     return t[COLUMNS].reset_index(drop=True)
 
@@ -263,11 +265,12 @@ def _compute_union(ev: pd.DataFrame) -> iv.Union:
     return iv.union(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m])
 
 
-def _compute_overlap(ev: pd.DataFrame, t: pd.DataFrame, offset: int) -> np.ndarray:
+def _compute_overlap(ev: pd.DataFrame, t: pd.DataFrame, offset: int,
+                     comp: iv.Union | None = None) -> np.ndarray:
     """Computation time overlapping each collective's transmission (its last transit_ns)."""
     end = t["end_ns"].to_numpy(np.int64) - offset
     start = end - t["transit_ns"].fillna(t["dur_ns"]).to_numpy(np.float64).astype(np.int64)
-    return iv.overlap_per_interval(start, end, _compute_union(ev))
+    return iv.overlap_per_interval(start, end, _compute_union(ev) if comp is None else comp)
 
 
 def _span_share(sub: pd.DataFrame, windows: pd.DataFrame, offset: int, step_total: int) -> float:
@@ -367,11 +370,11 @@ def communication(ctx: RankContext) -> AnalyzerResult:
     windows = step_windows(ev)
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
     offset = int((getattr(ctx.meta, "clock_offsets_ns", {}) or {}).get(int(ctx.rank), 0))
-    t = collective_table(ctx, windows)
+    comp = _compute_union(ev) if len(ev) else iv.EMPTY
+    t = collective_table(ctx, windows, comp)
     res = AnalyzerResult("communication", tables={"collectives": t})
     ranks = (int(ctx.rank),)
     # overlap figures (ns, within the steps): communication, computation, pipeline bubbles
-    comp = _compute_union(ev) if len(ev) else iv.EMPTY
     if len(t):
         cs, ce = clip_to_windows(t["arrive_ns"].to_numpy(np.int64) - offset,
                                  t["end_ns"].to_numpy(np.int64) - offset, windows)

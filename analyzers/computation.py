@@ -28,7 +28,7 @@ import pandas as pd
 from hermes.analyzers import devicework, opvec
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.kernelstats import KernelStats
+from hermes.analyzers.kernelstats import KernelStats, desc_order
 from hermes.analyzers.opinfo import (
     TOP_N,
     arg_values,
@@ -139,8 +139,8 @@ def _isin(x: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``x.isin(values)``, decided once per category of a categorical column."""
     if not isinstance(x.dtype, pd.CategoricalDtype):
         return x.isin(list(values)).to_numpy(bool)
-    hit = np.append(x.cat.categories.isin(list(values)), False)
-    codes = x.cat.codes.to_numpy()
+    hit = np.append(x.dtype.categories.isin(list(values)), False)
+    codes = x.array.codes
     return hit[np.where(codes >= 0, codes, len(hit) - 1)]
 
 
@@ -156,7 +156,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     causes = _causes(ctx, k, pk["kind"], args)
     # tasks that exist or run slowly only because of a cause (AI CPU fallbacks, misaligned
     # shapes, format conversions) are underutilization whatever roof they sit under
-    cls = k["class"].cat.codes.to_numpy(np.int64).copy() if len(k) else np.zeros(0, np.int64)
+    cls = k["class"].array.codes.astype(np.int64).copy() if len(k) else np.zeros(0, np.int64)
     for reason in OVERRIDING_CAUSES:
         if reason in causes and causes[reason].any():
             cls[causes[reason]] = CLASSES.index("underutilized")
@@ -164,15 +164,18 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         k["class"] = pd.Categorical.from_codes(cls, dtype=CLASS_DTYPE)
     ks = KernelStats(k, cls, CLASSES)
     ts, end = _starts_ends(k)
+    # every kernel clipped to its step window once: a subset's step time is the union of its
+    # clipped pieces (clipping is per interval)
+    clipped = clip_to_windows(ts, end, windows)
     clock = k["clock"].to_numpy(np.float64) if len(k) else np.zeros(0)
     res = AnalyzerResult("computation")
-    per_step = _per_step(k, windows)
+    per_step = _per_step(clipped, windows)
     total_dev = float(ks.dur.sum()) if len(k) else 0.0
     rows = []
     for ci, c in enumerate(CLASSES):
         m = cls == ci
         t = float(ks.dur[m].sum()) if m.any() else 0.0
-        u = union_time(ts[m], end[m], windows) if m.any() else 0
+        u = _clipped_time(clipped, m) if m.any() else 0
         # time at the nominal clock: what a downclocked device adds is the frequency drop's
         clk = float((ks.dur[m] * clock[m]).sum() / t) if t > 0 else 1.0
         rows.append({"class": c, "kernels": int(m.sum()), "device_time_ns": int(t),
@@ -221,7 +224,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
     for reason, m in causes.items():
         if not m.any():
             continue
-        share = union_time(ts[m], end[m], windows) / step_total if step_total else 0.0
+        share = _clipped_time(clipped, m) / step_total if step_total else 0.0
         ops = _top_ops(ks, m, n=50)
         for op in ops:
             cause_rows.append({"cause": reason, **op})
@@ -240,7 +243,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                     f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
             **{k2: round(v, 3) for k2, v in freq.items()}}
     _underutilization(res, ks, classes, named, freq_share, ranks, steps,
-                      _computing_share(k, windows, step_total), pk)
+                      _computing_share(k, clipped, step_total), pk)
     return res
 
 
@@ -256,19 +259,28 @@ def _top_ops(ks: KernelStats, mask: np.ndarray | None = None, n: int = TOP_N,
     count}]."""
     if not (mask.any() if mask is not None else (ks.cls == cls).any()):
         return []
-    g = ks.op_table(mask, cls).sort_values("sum", ascending=False).head(n)
-    return [{"name": str(k), "time_ns": int(v["sum"]), "count": int(v["count"])}
-            for k, v in g.iterrows()]
+    # = op_table(...).sort_values("sum", ascending=False).head(n), without the frame: the
+    # same quicksort on the same sums (pandas' descending order: reversed, sorted, reversed)
+    codes, tot, cnt = ks.op_arrays(mask, cls)
+    names = ks.names
+    return [{"name": str(names[codes[i]]), "time_ns": int(tot[i]), "count": int(cnt[i])}
+            for i in desc_order(tot, kind="quicksort")[:n]]
 
 
-def _computing_share(k: pd.DataFrame, windows: pd.DataFrame, step_total: int) -> float:
+def _clipped_time(clipped: tuple[np.ndarray, np.ndarray], m: np.ndarray) -> int:
+    """``union_time`` of the kernels in ``m``, from all kernels clipped to the windows."""
+    return iv.total(iv.union(clipped[0][m], clipped[1][m]))
+
+
+def _computing_share(k: pd.DataFrame, clipped: tuple[np.ndarray, np.ndarray],
+                     step_total: int) -> float:
     """Share of step time some computation kernel runs (communication kernels left out): no
-    computation finding may claim more (the verdict's device share also counts copies)."""
+    computation finding may claim more (the verdict's device share also counts copies).
+    ``clipped``: the kernels clipped to the step windows."""
     if not step_total or len(k) == 0:
         return 0.0
     c = (k["family"] != "communication").to_numpy()
-    ts, end = _starts_ends(k)
-    return union_time(ts[c], end[c], windows) / step_total
+    return _clipped_time(clipped, c) / step_total
 
 
 def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
@@ -326,16 +338,15 @@ def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFram
         ranks=ranks, steps=steps))
 
 
-def _per_step(k: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """Per step: step, dur_ns, compute_ns (union of kernel time in the step)."""
+def _per_step(clipped: tuple[np.ndarray, np.ndarray], windows: pd.DataFrame) -> pd.DataFrame:
+    """Per step: step, dur_ns, compute_ns (union of kernel time in the step); ``clipped``: the
+    kernels clipped to the step windows."""
     cols = ["step", "dur_ns", "compute_ns"]
     if len(windows) == 0:
         return pd.DataFrame(columns=cols)
     comp = np.zeros(len(windows), np.int64)
-    if len(k):
-        s, e = clip_to_windows(k["ts_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64),
-                               windows)
-        u = iv.union(s, e)
+    if clipped[0].size:
+        u = iv.union(*clipped)
         comp = iv.overlap_per_interval(windows["start_ns"].to_numpy(np.int64),
                                        windows["end_ns"].to_numpy(np.int64), u)
     return pd.DataFrame({"step": windows["step"].to_numpy(np.int64),

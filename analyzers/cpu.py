@@ -195,19 +195,24 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[s
     cnt = g.transform("count").to_numpy(np.int64)
     dur = sub["dur_ns"].to_numpy(np.float64)
     ts = sub["ts_ns"].to_numpy(np.int64)
-    # a call that outlasts its median while the device is busy is back-pressure (a full launch
-    # queue), not contention: only calls at least half inside device-idle time count
-    in_idle = iv.overlap_per_interval(ts, ts + sub["dur_ns"].to_numpy(np.int64), idle) \
-        >= 0.5 * dur
-    # a name's first call (lazy set-up inside the runtime) and the first launch of each kernel
-    # (its module is loaded then) are start-up costs, not contention
-    codes = (names if isinstance(names.dtype, pd.CategoricalDtype)
-             else names.astype("category")).cat.codes.to_numpy()
-    o = np.argsort(ts, kind="stable")
-    first = np.zeros(ts.size, bool)
-    first[o[np.unique(codes[o], return_index=True)[1]]] = True
-    first |= hostcalls.first_kernel_launches(ev, leaf)[leaf]
-    inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med) & in_idle & ~first
+    inflated = (cnt >= MIN_CALLS) & (dur > INFLATION * med)
+    if inflated.any():  # (the tests below only for the calls over their median)
+        # a call that outlasts its median while the device is busy is back-pressure (a full
+        # launch queue), not contention: only calls at least half inside device-idle time count
+        c = np.flatnonzero(inflated)
+        tc = ts[c]
+        inflated[c] = iv.overlap_per_interval(tc, tc + sub["dur_ns"].to_numpy(np.int64)[c],
+                                              idle) >= 0.5 * dur[c]
+    if inflated.any():
+        # a name's first call (lazy set-up inside the runtime) and the first launch of each
+        # kernel (its module is loaded then) are start-up costs, not contention
+        codes = (names if isinstance(names.dtype, pd.CategoricalDtype)
+                 else names.astype("category")).array.codes
+        o = np.argsort(ts, kind="stable")
+        first = np.zeros(ts.size, bool)
+        first[o[np.unique(codes[o], return_index=True)[1]]] = True
+        first |= hostcalls.first_kernel_launches(ev, leaf)[leaf]
+        inflated &= ~first
     excess = np.where(inflated, dur - med, 0.0)
     total = float(dur[cnt >= MIN_CALLS].sum())
     n_inflated = int(inflated.sum())
@@ -216,6 +221,9 @@ def _inflation(ev: pd.DataFrame, dispatch: np.ndarray, idle: iv.Union) -> dict[s
     if n_inflated < MIN_INFLATED or not spread:
         excess = np.zeros_like(excess)  # sporadic stalls: not evidence of contention
     pos = excess > 0  # (rows without excess add nothing to a name's sum)
+    if not pos.any():
+        return {"fraction": float(excess.sum() / total) if total else 0.0, "events": 0,
+                "names": []}
     top = pd.Series(excess[pos], index=names[pos].astype(str).to_numpy()).groupby(level=0).sum()
     top = top[top > 0].sort_values(ascending=False).head(10)
     return {"fraction": float(excess.sum() / total) if total else 0.0,

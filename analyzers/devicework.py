@@ -119,7 +119,7 @@ def assign_families(k: pd.DataFrame) -> None:
     Works on codes: each distinct name and host family is looked up once."""
     fam = k["family"] if "family" in k.columns else families.classify(k["name"])
     if isinstance(fam.dtype, pd.CategoricalDtype):
-        codes, cats = fam.cat.codes.to_numpy(np.int64), list(fam.cat.categories)
+        codes, cats = fam.array.codes.astype(np.int64), list(fam.dtype.categories)
     else:
         c, u = pd.factorize(fam.astype(object), use_na_sentinel=True)
         codes, cats = c.astype(np.int64), list(u)

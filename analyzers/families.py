@@ -52,7 +52,7 @@ def bound_of(family: str) -> str:
 def classify(names: pd.Series) -> pd.Series:
     """The family of each kernel name (a categorical), matched once per distinct name."""
     if isinstance(names.dtype, pd.CategoricalDtype):
-        codes, uniq = names.cat.codes.to_numpy(), names.cat.categories
+        codes, uniq = names.array.codes, names.dtype.categories
     else:
         codes, uniq = pd.factorize(names.astype(object), use_na_sentinel=True)
     fams = [family_of(str(u)) for u in uniq] + [OTHER]

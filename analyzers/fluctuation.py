@@ -99,6 +99,9 @@ def _from_counters(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, np.ndar
     counter = is_(ev, "kind", "counter")
     if not counter.any() or "step" not in ev.columns:
         return out
+    # (no counter of a name read below: nothing to add, without a frame of the counters)
+    if not (counter & is_(ev, "name", *COUNTER_COMPONENTS, "device_busy_pct")).any():
+        return out
     steps = windows["step"].to_numpy(np.int64)
     sub = ev.loc[counter, ["name", "step", "value"]].copy()
     sub["name"] = sub["name"].astype(str)

@@ -75,7 +75,7 @@ FIRST_LAUNCH_FACTOR = 50.0
 
 def _codes(names: pd.Series) -> np.ndarray:
     cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
-    return cat.cat.codes.to_numpy()
+    return cat.array.codes
 
 
 def first_kernel_launches(ev: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
@@ -199,7 +199,13 @@ def runtime_of(ev: pd.DataFrame) -> str:
     host = is_(ev, "lane_kind", "host")
     if not host.any():
         return ""
-    counts = ev["name"][host].value_counts()
+    names = ev["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):  # calls per category, by their codes
+        cats = names.dtype.categories
+        code = names.array.codes[host]
+        counts = pd.Series(np.bincount(code[code >= 0], minlength=len(cats)), index=cats)
+    else:
+        counts = names[host].value_counts()
     best, best_n = "", 0
     for rt, pattern in RUNTIMES:
         n = int(counts[name_matches(pd.Series(counts.index.astype(str)), pattern)].sum())
@@ -243,6 +249,11 @@ def framework_of(ev: pd.DataFrame) -> str:
     host = is_(ev, "lane_kind", "host")
     if not host.any():
         return ""
-    names = pd.Series(ev["name"][host].unique().astype(str))
+    col = ev["name"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # the host rows' distinct names, by code
+        code = np.unique(col.array.codes[host])
+        names = pd.Series([str(c) for c in col.dtype.categories[code[code >= 0]]], dtype=object)
+    else:
+        names = pd.Series(col[host].unique().astype(str))
     hits = [fw for fw, pattern in FRAMEWORKS if name_matches(names, pattern).any()]
     return hits[0] if len(hits) == 1 else ""

@@ -84,7 +84,7 @@ def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``col.isin(values)`` as a numpy bool array; on categorical columns (how the reader loads
     ``kind``/``lane_kind``/``name``) this compares category codes, not millions of strings."""
     if isinstance(col.dtype, pd.CategoricalDtype):  # decided once per category
-        return codes_in(col, [c in values for c in col.cat.categories.tolist()])
+        return codes_in(col, [c in values for c in col.dtype.categories.tolist()])
     return col.isin(values).to_numpy(dtype=bool, na_value=False)
 
 
@@ -92,7 +92,7 @@ def codes_in(s: pd.Series, hit: list[bool], missing: bool = False) -> np.ndarray
     """Rows of the categorical ``s`` whose category is marked in ``hit`` (code -1, missing:
     ``missing``). A few marked codes are compared directly (one pass over int8 codes), more
     are looked up in a table."""
-    codes = s.cat.codes.to_numpy()
+    codes = s.array.codes
     marked = [i for i, h in enumerate(hit) if h] + ([-1] if missing else [])
     if len(marked) > 4:
         return np.array(hit + [missing], bool)[codes]  # code -1 reads the trailing entry
@@ -106,8 +106,9 @@ def _match(names: pd.Series, pattern: str) -> np.ndarray:
     """Anchored regex match per name (like ``re.match``), evaluated once per distinct name."""
     cat = names.astype("category")
     rx = re.compile(pattern)
-    hits = np.array([rx.match(str(c)) is not None for c in cat.cat.categories.tolist()], dtype=bool)
-    codes = cat.cat.codes.to_numpy()
+    hits = np.array([rx.match(str(c)) is not None for c in cat.dtype.categories.tolist()],
+                    dtype=bool)
+    codes = cat.array.codes
     return np.append(hits, False)[codes]  # code -1 (missing) reads the trailing False
 
 
@@ -155,8 +156,13 @@ def last_step_rows(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     if "corr_id" not in events.columns:
         return rows[:0]  # no launch can be matched: HTA keeps nothing either
     corr = events["corr_id"]
-    host = isin(events["lane_kind"], HOST_LANES) & corr.notna().to_numpy()
-    launched = corr[host & (events["ts_ns"].to_numpy(np.int64) < last_start)].dropna().unique()
+    valid = corr.notna().to_numpy()
+    host = isin(events["lane_kind"], HOST_LANES) & valid
+    before = host & (events["ts_ns"].to_numpy(np.int64) < last_start)
+    if corr.dtype == "Int64":  # the ids as int64 (exact), compared in numpy
+        ids = corr.to_numpy(np.int64, na_value=0)
+        return rows[valid[rows] & np.isin(ids[rows], ids[before])]
+    launched = corr[before].dropna().unique()
     keep = corr.iloc[rows].isin(launched)
     return rows[keep.fillna(False).to_numpy(bool)]
 

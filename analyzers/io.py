@@ -63,10 +63,13 @@ def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
     """``re.search`` of ``pattern`` on each name, evaluated once per distinct name."""
     if len(names) == 0:
         return np.zeros(0, bool)
-    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes, uniq = names.array.codes, names.dtype.categories.tolist()
+    else:  # (as its categories would: each distinct value once, missing ones never match)
+        codes, uniq = pd.factorize(names, use_na_sentinel=True)
+        uniq = list(uniq)
     rx = re.compile(pattern)
-    hit = np.array([bool(rx.search(str(c))) for c in cat.cat.categories.tolist()], dtype=bool)
-    codes = cat.cat.codes.to_numpy()
+    hit = np.array([bool(rx.search(str(c))) for c in uniq], dtype=bool)
     return np.append(hit, False)[codes]  # code -1 (missing) reads the trailing False
 
 
@@ -77,8 +80,8 @@ def col(events: pd.DataFrame, name: str) -> np.ndarray:
         return np.empty(0, object)
     s = events[name]
     if isinstance(s.dtype, pd.CategoricalDtype):
-        cats = np.array([str(c) for c in s.cat.categories.tolist()] + ["nan"], dtype=object)
-        return cats[s.cat.codes.to_numpy()]  # code -1 (missing) picks the trailing "nan"
+        cats = np.array([str(c) for c in s.dtype.categories.tolist()] + ["nan"], dtype=object)
+        return cats[s.array.codes]  # code -1 (missing) picks the trailing "nan"
     return s.astype(str).to_numpy(dtype=object)
 
 
@@ -88,17 +91,19 @@ def is_(events: pd.DataFrame, name: str, *values: str) -> np.ndarray:
     s = events[name] if len(events) else None
     if s is None or not isinstance(s.dtype, pd.CategoricalDtype):
         return np.isin(col(events, name), values) if len(events) else np.zeros(0, bool)
-    return codes_in(s, [str(c) in values for c in s.cat.categories.tolist()], "nan" in values)
+    return codes_in(s, [str(c) in values for c in s.dtype.categories.tolist()], "nan" in values)
 
 
 
 def spans(events: pd.DataFrame, mask: np.ndarray | None = None) -> iv.Union:
     """Union of the events' [ts, ts + dur) (those selected by ``mask``)."""
+    if mask is not None and not mask.any():
+        return iv.EMPTY
     s = events["ts_ns"].to_numpy(np.int64)
-    e = s + events["dur_ns"].to_numpy(np.int64)
-    if mask is not None:
-        s, e = s[mask], e[mask]
-    return iv.union(s, e)
+    d = events["dur_ns"].to_numpy(np.int64)
+    if mask is not None:  # (the rows selected first: no end computed for the others)
+        s, d = s[mask], d[mask]
+    return iv.union(s, s + d)
 
 
 def windows_union(windows: pd.DataFrame) -> iv.Union:
@@ -132,14 +137,14 @@ def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
     if isinstance(names.dtype, pd.CategoricalDtype) and w.dtype.kind in "iu":
         # summed per category code, then by text (as the per-row strings would group): no
         # string per event
-        code = names.cat.codes.to_numpy()[mask].astype(np.int64)
+        code = names.array.codes[mask].astype(np.int64)
         keep = code >= 0  # a missing name is no group (as the strings' groupby drops it)
         order = np.argsort(code[keep], kind="stable")
         code, w = code[keep][order], w[keep][order].astype(np.int64)
         if code.size == 0:
             return []
         first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-        text = np.array([str(c) for c in names.cat.categories.tolist()], dtype=object)
+        text = np.array([str(c) for c in names.dtype.categories.tolist()], dtype=object)
         sub = pd.DataFrame({"name": text[code[first]], "sum": np.add.reduceat(w, first),
                             "count": np.diff(np.r_[first, len(code)])})
         g = sub.groupby("name")[["sum", "count"]].sum()
@@ -234,17 +239,20 @@ def _h2d(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
     h2d = dev & is_(events, "kind", "memcpy_h2d")
     if not h2d.any():
         return {"count": 0, "pageable": 0, "bytes": 0, "exposed_pageable_ns": 0}
-    sub = events.loc[h2d]  # the name + args text of the copies only
-    text = sub["name"].astype(str) + " " + args_of(events, h2d).astype(str).fillna("") \
-        if has_args(events) else sub["name"].astype(str)
+    names = events["name"][h2d]  # the name + args text of the copies only
+    text = names.astype(str) + " " + args_of(events, h2d).astype(str).fillna("") \
+        if has_args(events) else names.astype(str)
     pageable = h2d.copy()
     pageable[h2d] = name_matches(text, PAGEABLE)
-    kernels = spans(events, dev & is_(events, "kind", "kernel"))
-    exposed = iv.intersect(iv.subtract(spans(events, pageable), kernels), windows_union(windows))
-    b = pd.to_numeric(events.loc[h2d, "bytes"], errors="coerce") if "bytes" in events.columns \
+    # (no pageable copy: nothing exposed, without the kernels' union)
+    exposed = iv.intersect(iv.subtract(spans(events, pageable),
+                                       spans(events, dev & is_(events, "kind", "kernel"))),
+                           windows_union(windows)) if pageable.any() else iv.EMPTY
+    b = pd.to_numeric(events["bytes"][h2d], errors="coerce") if "bytes" in events.columns \
         else pd.Series(dtype=float)
     return {"count": int(h2d.sum()), "pageable": int(pageable.sum()),
-            "bytes": int(b.fillna(0).sum()), "time_ns": int(events.loc[h2d, "dur_ns"].sum()),
+            "bytes": int(b.fillna(0).sum()),
+            "time_ns": int(events["dur_ns"].to_numpy(np.int64)[h2d].sum()),
             "exposed_pageable_ns": int(iv.total(exposed)), "_exposed": exposed}
 
 

@@ -42,9 +42,20 @@ def desc_order(x: np.ndarray, kind: str = "stable") -> np.ndarray:
 def _codes(x: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """Integer codes (-1 for missing) and the categories of a column."""
     if isinstance(x.dtype, pd.CategoricalDtype):
-        return x.cat.codes.to_numpy(np.int64), x.cat.categories
+        return x.array.codes.astype(np.int64), x.dtype.categories
     codes, uniq = pd.factorize(x.astype(object), use_na_sentinel=True, sort=True)
     return codes.astype(np.int64), pd.Index(uniq, dtype=object)
+
+
+def _objects(a: np.ndarray) -> pd.Series:
+    """Strings as an object column, missing values as NaN: what a frame's inferred string
+    column gives ``astype(object)``, without inferring and converting back."""
+    a = np.asarray(a, dtype=object)
+    miss = pd.isna(a)
+    if miss.any():
+        a = a.copy()
+        a[miss] = np.nan
+    return pd.Series(a, dtype=object, copy=False)
 
 
 def _fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -52,7 +63,10 @@ def _fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np
     left out: pandas' group-by sum (compensated, in row order)."""
     out = {c: np.full(n, np.nan) for c in cols}
     keep = key >= 0
-    if not keep.any():
+    # a NaN adds nothing to a group's sum (the group-by skips it): a column with no value in
+    # the rows kept is NaN throughout, and no group-by is run for it
+    cols = {c: v for c, v in cols.items() if (keep & ~np.isnan(v)).any()}
+    if not cols:
         return out
     every = bool(keep.all())
     g = pd.DataFrame({c: v if every else v[keep] for c, v in cols.items()}, copy=False) \
@@ -128,9 +142,9 @@ class KernelStats:
         seen = np.flatnonzero(g["count"] > 0)
         return seen[np.argsort(g["first"][seen], kind="stable")]
 
-    def op_table(self, mask: np.ndarray | None = None, cls: int | None = None) -> pd.DataFrame:
-        """``groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])`` of the rows of
-        class ``cls``, of ``mask`` or of all."""
+    def op_arrays(self, mask: np.ndarray | None = None, cls: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`op_table` as arrays: (name codes, sum, count), one per row of the table."""
         if mask is not None:
             key = np.where(mask, self.nc, -1)
             c = self.nc[mask]
@@ -140,7 +154,13 @@ class KernelStats:
         else:
             g = self._class_slice("name", cls)
             order, tot, cnt = self._order(g), g["total"], g["count"]
-        return pd.DataFrame({"sum": tot[order], "count": cnt[order]},
+        return order, tot[order], cnt[order]
+
+    def op_table(self, mask: np.ndarray | None = None, cls: int | None = None) -> pd.DataFrame:
+        """``groupby("name", sort=False)["dur_ns"].agg(["sum", "count"])`` of the rows of
+        class ``cls``, of ``mask`` or of all."""
+        order, tot, cnt = self.op_arrays(mask, cls)
+        return pd.DataFrame({"sum": tot, "count": cnt},
                             index=pd.CategoricalIndex(pd.Categorical.from_codes(
                                 order, categories=self.names), name="name"))
 
@@ -168,8 +188,8 @@ class KernelStats:
             "tflops": rates(fl, g["tf_ns"][order], 1e12),
             "GBps": rates(by, g["gb_ns"][order], 1e9)}
         srt = desc_order(cols["total_ns"])
-        out = pd.DataFrame({c: cols[c][srt] for c in KERNEL_COLUMNS})
-        return out.astype({"name": object, "family": object, "bound": object})
+        return pd.DataFrame({c: _objects(cols[c][srt]) if c in ("name", "family", "bound")
+                             else cols[c][srt] for c in KERNEL_COLUMNS})
 
     def _bound(self) -> np.ndarray:
         """Per name, the class holding most of its time (ties: the later class)."""

@@ -210,7 +210,7 @@ def _scatter(n: int, pos: np.ndarray, values: pd.Series) -> pd.Series:
 
 def _codes(x: pd.Series) -> tuple[np.ndarray, pd.Index]:
     if isinstance(x.dtype, pd.CategoricalDtype):
-        return x.cat.codes.to_numpy(np.int64), x.cat.categories
+        return x.array.codes.astype(np.int64), x.dtype.categories
     codes, uniq = pd.factorize(x.astype(object), use_na_sentinel=True)
     return codes.astype(np.int64), pd.Index(uniq, dtype=object)
 

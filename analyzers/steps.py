@@ -100,8 +100,8 @@ def step_windows(events: pd.DataFrame) -> pd.DataFrame:
 def _is(col: pd.Series, value: str) -> np.ndarray:
     """Mask of ``col == value``; a categorical by its codes (no per-event string work)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        hit = np.flatnonzero(np.asarray(col.cat.categories == value, bool))
-        codes = col.cat.codes.to_numpy()
+        hit = np.flatnonzero(np.asarray(col.dtype.categories == value, bool))
+        codes = col.array.codes
         return codes == hit[0] if hit.size else np.zeros(codes.size, bool)
     return col.isin((value,)).to_numpy(bool)
 
