@@ -31,22 +31,34 @@ MAX_ROUNDS = 64
 _LIMIT = 2**62
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenated ``arange(lo[i], hi[i])`` and the range number of each element."""
+#: segments scanned one slice each (one ``np.minimum.accumulate`` per segment, in place) when
+#: there are at most this many; more are scanned in one pass with an offset per segment
+FEW_SEGMENTS = 64
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenated ``arange(lo[i], hi[i])``, the range number of each element (None when
+    there are at most :data:`FEW_SEGMENTS` ranges: not needed) and where each range starts in
+    the concatenation."""
     ln = hi - lo
-    total = int(ln.sum())
-    rid = np.repeat(np.arange(lo.size), ln)
     off = np.zeros(lo.size, np.int64)
     np.cumsum(ln[:-1], out=off[1:])
-    return lo[rid] + (np.arange(total) - off[rid]), rid
+    if lo.size <= FEW_SEGMENTS:
+        parts = [np.arange(x, y) for x, y in zip(lo.tolist(), hi.tolist(), strict=True)]
+        return (np.concatenate(parts) if parts else np.empty(0, np.int64)), None, off
+    total = int(ln.sum())
+    rid = np.repeat(np.arange(lo.size), ln)
+    return lo[rid] + (np.arange(total) - off[rid]), rid, off
 
 
-def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray, inf: int | None = None
-          ) -> np.ndarray | None:
-    """Segmented ``p + prefix-min(x - p)`` (segments: equal, non-decreasing ``sid``); None when
-    the offset that separates the segments would overflow int64. ``inf``: values of ``x`` at
-    or above it are infinite (they stand in the scan for one more than the largest finite
-    key, and a node whose minimum is one of them gets ``inf``)."""
+def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray | None, inf: int | None = None,
+          starts: np.ndarray | None = None) -> np.ndarray | None:
+    """Segmented ``p + prefix-min(x - p)`` (segments: equal, non-decreasing ``sid``; or
+    beginning at ``starts``, ascending from 0: then ``sid`` may be None when there are at most
+    :data:`FEW_SEGMENTS`); None when the offset that separates the segments would overflow
+    int64. ``inf``: values of ``x`` at or above it are infinite (they stand in the scan for one
+    more than the largest finite key, and a node whose minimum is one of them gets ``inf``).
+    A few segments are scanned slice by slice, in place (the same minima as the offsets')."""
     key = x - p
     if key.size == 0:
         return key
@@ -58,14 +70,27 @@ def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray, inf: int | None = None
             key[~fin] = cap
     lo, hi = int(key.min()), int(key.max())
     big = hi - lo + 1
-    if (int(sid[-1]) + 1) * big + abs(lo) + abs(hi) >= _LIMIT:
+    nseg = starts.size if starts is not None else int(sid[-1]) + 1
+    if nseg * big + abs(lo) + abs(hi) >= _LIMIT:
         return None
-    off = sid * big
-    m = np.minimum.accumulate(key - off) + off
-    out = m + p
-    if cap is not None:
-        out[m >= cap] = inf
-    return out
+    if starts is not None and nseg <= FEW_SEGMENTS:
+        ends = [*starts[1:].tolist(), key.size]
+        for a, b in zip(starts.tolist(), ends, strict=True):
+            np.minimum.accumulate(key[a:b], out=key[a:b])
+        m = key
+    else:
+        if sid is None:
+            sid = np.repeat(np.arange(nseg), np.diff(np.append(starts, key.size)))
+        off = sid * big
+        key -= off
+        m = np.minimum.accumulate(key, out=key)
+        m += off
+        del off
+    over = m >= cap if cap is not None else None
+    m += p
+    if over is not None:
+        m[over] = inf
+    return m
 
 
 def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
@@ -94,7 +119,7 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     seg_end = np.append(seg0[1:], n)
     cs = np.cumsum(c)
     p = cs - (cs - c)[seg0][sid]  # prefix sum of the chain's lost within the lane
-    d = _scan(start, p, sid, inf)
+    d = _scan(start, p, sid, inf, seg0)
     if d is None:
         return None
     x = start.copy()
@@ -121,14 +146,14 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         ch = np.flatnonzero(mark)  # nodes whose X improved, ascending
         s = sid[ch]
         f = ch[np.r_[True, s[1:] != s[:-1]]]  # first improved node of each lane
-        idx, rid = _ranges(f, seg_end[sid[f]])
-        nd = _scan(x[idx], p[idx], rid, inf)
+        idx, rid, at = _ranges(f, seg_end[sid[f]])
+        nd = _scan(x[idx], p[idx], rid, inf, at)
         if nd is None:
             return None
         imp = nd < d[idx]
         idx = idx[imp]
         d[idx] = nd[imp]
-        e, _ = _ranges(optr[idx], optr[idx + 1])
+        e = _edges_out(optr, idx)
     else:
         return None
     if not preds:
@@ -136,15 +161,30 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     return d, _preds(n, d, chain, c, cu, cv, cl, start)
 
 
+def _edges_out(optr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The cross edges out of the nodes ``idx`` (ascending), by their out-edge pointers."""
+    lo, hi = optr[idx], optr[idx + 1]
+    has = hi > lo
+    lo, hi = lo[has], hi[has]
+    ln = hi - lo
+    total = int(ln.sum())
+    if total == 0:
+        return np.empty(0, np.int64)
+    off = np.zeros(lo.size, np.int64)
+    np.cumsum(ln[:-1], out=off[1:])
+    rid = np.repeat(np.arange(lo.size), ln)
+    return lo[rid] + (np.arange(total) - off[rid])
+
+
 def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarray,
            cv: np.ndarray, cl: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Each node's predecessor under the tie rule of the module docstring."""
     pred = np.full(n, n, np.int64)
     best = np.full(n, np.iinfo(np.int64).max)  # D(u) of the chosen in-neighbour
-    k = np.flatnonzero(chain)
-    k = k[d[k - 1] + c[k] == d[k]]
-    pred[k] = k - 1
-    best[k] = d[k - 1]
+    m = chain[1:] & (d[:-1] + c[1:] == d[1:])  # (chain[0] is False)
+    k = np.flatnonzero(m)  # nodes k + 1 whose chain edge attains D
+    pred[k + 1] = k
+    best[k + 1] = d[k]
     t = np.flatnonzero(d[cu] + cl == d[cv])
     if t.size:
         du, u, v = d[cu[t]], cu[t], cv[t]

@@ -175,3 +175,34 @@ def test_float_weights_are_solved_as_dijkstra_solves_them():
         for lf in (lost.astype(float), lost + rng.random(lost.size) * 0.5):
             ref_d, _ = _dijkstra(n, u, v, lf, start)
             assert cpgraph._shortest(n, u, v, lf, start)[0].tolist() == ref_d.tolist()
+
+
+def test_scans_by_slices_equal_scans_by_offsets(monkeypatch):
+    # a few lanes are scanned slice by slice (lanepass.FEW_SEGMENTS), many in one pass with an
+    # offset per lane: the same distances and predecessors, unreachable nodes included
+    rng = np.random.default_rng(9)
+    slices = 0
+    for _ in range(200):
+        g, n, u, v, lost, start = _with_starts(rng, 0.3 * rng.random())
+        ch = v == u + 1
+        chain = np.zeros(n, bool)
+        chain[v[ch]] = True
+        clost = np.zeros(n, np.int64)
+        clost[v[ch]] = lost[ch]
+        ok = cpgraph._int_start(start, lost)
+        assert ok is not None
+        s, big, _ = ok
+        args = (n, chain, clost, u[~ch], v[~ch], lost[~ch], s)
+        got = []
+        for few in (1 << 30, 0):
+            monkeypatch.setattr(lanepass, "FEW_SEGMENTS", few)
+            got.append(lanepass.shortest(*args, inf=big))
+        if got[0] is None:
+            assert got[1] is None
+            continue
+        slices += 1
+        assert [a.tolist() for a in got[0]] == [a.tolist() for a in got[1]]
+        ref_d, _ = _dijkstra(n, u, v, lost, start)
+        reached = np.isfinite(start) | (ref_d > np.iinfo(np.int64).min)
+        assert got[0][0][reached].tolist() == ref_d[reached].tolist()
+    assert slices > 150
