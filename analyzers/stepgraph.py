@@ -202,10 +202,10 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     ``lo..hi - 1`` of those (the cut is then one compiled pass on graphs of numba's size)."""
     # (dropped before the cut: the same pieces, fewer)
     sel = sel[pre.work[sel]].astype(np.int64, copy=False)
-    if bounds is not None and sel.size >= cpgraph.DAG_MIN_NODES:
+    if bounds is not None and bounds[0] is not None:  # (None: no windows)
         lo, hi, a, ws, we = bounds
-        s, e, win, src = cpsteps().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
-                                         a + len(windows))
+        cut = cpsteps().split if sel.size >= cpgraph.DAG_MIN_NODES else split_sel
+        s, e, win, src = cut(pre.ts, pre.te, sel, lo, hi, ws, we, a, a + len(windows))
     else:
         s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
         src = sel[src]
@@ -236,6 +236,29 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
         _KEPT.popitem(last=False)  # the least recently used first
     return g, info.copy(deep=False)
+
+
+def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+              ws: np.ndarray, we: np.ndarray, a: int, b: int) -> tuple[np.ndarray, ...]:
+    """``cpsteps.split`` in numpy (its contract: the pieces of ``steps.split_by_windows`` of
+    the events ``sel`` on the windows ``a..b - 1`` of the sorted windows, from each event's
+    first and end window ``lo``/``hi``, already searched): (start, end, window - a, event).
+    Where no event spans two windows (the usual case), one piece per event, no repeat."""
+    first = np.maximum(lo[sel], a)
+    n = np.minimum(hi[sel], b) - first
+    if n.size and int(n.max()) <= 1:
+        k = np.flatnonzero(n > 0)
+        src, win = sel[k], first[k].astype(np.int64)
+    else:
+        n = np.maximum(n, 0)
+        k = np.repeat(np.arange(sel.size), n)
+        src = sel[k]
+        win = np.repeat(first.astype(np.int64), n) + (np.arange(k.size) - np.repeat(
+            np.cumsum(n) - n, n))
+    cs = np.maximum(ts[src], ws[win])
+    ce = np.minimum(te[src], we[win])
+    keep = ce > cs
+    return cs[keep], ce[keep], win[keep] - a, src[keep]
 
 
 #: Graphs of at most this many events in all are kept after they are built (the most recently
