@@ -341,10 +341,9 @@ def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarra
     t = n_t[order]
     del n_t
     # a node's event and start/end follow from its place in the layout (no gathers)
-    is_end = order >= n_ev
-    nev = order - n_ev * is_end
-    st = (~is_end).astype(np.int64)
-    del is_end
+    is_start = order < n_ev
+    nev = order - n_ev
+    np.add(nev, n_ev, out=nev, where=is_start)
     ln = lane[nev]
     n = t.size
     pos = np.empty(n, np.int64)
@@ -352,20 +351,26 @@ def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarra
     del order
     start_node, end_node = pos[:n_ev], pos[n_ev:]
     first = np.ones(n, bool)
-    first[1:] = ln[1:] != ln[:-1]
-    active = innermost_active(st, nev, ln)
-    del st
-    seg = np.full(n, -1, np.int64)
-    seg[1:] = np.where(first[1:], -1, active[:-1])
-    del active
-    w = np.zeros(n, np.int64)
-    w[1:] = np.where(first[1:], 0, t[1:] - t[:-1])
-    w[(seg >= 0) & (kind[np.maximum(seg, 0)] == _KIND["sync"])] = 0  # waiting is not work
+    np.not_equal(ln[1:], ln[:-1], out=first[1:])
+    fi = np.flatnonzero(first)  # (one per (step, lane): few)
+    seg = innermost_active(is_start, nev, ln)
+    del is_start
+    seg[1:] = seg[:-1].copy()  # the event active before each node
+    seg[fi] = -1
+    w = np.empty(n, np.int64)
+    np.subtract(t[1:], t[:-1], out=w[1:])
+    w[fi] = 0
+    sync = np.zeros(n_ev + 1, bool)  # (the last entry: seg -1)
+    np.equal(kind, _KIND["sync"], out=sync[:n_ev])
+    w[sync[seg]] = 0  # waiting is not work
+    del sync
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
     w[(seg < 0) & host_ev[nev]] = 0
     # time a node's lane was last busy before it (the step start for a lane's first node)
-    prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
+    prev_t = np.empty(n, np.int64)
+    prev_t[1:] = t[:-1]
+    prev_t[fi] = ws[win[nev[fi]]]
     return t, ln, w, seg, start_node, end_node, first, prev_t
 
 
