@@ -109,16 +109,19 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         z = np.empty(0, np.int64)
         return z, (z if preds else None)
     chain[0] = False
-    c = np.where(chain, chain_lost, 0).astype(np.int64)
+    c = np.where(chain, chain_lost, 0).astype(np.int64, copy=False)
     fin = start if inf is None else start[start < inf]
-    if int(c.sum()) + int(np.abs(fin).max(initial=0)) + int(cl.max(initial=0)) >= _LIMIT // 4 \
+    absmax = max(int(fin.max(initial=0)), -int(fin.min(initial=0)))  # (= |fin|.max())
+    if int(c.sum()) + absmax + int(cl.max(initial=0)) >= _LIMIT // 4 \
             or (inf is not None and inf > _LIMIT // 2):
         return None
-    sid = np.cumsum(~chain) - 1  # lane (segment) of each node
-    seg0 = np.flatnonzero(~chain)
+    seg0 = np.flatnonzero(~chain)  # each lane's (segment's) first node
     seg_end = np.append(seg0[1:], n)
-    cs = np.cumsum(c)
-    p = cs - (cs - c)[seg0][sid]  # prefix sum of the chain's lost within the lane
+    # lane of each node: only the offset scan of many lanes needs it for every node
+    sid = np.cumsum(~chain) - 1 if seg0.size > FEW_SEGMENTS else None
+    p = np.cumsum(c)
+    # prefix sum of the chain's lost within the lane
+    p -= np.repeat(p[seg0] - c[seg0], seg_end - seg0)
     d = _scan(start, p, sid, inf, seg0)
     if d is None:
         return None
@@ -144,21 +147,59 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         mark = np.zeros(n, bool)
         mark[tv] = True
         ch = np.flatnonzero(mark)  # nodes whose X improved, ascending
-        s = sid[ch]
-        f = ch[np.r_[True, s[1:] != s[:-1]]]  # first improved node of each lane
-        idx, rid, at = _ranges(f, seg_end[sid[f]])
-        nd = _scan(x[idx], p[idx], rid, inf, at)
-        if nd is None:
-            return None
-        imp = nd < d[idx]
-        idx = idx[imp]
-        d[idx] = nd[imp]
+        s = sid[ch] if sid is not None else np.searchsorted(seg0, ch, side="right") - 1
+        new = np.r_[True, s[1:] != s[:-1]]
+        f, fe = ch[new], seg_end[s[new]]  # each lane's first improved node, the lane's end
+        if f.size <= FEW_SEGMENTS:
+            idx = _rescan(x, p, d, f, fe, inf)
+            if idx is None:
+                return None
+        else:
+            idx, rid, at = _ranges(f, fe)
+            nd = _scan(x[idx], p[idx], rid, inf, at)
+            if nd is None:
+                return None
+            imp = nd < d[idx]
+            idx = idx[imp]
+            d[idx] = nd[imp]
         e = _edges_out(optr, idx)
     else:
         return None
     if not preds:
         return d, None
     return d, _preds(n, d, chain, c, cu, cv, cl, start)
+
+
+def _rescan(x: np.ndarray, p: np.ndarray, d: np.ndarray, f: np.ndarray, fe: np.ndarray,
+            inf: int | None) -> np.ndarray | None:
+    """A round's scan of the lanes from ``f`` to ``fe`` (a few ranges), slice by slice:
+    ``d`` lowered in place where the scan of ``x`` improves it; returns the nodes lowered,
+    ascending (None: :func:`_scan`'s overflow, checked on all ranges together as it does)."""
+    rng = list(zip(f.tolist(), fe.tolist(), strict=True))
+    keys = [x[a:b] - p[a:b] for a, b in rng]
+    cap = None
+    if inf is not None:
+        fins = [x[a:b] < inf for a, b in rng]
+        if not all(fi.all() for fi in fins):
+            cap = max(int(k[fi].max(initial=0)) for k, fi in zip(keys, fins, strict=True)) + 1
+            for k, fi in zip(keys, fins, strict=True):
+                k[~fi] = cap
+    lo, hi = min(int(k.min()) for k in keys), max(int(k.max()) for k in keys)
+    if len(keys) * (hi - lo + 1) + abs(lo) + abs(hi) >= _LIMIT:
+        return None
+    out = []
+    for (a, b), k in zip(rng, keys, strict=True):
+        np.minimum.accumulate(k, out=k)
+        over = k >= cap if cap is not None else None
+        k += p[a:b]
+        if over is not None:
+            k[over] = inf
+        dv = d[a:b]
+        imp = np.flatnonzero(k < dv)
+        if imp.size:
+            dv[imp] = k[imp]
+            out.append(imp + a)
+    return np.concatenate(out) if out else np.empty(0, np.int64)
 
 
 def _edges_out(optr: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -180,11 +221,12 @@ def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarr
            cv: np.ndarray, cl: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Each node's predecessor under the tie rule of the module docstring."""
     pred = np.full(n, n, np.int64)
-    best = np.full(n, np.iinfo(np.int64).max)  # D(u) of the chosen in-neighbour
-    m = chain[1:] & (d[:-1] + c[1:] == d[1:])  # (chain[0] is False)
-    k = np.flatnonzero(m)  # nodes k + 1 whose chain edge attains D
-    pred[k + 1] = k
-    best[k + 1] = d[k]
+    tight = np.zeros(n, bool)  # the chain edge into the node attains D (chain[0] is False)
+    np.equal(d[:-1] + c[1:], d[1:], out=tight[1:])
+    tight &= chain
+    k = np.flatnonzero(tight[1:])  # nodes k + 1
+    pred[1:][k] = k
+    del k
     t = np.flatnonzero(d[cu] + cl == d[cv])
     if t.size:
         du, u, v = d[cu[t]], cu[t], cv[t]
@@ -199,7 +241,9 @@ def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarr
             u, du, v = u[o], du[o], v[o]
             first = np.r_[True, v[1:] != v[:-1]]
             bu, bd, v = u[first], du[first], v[first]
-        take = bd < best[v]
+        # D(u) of the chain predecessor where it attains D (else none)
+        best = np.where(tight[v], d[v - 1], np.iinfo(np.int64).max)
+        take = bd < best
         pred[v[take]] = bu[take]
     pred[start == d] = n  # the source wins every tie
     return pred
