@@ -12,7 +12,7 @@ graph type and its longest-path solver.
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 from collections import OrderedDict
 from types import ModuleType
 from typing import Any
@@ -216,23 +216,22 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
     corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
     waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
-    key = None
+    made_of = None
     if n_ev <= KEEP_MAX_EVENTS:
         # everything the graph is made of (the rest of this function reads nothing else)
-        key = _digest(s, e, win, src, kind, lane_kind, nccl, lane, corr,
-                      windows["start_ns"].to_numpy(np.int64),
-                      windows["end_ns"].to_numpy(np.int64), *_name_key(pre.name, src),
-                      *(waits or ()))
-        kept = _KEPT.get(key)
-        if kept is not None:
-            _KEPT.move_to_end(key)
-            return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
+        made_of = (s, e, win, src, kind, lane_kind, nccl, lane, corr,
+                   windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64),
+                   *_name_key(pre.name, src), *(waits or ()))
+        for key, kept in _KEPT.items():
+            if _same(kept[3], made_of):
+                _KEPT.move_to_end(key)
+                return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
     g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
-    if key is None:
+    if made_of is None:
         return g, info
     for a in g.__dict__.values():
         a.flags.writeable = False  # shared with later users: no change in place
-    _KEPT[key] = (g, info, n_ev)
+    _KEPT[next(_KEYS)] = (g, info, n_ev, made_of)
     while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
         _KEPT.popitem(last=False)  # the least recently used first
     return g, info.copy(deep=False)
@@ -262,29 +261,41 @@ def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, h
 
 
 #: Graphs of at most this many events in all are kept after they are built (the most recently
-#: used, each under a digest of everything it is made of): the what-if replay
-#: (``hermes.whatif``, the advisor's replayed speedups) builds the graph of the same events
-#: and steps as the critical path did and takes it from here. Bigger graphs are not kept
-#: (memory) -- the replay of a rank of over a million events builds its median step alone.
+#: used, each with everything it is made of: a build of exactly the same arrays takes it): the
+#: what-if replay (``hermes.whatif``, the advisor's replayed speedups) builds the graph of the
+#: same events and steps as the critical path did and takes it from here. Bigger graphs are
+#: not kept (memory) -- the replay of a rank of over a million events builds its median step
+#: alone.
 KEEP_MAX_EVENTS = 500_000
-_KEPT: OrderedDict[bytes, tuple[cpgraph.Graph, pd.DataFrame, int]] = OrderedDict()
+_KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...]]] = \
+    OrderedDict()
+_KEYS = itertools.count()
 
 
-def _digest(*arrays: np.ndarray) -> bytes:
-    h = hashlib.sha256()  # (hardware-accelerated on most CPUs: ~2x blake2b's speed here)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}|".encode())
-        h.update(a.reshape(-1).view(np.uint8))
-    return h.digest()
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two graphs' inputs (:func:`build_sel`'s ``made_of``) are the same: arrays of
+    the same dtype, shape and values (NaN equal to NaN), indexes equal. Compared exactly,
+    cheapest first (the first difference ends it): no digest of every array on each build."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is y:
+            continue
+        if isinstance(x, pd.Index) or isinstance(y, pd.Index):
+            if not (isinstance(x, pd.Index) and isinstance(y, pd.Index) and x.dtype == y.dtype
+                    and x.equals(y)):
+                return False
+        elif x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(
+                x, y, equal_nan=x.dtype.kind in "fc"):
+            return False
+    return True
 
 
-def _name_key(name: Any, src: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The names of the events ``src`` as arrays to digest: category codes and the categories'
-    text when categorical, else the names' hashes."""
+def _name_key(name: Any, src: np.ndarray) -> tuple[Any, ...]:
+    """The names of the events ``src`` as what to compare: category codes and the categories
+    when categorical, else the names' hashes."""
     if isinstance(name, pd.Categorical):
-        cats = np.asarray(name.categories.astype(str), dtype=object)
-        return np.asarray(name.codes)[src], pd.util.hash_array(cats)
+        return np.asarray(name.codes)[src], name.categories
     return (pd.util.hash_array(np.asarray(name.take(src), dtype=object)),)
 
 
