@@ -48,6 +48,14 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
     return table[cat.cat.codes.to_numpy()]
 
 
+def _numbers(col: pd.Series) -> np.ndarray:
+    """A column as float64 numbers, NaN where missing or not a number (``pd.to_numeric``'s
+    coercion, skipped for a column that is numeric already)."""
+    if not pd.api.types.is_numeric_dtype(col.dtype) or pd.api.types.is_bool_dtype(col.dtype):
+        col = pd.to_numeric(col, errors="coerce")
+    return col.to_numpy(np.float64, na_value=np.nan)
+
+
 def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.ndarray:
     """Membership of small-int codes (-1: unknown) in ``names``: one table lookup."""
     table = np.zeros(len(vocab) + 1, bool)  # (the last entry: code -1)
@@ -89,16 +97,17 @@ class Events:
     def __init__(self, ev: pd.DataFrame) -> None:
         self.ts = ev["ts_ns"].to_numpy(np.int64)
         self.te = self.ts + ev["dur_ns"].to_numpy(np.int64)
-        self.kind = _codes(ev["kind"], _KIND).astype(np.int8)
-        self.lane_kind = _codes(ev["lane_kind"], _LANE).astype(np.int8)
+        self.kind = _codes(ev["kind"], _KIND).astype(np.int8, copy=False)
+        self.lane_kind = _codes(ev["lane_kind"], _LANE).astype(np.int8, copy=False)
         self.nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)
-        lane_codes = ev["lane"].astype("category").cat.codes.to_numpy()
+        lanes = ev["lane"].array
+        lane_codes = np.asarray(lanes.codes if isinstance(lanes, pd.Categorical) else
+                                ev["lane"].astype("category").cat.codes)
         self.lanes = int(lane_codes.max(initial=0)) + 1
         self.lane = lane_codes.astype(np.int32 if self.lanes < 2**31 else np.int64)
         self.ts = serial_starts(self.ts, self.te, self.lane,
                                 ~_in(self.lane_kind, _LANE, HOST_LANES))
-        self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
-            np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
+        self.corr = _numbers(ev["corr_id"]) if "corr_id" in ev.columns else None
         self.name = ev["name"].array
         self.helper = hostcalls.helper_lanes(ev)
         # host calls that block on the device (synchronous copies, .item(), synchronize by
