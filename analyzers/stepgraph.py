@@ -329,15 +329,9 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
-    dur = e - s
     # nodes: start (is_start 1) and end (0) of every event, laid out [starts, ends]
+    order = layout_order(s, e, lane)
     n_t = np.concatenate([s, e])
-    n_is_start = np.zeros(2 * n_ev, np.int64)
-    n_is_start[:n_ev] = 1
-    # equal times: ends before starts; starts outer (longer) first; ends inner (shorter) first
-    tie = np.concatenate([-dur, dur])
-    order = node_order(None, tie, n_is_start, n_t, np.concatenate([lane, lane]))
-    del n_is_start, tie  # (peak memory: free node-sized temporaries early)
     if order.size >= cpgraph.DAG_MIN_NODES:  # compiled (numba is imported at this size)
         del n_t
         t, ln, w, seg, start_node, end_node, first, prev_t = cpgraph.dagpath().nodes(
@@ -392,6 +386,34 @@ def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarra
     prev_t[1:] = t[:-1]
     prev_t[fi] = ws[win[nev[fi]]]
     return t, ln, w, seg, start_node, end_node, first, prev_t
+
+
+def layout_order(s: np.ndarray, e: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """The node order of events ``s``..``e`` on ``lane``, nodes laid out as [starts, ends]:
+    by (lane, time), ends before starts at equal times, starts outer (longer) first, ends
+    inner (shorter) first -- :func:`node_order` of that layout, its key built in place in the
+    two halves (no layout-sized copies of the times, lanes and start flags)."""
+    n = s.size
+    if n == 0:
+        return np.empty(0, np.int64)
+    t0 = min(int(s.min()), int(e.min()))
+    span = max(int(s.max()), int(e.max())) - t0 + 1
+    tie = np.empty(2 * n, np.int64)  # (equal keys only) -duration for a start, + for an end
+    np.subtract(s, e, out=tie[:n])
+    np.subtract(e, s, out=tie[n:])
+    if (int(lane.max()) + 1) * span * 2 >= 2**62 or int(lane.min()) < 0:
+        is_start = np.zeros(2 * n, np.int64)
+        is_start[:n] = 1
+        return node_order(None, tie, is_start, np.concatenate([s, e]),
+                          np.concatenate([lane, lane]))
+    key = np.empty(2 * n, np.int64)  # ((lane * span + t - t0) * 2 + is_start)
+    for half, t, start in ((key[:n], s, 1), (key[n:], e, 0)):
+        np.multiply(lane, span, out=half)
+        half += t
+        half -= t0
+        half *= 2
+        half += start
+    return cpgraph.sort_by_key(key, tie)
 
 
 def node_order(ev_id: np.ndarray | None, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,

@@ -206,3 +206,20 @@ def test_scans_by_slices_equal_scans_by_offsets(monkeypatch):
         reached = np.isfinite(start) | (ref_d > np.iinfo(np.int64).min)
         assert got[0][0][reached].tolist() == ref_d[reached].tolist()
     assert slices > 150
+
+
+def test_layout_order_is_node_order_of_the_layout():
+    # stepgraph.layout_order builds node_order's key in place: the same permutation, equal
+    # times, nested and zero-length events included, and on spans that need the lexsort
+    rng = np.random.default_rng(5)
+    for span in (50, 2**60):
+        for _ in range(100):
+            n = int(rng.integers(1, 40))
+            s = rng.integers(0, 50, n) * (span // 50)
+            e = s + rng.integers(0, 20, n) * (span // 50 if span > 50 else 1)
+            e = np.minimum(e, 2**62)
+            lane = rng.integers(0, 4, n)
+            is_start = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
+            ref = stepgraph.node_order(None, np.r_[s - e, e - s], is_start, np.r_[s, e],
+                                       np.r_[lane, lane])
+            assert stepgraph.layout_order(s, e, lane).tolist() == ref.tolist()
