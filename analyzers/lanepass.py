@@ -205,7 +205,9 @@ def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarr
     """Each node's predecessor under the tie rule of the module docstring."""
     pred = np.full(n, n, np.int64)
     tight = np.zeros(n, bool)  # the chain edge into the node attains D (chain[0] is False)
-    np.equal(d[:-1] + c[1:], d[1:], out=tight[1:])
+    c1 = np.add(c[1:], d[:-1], out=c[1:])  # (c is the caller's own, not needed after)
+    np.equal(c1, d[1:], out=tight[1:])
+    del c1
     tight &= chain
     k = np.flatnonzero(tight[1:])  # nodes k + 1
     pred[1:][k] = k
@@ -237,10 +239,14 @@ def has_cycle(pred: np.ndarray, d: np.ndarray) -> bool:
     along predecessors), so only nodes whose predecessor has their own ``D`` (zero-lost
     in-neighbours: an equal-time cycle of the graph) can be on one: pointer doubling on those."""
     n = pred.size
+    # every step of a loop keeps D and one at least goes to a higher node: none such, no loop
+    # (the nodes stepping up are few: predecessors are mostly the chain's k - 1)
+    up = np.flatnonzero(pred > np.arange(n))
+    up = up[pred[up] < n]
+    if not (d[pred[up]] == d[up]).any():
+        return False
     z = np.flatnonzero(pred < n)
     z = z[d[pred[z]] == d[z]]
-    if not (pred[z] > z).any():
-        return False  # every step of a loop would go to a lower node
     inz = np.zeros(n + 1, bool)
     inz[z] = True
     p = np.full(n + 1, n)

@@ -223,3 +223,27 @@ def test_layout_order_is_node_order_of_the_layout():
             ref = stepgraph.node_order(None, np.r_[s - e, e - s], is_start, np.r_[s, e],
                                        np.r_[lane, lane])
             assert stepgraph.layout_order(s, e, lane).tolist() == ref.tolist()
+
+
+def test_has_cycle_is_a_walk_of_the_predecessors():
+    # reference: from every node, follow zero-lost predecessors (equal D) n steps
+    rng = np.random.default_rng(11)
+    seen = set()
+    for _ in range(400):
+        n = int(rng.integers(1, 12))
+        pred = np.where(rng.random(n) < 0.7, np.arange(n) - 1, rng.integers(0, n + 1, n))
+        pred[pred < 0] = n
+        d = rng.integers(0, 3, n)
+        loop = False
+        for k in range(n):
+            j = k
+            for _ in range(n + 1):
+                q = int(pred[j])
+                if q >= n or d[q] != d[j]:
+                    break
+                j = q
+            else:
+                loop = True
+        assert lanepass.has_cycle(pred, d) == loop
+        seen.add(loop)
+    assert seen == {True, False}
