@@ -364,10 +364,13 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
 def _slack(g: cpgraph.Graph, dist: np.ndarray, bwd: np.ndarray, length: np.ndarray,
            win: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(cp, slack per event): the longest path through a node is fwd + bwd; an event's slack
-    uses the better of its two nodes."""
-    through_node = dist + bwd
-    through = np.maximum(through_node[g.event_start], through_node[g.event_end])
-    return cp, np.maximum(length[win] - through, 0)
+    uses the better of its two nodes. (``bwd`` is summed into: the caller's own.)"""
+    through_node = np.add(dist, bwd, out=bwd)
+    through = through_node[g.event_start]
+    np.maximum(through, through_node[g.event_end], out=through)
+    slack = length[win]
+    slack -= through
+    return cp, np.maximum(slack, 0, out=slack)
 
 
 def _node_events(g: cpgraph.Graph) -> np.ndarray:

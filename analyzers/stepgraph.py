@@ -84,9 +84,10 @@ def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray,
     comm = (kind == _KIND["collective"]) | (device & ((lane_kind == _LANE["link"]) | nccl))
     comp = device & ~comm & _in(kind, _KIND, COMPUTE_KINDS)
     io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"]) | (in_data & ~device)
-    codes = np.select([comm, comp, io], [COMPONENTS.index(c) for c in
-                                         ("communication", "computation", "io")],
-                      COMPONENTS.index("host"))
+    # the first that holds of communication, computation, io; else host (np.select's rule)
+    codes = np.full(kind.size, COMPONENTS.index("host"), np.int8)
+    for mask, c in ((io, "io"), (comp, "computation"), (comm, "communication")):
+        codes[mask] = COMPONENTS.index(c)
     # categoricals, not string arrays: no per-event string objects on big steps
     return pd.Categorical.from_codes(codes, categories=list(COMPONENTS))
 
@@ -252,21 +253,33 @@ def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, h
     the events ``sel`` on the windows ``a..b - 1`` of the sorted windows, from each event's
     first and end window ``lo``/``hi``, already searched): (start, end, window - a, event).
     Where no event spans two windows (the usual case), one piece per event, no repeat."""
-    first = np.maximum(lo[sel], a)
-    n = np.minimum(hi[sel], b) - first
+    first = lo[sel]
+    n = hi[sel]
+    if a > 0:  # (the windows of this group only)
+        np.maximum(first, a, out=first)
+    if b < ws.size:
+        np.minimum(n, b, out=n)
+    n -= first
     if n.size and int(n.max()) <= 1:
         k = np.flatnonzero(n > 0)
         src, win = sel[k], first[k].astype(np.int64)
     else:
-        n = np.maximum(n, 0)
+        np.maximum(n, 0, out=n)
         k = np.repeat(np.arange(sel.size), n)
         src = sel[k]
         win = np.repeat(first.astype(np.int64), n) + (np.arange(k.size) - np.repeat(
             np.cumsum(n) - n, n))
-    cs = np.maximum(ts[src], ws[win])
-    ce = np.minimum(te[src], we[win])
+    del first, n, k
+    cs = ts[src]
+    np.maximum(cs, ws[win], out=cs)
+    ce = te[src]
+    np.minimum(ce, we[win], out=ce)
+    if a:
+        win -= a
     keep = ce > cs
-    return cs[keep], ce[keep], win[keep] - a, src[keep]
+    if keep.all():  # (the usual case: no piece of zero length)
+        return cs, ce, win, src
+    return cs[keep], ce[keep], win[keep], src[keep]
 
 
 #: Graphs of at most this many events in all are kept after they are built (the most recently
