@@ -295,13 +295,17 @@ def _medians(key: np.ndarray, slack: np.ndarray, nkeys: int, cnt: np.ndarray) ->
     present, ascending), as pandas' groupby median: of the values as float64, the mean of the
     two middle ones for an even count."""
     first = np.cumsum(cnt) - cnt  # each group's first place in (key, slack) order
+    lo, hi = first + (cnt - 1) // 2, first + cnt // 2  # its middle places
     if key.size and int(slack.min()) >= 0 and (nkeys + 1) * (int(slack.max()) + 1) < 2**62:
         b = int(slack.max()) + 1
-        sv = np.sort(key * b + slack) % b  # (one sort of a single int64 key)
+        v = key * b
+        v += slack
+        v.sort()  # (one sort of a single int64 key: key * b + slack)
+        a, z = v[lo] % b, v[hi] % b  # (the middle ones only)
     else:
         sv = slack[np.lexsort((slack, key))]
-    return (sv[first + (cnt - 1) // 2].astype(np.float64)
-            + sv[first + cnt // 2].astype(np.float64)) / 2
+        a, z = sv[lo], sv[hi]
+    return (a.astype(np.float64) + z.astype(np.float64)) / 2
 
 
 def _sums(idx: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
