@@ -457,7 +457,11 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     if n >= cpgraph.DAG_MIN_NODES:  # (numba: the graph's pass imports it at this size anyway)
         return cpgraph.dagpath().innermost(st, nev, ln)
     is_start = st == 1
-    depth = np.cumsum(np.where(is_start, 1, -1))
+    step = is_start.astype(np.int8)  # +1 at a start, -1 at an end
+    step += step
+    step -= 1
+    depth = np.cumsum(step, dtype=np.int32 if n < 2**31 else np.int64)
+    del step
     active = np.where(is_start, nev, -1)
     starts = np.flatnonzero(is_start)
     q = np.flatnonzero(~is_start & (depth > 0))
@@ -466,7 +470,8 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     ds = depth[starts]
     o = np.argsort(ds.astype(np.int16) if ds.max() < 2**15 else ds, kind="stable")
     starts = starts[o]
-    k = np.searchsorted(ds[o] * n + starts, depth[q] * n + q) - 1
+    k = np.searchsorted(ds[o].astype(np.int64) * n + starts,
+                        depth[q].astype(np.int64) * n + q) - 1
     j = starts[np.maximum(k, 0)]
     ok = (k >= 0) & (depth[j] == depth[q]) & (ln[j] == ln[q])
     active[q[ok]] = nev[j[ok]]

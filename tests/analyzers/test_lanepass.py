@@ -247,3 +247,21 @@ def test_has_cycle_is_a_walk_of_the_predecessors():
         assert lanepass.has_cycle(pred, d) == loop
         seen.add(loop)
     assert seen == {True, False}
+
+
+def test_innermost_active_in_numpy_is_the_compiled_pass():
+    # random nested events on a few lanes (node order of stepgraph.layout_order): the numpy
+    # search (int32 depths) and the compiled one-pass stack give the same active events
+    rng = np.random.default_rng(13)
+    for _ in range(60):
+        n = int(rng.integers(1, 60))
+        s = rng.integers(0, 30, n)
+        e = s + rng.integers(1, 30, n)
+        lane = rng.integers(0, 3, n)
+        order = stepgraph.layout_order(s, e, lane)
+        nev = np.where(order >= n, order - n, order)
+        st = (order < n).astype(np.int64)
+        ln = lane[nev]
+        ref = dagpath.innermost(st, nev, ln)
+        assert stepgraph.innermost_active(st, nev, ln).tolist() == ref.tolist()
+        assert stepgraph.innermost_active(st == 1, nev, ln).tolist() == ref.tolist()
