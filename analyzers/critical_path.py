@@ -328,13 +328,14 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     if g.n == 0:
         return np.zeros(len(info), np.int64), np.zeros(len(info), np.int64)
     dist, pred, bwd = cpgraph.both(g)
-    node_ev = _node_events(g)
     win = info["win"].to_numpy(np.int64)
-    node_win = win[node_ev]
-    loader_node = info["loader"].to_numpy(bool)[node_ev]
-    del node_ev
-    # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
-    bounds = np.searchsorted(node_win, np.arange(nw + 1))
+    loader = info["loader"].to_numpy(bool)
+    loader_node = loader[_node_events(g)] if loader.any() else np.zeros(g.n, bool)
+    # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step, from
+    # its first node (a start: the least start node of its events) to the next step's
+    bounds = np.full(nw + 1, g.n, np.int64)
+    np.minimum.at(bounds, win, g.event_start)
+    bounds = np.minimum.accumulate(bounds[::-1])[::-1]  # (a step with no node: empty)
     index = cpgraph.CrossIndex(g)
     if g.n >= cpgraph.DAG_MIN_NODES:  # (compiled: numba's size) the same reading, in one pass
         ln, gp, cpf = stepgraph.cpsteps().step_paths(

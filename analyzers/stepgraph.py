@@ -13,6 +13,7 @@ graph type and its longest-path solver.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from types import ModuleType
 from typing import Any
@@ -232,18 +233,23 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
         made_of = (s, e, win, src, kind, lane_kind, nccl, lane, corr,
                    windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64),
                    *_name_key(pre.name, src), *(waits or ()))
-        for key, kept in _KEPT.items():
+        with _KEPT_LOCK:  # (groups of steps may be built on two threads)
+            entries = list(_KEPT.items())
+        for key, kept in entries:
             if _same(kept[3], made_of):
-                _KEPT.move_to_end(key)
+                with _KEPT_LOCK:
+                    if key in _KEPT:
+                        _KEPT.move_to_end(key)
                 return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
     g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
     if made_of is None:
         return g, info
     for a in g.__dict__.values():
         a.flags.writeable = False  # shared with later users: no change in place
-    _KEPT[next(_KEYS)] = (g, info, n_ev, made_of)
-    while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
-        _KEPT.popitem(last=False)  # the least recently used first
+    with _KEPT_LOCK:
+        _KEPT[next(_KEYS)] = (g, info, n_ev, made_of)
+        while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
+            _KEPT.popitem(last=False)  # the least recently used first
     return g, info.copy(deep=False)
 
 
@@ -292,6 +298,7 @@ KEEP_MAX_EVENTS = 500_000
 _KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...]]] = \
     OrderedDict()
 _KEYS = itertools.count()
+_KEPT_LOCK = threading.Lock()
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
