@@ -220,17 +220,22 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     else:
         s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
         src = sel[src]
-    kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
-    lane_kind = pre.lane_kind[src].astype(np.int64)
+    kind8 = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src])  # (narrow: kept)
+    kind = kind8.astype(np.int64)
+    lane_kind8 = pre.lane_kind[src]
+    lane_kind = lane_kind8.astype(np.int64)
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
-    lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
+    lane_code = pre.lane[src]
+    lane = win * pre.lanes + lane_code  # chain per (step, lane)
     corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
     waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
     made_of = None
     if n_ev <= KEEP_MAX_EVENTS:
-        # everything the graph is made of (the rest of this function reads nothing else)
-        made_of = (s, e, win, src, kind, lane_kind, nccl, lane, corr,
+        # everything the graph is made of (the rest of this function reads nothing else),
+        # as narrow as it was made (kept with the graph): kind and lane_kind are kind8's and
+        # lane_kind8's, lane is win * lanes + lane_code
+        made_of = (s, e, win, src, kind8, lane_kind8, nccl, lane_code, np.array(pre.lanes), corr,
                    windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64),
                    *_name_key(pre.name, src), *(waits or ()))
         with _KEPT_LOCK:  # (groups of steps may be built on two threads)
