@@ -246,6 +246,7 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
                     if key in _KEPT:
                         _KEPT.move_to_end(key)
                 return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
+        entries = kept = None  # (an entry evicted while this graph is built is freed: memory)
     g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
     if made_of is None:
         return g, info
