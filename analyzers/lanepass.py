@@ -129,6 +129,8 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     cu, cv, cl = (np.asarray(a, np.int64) for a in (cu, cv, cl))
     o = np.argsort(cu, kind="stable")
     cu, cv, cl = cu[o], cv[o], cl[o]
+    optr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(cu, minlength=n), out=optr[1:])
     e = np.arange(cu.size)  # cross edges out of the nodes whose D changed (first: all)
     for _ in range(MAX_ROUNDS):
         if e.size == 0:
@@ -149,8 +151,8 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         new = np.r_[True, s[1:] != s[:-1]]
         f, fe = ch[new], seg_end[s[new]]  # each lane's first improved node, the lane's end
         if f.size <= FEW_SEGMENTS:
-            lowered = _rescan(x, p, d, f, fe, inf)
-            if lowered is None:
+            idx = _rescan(x, p, d, f, fe, inf)
+            if idx is None:
                 return None
         else:
             idx, rid, at = _ranges(f, fe)
@@ -160,10 +162,7 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
             imp = nd < d[idx]
             idx = idx[imp]
             d[idx] = nd[imp]
-            lowered = np.zeros(n, bool)
-            lowered[idx] = True
-        # the cross edges out of the nodes lowered (in their order: cu is sorted)
-        e = np.flatnonzero(lowered[cu])
+        e = _edges_out(optr, idx, cu)
     else:
         return None
     if not preds:
@@ -174,8 +173,8 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
 def _rescan(x: np.ndarray, p: np.ndarray, d: np.ndarray, f: np.ndarray, fe: np.ndarray,
             inf: int | None) -> np.ndarray | None:
     """A round's scan of the lanes from ``f`` to ``fe`` (a few ranges), slice by slice:
-    ``d`` lowered in place where the scan of ``x`` improves it; returns the mask of the nodes
-    lowered (None: :func:`_scan`'s overflow, checked on all ranges together as it does)."""
+    ``d`` lowered in place where the scan of ``x`` improves it; returns the nodes lowered,
+    ascending (None: :func:`_scan`'s overflow, checked on all ranges together as it does)."""
     rng = list(zip(f.tolist(), fe.tolist(), strict=True))
     keys = [x[a:b] - p[a:b] for a, b in rng]
     cap = None
@@ -188,16 +187,40 @@ def _rescan(x: np.ndarray, p: np.ndarray, d: np.ndarray, f: np.ndarray, fe: np.n
     lo, hi = min(int(k.min()) for k in keys), max(int(k.max()) for k in keys)
     if len(keys) * (hi - lo + 1) + abs(lo) + abs(hi) >= _LIMIT:
         return None
-    out = np.zeros(d.size, bool)
+    out = []
     for (a, b), k in zip(rng, keys, strict=True):
         np.minimum.accumulate(k, out=k)
         over = k >= cap if cap is not None else None
         k += p[a:b]
         if over is not None:
             k[over] = inf
-        np.less(k, d[a:b], out=out[a:b])
-        np.minimum(d[a:b], k, out=d[a:b])
-    return out
+        imp = np.flatnonzero(k < d[a:b])
+        if imp.size:
+            np.minimum(d[a:b], k, out=d[a:b])
+            imp += a
+            out.append(imp)
+    return np.concatenate(out) if out else np.empty(0, np.int64)
+
+
+def _edges_out(optr: np.ndarray, idx: np.ndarray, cu: np.ndarray) -> np.ndarray:
+    """The cross edges out of the nodes ``idx`` (ascending), ascending (``cu`` sorted, its
+    out-edge pointers ``optr``): through a mask of the nodes when they outnumber the edges,
+    else by the nodes' pointer ranges (the cost of a round stays that of its nodes)."""
+    if idx.size > cu.size:
+        lowered = np.zeros(optr.size - 1, bool)
+        lowered[idx] = True
+        return np.flatnonzero(lowered[cu])
+    lo, hi = optr[idx], optr[idx + 1]
+    has = hi > lo
+    lo, hi = lo[has], hi[has]
+    ln = hi - lo
+    total = int(ln.sum())
+    if total == 0:
+        return np.empty(0, np.int64)
+    off = np.zeros(lo.size, np.int64)
+    np.cumsum(ln[:-1], out=off[1:])
+    rid = np.repeat(np.arange(lo.size), ln)
+    return lo[rid] + (np.arange(total) - off[rid])
 
 
 def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarray,
