@@ -298,7 +298,10 @@ def lane_both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     t0, t1 = int(g.t.min()), int(g.t.max())
     chain = ~g.first_of_lane()
     lost = np.zeros(n, np.int64)
-    lost[1:] = np.maximum((g.t[1:] - g.t[:-1]) - g.w[1:], 0)
+    gap = np.subtract(g.t[1:], g.t[:-1])
+    gap -= g.w[1:]
+    np.maximum(gap, 0, out=lost[1:])
+    del gap
     fwd = g.forward_cross()
     cu, cv = g.cu[fwd].astype(np.int64), g.cv[fwd].astype(np.int64)
     cl = np.maximum((g.t[cv] - g.t[cu]) - g.cw[fwd], 0)
@@ -317,7 +320,12 @@ def lane_both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
                              (t1 - g.t)[::-1], preds=False)
     if back is None:
         return None
-    return (g.t - t0) - d, pred, (t1 - g.t) - back[0][::-1]
+    dist = g.t - t0
+    dist -= d
+    del d
+    bwd = t1 - g.t
+    bwd -= back[0][::-1]
+    return dist, pred, bwd
 
 
 def lane_csr(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -411,7 +419,8 @@ def chain_runs(pred: np.ndarray) -> np.ndarray:
     """The first node of each node's run of chain steps (``pred[k] == k - 1``), for
     :func:`path_nodes` (one vectorized prefix max)."""
     k = np.arange(pred.size)
-    return np.maximum.accumulate(np.where(pred == k - 1, 0, k))
+    k[1:][pred[1:] == k[:-1]] = 0
+    return np.maximum.accumulate(k, out=k)
 
 
 def _walk_runs(pred: np.ndarray, end: int, n: int, runs: np.ndarray | None = None

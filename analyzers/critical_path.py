@@ -30,6 +30,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -152,11 +153,27 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     per-event-copy table with cp_ns and slack_ns). Steps are independent: they are solved in
     groups of consecutive steps (``CHUNK_EVENTS``), one graph each. The table has one row per
     event copy: name, kind, component, dur_ns (clipped), win, cp_ns, slack_ns."""
+    length, gap_ns, pre, c, cats = _copies(ev, windows)
+    # copy=False: the arrays become the columns as they are (no consolidated copy)
+    info = pd.DataFrame({
+        "name": pre.name.take(c["src"].astype(np.intp)),
+        **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
+        "dur_ns": c["dur_ns"], "win": c["win"].astype(np.int64), "cp_ns": c["cp_ns"],
+        "slack_ns": c["slack_ns"]}, copy=False)
+    return length, gap_ns, info
+
+
+def _copies(ev: pd.DataFrame, windows: pd.DataFrame
+            ) -> tuple[np.ndarray, np.ndarray, _Events, dict[str, np.ndarray], dict[str, Any]]:
+    """:func:`paths` as arrays: (length, gap_ns, the per-event arrays, the columns of the
+    table as arrays -- ``_KEEP``, ``kind`` and ``component`` as category codes --, the
+    categories of those two)."""
     nw = len(windows)
     length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
     pre = _Events(ev)
     cols: dict[str, list[np.ndarray]] = {k: [] for k in _KEEP}
-    cats = {}
+    cats: dict[str, Any] = {k: list(v) for k, v in (("kind", stepgraph._KIND_NAMES),
+                                                     ("component", COMPONENTS))}
     idx = np.int32 if max(len(ev), nw) < 2**31 else np.int64
     for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
         # only what the tables need is kept across chunks (peak memory), as arrays: one
@@ -174,15 +191,11 @@ def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     c = {}
     for k in _KEEP:  # (each column's pieces freed as soon as it is whole)
         v = cols.pop(k)
-        c[k] = v[0] if len(v) == 1 else np.concatenate(v)
+        c[k] = v[0] if len(v) == 1 else (np.concatenate(v) if v else np.empty(0, np.int64))
         del v
-    # copy=False: the arrays become the columns as they are (no consolidated copy)
-    info = pd.DataFrame({
-        "name": pre.name.take(c["src"].astype(np.intp)),
-        **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
-        "dur_ns": c["dur_ns"], "win": c["win"].astype(np.int64), "cp_ns": c["cp_ns"],
-        "slack_ns": c["slack_ns"]}, copy=False)
-    return length, gap_ns, info
+    for k in ("kind", "component"):
+        c[k] = c[k].astype(np.int8, copy=False)
+    return length, gap_ns, pre, c, cats
 
 
 def _load_compiled() -> None:
@@ -238,6 +251,73 @@ def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
     return length, gap_ns, by, ops
 
 
+def _reduced(pre: _Events, c: dict[str, np.ndarray], nw: int
+             ) -> tuple[np.ndarray, pd.DataFrame]:
+    """(path ns per (window, component), the ``ops`` table before its sort) from
+    :func:`_copies`' arrays, in numpy on category codes (names categorical): the numbers of
+    ``np.add.at`` and of pandas' groupby of :func:`paths`' table by (name, kind) -- its groups
+    in (name, kind) code order, its sums, least and median (of float64 values, the mean of the
+    two middle ones for an even count) -- without building the table."""
+    nc_, nk = len(COMPONENTS), len(stepgraph._KIND_NAMES)
+    cp, slack, dur = c["cp_ns"], c["slack_ns"], c["dur_ns"]
+    by = _sums(c["win"].astype(np.int64) * nc_ + c["component"], cp, nw * nc_).reshape(nw, nc_)
+    if cp.size == 0:
+        return by, _empty_ops()
+    key = np.asarray(pre.name.codes)[c["src"]].astype(np.int64)
+    named = key >= 0  # (groupby drops events with no name)
+    key = key * nk + c["kind"]
+    if not named.all():
+        key, cp, slack, dur = key[named], cp[named], slack[named], dur[named]
+    nkeys = len(pre.name.categories) * nk
+    if nkeys > 4 * key.size + 2**16:  # (many names: only those present get a slot)
+        present, key = np.unique(key, return_inverse=True)
+        nkeys = present.size
+    else:
+        present = None
+    count = np.bincount(key, minlength=nkeys)
+    k = np.flatnonzero(count)
+    mn = np.full(nkeys, np.iinfo(np.int64).max)
+    np.minimum.at(mn, key, slack)
+    cnt = count[k]
+    med = _medians(key, slack, nkeys, cnt)
+    code = k if present is None else present[k]
+    ops = pd.DataFrame({
+        "name": pd.Categorical.from_codes(code // nk, dtype=pre.name.dtype),
+        "kind": pd.Categorical.from_codes(code % nk, categories=list(stepgraph._KIND_NAMES)),
+        "count": cnt.astype(np.int64), "dur_ns": _sums(key, dur, nkeys)[k],
+        "cp_time_ns": _sums(key, cp, nkeys)[k], "min_slack_ns": mn[k],
+        "median_slack_ns": med})
+    return by, ops
+
+
+def _medians(key: np.ndarray, slack: np.ndarray, nkeys: int, cnt: np.ndarray) -> np.ndarray:
+    """Median of ``slack`` per key (keys in 0..nkeys - 1; ``cnt``: the counts of the keys
+    present, ascending), as pandas' groupby median: of the values as float64, the mean of the
+    two middle ones for an even count."""
+    first = np.cumsum(cnt) - cnt  # each group's first place in (key, slack) order
+    lo, hi = first + (cnt - 1) // 2, first + cnt // 2  # its middle places
+    if key.size and int(slack.min()) >= 0 and (nkeys + 1) * (int(slack.max()) + 1) < 2**62:
+        b = int(slack.max()) + 1
+        v = key * b
+        v += slack
+        v.sort()  # (one sort of a single int64 key: key * b + slack)
+        a, z = v[lo] % b, v[hi] % b  # (the middle ones only)
+    else:
+        sv = slack[np.lexsort((slack, key))]
+        a, z = sv[lo], sv[hi]
+    return (a.astype(np.float64) + z.astype(np.float64)) / 2
+
+
+def _sums(idx: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
+    """Exact int64 sums of ``w`` per ``idx`` (``np.add.at``'s): ``np.bincount``'s float64
+    sums where no partial sum can reach 2**53 (then every one is exact), else ``np.add.at``."""
+    if w.size == 0 or int(np.abs(w).max()) * w.size < 2**53:
+        return np.bincount(idx, weights=w, minlength=size).astype(np.int64)
+    out = np.zeros(size, np.int64)
+    np.add.at(out, idx, w)
+    return out
+
+
 _KEEP = ("kind", "component", "src", "dur_ns", "win", "cp_ns", "slack_ns")
 
 
@@ -248,13 +328,14 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     if g.n == 0:
         return np.zeros(len(info), np.int64), np.zeros(len(info), np.int64)
     dist, pred, bwd = cpgraph.both(g)
-    node_ev = _node_events(g)
     win = info["win"].to_numpy(np.int64)
-    node_win = win[node_ev]
-    loader_node = info["loader"].to_numpy(bool)[node_ev]
-    del node_ev
-    # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step
-    bounds = np.searchsorted(node_win, np.arange(nw + 1))
+    loader = info["loader"].to_numpy(bool)
+    loader_node = loader[_node_events(g)] if loader.any() else np.zeros(g.n, bool)
+    # nodes are laid out step-major (chains keyed by (step, lane)): one slice per step, from
+    # its first node (a start: the least start node of its events) to the next step's
+    bounds = np.full(nw + 1, g.n, np.int64)
+    np.minimum.at(bounds, win, g.event_start)
+    bounds = np.minimum.accumulate(bounds[::-1])[::-1]  # (a step with no node: empty)
     index = cpgraph.CrossIndex(g)
     if g.n >= cpgraph.DAG_MIN_NODES:  # (compiled: numba's size) the same reading, in one pass
         ln, gp, cpf = stepgraph.cpsteps().step_paths(
@@ -288,10 +369,13 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
 def _slack(g: cpgraph.Graph, dist: np.ndarray, bwd: np.ndarray, length: np.ndarray,
            win: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(cp, slack per event): the longest path through a node is fwd + bwd; an event's slack
-    uses the better of its two nodes."""
-    through_node = dist + bwd
-    through = np.maximum(through_node[g.event_start], through_node[g.event_end])
-    return cp, np.maximum(length[win] - through, 0)
+    uses the better of its two nodes. (``bwd`` is summed into: the caller's own.)"""
+    through_node = np.add(dist, bwd, out=bwd)
+    through = through_node[g.event_start]
+    np.maximum(through, through_node[g.event_end], out=through)
+    slack = length[win]
+    slack -= through
+    return cp, np.maximum(slack, 0, out=slack)
 
 
 def _node_events(g: cpgraph.Graph) -> np.ndarray:
@@ -301,6 +385,14 @@ def _node_events(g: cpgraph.Graph) -> np.ndarray:
     ev[g.event_start] = ids
     ev[g.event_end] = ids
     return ev
+
+
+def _groupby_ops(info: pd.DataFrame) -> pd.DataFrame:
+    """The ``ops`` table (before its sort) by pandas' groupby of :func:`paths`' table (the
+    definition :func:`_reduced` and :func:`_grouped` compute without the table)."""
+    return info.groupby(["name", "kind"], as_index=False, observed=True).agg(
+        count=("cp_ns", "size"), dur_ns=("dur_ns", "sum"), cp_time_ns=("cp_ns", "sum"),
+        min_slack_ns=("slack_ns", "min"), median_slack_ns=("slack_ns", "median"))
 
 
 def _empty_ops() -> pd.DataFrame:
@@ -319,6 +411,10 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     nw = len(windows)
     if isinstance(ev["name"].array, pd.Categorical) and len(ev) >= cpgraph.DAG_MIN_NODES:
         length, gap_ns, by, ops = _grouped(ev, windows)  # (compiled: numba's size)
+    elif isinstance(ev["name"].array, pd.Categorical):
+        length, gap_ns, pre, c, _ = _copies(ev, windows)
+        by, ops = _reduced(pre, c, nw)
+        del c
     else:
         length, gap_ns, info = paths(ev, windows)
         # path time per (step, component)
@@ -328,9 +424,7 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
             np.add.at(by, (info["win"].to_numpy(np.int64),
                            info["component"].cat.codes.to_numpy()),
                       info["cp_ns"].to_numpy(np.int64))
-            ops = info.groupby(["name", "kind"], as_index=False, observed=True).agg(
-                count=("cp_ns", "size"), dur_ns=("dur_ns", "sum"), cp_time_ns=("cp_ns", "sum"),
-                min_slack_ns=("slack_ns", "min"), median_slack_ns=("slack_ns", "median"))
+            ops = _groupby_ops(info)
         del info
     if len(ops):
         ops = ops.sort_values(["cp_time_ns", "dur_ns"], ascending=False, kind="stable")

@@ -31,22 +31,34 @@ MAX_ROUNDS = 64
 _LIMIT = 2**62
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenated ``arange(lo[i], hi[i])`` and the range number of each element."""
+#: segments scanned one slice each (one ``np.minimum.accumulate`` per segment, in place) when
+#: there are at most this many; more are scanned in one pass with an offset per segment
+FEW_SEGMENTS = 64
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenated ``arange(lo[i], hi[i])``, the range number of each element (None when
+    there are at most :data:`FEW_SEGMENTS` ranges: not needed) and where each range starts in
+    the concatenation."""
     ln = hi - lo
-    total = int(ln.sum())
-    rid = np.repeat(np.arange(lo.size), ln)
     off = np.zeros(lo.size, np.int64)
     np.cumsum(ln[:-1], out=off[1:])
-    return lo[rid] + (np.arange(total) - off[rid]), rid
+    if lo.size <= FEW_SEGMENTS:
+        parts = [np.arange(x, y) for x, y in zip(lo.tolist(), hi.tolist(), strict=True)]
+        return (np.concatenate(parts) if parts else np.empty(0, np.int64)), None, off
+    total = int(ln.sum())
+    rid = np.repeat(np.arange(lo.size), ln)
+    return lo[rid] + (np.arange(total) - off[rid]), rid, off
 
 
-def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray, inf: int | None = None
-          ) -> np.ndarray | None:
-    """Segmented ``p + prefix-min(x - p)`` (segments: equal, non-decreasing ``sid``); None when
-    the offset that separates the segments would overflow int64. ``inf``: values of ``x`` at
-    or above it are infinite (they stand in the scan for one more than the largest finite
-    key, and a node whose minimum is one of them gets ``inf``)."""
+def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray | None, inf: int | None = None,
+          starts: np.ndarray | None = None) -> np.ndarray | None:
+    """Segmented ``p + prefix-min(x - p)`` (segments: equal, non-decreasing ``sid``; or
+    beginning at ``starts``, ascending from 0: then ``sid`` may be None when there are at most
+    :data:`FEW_SEGMENTS`); None when the offset that separates the segments would overflow
+    int64. ``inf``: values of ``x`` at or above it are infinite (they stand in the scan for one
+    more than the largest finite key, and a node whose minimum is one of them gets ``inf``).
+    A few segments are scanned slice by slice, in place (the same minima as the offsets')."""
     key = x - p
     if key.size == 0:
         return key
@@ -58,14 +70,27 @@ def _scan(x: np.ndarray, p: np.ndarray, sid: np.ndarray, inf: int | None = None
             key[~fin] = cap
     lo, hi = int(key.min()), int(key.max())
     big = hi - lo + 1
-    if (int(sid[-1]) + 1) * big + abs(lo) + abs(hi) >= _LIMIT:
+    nseg = starts.size if starts is not None else int(sid[-1]) + 1
+    if nseg * big + abs(lo) + abs(hi) >= _LIMIT:
         return None
-    off = sid * big
-    m = np.minimum.accumulate(key - off) + off
-    out = m + p
-    if cap is not None:
-        out[m >= cap] = inf
-    return out
+    if starts is not None and nseg <= FEW_SEGMENTS:
+        ends = [*starts[1:].tolist(), key.size]
+        for a, b in zip(starts.tolist(), ends, strict=True):
+            np.minimum.accumulate(key[a:b], out=key[a:b])
+        m = key
+    else:
+        if sid is None:
+            sid = np.repeat(np.arange(nseg), np.diff(np.append(starts, key.size)))
+        off = sid * big
+        key -= off
+        m = np.minimum.accumulate(key, out=key)
+        m += off
+        del off
+    over = m >= cap if cap is not None else None
+    m += p
+    if over is not None:
+        m[over] = inf
+    return m
 
 
 def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
@@ -84,17 +109,20 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         z = np.empty(0, np.int64)
         return z, (z if preds else None)
     chain[0] = False
-    c = np.where(chain, chain_lost, 0).astype(np.int64)
+    c = np.where(chain, chain_lost, 0).astype(np.int64, copy=False)
     fin = start if inf is None else start[start < inf]
-    if int(c.sum()) + int(np.abs(fin).max(initial=0)) + int(cl.max(initial=0)) >= _LIMIT // 4 \
+    absmax = max(int(fin.max(initial=0)), -int(fin.min(initial=0)))  # (= |fin|.max())
+    if int(c.sum()) + absmax + int(cl.max(initial=0)) >= _LIMIT // 4 \
             or (inf is not None and inf > _LIMIT // 2):
         return None
-    sid = np.cumsum(~chain) - 1  # lane (segment) of each node
-    seg0 = np.flatnonzero(~chain)
+    seg0 = np.flatnonzero(~chain)  # each lane's (segment's) first node
     seg_end = np.append(seg0[1:], n)
-    cs = np.cumsum(c)
-    p = cs - (cs - c)[seg0][sid]  # prefix sum of the chain's lost within the lane
-    d = _scan(start, p, sid, inf)
+    # lane of each node: only the offset scan of many lanes needs it for every node
+    sid = np.cumsum(~chain) - 1 if seg0.size > FEW_SEGMENTS else None
+    p = np.cumsum(c)
+    # prefix sum of the chain's lost within the lane
+    p -= np.repeat(p[seg0] - c[seg0], seg_end - seg0)
+    d = _scan(start, p, sid, inf, seg0)
     if d is None:
         return None
     x = start.copy()
@@ -119,16 +147,22 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
         mark = np.zeros(n, bool)
         mark[tv] = True
         ch = np.flatnonzero(mark)  # nodes whose X improved, ascending
-        s = sid[ch]
-        f = ch[np.r_[True, s[1:] != s[:-1]]]  # first improved node of each lane
-        idx, rid = _ranges(f, seg_end[sid[f]])
-        nd = _scan(x[idx], p[idx], rid, inf)
-        if nd is None:
-            return None
-        imp = nd < d[idx]
-        idx = idx[imp]
-        d[idx] = nd[imp]
-        e, _ = _ranges(optr[idx], optr[idx + 1])
+        s = sid[ch] if sid is not None else np.searchsorted(seg0, ch, side="right") - 1
+        new = np.r_[True, s[1:] != s[:-1]]
+        f, fe = ch[new], seg_end[s[new]]  # each lane's first improved node, the lane's end
+        if f.size <= FEW_SEGMENTS:
+            idx = _rescan(x, p, d, f, fe, inf)
+            if idx is None:
+                return None
+        else:
+            idx, rid, at = _ranges(f, fe)
+            nd = _scan(x[idx], p[idx], rid, inf, at)
+            if nd is None:
+                return None
+            imp = nd < d[idx]
+            idx = idx[imp]
+            d[idx] = nd[imp]
+        e = _edges_out(optr, idx, cu)
     else:
         return None
     if not preds:
@@ -136,15 +170,71 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     return d, _preds(n, d, chain, c, cu, cv, cl, start)
 
 
+def _rescan(x: np.ndarray, p: np.ndarray, d: np.ndarray, f: np.ndarray, fe: np.ndarray,
+            inf: int | None) -> np.ndarray | None:
+    """A round's scan of the lanes from ``f`` to ``fe`` (a few ranges), slice by slice:
+    ``d`` lowered in place where the scan of ``x`` improves it; returns the nodes lowered,
+    ascending (None: :func:`_scan`'s overflow, checked on all ranges together as it does)."""
+    rng = list(zip(f.tolist(), fe.tolist(), strict=True))
+    keys = [x[a:b] - p[a:b] for a, b in rng]
+    cap = None
+    if inf is not None:
+        fins = [x[a:b] < inf for a, b in rng]
+        if not all(fi.all() for fi in fins):
+            cap = max(int(k[fi].max(initial=0)) for k, fi in zip(keys, fins, strict=True)) + 1
+            for k, fi in zip(keys, fins, strict=True):
+                k[~fi] = cap
+    lo, hi = min(int(k.min()) for k in keys), max(int(k.max()) for k in keys)
+    if len(keys) * (hi - lo + 1) + abs(lo) + abs(hi) >= _LIMIT:
+        return None
+    out = []
+    for (a, b), k in zip(rng, keys, strict=True):
+        np.minimum.accumulate(k, out=k)
+        over = k >= cap if cap is not None else None
+        k += p[a:b]
+        if over is not None:
+            k[over] = inf
+        imp = np.flatnonzero(k < d[a:b])
+        if imp.size:
+            np.minimum(d[a:b], k, out=d[a:b])
+            imp += a
+            out.append(imp)
+    return np.concatenate(out) if out else np.empty(0, np.int64)
+
+
+def _edges_out(optr: np.ndarray, idx: np.ndarray, cu: np.ndarray) -> np.ndarray:
+    """The cross edges out of the nodes ``idx`` (ascending), ascending (``cu`` sorted, its
+    out-edge pointers ``optr``): through a mask of the nodes when they outnumber the edges,
+    else by the nodes' pointer ranges (the cost of a round stays that of its nodes)."""
+    if idx.size > cu.size:
+        lowered = np.zeros(optr.size - 1, bool)
+        lowered[idx] = True
+        return np.flatnonzero(lowered[cu])
+    lo, hi = optr[idx], optr[idx + 1]
+    has = hi > lo
+    lo, hi = lo[has], hi[has]
+    ln = hi - lo
+    total = int(ln.sum())
+    if total == 0:
+        return np.empty(0, np.int64)
+    off = np.zeros(lo.size, np.int64)
+    np.cumsum(ln[:-1], out=off[1:])
+    rid = np.repeat(np.arange(lo.size), ln)
+    return lo[rid] + (np.arange(total) - off[rid])
+
+
 def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarray,
            cv: np.ndarray, cl: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Each node's predecessor under the tie rule of the module docstring."""
     pred = np.full(n, n, np.int64)
-    best = np.full(n, np.iinfo(np.int64).max)  # D(u) of the chosen in-neighbour
-    k = np.flatnonzero(chain)
-    k = k[d[k - 1] + c[k] == d[k]]
-    pred[k] = k - 1
-    best[k] = d[k - 1]
+    tight = np.zeros(n, bool)  # the chain edge into the node attains D (chain[0] is False)
+    c1 = np.add(c[1:], d[:-1], out=c[1:])  # (c is the caller's own, not needed after)
+    np.equal(c1, d[1:], out=tight[1:])
+    del c1
+    tight &= chain
+    k = np.flatnonzero(tight[1:])  # nodes k + 1
+    pred[1:][k] = k
+    del k
     t = np.flatnonzero(d[cu] + cl == d[cv])
     if t.size:
         du, u, v = d[cu[t]], cu[t], cv[t]
@@ -159,7 +249,9 @@ def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarr
             u, du, v = u[o], du[o], v[o]
             first = np.r_[True, v[1:] != v[:-1]]
             bu, bd, v = u[first], du[first], v[first]
-        take = bd < best[v]
+        # D(u) of the chain predecessor where it attains D (else none)
+        best = np.where(tight[v], d[v - 1], np.iinfo(np.int64).max)
+        take = bd < best
         pred[v[take]] = bu[take]
     pred[start == d] = n  # the source wins every tie
     return pred
@@ -170,10 +262,14 @@ def has_cycle(pred: np.ndarray, d: np.ndarray) -> bool:
     along predecessors), so only nodes whose predecessor has their own ``D`` (zero-lost
     in-neighbours: an equal-time cycle of the graph) can be on one: pointer doubling on those."""
     n = pred.size
+    # every step of a loop keeps D and one at least goes to a higher node: none such, no loop
+    # (the nodes stepping up are few: predecessors are mostly the chain's k - 1)
+    up = np.flatnonzero(pred > np.arange(n))
+    up = up[pred[up] < n]
+    if not (d[pred[up]] == d[up]).any():
+        return False
     z = np.flatnonzero(pred < n)
     z = z[d[pred[z]] == d[z]]
-    if not (pred[z] > z).any():
-        return False  # every step of a loop would go to a lower node
     inz = np.zeros(n + 1, bool)
     inz[z] = True
     p = np.full(n + 1, n)

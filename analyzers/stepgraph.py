@@ -12,7 +12,8 @@ graph type and its longest-path solver.
 
 from __future__ import annotations
 
-import hashlib
+import itertools
+import threading
 from collections import OrderedDict
 from types import ModuleType
 from typing import Any
@@ -48,6 +49,14 @@ def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
     return table[cat.cat.codes.to_numpy()]
 
 
+def _numbers(col: pd.Series) -> np.ndarray:
+    """A column as float64 numbers, NaN where missing or not a number (``pd.to_numeric``'s
+    coercion, skipped for a column that is numeric already)."""
+    if not pd.api.types.is_numeric_dtype(col.dtype) or pd.api.types.is_bool_dtype(col.dtype):
+        col = pd.to_numeric(col, errors="coerce")
+    return col.to_numpy(np.float64, na_value=np.nan)
+
+
 def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.ndarray:
     """Membership of small-int codes (-1: unknown) in ``names``: one table lookup."""
     table = np.zeros(len(vocab) + 1, bool)  # (the last entry: code -1)
@@ -76,9 +85,10 @@ def _component(kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray,
     comm = (kind == _KIND["collective"]) | (device & ((lane_kind == _LANE["link"]) | nccl))
     comp = device & ~comm & _in(kind, _KIND, COMPUTE_KINDS)
     io = _in(kind, _KIND, IO_KINDS) | (lane_kind == _LANE["loader"]) | (in_data & ~device)
-    codes = np.select([comm, comp, io], [COMPONENTS.index(c) for c in
-                                         ("communication", "computation", "io")],
-                      COMPONENTS.index("host"))
+    # the first that holds of communication, computation, io; else host (np.select's rule)
+    codes = np.full(kind.size, COMPONENTS.index("host"), np.int8)
+    for mask, c in ((io, "io"), (comp, "computation"), (comm, "communication")):
+        codes[mask] = COMPONENTS.index(c)
     # categoricals, not string arrays: no per-event string objects on big steps
     return pd.Categorical.from_codes(codes, categories=list(COMPONENTS))
 
@@ -89,16 +99,17 @@ class Events:
     def __init__(self, ev: pd.DataFrame) -> None:
         self.ts = ev["ts_ns"].to_numpy(np.int64)
         self.te = self.ts + ev["dur_ns"].to_numpy(np.int64)
-        self.kind = _codes(ev["kind"], _KIND).astype(np.int8)
-        self.lane_kind = _codes(ev["lane_kind"], _LANE).astype(np.int8)
+        self.kind = _codes(ev["kind"], _KIND).astype(np.int8, copy=False)
+        self.lane_kind = _codes(ev["lane_kind"], _LANE).astype(np.int8, copy=False)
         self.nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)
-        lane_codes = ev["lane"].astype("category").cat.codes.to_numpy()
+        lanes = ev["lane"].array
+        lane_codes = np.asarray(lanes.codes if isinstance(lanes, pd.Categorical) else
+                                ev["lane"].astype("category").cat.codes)
         self.lanes = int(lane_codes.max(initial=0)) + 1
         self.lane = lane_codes.astype(np.int32 if self.lanes < 2**31 else np.int64)
         self.ts = serial_starts(self.ts, self.te, self.lane,
                                 ~_in(self.lane_kind, _LANE, HOST_LANES))
-        self.corr = (pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(
-            np.float64, na_value=np.nan) if "corr_id" in ev.columns else None)
+        self.corr = _numbers(ev["corr_id"]) if "corr_id" in ev.columns else None
         self.name = ev["name"].array
         self.helper = hostcalls.helper_lanes(ev)
         # host calls that block on the device (synchronous copies, .item(), synchronize by
@@ -202,66 +213,124 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     ``lo..hi - 1`` of those (the cut is then one compiled pass on graphs of numba's size)."""
     # (dropped before the cut: the same pieces, fewer)
     sel = sel[pre.work[sel]].astype(np.int64, copy=False)
-    if bounds is not None and sel.size >= cpgraph.DAG_MIN_NODES:
+    if bounds is not None and bounds[0] is not None:  # (None: no windows)
         lo, hi, a, ws, we = bounds
-        s, e, win, src = cpsteps().split(pre.ts, pre.te, sel, lo, hi, ws, we, a,
-                                         a + len(windows))
+        cut = cpsteps().split if sel.size >= cpgraph.DAG_MIN_NODES else split_sel
+        s, e, win, src = cut(pre.ts, pre.te, sel, lo, hi, ws, we, a, a + len(windows))
     else:
         s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
         src = sel[src]
-    kind = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src]).astype(np.int64)
-    lane_kind = pre.lane_kind[src].astype(np.int64)
+    kind8 = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src])  # (narrow: kept)
+    kind = kind8.astype(np.int64)
+    lane_kind8 = pre.lane_kind[src]
+    lane_kind = lane_kind8.astype(np.int64)
     n_ev = s.size
     nccl = pre.nccl[src] & (kind == _KIND["kernel"])
-    lane = win * pre.lanes + pre.lane[src]  # chain per (step, lane)
+    lane_code = pre.lane[src]
+    lane = win * pre.lanes + lane_code  # chain per (step, lane)
     corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
     waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
-    key = None
+    made_of = None
     if n_ev <= KEEP_MAX_EVENTS:
-        # everything the graph is made of (the rest of this function reads nothing else)
-        key = _digest(s, e, win, src, kind, lane_kind, nccl, lane, corr,
-                      windows["start_ns"].to_numpy(np.int64),
-                      windows["end_ns"].to_numpy(np.int64), *_name_key(pre.name, src),
-                      *(waits or ()))
-        kept = _KEPT.get(key)
-        if kept is not None:
-            _KEPT.move_to_end(key)
-            return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
+        # everything the graph is made of (the rest of this function reads nothing else),
+        # as narrow as it was made (kept with the graph): kind and lane_kind are kind8's and
+        # lane_kind8's, lane is win * lanes + lane_code
+        made_of = (s, e, win, src, kind8, lane_kind8, nccl, lane_code, np.array(pre.lanes), corr,
+                   windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64),
+                   *_name_key(pre.name, src), *(waits or ()))
+        with _KEPT_LOCK:  # (groups of steps may be built on two threads)
+            entries = list(_KEPT.items())
+        for key, kept in entries:
+            if _same(kept[3], made_of):
+                with _KEPT_LOCK:
+                    if key in _KEPT:
+                        _KEPT.move_to_end(key)
+                return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
+        entries = kept = None  # (an entry evicted while this graph is built is freed: memory)
     g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
-    if key is None:
+    if made_of is None:
         return g, info
     for a in g.__dict__.values():
         a.flags.writeable = False  # shared with later users: no change in place
-    _KEPT[key] = (g, info, n_ev)
-    while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
-        _KEPT.popitem(last=False)  # the least recently used first
+    with _KEPT_LOCK:
+        _KEPT[next(_KEYS)] = (g, info, n_ev, made_of)
+        while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
+            _KEPT.popitem(last=False)  # the least recently used first
     return g, info.copy(deep=False)
 
 
+def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+              ws: np.ndarray, we: np.ndarray, a: int, b: int) -> tuple[np.ndarray, ...]:
+    """``cpsteps.split`` in numpy (its contract: the pieces of ``steps.split_by_windows`` of
+    the events ``sel`` on the windows ``a..b - 1`` of the sorted windows, from each event's
+    first and end window ``lo``/``hi``, already searched): (start, end, window - a, event).
+    Where no event spans two windows (the usual case), one piece per event, no repeat."""
+    first = lo[sel]
+    n = hi[sel]
+    if a > 0:  # (the windows of this group only)
+        np.maximum(first, a, out=first)
+    if b < ws.size:
+        np.minimum(n, b, out=n)
+    n -= first
+    if n.size and int(n.max()) <= 1:
+        k = np.flatnonzero(n > 0)
+        src, win = sel[k], first[k].astype(np.int64)
+    else:
+        np.maximum(n, 0, out=n)
+        k = np.repeat(np.arange(sel.size), n)
+        src = sel[k]
+        win = np.repeat(first.astype(np.int64), n) + (np.arange(k.size) - np.repeat(
+            np.cumsum(n) - n, n))
+    del first, n, k
+    cs = ts[src]
+    np.maximum(cs, ws[win], out=cs)
+    ce = te[src]
+    np.minimum(ce, we[win], out=ce)
+    if a:
+        win -= a
+    keep = ce > cs
+    if keep.all():  # (the usual case: no piece of zero length)
+        return cs, ce, win, src
+    return cs[keep], ce[keep], win[keep], src[keep]
+
+
 #: Graphs of at most this many events in all are kept after they are built (the most recently
-#: used, each under a digest of everything it is made of): the what-if replay
-#: (``hermes.whatif``, the advisor's replayed speedups) builds the graph of the same events
-#: and steps as the critical path did and takes it from here. Bigger graphs are not kept
-#: (memory) -- the replay of a rank of over a million events builds its median step alone.
+#: used, each with everything it is made of: a build of exactly the same arrays takes it): the
+#: what-if replay (``hermes.whatif``, the advisor's replayed speedups) builds the graph of the
+#: same events and steps as the critical path did and takes it from here. Bigger graphs are
+#: not kept (memory) -- the replay of a rank of over a million events builds its median step
+#: alone.
 KEEP_MAX_EVENTS = 500_000
-_KEPT: OrderedDict[bytes, tuple[cpgraph.Graph, pd.DataFrame, int]] = OrderedDict()
+_KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...]]] = \
+    OrderedDict()
+_KEYS = itertools.count()
+_KEPT_LOCK = threading.Lock()
 
 
-def _digest(*arrays: np.ndarray) -> bytes:
-    h = hashlib.sha256()  # (hardware-accelerated on most CPUs: ~2x blake2b's speed here)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}|".encode())
-        h.update(a.reshape(-1).view(np.uint8))
-    return h.digest()
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two graphs' inputs (:func:`build_sel`'s ``made_of``) are the same: arrays of
+    the same dtype, shape and values (NaN equal to NaN), indexes equal. Compared exactly,
+    cheapest first (the first difference ends it): no digest of every array on each build."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is y:
+            continue
+        if isinstance(x, pd.Index) or isinstance(y, pd.Index):
+            if not (isinstance(x, pd.Index) and isinstance(y, pd.Index) and x.dtype == y.dtype
+                    and x.equals(y)):
+                return False
+        elif x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(
+                x, y, equal_nan=x.dtype.kind in "fc"):
+            return False
+    return True
 
 
-def _name_key(name: Any, src: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The names of the events ``src`` as arrays to digest: category codes and the categories'
-    text when categorical, else the names' hashes."""
+def _name_key(name: Any, src: np.ndarray) -> tuple[Any, ...]:
+    """The names of the events ``src`` as what to compare: category codes and the categories
+    when categorical, else the names' hashes."""
     if isinstance(name, pd.Categorical):
-        cats = np.asarray(name.categories.astype(str), dtype=object)
-        return np.asarray(name.codes)[src], pd.util.hash_array(cats)
+        return np.asarray(name.codes)[src], name.categories
     return (pd.util.hash_array(np.asarray(name.take(src), dtype=object)),)
 
 
@@ -286,15 +355,9 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     if n_ev == 0:
         z = np.empty(0, np.int64)
         return cpgraph.Graph(z, z, z, z, z, z, z, z, z, z), info
-    dur = e - s
     # nodes: start (is_start 1) and end (0) of every event, laid out [starts, ends]
+    order = layout_order(s, e, lane)
     n_t = np.concatenate([s, e])
-    n_is_start = np.zeros(2 * n_ev, np.int64)
-    n_is_start[:n_ev] = 1
-    # equal times: ends before starts; starts outer (longer) first; ends inner (shorter) first
-    tie = np.concatenate([-dur, dur])
-    order = node_order(None, tie, n_is_start, n_t, np.concatenate([lane, lane]))
-    del n_is_start, tie  # (peak memory: free node-sized temporaries early)
     if order.size >= cpgraph.DAG_MIN_NODES:  # compiled (numba is imported at this size)
         del n_t
         t, ln, w, seg, start_node, end_node, first, prev_t = cpgraph.dagpath().nodes(
@@ -318,10 +381,9 @@ def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarra
     t = n_t[order]
     del n_t
     # a node's event and start/end follow from its place in the layout (no gathers)
-    is_end = order >= n_ev
-    nev = order - n_ev * is_end
-    st = (~is_end).astype(np.int64)
-    del is_end
+    is_start = order < n_ev
+    nev = order - n_ev
+    np.add(nev, n_ev, out=nev, where=is_start)
     ln = lane[nev]
     n = t.size
     pos = np.empty(n, np.int64)
@@ -329,21 +391,55 @@ def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarra
     del order
     start_node, end_node = pos[:n_ev], pos[n_ev:]
     first = np.ones(n, bool)
-    first[1:] = ln[1:] != ln[:-1]
-    active = innermost_active(st, nev, ln)
-    del st
-    seg = np.full(n, -1, np.int64)
-    seg[1:] = np.where(first[1:], -1, active[:-1])
-    del active
-    w = np.zeros(n, np.int64)
-    w[1:] = np.where(first[1:], 0, t[1:] - t[:-1])
-    w[(seg >= 0) & (kind[np.maximum(seg, 0)] == _KIND["sync"])] = 0  # waiting is not work
+    np.not_equal(ln[1:], ln[:-1], out=first[1:])
+    fi = np.flatnonzero(first)  # (one per (step, lane): few)
+    seg = innermost_active(is_start, nev, ln)
+    del is_start
+    seg[1:] = seg[:-1].copy()  # the event active before each node
+    seg[fi] = -1
+    w = np.empty(n, np.int64)
+    np.subtract(t[1:], t[:-1], out=w[1:])
+    w[fi] = 0
+    sync = np.zeros(n_ev + 1, bool)  # (the last entry: seg -1)
+    np.equal(kind, _KIND["sync"], out=sync[:n_ev])
+    w[sync[seg]] = 0  # waiting is not work
+    del sync
     # a host thread with nothing recorded is waiting, not working (HTA: zero-weight dependency
     # between top-level CPU ops); a stream gap is a device-side delay unless it waited for a launch
     w[(seg < 0) & host_ev[nev]] = 0
     # time a node's lane was last busy before it (the step start for a lane's first node)
-    prev_t = np.where(first, ws[win[nev]], np.roll(t, 1))
+    prev_t = np.empty(n, np.int64)
+    prev_t[1:] = t[:-1]
+    prev_t[fi] = ws[win[nev[fi]]]
     return t, ln, w, seg, start_node, end_node, first, prev_t
+
+
+def layout_order(s: np.ndarray, e: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """The node order of events ``s``..``e`` on ``lane``, nodes laid out as [starts, ends]:
+    by (lane, time), ends before starts at equal times, starts outer (longer) first, ends
+    inner (shorter) first -- :func:`node_order` of that layout, its key built in place in the
+    two halves (no layout-sized copies of the times, lanes and start flags)."""
+    n = s.size
+    if n == 0:
+        return np.empty(0, np.int64)
+    t0 = min(int(s.min()), int(e.min()))
+    span = max(int(s.max()), int(e.max())) - t0 + 1
+    tie = np.empty(2 * n, np.int64)  # (equal keys only) -duration for a start, + for an end
+    np.subtract(s, e, out=tie[:n])
+    np.subtract(e, s, out=tie[n:])
+    if (int(lane.max()) + 1) * span * 2 >= 2**62 or int(lane.min()) < 0:
+        is_start = np.zeros(2 * n, np.int64)
+        is_start[:n] = 1
+        return node_order(None, tie, is_start, np.concatenate([s, e]),
+                          np.concatenate([lane, lane]))
+    key = np.empty(2 * n, np.int64)  # ((lane * span + t - t0) * 2 + is_start)
+    for half, t, start in ((key[:n], s, 1), (key[n:], e, 0)):
+        np.multiply(lane, span, out=half)
+        half += t
+        half -= t0
+        half *= 2
+        half += start
+    return cpgraph.sort_by_key(key, tie)
 
 
 def node_order(ev_id: np.ndarray | None, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
@@ -374,7 +470,11 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     if n >= cpgraph.DAG_MIN_NODES:  # (numba: the graph's pass imports it at this size anyway)
         return cpgraph.dagpath().innermost(st, nev, ln)
     is_start = st == 1
-    depth = np.cumsum(np.where(is_start, 1, -1))
+    step = is_start.astype(np.int8)  # +1 at a start, -1 at an end
+    step += step
+    step -= 1
+    depth = np.cumsum(step, dtype=np.int32 if n < 2**31 else np.int64)
+    del step
     active = np.where(is_start, nev, -1)
     starts = np.flatnonzero(is_start)
     q = np.flatnonzero(~is_start & (depth > 0))
@@ -383,7 +483,8 @@ def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndar
     ds = depth[starts]
     o = np.argsort(ds.astype(np.int16) if ds.max() < 2**15 else ds, kind="stable")
     starts = starts[o]
-    k = np.searchsorted(ds[o] * n + starts, depth[q] * n + q) - 1
+    k = np.searchsorted(ds[o].astype(np.int64) * n + starts,
+                        depth[q].astype(np.int64) * n + q) - 1
     j = starts[np.maximum(k, 0)]
     ok = (k >= 0) & (depth[j] == depth[q]) & (ln[j] == ln[q])
     active[q[ok]] = nev[j[ok]]

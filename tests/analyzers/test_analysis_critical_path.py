@@ -320,3 +320,16 @@ def test_a_kept_graph_is_not_taken_for_other_events(col, value):
     assert len(stepgraph._KEPT) == 2  # built, not taken
     stepgraph._KEPT.clear()
     _same_graph((g, info), stepgraph.build(other, step_windows(other)))
+
+
+def test_kept_graphs_are_matched_on_exactly_the_same_inputs():
+    from hermes.analyzers.stepgraph import _same
+
+    a = (np.array([1, 2]), np.array([np.nan, 1.0]), pd.Index(["x", "y"]))
+    assert _same(a, (np.array([1, 2]), np.array([np.nan, 1.0]), pd.Index(["x", "y"])))
+    assert not _same(a, (np.array([1, 2], np.int32), *a[1:]))  # same values, other dtype
+    assert not _same(a, (np.array([1, 3]), *a[1:]))
+    assert not _same(a, (a[0], np.array([0.0, 1.0]), a[2]))  # NaN is not 0
+    assert not _same(a, (*a[:2], pd.Index(["x", "z"])))  # another category
+    assert not _same(a, (*a[:2], np.array([0, 1])))  # codes are not categories
+    assert not _same(a, a[:2])

@@ -53,6 +53,20 @@ def test_split_by_hand_is_split_by_windows():
         ref = split_by_windows(ts[sel], te[sel], w)
         ref = (*ref[:3], sel[ref[3]])
         assert [a.tolist() for a in got] == [a.tolist() for a in ref]
+        # the numpy cut (stepgraph.split_sel, graphs under DAG_MIN_NODES): the same pieces,
+        # the same dtypes (the kept graphs' digest reads them), on all windows and on 1..2
+        for a, b in ((0, 3), (1, 3)):
+            np_ = stepgraph.split_sel(ts, te, sel, lo, hi, ws, we, a, b)
+            ref = split_by_windows(ts[sel], te[sel], w.iloc[a:b])
+            ref = (*ref[:3], sel[ref[3]])
+            assert [(x.dtype, x.tolist()) for x in np_] == [(x.dtype, x.tolist()) for x in ref]
+    # one piece per event (no event spans two windows): the path without a repeat
+    ts, te = np.array([1, 12, 26, 40]), np.array([9, 18, 29, 45])
+    lo = np.searchsorted(we, ts, side="right").astype(np.int32)
+    hi = np.searchsorted(ws, te, side="left").astype(np.int32)
+    s, e, win, src = stepgraph.split_sel(ts, te, np.arange(4), lo, hi, ws, we, 0, 3)
+    assert list(zip(s.tolist(), e.tolist(), win.tolist(), src.tolist(), strict=True)) == [
+        (1, 9, 0, 0), (12, 18, 1, 1), (26, 29, 2, 2)]
 
 
 def _trace(rng: np.random.Generator, steps: int) -> pd.DataFrame:

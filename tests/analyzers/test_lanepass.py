@@ -175,3 +175,93 @@ def test_float_weights_are_solved_as_dijkstra_solves_them():
         for lf in (lost.astype(float), lost + rng.random(lost.size) * 0.5):
             ref_d, _ = _dijkstra(n, u, v, lf, start)
             assert cpgraph._shortest(n, u, v, lf, start)[0].tolist() == ref_d.tolist()
+
+
+def test_scans_by_slices_equal_scans_by_offsets(monkeypatch):
+    # a few lanes are scanned slice by slice (lanepass.FEW_SEGMENTS), many in one pass with an
+    # offset per lane: the same distances and predecessors, unreachable nodes included
+    rng = np.random.default_rng(9)
+    slices = 0
+    for _ in range(200):
+        g, n, u, v, lost, start = _with_starts(rng, 0.3 * rng.random())
+        ch = v == u + 1
+        chain = np.zeros(n, bool)
+        chain[v[ch]] = True
+        clost = np.zeros(n, np.int64)
+        clost[v[ch]] = lost[ch]
+        ok = cpgraph._int_start(start, lost)
+        assert ok is not None
+        s, big, _ = ok
+        args = (n, chain, clost, u[~ch], v[~ch], lost[~ch], s)
+        got = []
+        for few in (1 << 30, 0):
+            monkeypatch.setattr(lanepass, "FEW_SEGMENTS", few)
+            got.append(lanepass.shortest(*args, inf=big))
+        if got[0] is None:
+            assert got[1] is None
+            continue
+        slices += 1
+        assert [a.tolist() for a in got[0]] == [a.tolist() for a in got[1]]
+        ref_d, _ = _dijkstra(n, u, v, lost, start)
+        reached = np.isfinite(start) | (ref_d > np.iinfo(np.int64).min)
+        assert got[0][0][reached].tolist() == ref_d[reached].tolist()
+    assert slices > 150
+
+
+def test_layout_order_is_node_order_of_the_layout():
+    # stepgraph.layout_order builds node_order's key in place: the same permutation, equal
+    # times, nested and zero-length events included, and on spans that need the lexsort
+    rng = np.random.default_rng(5)
+    for span in (50, 2**60):
+        for _ in range(100):
+            n = int(rng.integers(1, 40))
+            s = rng.integers(0, 50, n) * (span // 50)
+            e = s + rng.integers(0, 20, n) * (span // 50 if span > 50 else 1)
+            e = np.minimum(e, 2**62)
+            lane = rng.integers(0, 4, n)
+            is_start = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
+            ref = stepgraph.node_order(None, np.r_[s - e, e - s], is_start, np.r_[s, e],
+                                       np.r_[lane, lane])
+            assert stepgraph.layout_order(s, e, lane).tolist() == ref.tolist()
+
+
+def test_has_cycle_is_a_walk_of_the_predecessors():
+    # reference: from every node, follow zero-lost predecessors (equal D) n steps
+    rng = np.random.default_rng(11)
+    seen = set()
+    for _ in range(400):
+        n = int(rng.integers(1, 12))
+        pred = np.where(rng.random(n) < 0.7, np.arange(n) - 1, rng.integers(0, n + 1, n))
+        pred[(pred < 0) | (pred == np.arange(n))] = n  # (no self-loops: no edge k -> k)
+        d = rng.integers(0, 3, n)
+        loop = False
+        for k in range(n):
+            j = k
+            for _ in range(n + 1):
+                q = int(pred[j])
+                if q >= n or d[q] != d[j]:
+                    break
+                j = q
+            else:
+                loop = True
+        assert lanepass.has_cycle(pred, d) == loop
+        seen.add(loop)
+    assert seen == {True, False}
+
+
+def test_innermost_active_in_numpy_is_the_compiled_pass():
+    # random nested events on a few lanes (node order of stepgraph.layout_order): the numpy
+    # search (int32 depths) and the compiled one-pass stack give the same active events
+    rng = np.random.default_rng(13)
+    for _ in range(60):
+        n = int(rng.integers(1, 60))
+        s = rng.integers(0, 30, n)
+        e = s + rng.integers(1, 30, n)
+        lane = rng.integers(0, 3, n)
+        order = stepgraph.layout_order(s, e, lane)
+        nev = np.where(order >= n, order - n, order)
+        st = (order < n).astype(np.int64)
+        ln = lane[nev]
+        ref = dagpath.innermost(st, nev, ln)
+        assert stepgraph.innermost_active(st, nev, ln).tolist() == ref.tolist()
+        assert stepgraph.innermost_active(st == 1, nev, ln).tolist() == ref.tolist()

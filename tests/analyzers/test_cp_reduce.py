@@ -1,0 +1,63 @@
+"""The critical path's tables reduced in numpy on category codes (``critical_path._reduced``,
+``_medians``, ``_sums``) equal their definition, pandas' groupby of the per-event-copy table
+(``critical_path._groupby_ops``) and ``np.add.at``: on random traces (names categorical, with
+unused categories, events with no name, many categories), and on values that take the
+fallbacks (slacks too large for the one-key sort, sums too large for float64)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hermes.analyzers import critical_path
+from hermes.analyzers.steps import step_windows
+from tests.analyzers.test_cp_chunks import _trace
+
+
+def _reference(df: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    _, _, info = critical_path.paths(df, windows)
+    by = np.zeros((len(windows), len(critical_path.COMPONENTS)), np.int64)
+    np.add.at(by, (info["win"].to_numpy(np.int64), info["component"].cat.codes.to_numpy()),
+              info["cp_ns"].to_numpy(np.int64))
+    return by, critical_path._groupby_ops(info)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_reduced_is_the_groupby_of_the_table(seed):
+    rng = np.random.default_rng(seed)
+    df = _trace(rng, int(rng.integers(3, 9)))
+    names = sorted(set(df["name"])) + ["unused"]
+    if seed % 2:  # many categories: only the keys present get a slot
+        names += [f"x{i}" for i in range(20_000)]
+    df["name"] = pd.Categorical(df["name"], categories=names[::-1])
+    if seed % 4 == 3:  # some events have no name: in no group
+        df.loc[rng.random(len(df)) < 0.3, "name"] = np.nan
+    windows = step_windows(df)
+    _, _, pre, c, _ = critical_path._copies(df, windows)
+    by, ops = critical_path._reduced(pre, c, len(windows))
+    ref_by, ref_ops = _reference(df, windows)
+    assert len(ops) > 1 and by.sum() > 0
+    np.testing.assert_array_equal(by, ref_by)
+    pd.testing.assert_frame_equal(ops, ref_ops, check_exact=True)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_medians_and_sums_are_pandas(big):
+    rng = np.random.default_rng(7)
+    n, nkeys = 5000, 300
+    key = rng.integers(0, nkeys, n)
+    # big: slacks whose single sort key would overflow (the lexsort fallback), values whose
+    # float64 sums would not be exact (np.add.at)
+    hi = 2**61 if big else 1000
+    slack = rng.integers(0, hi, n)
+    slack[::5] = slack[1::5]  # ties
+    df = pd.DataFrame({"k": key, "s": slack})
+    ref = df.groupby("k")["s"].agg(["median", "sum"])
+    cnt = np.bincount(key, minlength=nkeys)
+    present = np.flatnonzero(cnt)
+    med = critical_path._medians(key, slack, nkeys, cnt[present])
+    assert big or (med != np.round(med)).any()  # even counts: means of two middle values
+    np.testing.assert_array_equal(med, ref["median"].to_numpy())
+    np.testing.assert_array_equal(critical_path._sums(key, slack, nkeys)[present],
+                                  ref["sum"].to_numpy())
