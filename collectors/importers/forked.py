@@ -3,10 +3,11 @@
 ``hermes analyze FILE.json.gz`` spends about as long importing pandas and the analyzers (~0.4 s)
 as it does parsing a 200k-event Kineto file (~0.45 s), and neither needs the other: the parse
 needs numpy, pyarrow and msgspec only. :func:`start` forks a child that imports the file into an
-Arrow table (``MemoryWriter(arrow=True)``: no pandas) and streams it back over a pipe in Arrow
-IPC; the parent goes on with its imports on the other core, then :meth:`Pending.result` reads the
-table and makes it the :class:`hermes.trace.Trace` an in-process import gives (same frame, same
-categories, same metadata: ``hermes.trace.memory.from_table``).
+Arrow table (``MemoryWriter(arrow=True)``: no pandas) and writes it to a temporary file as Arrow
+IPC; the parent goes on with its imports on the other core, then :meth:`Pending.result` waits for
+the child, maps the file (no copy, no pipe to drain while the child waits on it) and makes the
+table the :class:`hermes.trace.Trace` an in-process import gives (same frame, same categories,
+same metadata: ``hermes.trace.memory.from_table``); the file is removed once mapped.
 
 The child reports nothing but its table. Whatever goes wrong in it (a malformed file, a crash,
 a kill) ends it with a non-zero status, and :meth:`Pending.result` returns None: the caller then
@@ -19,10 +20,12 @@ thread), an importer that imports into memory; ``HERMES_FORKED_IMPORT=0`` turns 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -48,9 +51,10 @@ def can_fork() -> bool:
 class Pending:
     """A forked import under way; :meth:`result` waits for it, :meth:`cancel` ends it."""
 
-    def __init__(self, pid: int, fd: int) -> None:
+    def __init__(self, pid: int, path: str) -> None:
         self.pid = pid
-        self._fd = fd
+        #: the temporary file the child writes the table to (removed once read or cancelled)
+        self.path = path
 
     def result(self) -> Any:
         """The imported :class:`hermes.trace.Trace`, or None when the child failed (import in
@@ -61,27 +65,31 @@ class Pending:
 
         table = None
         try:
-            with os.fdopen(self._fd, "rb") as fh:
-                self._fd = -1
-                if fh.read(len(_MAGIC)) == _MAGIC:
-                    table = pa.ipc.open_stream(fh).read_all()
+            if self._reap() == 0:  # the child wrote all of it
+                src = pa.memory_map(self.path)  # the table's buffers stay in the mapping
+                if src.read(len(_MAGIC)) == _MAGIC:
+                    table = pa.ipc.open_stream(src).read_all()
         except (OSError, pa.ArrowInvalid):
             table = None
         finally:
-            ok = self._reap() == 0
-        return from_table(table) if ok and table is not None else None
+            self._remove()
+        return from_table(table) if table is not None else None
 
     def cancel(self) -> None:
         """End the child if it still runs (the caller no longer needs its trace)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
         if self.pid:
             try:
                 os.kill(self.pid, 9)
             except ProcessLookupError:
                 pass
             self._reap()
+        self._remove()
+
+    def _remove(self) -> None:
+        if self.path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.path = ""
 
     def _reap(self) -> int:
         """Wait for the child to end: its exit code (negative: the signal that ended it)."""
@@ -113,18 +121,18 @@ def start(src: Path) -> Pending | None:
     # what lives now (the modules) moves out of the collector's reach: a collection in either
     # process would otherwise write to every object's header, copying each page both share
     gc.freeze()
-    r, w = os.pipe()
+    fd, path = tempfile.mkstemp(prefix="hermes-import-", suffix=".arrows")
     pid = os.fork()
     if pid == 0:  # the child: never returns
-        os.close(r)
-        _child(imp, src, w)
-    os.close(w)
-    return Pending(pid, r)
+        _child(imp, src, fd)
+    os.close(fd)
+    return Pending(pid, path)
 
 
 def _child(imp: Any, src: Path, fd: int) -> None:
-    """Import ``src`` with ``imp`` into Arrow and stream it to ``fd``; exit 0 only when all
-    of it was written. Nothing of the parent's (atexit handlers, buffered output) runs here."""
+    """Import ``src`` with ``imp`` into Arrow and write it to ``fd`` (a temporary file) as an
+    Arrow IPC stream; exit 0 only when all of it was written. Nothing of the parent's (atexit
+    handlers, buffered output) runs here."""
     code = 1
     try:
         import pyarrow as pa

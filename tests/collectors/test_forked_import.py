@@ -37,7 +37,10 @@ ki.ROW_GROUP_ROWS = 97  # several row groups: the categories' order depends on t
 src = Path(sys.argv[1])
 pending = forked.start(src)
 assert pending is not None, "no fork"
+path = pending.path
 got = pending.result()
+import os
+assert not os.path.exists(path), "the temporary table was left behind"
 ref = import_in_memory(src)
 pd.testing.assert_frame_equal(got.events, ref.events, check_exact=True)
 for c in ("lane", "kind", "name", "lane_kind", "unit", "coll_group"):
@@ -67,6 +70,7 @@ from pathlib import Path
 from hermes.collectors.importers import forked
 from hermes.commands._util import hermes_source
 how = sys.argv[2]
+real_child = forked._child
 if how == "exit":  # the child ends before writing anything
     forked._child = lambda imp, src, fd: os._exit(3)
 elif how == "kill":  # the child is killed half-way through its stream
@@ -77,10 +81,23 @@ elif how == "kill":  # the child is killed half-way through its stream
     forked._child = half
 src = Path(sys.argv[1])
 pending = forked.start(src)
+path = pending.path
 assert pending is not None and pending.result() is None
+assert not os.path.exists(path)
 pending = forked.start(src)
 with hermes_source(src, started=pending) as tr:  # falls back to the in-process import
     print(len(tr.events))
+if how == "exit":  # a cancelled import: the child ended, its file removed
+    forked._child = real_child
+    pending = forked.start(src)
+    path, pid = pending.path, pending.pid
+    pending.cancel()
+    assert not os.path.exists(path)
+    try:
+        os.kill(pid, 0)
+        raise AssertionError("the child still runs")
+    except ProcessLookupError:
+        pass
 """
 
 
