@@ -194,27 +194,26 @@ def test_steps_in_sequence_are_solved_part_by_part_as_dijkstra(monkeypatch) -> N
     calls = []
     real = chains._dijkstra
     monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
-    for steps in (2, 5, 60):
-        u, v, lost, start, part, cut = _steps_graph(rng, steps, 400)
-        n = start.size
-        p = chains.plan(n, u, v, start, part, cut)
+
+    def by_parts(u, v, lost, start, part, cut):  # solved by parts, as Dijkstra, no Dijkstra
+        p = chains.plan(start.size, u, v, start, part, cut)
         assert p.parts is not None
         want = _dijkstra_distances(p, u, v, lost, start)
         calls.clear()
         np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
         assert calls == []
+        return p
+
+    for steps in (2, 5, 60):
+        u, v, lost, start, part, cut = _steps_graph(rng, steps, 400)
+        p = by_parts(u, v, lost, start, part, cut)
         lost2 = rng.integers(0, 1000, u.size)
         np.testing.assert_array_equal(chains.solve(p, u, v, lost2, start),
                                       _dijkstra_distances(p, u, v, lost2, start))
         # the first entry released alone (no own clocks: the releases-only pass is skipped)
-        first = np.full(n, np.inf)
+        first = np.full(start.size, np.inf)
         first[cut[0]] = 0.0
-        p = chains.plan(n, u, v, first, part, cut)
-        assert p.parts is not None
-        want = _dijkstra_distances(p, u, v, lost, first)
-        calls.clear()
-        np.testing.assert_array_equal(chains.solve(p, u, v, lost, first), want)
-        assert calls == []
+        by_parts(u, v, lost, first, part, cut)
 
 
 def test_an_edge_across_parts_solves_the_graph_whole() -> None:
