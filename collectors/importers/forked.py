@@ -7,7 +7,8 @@ Arrow table (``MemoryWriter(arrow=True)``: no pandas) and writes it to a tempora
 IPC; the parent goes on with its imports on the other core, then :meth:`Pending.result` waits for
 the child, maps the file (no copy, no pipe to drain while the child waits on it) and makes the
 table the :class:`hermes.trace.Trace` an in-process import gives (same frame, same categories,
-same metadata: ``hermes.trace.memory.from_table``); the file is removed once mapped.
+same metadata: ``hermes.trace.memory.from_table``). The file is removed from its folder as soon
+as it is made (both processes hold it open), so nothing is left behind however they end.
 
 The child reports nothing but its table. Whatever goes wrong in it (a malformed file, a crash,
 a kill) ends it with a non-zero status, and :meth:`Pending.result` returns None: the caller then
@@ -51,10 +52,11 @@ def can_fork() -> bool:
 class Pending:
     """A forked import under way; :meth:`result` waits for it, :meth:`cancel` ends it."""
 
-    def __init__(self, pid: int, path: str) -> None:
+    def __init__(self, pid: int, fd: int) -> None:
         self.pid = pid
-        #: the temporary file the child writes the table to (removed once read or cancelled)
-        self.path = path
+        #: the child's output: a temporary file, removed from its folder at once (nothing is
+        #: left behind however this process ends), read through this descriptor
+        self.fd = fd
 
     def result(self) -> Any:
         """The imported :class:`hermes.trace.Trace`, or None when the child failed (import in
@@ -66,30 +68,27 @@ class Pending:
         table = None
         try:
             if self._reap() == 0:  # the child wrote all of it
-                src = pa.memory_map(self.path)  # the table's buffers stay in the mapping
+                src = pa.memory_map(f"/proc/self/fd/{self.fd}")  # the buffers stay mapped
                 if src.read(len(_MAGIC)) == _MAGIC:
                     table = pa.ipc.open_stream(src).read_all()
         except (OSError, pa.ArrowInvalid):
             table = None
         finally:
-            self._remove()
+            self._close()
         return from_table(table) if table is not None else None
 
     def cancel(self) -> None:
         """End the child if it still runs (the caller no longer needs its trace)."""
         if self.pid:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, 9)
-            except ProcessLookupError:
-                pass
             self._reap()
-        self._remove()
+        self._close()
 
-    def _remove(self) -> None:
-        if self.path:
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-            self.path = ""
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def _reap(self) -> int:
         """Wait for the child to end: its exit code (negative: the signal that ended it)."""
@@ -120,13 +119,20 @@ def start(src: Path) -> Pending | None:
         importlib.import_module(mod)
     # what lives now (the modules) moves out of the collector's reach: a collection in either
     # process would otherwise write to every object's header, copying each page both share
+    try:
+        fd, path = tempfile.mkstemp(prefix="hermes-import-", suffix=".arrows")
+    except OSError:  # no room or no right in the temporary folder: import in process
+        return None
+    os.unlink(path)
     gc.freeze()
-    fd, path = tempfile.mkstemp(prefix="hermes-import-", suffix=".arrows")
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare
+        os.close(fd)
+        return None
     if pid == 0:  # the child: never returns
         _child(imp, src, fd)
-    os.close(fd)
-    return Pending(pid, path)
+    return Pending(pid, fd)
 
 
 def _child(imp: Any, src: Path, fd: int) -> None:

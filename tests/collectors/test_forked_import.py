@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,10 +38,10 @@ ki.ROW_GROUP_ROWS = 97  # several row groups: the categories' order depends on t
 src = Path(sys.argv[1])
 pending = forked.start(src)
 assert pending is not None, "no fork"
-path = pending.path
+fd = pending.fd
 got = pending.result()
 import os
-assert not os.path.exists(path), "the temporary table was left behind"
+assert pending.fd == -1 and not os.path.exists(f"/proc/self/fd/{fd}"), "left open"
 ref = import_in_memory(src)
 pd.testing.assert_frame_equal(got.events, ref.events, check_exact=True)
 for c in ("lane", "kind", "name", "lane_kind", "unit", "coll_group"):
@@ -81,18 +82,16 @@ elif how == "kill":  # the child is killed half-way through its stream
     forked._child = half
 src = Path(sys.argv[1])
 pending = forked.start(src)
-path = pending.path
-assert pending is not None and pending.result() is None
-assert not os.path.exists(path)
+assert pending is not None and pending.result() is None and pending.fd == -1
 pending = forked.start(src)
 with hermes_source(src, started=pending) as tr:  # falls back to the in-process import
     print(len(tr.events))
 if how == "exit":  # a cancelled import: the child ended, its file removed
     forked._child = real_child
     pending = forked.start(src)
-    path, pid = pending.path, pending.pid
+    pid = pending.pid
     pending.cancel()
-    assert not os.path.exists(path)
+    assert pending.fd == -1
     try:
         os.kill(pid, 0)
         raise AssertionError("the child still runs")
@@ -137,6 +136,35 @@ def test_analyze_output_is_the_same_with_and_without_the_fork() -> None:
     assert runs[0].returncode == runs[1].returncode == 0, runs[0].stderr + runs[1].stderr
     assert runs[0].stdout == runs[1].stdout
     assert json.loads(runs[0].stdout)["findings"]
+
+
+def test_nothing_is_left_in_the_temporary_folder(tmp_path: Path) -> None:
+    """The child's file is removed from its folder as soon as it is made: a forked import
+    leaves nothing there, whether it succeeds, fails or is cancelled."""
+    env = {"TMPDIR": str(tmp_path)}
+    for how in ("exit", "kill"):
+        r = _run(FAILED_CHILD, str(KINETO / SOURCES[1]), how, env=env)
+        assert r.returncode == 0, r.stderr
+    r = _run(SAME, str(KINETO / SOURCES[1]), env=env)
+    assert r.returncode == 0, r.stderr
+    # the parent killed while its child still writes: the child ends, nothing stays behind
+    r = _run(ORPHAN, str(KINETO / SOURCES[0]), env=env)
+    assert r.returncode == -9
+    child = int(r.stdout)
+    deadline = time.monotonic() + 120
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.iterdir()) == []
+
+
+ORPHAN = """
+import os, sys
+from pathlib import Path
+from hermes.collectors.importers import forked
+pending = forked.start(Path(sys.argv[1]))
+print(pending.pid, flush=True)
+os.kill(os.getpid(), 9)
+"""
 
 
 def test_no_fork_where_it_should_not(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
