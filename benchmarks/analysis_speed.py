@@ -266,14 +266,13 @@ def _hermes_exe() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "hermes.cli"]
 
 
-def _wall(cmd: list[str], repeat: int, env: dict[str, str] | None = None
-          ) -> tuple[float, float, list[float]]:
+def _wall(cmd: list[str], repeat: int) -> tuple[float, float, list[float]]:
     """(median wall seconds of the whole child process, interpreter start-up included, median
     peak RSS GiB from ``wait4``, every run's seconds)."""
     runs = []
     for _ in range(repeat):
         t = time.perf_counter()
-        _, rss = run_measured(cmd, env)
+        _, rss = run_measured(cmd)
         runs.append((time.perf_counter() - t, rss))
     return (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
             [r[0] for r in runs])
