@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         code = fail(exc.format_message(), exc.exit_code or 2)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
         code = unexpected(exc)
+    _cancel_early()
     if argv is None:
         if code == 0 and args and args[0] in _QUICK_EXIT:
             _quick_exit(code)
@@ -167,6 +168,14 @@ def main(argv: list[str] | None = None) -> int:
 #: interpreter's teardown (~60 ms after an import: freeing every module and Arrow's pools;
 #: ~0.15-0.5 s after an analysis: its frames, results and the modules of pandas, scipy, numba).
 _QUICK_EXIT = frozenset({"import", "analyze"})
+
+
+def _cancel_early() -> None:
+    """End an import the console script started before the arguments were read
+    (``hermes.commands._launch``) that the command did not take."""
+    forked = sys.modules.get("hermes.collectors.importers.forked")
+    if forked is not None:
+        forked.cancel_early()
 
 
 def _quick_exit(code: int) -> None:

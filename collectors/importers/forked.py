@@ -103,12 +103,34 @@ class Pending:
         return code
 
 
-def start(src: Path) -> Pending | None:
+#: an import started before the command line was read (``hermes.commands._launch``): the
+#: file's (device, inode) and the child, until :func:`start` of the same file takes it
+_early: tuple[tuple[int, int], Pending] | None = None
+
+
+def _file_id(src: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(src)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def start(src: Path, early: bool = False) -> Pending | None:
     """Begin importing profiler file ``src`` into memory in a forked child; None where that is
     not done (:func:`can_fork`, or no importer of ``src`` imports into memory): import it in
-    this process then."""
+    this process then. ``early``: started before the command line is fully read; kept for the
+    next :func:`start` of the same file, which returns it (one of another file is ended:
+    :func:`cancel_early`)."""
+    global _early
     from hermes.collectors import importers
 
+    if _early is not None and not early:
+        kept = _early
+        if kept[0] == _file_id(src):
+            _early = None
+            return kept[1]
+        cancel_early()
     if not can_fork() or not src.is_file():
         return None
     imp = importers.detect(src)
@@ -132,7 +154,24 @@ def start(src: Path) -> Pending | None:
         return None
     if pid == 0:  # the child: never returns
         _child(imp, src, fd)
-    return Pending(pid, fd)
+    pending = Pending(pid, fd)
+    if early:
+        ident = _file_id(src)
+        if ident is None:  # gone meanwhile: the child fails, nothing to keep
+            pending.cancel()
+            return None
+        cancel_early()
+        _early = (ident, pending)
+    return pending
+
+
+def cancel_early() -> None:
+    """End an import started early that no command took (the command line asked for
+    something else, or failed before the import was needed)."""
+    global _early
+    kept, _early = _early, None
+    if kept is not None:
+        kept[1].cancel()
 
 
 def _child(imp: Any, src: Path, fd: int) -> None:

@@ -194,18 +194,20 @@ def keep_freed_memory(limit: int = IN_MEMORY_MAX_BYTES) -> None:
         pass
 
 
-def start_source(src: Path, save: Path | None = None) -> Any:
+def start_source(src: Path, save: Path | None = None, early: bool = False) -> Any:
     """Start importing ``src`` in a forked process now, when :func:`hermes_source` would import
     it into memory, for :func:`hermes_source` to take (``started``) once the caller has loaded
     what analyzes it (``hermes.collectors.importers.forked``); None where that is not done.
     Call it before the heavy imports (pandas, the analyzers): they are what it overlaps. A trace
-    analyzed in memory also gets :func:`keep_freed_memory`, forked or not."""
+    analyzed in memory also gets :func:`keep_freed_memory`, forked or not. ``early``: started
+    by the console script before the CLI read its arguments (``commands._launch``); the
+    command's own call then takes it."""
     if not in_memory_source(src, save):
         return None
     keep_freed_memory()
     from hermes.collectors.importers import forked
 
-    return forked.start(src)
+    return forked.start(src, early=early)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,92 @@
+"""The ``hermes`` console script: starts a profiler file's import before the CLI is loaded.
+
+``hermes analyze FILE.json.gz`` imports the file in a forked process while this one loads what
+analyzes it (:mod:`hermes.collectors.importers.forked`); the parse is the longer of the two,
+so every millisecond before the fork is on the command's critical path. Loading typer and
+every command module to parse the arguments costs ~0.06 s; :func:`main` reads the few things
+the decision needs straight from ``sys.argv`` first (:func:`early_source`) and starts the
+import at once, then hands over to :func:`hermes.cli.main`, whose ``analyze`` takes the import
+already under way (``forked.start`` of the same file) instead of starting another. A
+mis-read command line costs nothing but the early child: whatever the CLI then decides, an
+import it did not take is ended before the process exits.
+
+The options ``analyze`` takes a value for are listed here (:data:`VALUE_OPTIONS`), so that the
+trace argument is found without loading the CLI; a test checks the list against the command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+#: ``hermes analyze``'s options that take a value (the next argument, or ``--opt=value``)
+VALUE_OPTIONS = frozenset({"--format", "-f", "--out", "-o", "--rank", "-r", "--top",
+                           "--workers", "-j", "--scheduler", "--save-trace"})
+#: ``hermes analyze``'s options that take none
+FLAG_OPTIONS = frozenset({"--allow-missing", "--keep-warmup"})
+#: any of these: no import is started (help, another process or cluster does the work, a
+#: Parquet is to be kept: ``hermes_source`` then imports through a file)
+_NOT_HERE = frozenset({"--help", "-h", "--scheduler", "--save-trace"})
+
+
+def early_source(argv: list[str]) -> Path | None:
+    """The profiler file ``hermes analyze`` (arguments ``argv``) will import into memory in
+    this process, as far as the arguments tell without the CLI: None unless the command is
+    ``analyze`` with one trace argument, no option that sends the work elsewhere (``--workers``
+    > 1, ``--scheduler``, ``$DASK_SCHEDULER_ADDRESS``) and no option this reading does not
+    know (then the CLI decides alone)."""
+    if len(argv) < 2 or argv[0] != "analyze" or os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        return None
+    positional: list[str] = []
+    i, options = 1, True
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if not options or arg == "-" or not arg.startswith("-"):
+            positional.append(arg)
+            continue
+        if arg == "--":
+            options = False
+            continue
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
+        if name in _NOT_HERE or name not in VALUE_OPTIONS | FLAG_OPTIONS:
+            return None
+        if name in FLAG_OPTIONS:
+            if eq or value:  # --flag=x or a bundle of short flags: the CLI's to read
+                return None
+            continue
+        if not eq and not value:  # the value is the next argument
+            if i >= len(argv):
+                return None
+            value = argv[i]
+            i += 1
+        if name in ("--workers", "-j") and not _at_most_one(value):
+            return None
+    return Path(positional[0]) if len(positional) == 1 else None
+
+
+def _at_most_one(value: str) -> bool:
+    try:
+        return int(value) <= 1
+    except ValueError:
+        return False
+
+
+def start_early(argv: list[str]) -> None:
+    """Start the import :func:`early_source` names, if ``hermes_source`` would import it into
+    memory (``commands._util.start_source``); ``forked.start`` keeps it for the CLI."""
+    src = early_source(argv)
+    if src is None:
+        return
+    from hermes.commands._util import start_source
+
+    start_source(src, None, early=True)
+
+
+def main() -> int:
+    """Console-script entry point: :func:`start_early`, then :func:`hermes.cli.main`."""
+    start_early(sys.argv[1:])
+    from hermes.cli import main as cli_main
+
+    return cli_main()
