@@ -57,6 +57,7 @@ class Pending:
         #: the child's output: a temporary file, removed from its folder at once (nothing is
         #: left behind however this process ends), read through this descriptor
         self.fd = fd
+        self._status: int | None = None  # the child's wait status, once :meth:`done` saw it end
 
     def result(self) -> Any:
         """The imported :class:`hermes.trace.Trace`, or None when the child failed (import in
@@ -77,11 +78,24 @@ class Pending:
             self._close()
         return from_table(table) if table is not None else None
 
+    def done(self) -> bool:
+        """Whether the child has ended (without waiting for it)."""
+        if not self.pid or self._status is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = self.pid, -1
+        if pid:
+            self._status = status
+        return bool(pid)
+
     def cancel(self) -> None:
         """End the child if it still runs (the caller no longer needs its trace)."""
         if self.pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, 9)
+            if self._status is None:  # (once reaped, its pid may be another process's)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, 9)
             self._reap()
         self._close()
 
@@ -95,8 +109,8 @@ class Pending:
         if not self.pid:
             return -1
         try:
-            _, status = os.waitpid(self.pid, 0)
-            code = os.waitstatus_to_exitcode(status)
+            status = self._status if self._status is not None else os.waitpid(self.pid, 0)[1]
+            code = os.waitstatus_to_exitcode(status) if status >= 0 else -1
         except ChildProcessError:
             code = -1
         self.pid = 0

@@ -200,3 +200,31 @@ def test_an_import_into_arrow_loads_no_pandas(name: str) -> None:
     r = _run(NO_PANDAS, str(KINETO / name))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+DONE = """
+import os, sys, time
+from pathlib import Path
+from hermes.collectors.importers import forked
+pending = forked.start(Path(sys.argv[1]))
+assert pending is not None, "no fork"
+while not pending.done():
+    time.sleep(0.01)
+assert pending.done()  # asked again: still done (the status is kept, not waited for twice)
+os.kill = lambda pid, sig: sys.exit("killed a reaped child's pid")  # (it may be reused)
+trace = pending.result()
+print(len(trace.events))
+pending.cancel()
+"""
+
+
+@needs_fork
+def test_a_child_seen_ended_is_read_and_never_killed() -> None:
+    """``done`` reaps the child without waiting; ``result`` then reads its trace from the
+    status kept, and ``cancel`` sends no signal to a pid that may now be another process's."""
+    from hermes.diff.runs import import_in_memory
+
+    src = KINETO / SOURCES[2]
+    r = _run(DONE, str(src))
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) == len(import_in_memory(src).events)
