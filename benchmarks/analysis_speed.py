@@ -263,7 +263,7 @@ SMALL_S, SMALL_SPEEDUP = 1.0, 5.0  # item 2: <= 1 s end to end, >= 5x faster tha
 
 def _hermes_exe() -> list[str]:
     exe = Path(sys.executable).with_name("hermes")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "hermes.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "hermes.commands._launch"]
 
 
 def _wall(cmd: list[str], repeat: int) -> tuple[float, float, list[float]]:

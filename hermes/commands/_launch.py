@@ -90,3 +90,7 @@ def main() -> int:
     from hermes.cli import main as cli_main
 
     return cli_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
