@@ -23,6 +23,7 @@ import pandas as pd
 
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.hta_compat import precompile
 from hermes.analyzers.opinfo import (
     ArgKeys,
     arg_numbers,
@@ -111,6 +112,9 @@ LATENCY_STEPS: dict[str, Any] = {
     "alltoall": lambda n: n - 1.0,
     "broadcast": lambda n: np.ceil(np.log2(np.maximum(n, 2.0))),
 }
+_NON_LETTER = r"[^a-z]"
+#: (the patterns pandas' string methods compile below, compiled at import: hta_compat.precompile)
+precompile(_NON_LETTER, "|".join(INTER_LINKS), *BUS_FACTOR, *LATENCY_STEPS)
 
 
 def _latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarray,
@@ -121,7 +125,7 @@ def _latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarr
     ranks even a 25 MB gradient bucket is latency-bound. False where the group size, the
     link's latency or its bandwidth is unknown."""
     codes, uniq = pd.factorize(op)  # the names matched once per distinct operator
-    key = pd.Series(uniq, dtype=object).str.lower().str.replace(r"[^a-z]", "", regex=True)
+    key = pd.Series(uniq, dtype=object).str.lower().str.replace(_NON_LETTER, "", regex=True)
     nn = n.to_numpy(np.float64)
     steps = np.full(len(op), np.nan)
     for name, f in LATENCY_STEPS.items():
@@ -149,7 +153,7 @@ def world_size(meta: Any) -> int:
 
 def _bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
     codes, uniq = pd.factorize(op)  # the names matched once per distinct operator
-    key = pd.Series(uniq, dtype=object).str.lower().str.replace(r"[^a-z]", "", regex=True)
+    key = pd.Series(uniq, dtype=object).str.lower().str.replace(_NON_LETTER, "", regex=True)
     out = np.ones(len(op))
     nn = n.fillna(1e9).clip(lower=2).to_numpy(np.float64)  # unknown size: the large-n limit
     for name, f in BUS_FACTOR.items():

@@ -28,6 +28,7 @@ import pandas as pd
 from hermes.analyzers import devicework, opvec
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.hta_compat import precompile
 from hermes.analyzers.kernelstats import KernelStats, desc_order
 from hermes.analyzers.opinfo import (
     TOP_N,
@@ -63,6 +64,8 @@ ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
 #: not device efficiency, so they do not).
 OVERRIDING_CAUSES = ("ai_cpu", "shape_affinity", "private_format")
 _FA = re.compile(r"flash|fmha|FlashAttention|scaled_dot_product|sdpa", re.I)
+_DYNAMIC = r"^\s*dynamic\s*$"
+precompile("TransData", _DYNAMIC, flags=re.I)
 
 
 # ---------------------------------------------------------------- underutilization causes
@@ -99,7 +102,7 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None
         "shape_affinity": mis,
         "private_format": has(k["name"], "TransData", case=False)
         | rows(has(typ, "TransData", case=False)),
-        "dynamic_shape": rows(has(state, r"^\s*dynamic\s*$", case=False)),
+        "dynamic_shape": rows(has(state, _DYNAMIC, case=False)),
     }
 
 

@@ -36,6 +36,7 @@ from hermes.analyzers import hostcalls
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.critical_path import innermost_active, node_order
+from hermes.analyzers.hta_compat import precompile
 from hermes.analyzers.io import (
     device_idle,
     is_,
@@ -78,6 +79,7 @@ OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)
 #: Leaf host calls whose cost should not vary by call (allocation and tiling are bimodal by nature:
 #: cache hit vs miss), so a call far above its name's median was slowed from outside.
 LEAF_KINDS = ("launch", "runtime", "infer_shape")
+precompile(BLOCKING_NAME, OTHER_CPU_NAME)
 #: Recorded environment settings (``meta.extra`` ``settings``/``environment``/``env``) that make
 #: every host call pay for logging: DESIGN's "log level" environment cause
 #: (ASCEND_GLOBAL_LOG_LEVEL 0/1 = debug/info).

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers.hta_compat import precompile
 from hermes.analyzers.io import data_wait_mask, is_, name_matches
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, NOT_WORK_KINDS
@@ -241,6 +242,8 @@ def helper_lanes(ev: pd.DataFrame) -> np.ndarray:
 #: Framework by its host operator names: PyTorch's ``aten::`` operators, MindSpore's full-scope
 #: names (``Default/network-...``) or its module names.
 FRAMEWORKS = (("pytorch", r"^aten::|^ProfilerStep#"), ("mindspore", r"(?i)mindspore|^Default/"))
+precompile(GC_NAME, COMPILE_NAME, SYNC_NAME, LOG_NAME, ALLOC_NAME, INIT_NAME,
+           PAGEABLE_D2H + r'|"pinned"\s*:\s*false', *(p for _, p in RUNTIMES + FRAMEWORKS))
 
 
 def framework_of(ev: pd.DataFrame) -> str:

@@ -46,7 +46,19 @@ from hermes.trace.schema import DEVICE_KINDS, HOST_LANES, MEMORY_KINDS
 NCCL_KERNEL_RE = r"^nccl.*Kernel"
 MEMORY_KERNEL_RE = r"(^Memcpy)|(^Memset)|(^dma)"
 NON_COMPUTE_RE = r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)"
+
+
+def precompile(*patterns: str, flags: int = 0) -> None:
+    """Compile ``patterns`` now, when their module is imported: ``re`` keeps them in its cache,
+    where the name searches (``re.compile(pattern)``) find them, so an analysis pays no regex
+    compile on its first call in a process (~50 patterns, ~10 ms in all). Under ``hermes
+    analyze`` the import runs while the forked importer parses the trace."""
+    for p in patterns:
+        re.compile(p, flags)
+
+
 PROFILER_STEP = "ProfilerStep"
+precompile(NCCL_KERNEL_RE, MEMORY_KERNEL_RE, NON_COMPUTE_RE, f".*{PROFILER_STEP}")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.hta_compat import codes_in
+from hermes.analyzers.hta_compat import codes_in, precompile
 from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
 from hermes.findings import Finding
 from hermes.trace.args import args_of, has_args
@@ -56,6 +56,7 @@ READ_NAME = r"(?i)(^|[^a-z])(read|readinto|open|fread|pread|recv|get_object|down
             r"decompress|unzip|untar|tarfile|zipfile)([^a-z]|$)"
 FETCH_NAME = r"(?i)pin_memory|HtoD|H2D"
 PAGEABLE = r"(?i)pageable|\"pinned\"\s*:\s*false"
+precompile(DATA_WAIT_NAME, READ_NAME, FETCH_NAME, PAGEABLE)
 
 
 # ------------------------------------------------------------------ helpers shared with cpu.py

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from hermes.analyzers import devicework, families
 from hermes.analyzers.base import RankContext
+from hermes.analyzers.hta_compat import precompile
 from hermes.analyzers.opinfo import (
     arg_numbers,
     arg_values,
@@ -42,6 +43,7 @@ CLASSES = ("compute_bound", "memory_bound", "underutilized", "no_data")
 CLASS_DTYPE = pd.CategoricalDtype(list(CLASSES))
 _GEMM = re.compile(r"gemm|matmul|cutlass|xmma|nvjet|cublas|wgmma|BatchMatMul|\bmm\b|addmm|bmm",
                    re.I)
+precompile("freq", "AI_CPU", flags=re.I)  # (has(..., case=False) below)
 
 
 # ---------------------------------------------------------------- the roofline table
