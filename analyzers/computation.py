@@ -28,7 +28,7 @@ import pandas as pd
 from hermes.analyzers import devicework, opvec
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.hta_compat import precompile
+from hermes.analyzers.hta_compat import codes_in, precompile
 from hermes.analyzers.kernelstats import KernelStats, desc_order
 from hermes.analyzers.opinfo import (
     TOP_N,
@@ -142,9 +142,7 @@ def _isin(x: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``x.isin(values)``, decided once per category of a categorical column."""
     if not isinstance(x.dtype, pd.CategoricalDtype):
         return x.isin(list(values)).to_numpy(bool)
-    hit = np.append(x.dtype.categories.isin(list(values)), False)
-    codes = x.array.codes
-    return hit[np.where(codes >= 0, codes, len(hit) - 1)]
+    return codes_in(x, x.dtype.categories.isin(list(values)).tolist())
 
 
 @register("computation", scope="rank")

@@ -100,14 +100,26 @@ def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     return col.isin(values).to_numpy(dtype=bool, na_value=False)
 
 
+#: marked codes :func:`codes_in` compares one by one rather than looks up in a table
+COMPARE_MAX = 12
+
+
 def codes_in(s: pd.Series, hit: list[bool], missing: bool = False) -> np.ndarray:
     """Rows of the categorical ``s`` whose category is marked in ``hit`` (code -1, missing:
-    ``missing``). A few marked codes are compared directly (one pass over int8 codes), more
-    are looked up in a table."""
+    ``missing``). Up to ``COMPARE_MAX`` marked codes are compared directly (one pass over the
+    int8 codes each: ~0.015 ms per 200k rows), more are looked up in a table (a gather by
+    int8 codes: ~0.4 ms per 200k rows, whatever the number marked); when fewer codes are left
+    unmarked, those are compared instead (the complement)."""
     codes = s.array.codes
     marked = [i for i, h in enumerate(hit) if h] + ([-1] if missing else [])
-    if len(marked) > 4:
-        return np.array(hit + [missing], bool)[codes]  # code -1 reads the trailing entry
+    if len(marked) > COMPARE_MAX:
+        unmarked = [i for i, h in enumerate(hit) if not h] + ([] if missing else [-1])
+        if len(unmarked) > COMPARE_MAX:
+            return np.array(hit + [missing], bool)[codes]  # code -1 reads the trailing entry
+        out = np.ones(len(codes), bool)
+        for m in unmarked:
+            out &= codes != m
+        return out
     out = np.zeros(len(codes), bool)
     for m in marked:
         out |= codes == m

@@ -64,12 +64,11 @@ def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
     """``re.search`` of ``pattern`` on each name, evaluated once per distinct name."""
     if len(names) == 0:
         return np.zeros(0, bool)
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        codes, uniq = names.array.codes, names.dtype.categories.tolist()
-    else:  # (as its categories would: each distinct value once, missing ones never match)
-        codes, uniq = pd.factorize(names, use_na_sentinel=True)
-        uniq = list(uniq)
     rx = re.compile(pattern)
+    if isinstance(names.dtype, pd.CategoricalDtype):  # (a few matching names: compared codes)
+        return codes_in(names, [bool(rx.search(str(c))) for c in names.dtype.categories.tolist()])
+    # (as its categories would: each distinct value once, missing ones never match)
+    codes, uniq = pd.factorize(names, use_na_sentinel=True)
     hit = np.array([bool(rx.search(str(c))) for c in uniq], dtype=bool)
     return np.append(hit, False)[codes]  # code -1 (missing) reads the trailing False
 

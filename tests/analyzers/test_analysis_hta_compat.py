@@ -141,3 +141,18 @@ def test_codes_in_missing_rows():
     col = pd.Series(pd.Categorical(["a", None, "b", None]))
     assert codes_in(col, [False, True], missing=True).tolist() == [False, True, True, True]
     assert codes_in(col, [True, False]).tolist() == [True, False, False, False]
+
+
+@pytest.mark.parametrize("n_marked", [0, 1, 12, 13, 25, 30])
+@pytest.mark.parametrize("missing", [False, True])
+def test_codes_in_each_path_agrees_row_by_row(n_marked, missing):
+    # marked codes compared (<= COMPARE_MAX), the unmarked ones compared (the complement: 25 and
+    # 30 of 30) and the table lookup (13 of 30: 17 left unmarked), missing rows read either way
+    cats = [f"c{i}" for i in range(30)]
+    rng = np.random.default_rng(n_marked)
+    values = [cats[i] if i >= 0 else None for i in rng.integers(-1, 30, 500)]
+    col = pd.Series(pd.Categorical(values, categories=cats))
+    marked = set(rng.choice(30, n_marked, replace=False).tolist())
+    hit = [i in marked for i in range(30)]
+    want = [missing if v is None else int(v[1:]) in marked for v in values]
+    assert codes_in(col, hit, missing).tolist() == want
