@@ -130,10 +130,8 @@ def _match(names: pd.Series, pattern: str) -> np.ndarray:
     """Anchored regex match per name (like ``re.match``), evaluated once per distinct name."""
     cat = names.astype("category")
     rx = re.compile(pattern)
-    hits = np.array([rx.match(str(c)) is not None for c in cat.dtype.categories.tolist()],
-                    dtype=bool)
-    codes = cat.array.codes
-    return np.append(hits, False)[codes]  # code -1 (missing) reads the trailing False
+    # (code -1, a missing name, matches nothing)
+    return codes_in(cat, [rx.match(str(c)) is not None for c in cat.dtype.categories.tolist()])
 
 
 def gpu_rows(events: pd.DataFrame) -> np.ndarray:
