@@ -261,10 +261,12 @@ def _claim(ev: pd.DataFrame, idle: iv.Union, cls: dict[str, np.ndarray]
     return claimed, hb
 
 
-def _unattributed(ev: pd.DataFrame, idle: iv.Union, windows: pd.DataFrame) -> dict[str, Any]:
-    """Device-idle time with no host event recorded either: what the trace cannot explain."""
+def _unattributed(ev: pd.DataFrame, idle: iv.Union, windows: pd.DataFrame,
+                  helper: np.ndarray) -> dict[str, Any]:
+    """Device-idle time with no host event recorded either: what the trace cannot explain
+    (``helper``: ``hostcalls.helper_lanes`` of ``ev``)."""
     host_any = spans(ev, is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *NOT_WORK_KINDS)
-                     & ~hostcalls.helper_lanes(ev))
+                     & ~helper)
     free = iv.subtract(iv.intersect(idle, windows_union(windows)), host_any)
     gaps = free[1] - free[0]
     return {"ns": int(iv.total(free)), "long_gaps": int((gaps >= LONG_GAP_NS).sum()),
@@ -382,7 +384,8 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     if step_total == 0:
         return res
     idle = device_idle(ctx, windows)
-    cls = hostcalls.classes(ev)
+    helper = hostcalls.helper_lanes(ev)  # (read by both: computed once)
+    cls = hostcalls.classes(ev, helper)
     claimed, hb = _claim(ev, idle, cls)
     hb_total = int(iv.total(hb))
     specific = np.zeros(len(ev), bool)
@@ -394,7 +397,7 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     times["environment_configuration"] += dispatch_t * split["env_frac"]
     times["resource_contention"] = dispatch_t * split["cont_frac"]
     times["operator_dispatch"] = dispatch_t * (1.0 - split["env_frac"] - split["cont_frac"])
-    free = _unattributed(ev, idle, windows)
+    free = _unattributed(ev, idle, windows, helper)
     table = _per_step(claimed, windows, hb, split, free.pop("per_step"))
     res.tables["per_step"] = table
     res.metrics.update({"host_bound_ns": hb_total, "io_wait_ns": int(times["io"]),
