@@ -194,15 +194,25 @@ def kernel_types(gpu: pd.DataFrame) -> np.ndarray:
     return kernel_types_at(gpu, np.arange(len(gpu)))
 
 
+#: HTA's kernel types, in the order of their codes (:func:`kernel_type_codes_at`)
+KERNEL_TYPES = ("communication", "memory", "computation", "other")
+
+
 def kernel_types_at(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """:func:`kernel_types` of the events at positions ``rows`` (decided per distinct name and
     kind on the whole columns, no copy of the rows)."""
+    return np.array(KERNEL_TYPES)[kernel_type_codes_at(events, rows)]
+
+
+def kernel_type_codes_at(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """:func:`kernel_types_at` as int8 codes into ``KERNEL_TYPES`` (compared and taken without
+    a string per event)."""
     kind = events["kind"]
     names = events["name"]
     comm = (_match(names, NCCL_KERNEL_RE) | isin(kind, ("collective",)))[rows]
     mem = ~comm & (_match(names, MEMORY_KERNEL_RE) | isin(kind, MEMORY_KINDS))[rows]
     comp = ~comm & ~mem & (isin(kind, ("kernel",)) & ~_match(names, NON_COMPUTE_RE))[rows]
-    return np.select([comm, mem, comp], ["communication", "memory", "computation"], "other")
+    return np.select([comm, mem, comp], [0, 1, 2], 3).astype(np.int8)
 
 
 def hta_merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -236,12 +246,16 @@ def _hta_overlap(comp: tuple[np.ndarray, np.ndarray], comm: tuple[np.ndarray, np
 
 def figures_of(start: np.ndarray, end: np.ndarray, types: np.ndarray,
                hta_merging: bool = False) -> HtaFigures:
-    """HTA's figures from GPU event intervals [start, end) and their kernel types (same unit in
-    and out). ``hta_merging`` uses HTA's own merge and sweep (exact on HTA's rounded times);
-    otherwise exact interval unions."""
+    """HTA's figures from GPU event intervals [start, end) and their kernel types (strings, or
+    codes into ``KERNEL_TYPES``; same unit in and out). ``hta_merging`` uses HTA's own merge
+    and sweep (exact on HTA's rounded times); otherwise exact interval unions."""
     if start.size == 0:
         return HtaFigures(0, 0, 0, 0, 0, 0)
-    comp_m, comm_m = types == "computation", types == "communication"
+    if types.dtype.kind in "iu":  # (codes: kernel_type_codes_at)
+        comp_m, comm_m = types == KERNEL_TYPES.index("computation"), \
+            types == KERNEL_TYPES.index("communication")
+    else:
+        comp_m, comm_m = types == "computation", types == "communication"
     if hta_merging:
         allm = hta_merge(start, end)
         span = int(allm[1][-1] - allm[0][0])
@@ -282,7 +296,8 @@ def hta_time_grid(ts_ns: np.ndarray, dur_ns: np.ndarray) -> tuple[np.ndarray, np
 def hta_figures(events: pd.DataFrame, rows: np.ndarray | None = None,
                 types: np.ndarray | None = None) -> HtaFigures:
     """HTA's temporal breakdown and comm/comp overlap for one rank's events (``rows``, ``types``:
-    :func:`gpu_rows` and :func:`kernel_types_at` of them, when the caller has them).
+    :func:`gpu_rows` and :func:`kernel_type_codes_at` -- or :func:`kernel_types_at` -- of them,
+    when the caller has them).
 
     Times are first put on HTA's grid: HTA rounds nanosecond-resolution Kineto times to whole
     microseconds, the start *up* and the end *down* (``round_down_time_stamps``), so sub-us
@@ -290,7 +305,7 @@ def hta_figures(events: pd.DataFrame, rows: np.ndarray | None = None,
     The returned ``*_ns`` fields are those us figures times 1000."""
     if rows is None or types is None:
         rows = gpu_rows(events)
-        types = kernel_types_at(events, rows)
+        types = kernel_type_codes_at(events, rows)
     kept = last_step_rows(events, rows)
     if kept.size == 0:
         return HtaFigures(0, 0, 0, 0, 0, 0)

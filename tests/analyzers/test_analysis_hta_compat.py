@@ -8,7 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers.hta_compat import codes_in, gpu_events, hta_figures, isin, kernel_types
+from hermes.analyzers.hta_compat import (
+    KERNEL_TYPES,
+    codes_in,
+    figures_of,
+    gpu_events,
+    hta_figures,
+    isin,
+    kernel_type_codes_at,
+    kernel_types,
+)
 from tests.tracegen import ev, events
 
 US = 1000  # HTA rounds times to whole microseconds: the hand-made traces are in us
@@ -156,3 +165,14 @@ def test_codes_in_each_path_agrees_row_by_row(n_marked, missing):
     hit = [i in marked for i in range(30)]
     want = [missing if v is None else int(v[1:]) in marked for v in values]
     assert codes_in(col, hit, missing).tolist() == want
+
+
+def test_type_codes_give_the_figures_of_the_type_names():
+    # kernel_type_codes_at (int8 codes into KERNEL_TYPES) reads as kernel_types_at's strings
+    df = frame(*TRACE)
+    rows = np.arange(len(df))
+    codes = kernel_type_codes_at(df, rows)
+    assert [KERNEL_TYPES[c] for c in codes] == kernel_types(df).tolist()
+    s, e = df["ts_ns"].to_numpy(np.int64), (df["ts_ns"] + df["dur_ns"]).to_numpy(np.int64)
+    for merging in (False, True):
+        assert figures_of(s, e, codes, merging) == figures_of(s, e, kernel_types(df), merging)
