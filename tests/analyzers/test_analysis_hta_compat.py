@@ -169,10 +169,17 @@ def test_codes_in_each_path_agrees_row_by_row(n_marked, missing):
 
 def test_type_codes_give_the_figures_of_the_type_names():
     # kernel_type_codes_at (int8 codes into KERNEL_TYPES) reads as kernel_types_at's strings
-    df = frame(*TRACE)
+    df = frame(ev("kernel", "void gemm<float>", 0, 30, stream=7),
+               ev("kernel", "ncclDevKernel_AllReduce_Sum", 20, 30, stream=8),
+               ev("memcpy_h2d", "Memcpy HtoD (Pageable -> Device)", 60, 10, stream=7),
+               ev("kernel", "fooMemcpyKernel", 80, 5, stream=7))
     rows = np.arange(len(df))
     codes = kernel_type_codes_at(df, rows)
     assert [KERNEL_TYPES[c] for c in codes] == kernel_types(df).tolist()
     s, e = df["ts_ns"].to_numpy(np.int64), (df["ts_ns"] + df["dur_ns"]).to_numpy(np.int64)
     for merging in (False, True):
-        assert figures_of(s, e, codes, merging) == figures_of(s, e, kernel_types(df), merging)
+        f = figures_of(s, e, codes, merging)
+        assert f == figures_of(s, e, kernel_types(df), merging)
+        # by hand: span 0..85 us, busy 30 + 20 + 10 + 5, gemm 30, comm 30, overlap 20..30
+        assert (f.kernel_time_ns, f.idle_ns, f.compute_ns, f.comm_ns, f.overlap_ns) == \
+            (85 * US, 20 * US, 30 * US, 30 * US, 10 * US)
