@@ -252,10 +252,15 @@ def _dispatch_evidence(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any
 def _claim(ev: pd.DataFrame, idle: iv.Union, cls: dict[str, np.ndarray]
            ) -> tuple[dict[str, iv.Union], iv.Union]:
     """Device-idle host time claimed by each class in ``CLAIM_ORDER``, and ``HB``."""
-    remaining = hb = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
+    us = {name: spans(ev, cls[name]) for name in hostcalls.CLAIM_ORDER}
+    # the host work's span from the two classes' unions (the union of unions: the same union
+    # as of their events together, without sorting every host event again)
+    work, io = us["operator_dispatch"], us["io"]
+    remaining = hb = iv.intersect(idle, iv.union(np.concatenate([work[0], io[0]]),
+                                                 np.concatenate([work[1], io[1]])))
     claimed: dict[str, iv.Union] = {}
     for name in hostcalls.CLAIM_ORDER:
-        u = spans(ev, cls[name])
+        u = us[name]
         claimed[name] = iv.intersect(remaining, u)
         remaining = iv.subtract(remaining, u)
     return claimed, hb
