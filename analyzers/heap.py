@@ -26,9 +26,11 @@ _BLOCK = 1 << 20
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
-def warm_heap(nbytes: int = WARM_BYTES) -> bool:
+def warm_heap(nbytes: int = WARM_BYTES, keep: bool = True) -> bool:
     """Keep freed memory in this process's heap and fault in ``nbytes`` of it now (1 MiB blocks,
-    written once, then freed back to the heap). False where it cannot (not glibc)."""
+    written once, then freed back to the heap). ``keep=False``: the ``mallopt`` settings are
+    left as the caller made them (``hermes.commands._util.keep_freed_memory`` makes the same
+    kind: 1 MiB blocks from the heap, freed memory kept). False where it cannot (not glibc)."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
@@ -37,7 +39,7 @@ def warm_heap(nbytes: int = WARM_BYTES) -> bool:
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
     libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-    if not (mallopt(_M_MMAP_THRESHOLD, MMAP_MAX) and mallopt(_M_TRIM_THRESHOLD, TRIM_AT)):
+    if keep and not (mallopt(_M_MMAP_THRESHOLD, MMAP_MAX) and mallopt(_M_TRIM_THRESHOLD, TRIM_AT)):
         return False
     blocks = []
     for _ in range(max(0, int(nbytes)) // _BLOCK):
