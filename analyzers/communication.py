@@ -306,12 +306,23 @@ def _matrix(t: pd.DataFrame) -> pd.DataFrame:
     """Bytes sent per (rank, group, op, peer); peer = -1 for group collectives (every member)."""
     if len(t) == 0:
         return pd.DataFrame(columns=MATRIX_COLUMNS)
-    t = t.assign(peer=t["peer"].fillna(-1).astype("int64"), bytes=t["bytes"].fillna(0))
-    # (one grouped column, two reductions: half the cost of a named aggregation)
-    g = t.groupby(["rank", "group", "op", "peer"], sort=True)["bytes"]
-    out = g.sum().to_frame("bytes")
-    out.insert(0, "count", g.size())
-    return out.reset_index()[MATRIX_COLUMNS]
+    peer = t["peer"].fillna(-1).astype("int64")
+    keys = [t["rank"], t["group"], t["op"], peer]
+    # = groupby(keys, sort=True)["bytes"] .sum() and .size(), reset_index(): the groups
+    # numbered in the order of their sorted keys (each key factorized sorted, the rows ordered
+    # by all four), the two reductions by that one number, each group's keys from its first
+    # row -- no MultiIndex built and taken apart again
+    codes = [pd.factorize(k, sort=True)[0] for k in keys]
+    order = np.lexsort(codes[::-1])
+    sc = np.stack([c[order] for c in codes])
+    new = np.r_[True, (sc[:, 1:] != sc[:, :-1]).any(axis=0)]
+    gid = np.empty(len(t), np.int64)
+    gid[order] = np.cumsum(new) - 1
+    g = t["bytes"].fillna(0).groupby(gid, sort=True)
+    first = order[new]
+    return pd.DataFrame({"rank": t["rank"].to_numpy()[first], "group": t["group"].to_numpy()[first],
+                         "op": t["op"].array[first], "peer": peer.to_numpy()[first],
+                         "count": g.size().to_numpy(), "bytes": g.sum().to_numpy()})
 
 
 def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
