@@ -97,9 +97,11 @@ def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Seri
 
 
 def _link_class(link: pd.Series) -> pd.Series:
-    low = link.astype(str).str.lower()
-    return pd.Series(np.where(low.str.contains("|".join(INTER_LINKS)), "inter", "intra"),
-                     index=link.index)
+    """``inter`` where the link's name (lowercased) contains one of ``INTER_LINKS``, else
+    ``intra``; each distinct name searched once."""
+    codes, uniq = pd.factorize(link.astype(str))
+    inter = np.array([_INTER.search(str(u).lower()) is not None for u in uniq] + [False], bool)
+    return pd.Series(np.where(inter[codes], "inter", "intra"), index=link.index)
 
 
 #: Latency steps of each collective's algorithm for a group of n ranks (ring; a binomial tree
@@ -111,6 +113,21 @@ LATENCY_STEPS: dict[str, Any] = {
     "alltoall": lambda n: n - 1.0,
     "broadcast": lambda n: np.ceil(np.log2(np.maximum(n, 2.0))),
 }
+_NON_LETTER = re.compile(r"[^a-z]")
+_INTER = re.compile("|".join(INTER_LINKS))
+
+
+def _op_keys(op: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Each collective's code into its distinct operator names, and those names lowercased
+    with every non-letter dropped (``all_reduce`` -> ``allreduce``): each distinct name is
+    matched once, in Python (a few names: cheaper than pandas' string methods)."""
+    codes, uniq = pd.factorize(op)
+    return codes, [_NON_LETTER.sub("", str(u).lower()) for u in uniq]
+
+
+def _named(keys: list[str], name: str) -> np.ndarray:
+    """Which ``keys`` contain ``name`` (letters only: a substring), plus a trailing False."""
+    return np.array([name in k for k in keys] + [False], bool)
 
 
 def _latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarray,
@@ -120,12 +137,11 @@ def _latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarr
     small *for its group* -- a ring over n ranks moves bytes / n per step, so on thousands of
     ranks even a 25 MB gradient bucket is latency-bound. False where the group size, the
     link's latency or its bandwidth is unknown."""
-    codes, uniq = pd.factorize(op)  # the names matched once per distinct operator
-    key = pd.Series(uniq, dtype=object).str.lower().str.replace(r"[^a-z]", "", regex=True)
+    codes, keys = _op_keys(op)
     nn = n.to_numpy(np.float64)
     steps = np.full(len(op), np.nan)
     for name, f in LATENCY_STEPS.items():
-        m = np.append(key.str.contains(name).to_numpy(bool), False)[codes] & np.isnan(steps)
+        m = _named(keys, name)[codes] & np.isnan(steps)
         steps[m] = f(nn[m])
     with np.errstate(divide="ignore", invalid="ignore"):
         lat_ns = steps * alpha_s * 1e9
@@ -148,12 +164,11 @@ def world_size(meta: Any) -> int:
 
 
 def _bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
-    codes, uniq = pd.factorize(op)  # the names matched once per distinct operator
-    key = pd.Series(uniq, dtype=object).str.lower().str.replace(r"[^a-z]", "", regex=True)
+    codes, keys = _op_keys(op)
     out = np.ones(len(op))
     nn = n.fillna(1e9).clip(lower=2).to_numpy(np.float64)  # unknown size: the large-n limit
     for name, f in BUS_FACTOR.items():
-        m = np.append(key.str.contains(name).to_numpy(bool), False)[codes]
+        m = _named(keys, name)[codes]
         out[m] = f(nn[m])
     return out
 
@@ -291,12 +306,23 @@ def _matrix(t: pd.DataFrame) -> pd.DataFrame:
     """Bytes sent per (rank, group, op, peer); peer = -1 for group collectives (every member)."""
     if len(t) == 0:
         return pd.DataFrame(columns=MATRIX_COLUMNS)
-    t = t.assign(peer=t["peer"].fillna(-1).astype("int64"), bytes=t["bytes"].fillna(0))
-    # (one grouped column, two reductions: half the cost of a named aggregation)
-    g = t.groupby(["rank", "group", "op", "peer"], sort=True)["bytes"]
-    out = g.sum().to_frame("bytes")
-    out.insert(0, "count", g.size())
-    return out.reset_index()[MATRIX_COLUMNS]
+    peer = t["peer"].fillna(-1).astype("int64")
+    keys = [t["rank"], t["group"], t["op"], peer]
+    # = groupby(keys, sort=True)["bytes"] .sum() and .size(), reset_index(): the groups
+    # numbered in the order of their sorted keys (each key factorized sorted, the rows ordered
+    # by all four), the two reductions by that one number, each group's keys from its first
+    # row -- no MultiIndex built and taken apart again
+    codes = [pd.factorize(k, sort=True)[0] for k in keys]
+    order = np.lexsort(codes[::-1])
+    sc = np.stack([c[order] for c in codes])
+    new = np.r_[True, (sc[:, 1:] != sc[:, :-1]).any(axis=0)]
+    gid = np.empty(len(t), np.int64)
+    gid[order] = np.cumsum(new) - 1
+    g = t["bytes"].fillna(0).groupby(gid, sort=True)
+    first = order[new]
+    return pd.DataFrame({"rank": t["rank"].to_numpy()[first], "group": t["group"].to_numpy()[first],
+                         "op": t["op"].array[first], "peer": peer.to_numpy()[first],
+                         "count": g.size().to_numpy(), "bytes": g.sum().to_numpy()})
 
 
 def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:

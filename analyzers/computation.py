@@ -28,6 +28,7 @@ import pandas as pd
 from hermes.analyzers import devicework, opvec
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.hta_compat import codes_in, precompile
 from hermes.analyzers.kernelstats import KernelStats, desc_order
 from hermes.analyzers.opinfo import (
     TOP_N,
@@ -63,6 +64,8 @@ ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
 #: not device efficiency, so they do not).
 OVERRIDING_CAUSES = ("ai_cpu", "shape_affinity", "private_format")
 _FA = re.compile(r"flash|fmha|FlashAttention|scaled_dot_product|sdpa", re.I)
+_DYNAMIC = r"^\s*dynamic\s*$"
+precompile("TransData", _DYNAMIC, flags=re.I)
 
 
 # ---------------------------------------------------------------- underutilization causes
@@ -99,7 +102,7 @@ def _causes(ctx: RankContext, k: pd.DataFrame, kind: str, args: pd.Series | None
         "shape_affinity": mis,
         "private_format": has(k["name"], "TransData", case=False)
         | rows(has(typ, "TransData", case=False)),
-        "dynamic_shape": rows(has(state, r"^\s*dynamic\s*$", case=False)),
+        "dynamic_shape": rows(has(state, _DYNAMIC, case=False)),
     }
 
 
@@ -139,9 +142,7 @@ def _isin(x: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``x.isin(values)``, decided once per category of a categorical column."""
     if not isinstance(x.dtype, pd.CategoricalDtype):
         return x.isin(list(values)).to_numpy(bool)
-    hit = np.append(x.dtype.categories.isin(list(values)), False)
-    codes = x.array.codes
-    return hit[np.where(codes >= 0, codes, len(hit) - 1)]
+    return codes_in(x, x.dtype.categories.isin(list(values)).tolist())
 
 
 @register("computation", scope="rank")
@@ -218,7 +219,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                              if len(k) else pd.DataFrame(columns=["name", "time_ns", "count"]))
     steps = tuple(int(s) for s in windows["step"]) if len(windows) else ()
     ranks = (int(ctx.rank),)
-    _class_findings(res, ks, classes, pk, ranks, steps)
+    _class_findings(res, ks, rows, pk, ranks, steps)
     cause_rows = []
     named: dict[str, dict] = {}
     for reason, m in causes.items():
@@ -242,7 +243,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
             "text": f"device clock {100 * freq['drop']:.1f}% below nominal "
                     f"({freq['mean_mhz']:.0f} of {freq['nominal_mhz']:.0f} MHz)",
             **{k2: round(v, 3) for k2, v in freq.items()}}
-    _underutilization(res, ks, classes, named, freq_share, ranks, steps,
+    _underutilization(res, ks, rows, named, freq_share, ranks, steps,
                       _computing_share(k, clipped, step_total), pk)
     return res
 
@@ -283,14 +284,15 @@ def _computing_share(k: pd.DataFrame, clipped: tuple[np.ndarray, np.ndarray],
     return _clipped_time(clipped, c) / step_total
 
 
-def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
+def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: list[dict[str, Any]],
                     pk: dict[str, Any], ranks: tuple[int, ...], steps: tuple[int, ...]) -> None:
     """``computation.compute_bound`` / ``memory_bound``: time_share = the class's step share;
     evidence: where its device time goes (families, top kernels, achieved TFLOP/s and GB/s
-    against the device's peaks) and how much of it was judged by kernel family alone."""
+    against the device's peaks) and how much of it was judged by kernel family alone.
+    ``classes``: the rows of the ``classes`` table, in ``CLASSES`` order."""
     total = float(ks.dur.sum()) if ks.n else 0.0
     for c in ("compute_bound", "memory_bound"):
-        r = classes[classes["class"] == c].iloc[0]
+        r = classes[CLASSES.index(c)]
         if r["step_share"] < MIN_SHARE:
             continue
         ci = CLASSES.index(c)
@@ -307,7 +309,7 @@ def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
             ranks=ranks, steps=steps))
 
 
-def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFrame,
+def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: list[dict[str, Any]],
                       named: dict[str, dict], freq_share: float, ranks: tuple[int, ...],
                       steps: tuple[int, ...], computing: float, pk: dict[str, Any]) -> None:
     """One ``computation.underutilization`` finding per rank: time_share = the underutilized
@@ -315,7 +317,7 @@ def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: pd.DataFram
     alignment, private formats, dynamic shapes, frequency drop) in ``evidence.causes``, the
     largest as ``evidence.reason``. Named operators are strong evidence: the finding is emitted
     whatever its share when there are any (msprof-analyze lists them without a threshold)."""
-    r = classes[classes["class"] == "underutilized"].iloc[0]
+    r = classes[CLASSES.index("underutilized")]
     share = min(1.0, float(r["step_share"]) + freq_share, max(computing, float(r["step_share"])))
     if share < MIN_SHARE and not named:
         return

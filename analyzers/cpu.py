@@ -36,6 +36,7 @@ from hermes.analyzers import hostcalls
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
 from hermes.analyzers.critical_path import innermost_active, node_order
+from hermes.analyzers.hta_compat import precompile
 from hermes.analyzers.io import (
     device_idle,
     is_,
@@ -78,6 +79,7 @@ OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)
 #: Leaf host calls whose cost should not vary by call (allocation and tiling are bimodal by nature:
 #: cache hit vs miss), so a call far above its name's median was slowed from outside.
 LEAF_KINDS = ("launch", "runtime", "infer_shape")
+precompile(BLOCKING_NAME, OTHER_CPU_NAME)
 #: Recorded environment settings (``meta.extra`` ``settings``/``environment``/``env``) that make
 #: every host call pay for logging: DESIGN's "log level" environment cause
 #: (ASCEND_GLOBAL_LOG_LEVEL 0/1 = debug/info).
@@ -250,19 +252,26 @@ def _dispatch_evidence(ev: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any
 def _claim(ev: pd.DataFrame, idle: iv.Union, cls: dict[str, np.ndarray]
            ) -> tuple[dict[str, iv.Union], iv.Union]:
     """Device-idle host time claimed by each class in ``CLAIM_ORDER``, and ``HB``."""
-    remaining = hb = iv.intersect(idle, spans(ev, cls["operator_dispatch"] | cls["io"]))
+    us = {name: spans(ev, cls[name]) for name in hostcalls.CLAIM_ORDER}
+    # the host work's span from the two classes' unions (the union of unions: the same union
+    # as of their events together, without sorting every host event again)
+    work, io = us["operator_dispatch"], us["io"]
+    remaining = hb = iv.intersect(idle, iv.union(np.concatenate([work[0], io[0]]),
+                                                 np.concatenate([work[1], io[1]])))
     claimed: dict[str, iv.Union] = {}
     for name in hostcalls.CLAIM_ORDER:
-        u = spans(ev, cls[name])
+        u = us[name]
         claimed[name] = iv.intersect(remaining, u)
         remaining = iv.subtract(remaining, u)
     return claimed, hb
 
 
-def _unattributed(ev: pd.DataFrame, idle: iv.Union, windows: pd.DataFrame) -> dict[str, Any]:
-    """Device-idle time with no host event recorded either: what the trace cannot explain."""
+def _unattributed(ev: pd.DataFrame, idle: iv.Union, windows: pd.DataFrame,
+                  helper: np.ndarray) -> dict[str, Any]:
+    """Device-idle time with no host event recorded either: what the trace cannot explain
+    (``helper``: ``hostcalls.helper_lanes`` of ``ev``)."""
     host_any = spans(ev, is_(ev, "lane_kind", "host") & ~is_(ev, "kind", *NOT_WORK_KINDS)
-                     & ~hostcalls.helper_lanes(ev))
+                     & ~helper)
     free = iv.subtract(iv.intersect(idle, windows_union(windows)), host_any)
     gaps = free[1] - free[0]
     return {"ns": int(iv.total(free)), "long_gaps": int((gaps >= LONG_GAP_NS).sum()),
@@ -380,7 +389,8 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     if step_total == 0:
         return res
     idle = device_idle(ctx, windows)
-    cls = hostcalls.classes(ev)
+    helper = hostcalls.helper_lanes(ev)  # (read by both: computed once)
+    cls = hostcalls.classes(ev, helper)
     claimed, hb = _claim(ev, idle, cls)
     hb_total = int(iv.total(hb))
     specific = np.zeros(len(ev), bool)
@@ -392,7 +402,7 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     times["environment_configuration"] += dispatch_t * split["env_frac"]
     times["resource_contention"] = dispatch_t * split["cont_frac"]
     times["operator_dispatch"] = dispatch_t * (1.0 - split["env_frac"] - split["cont_frac"])
-    free = _unattributed(ev, idle, windows)
+    free = _unattributed(ev, idle, windows, helper)
     table = _per_step(claimed, windows, hb, split, free.pop("per_step"))
     res.tables["per_step"] = table
     res.metrics.update({"host_bound_ns": hb_total, "io_wait_ns": int(times["io"]),

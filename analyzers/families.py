@@ -70,3 +70,8 @@ def bounds(families: pd.Series) -> pd.Series:
     vals = np.array([bound_of(u) for u in uniq] + [bound_of(None)], dtype=object)
     return pd.Series(vals[np.where(codes >= 0, codes, len(uniq))], index=families.index,
                      dtype=object)
+
+
+# read and compiled when the module is imported, not on an analysis's first call (see
+# hta_compat.precompile)
+table()

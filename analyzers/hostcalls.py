@@ -25,9 +25,12 @@ to the sync). The classes (patterns below, formulas in ``docs/analysis/cpu.md``)
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers.hta_compat import precompile
 from hermes.analyzers.io import data_wait_mask, is_, name_matches
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, NOT_WORK_KINDS
@@ -163,11 +166,13 @@ def blocking_copy_calls(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
     return out
 
 
-def classes(ev: pd.DataFrame) -> dict[str, np.ndarray]:
-    """One mask per class of ``CLAIM_ORDER`` (see the module docstring)."""
+def classes(ev: pd.DataFrame, helper: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """One mask per class of ``CLAIM_ORDER`` (see the module docstring); ``helper``:
+    :func:`helper_lanes` of ``ev`` when the caller has it."""
     host = is_(ev, "lane_kind", "host")
+    helper = helper_lanes(ev) if helper is None else helper
     # a host-lane collective (Gloo) is communication, not dispatch (overlap counts it so)
-    work = host & ~is_(ev, "kind", *NOT_WORK_KINDS, *COMM_KINDS) & ~helper_lanes(ev)
+    work = host & ~is_(ev, "kind", *NOT_WORK_KINDS, *COMM_KINDS) & ~helper
     names = ev["name"]
     waits = data_wait_mask(ev) | (host & is_(ev, "kind", "data_read", "data_process",
                                               "data_fetch"))
@@ -207,8 +212,10 @@ def runtime_of(ev: pd.DataFrame) -> str:
     else:
         counts = names[host].value_counts()
     best, best_n = "", 0
+    texts, calls = [str(c) for c in counts.index], counts.to_numpy()  # (each name once)
     for rt, pattern in RUNTIMES:
-        n = int(counts[name_matches(pd.Series(counts.index.astype(str)), pattern)].sum())
+        rx = re.compile(pattern)
+        n = int(calls[np.array([bool(rx.search(t)) for t in texts], bool)].sum())
         if n > best_n:
             best, best_n = rt, n
     return best
@@ -241,6 +248,8 @@ def helper_lanes(ev: pd.DataFrame) -> np.ndarray:
 #: Framework by its host operator names: PyTorch's ``aten::`` operators, MindSpore's full-scope
 #: names (``Default/network-...``) or its module names.
 FRAMEWORKS = (("pytorch", r"^aten::|^ProfilerStep#"), ("mindspore", r"(?i)mindspore|^Default/"))
+precompile(GC_NAME, COMPILE_NAME, SYNC_NAME, LOG_NAME, ALLOC_NAME, INIT_NAME,
+           PAGEABLE_D2H + r'|"pinned"\s*:\s*false', *(p for _, p in RUNTIMES + FRAMEWORKS))
 
 
 def framework_of(ev: pd.DataFrame) -> str:

@@ -36,7 +36,8 @@ import pandas as pd
 from hermes.analyzers import intervals as iv
 from hermes.analyzers import opinfo
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.hta_compat import codes_in
+from hermes.analyzers.hta_compat import codes_in, precompile
+from hermes.analyzers.kernelstats import desc_order
 from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
 from hermes.findings import Finding
 from hermes.trace.args import args_of, has_args
@@ -56,6 +57,7 @@ READ_NAME = r"(?i)(^|[^a-z])(read|readinto|open|fread|pread|recv|get_object|down
             r"decompress|unzip|untar|tarfile|zipfile)([^a-z]|$)"
 FETCH_NAME = r"(?i)pin_memory|HtoD|H2D"
 PAGEABLE = r"(?i)pageable|\"pinned\"\s*:\s*false"
+precompile(DATA_WAIT_NAME, READ_NAME, FETCH_NAME, PAGEABLE)
 
 
 # ------------------------------------------------------------------ helpers shared with cpu.py
@@ -63,12 +65,11 @@ def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
     """``re.search`` of ``pattern`` on each name, evaluated once per distinct name."""
     if len(names) == 0:
         return np.zeros(0, bool)
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        codes, uniq = names.array.codes, names.dtype.categories.tolist()
-    else:  # (as its categories would: each distinct value once, missing ones never match)
-        codes, uniq = pd.factorize(names, use_na_sentinel=True)
-        uniq = list(uniq)
     rx = re.compile(pattern)
+    if isinstance(names.dtype, pd.CategoricalDtype):  # (a few matching names: compared codes)
+        return codes_in(names, [bool(rx.search(str(c))) for c in names.dtype.categories.tolist()])
+    # (as its categories would: each distinct value once, missing ones never match)
+    codes, uniq = pd.factorize(names, use_na_sentinel=True)
     hit = np.array([bool(rx.search(str(c))) for c in uniq], dtype=bool)
     return np.append(hit, False)[codes]  # code -1 (missing) reads the trailing False
 
@@ -145,8 +146,16 @@ def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
             return []
         first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
         text = np.array([str(c) for c in names.dtype.categories.tolist()], dtype=object)
-        sub = pd.DataFrame({"name": text[code[first]], "sum": np.add.reduceat(w, first),
-                            "count": np.diff(np.r_[first, len(code)])})
+        keys, sums = text[code[first]], np.add.reduceat(w, first)
+        counts = np.diff(np.r_[first, len(code)])
+        if len(set(keys.tolist())) == keys.size:  # (distinct texts: the groups as they are)
+            # = the groupby by name (sorted names), then sort_values("sum", ascending=False)
+            # (pandas' quicksort: desc_order) and head(n), without the frames
+            by_name = np.argsort(keys, kind="stable")
+            top = by_name[desc_order(sums[by_name], kind="quicksort")[:n]]
+            return [{"name": str(keys[i]), "time_ns": int(sums[i]), "count": int(counts[i])}
+                    for i in top]
+        sub = pd.DataFrame({"name": keys, "sum": sums, "count": counts})
         g = sub.groupby("name")[["sum", "count"]].sum()
     else:
         sub = pd.DataFrame({"name": names[mask].astype(str).to_numpy(), "dur_ns": w})

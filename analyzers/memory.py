@@ -14,8 +14,11 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.hta_compat import precompile
 
 TIMELINE_COLUMNS = ["ts_ns", "allocated_bytes", "reserved_bytes"]
+_COUNTER = r"^memory (?P<device>\S+) (?P<quantity>allocated|reserved)$"
+precompile(_COUNTER)
 
 
 def _samples(events: pd.DataFrame) -> pd.DataFrame:
@@ -25,7 +28,7 @@ def _samples(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["device", "quantity", "ts_ns", "value"])
     counter = (events["kind"] == "counter").to_numpy(bool)
     lanes = events["lane"][counter].astype(str)  # counter rows only: no string per event
-    parts = lanes.str.extract(r"^memory (?P<device>\S+) (?P<quantity>allocated|reserved)$")
+    parts = lanes.str.extract(_COUNTER)
     ok = parts["device"].notna().to_numpy(bool)
     rows = np.flatnonzero(counter)[ok]  # (their times and values only: no copy of the rows)
     out = pd.DataFrame({"device": parts["device"][ok].to_numpy(),

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from hermes import devices
 from hermes.analyzers import intervals as iv
 from hermes.analyzers.base import RankContext
+from hermes.analyzers.hta_compat import codes_in
 from hermes.trace.args import args_of, has_args
 
 TOP_N = 10
@@ -147,10 +148,9 @@ def has(x: pd.Series, pattern: str | re.Pattern[str], case: bool = True) -> np.n
     if len(x) == 0:
         return np.zeros(0, bool)
     rx = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, 0 if case else re.I)
-    if isinstance(x.dtype, pd.CategoricalDtype):
-        codes, uniq = x.array.codes, x.dtype.categories
-    else:
-        codes, uniq = pd.factorize(x, use_na_sentinel=True)
+    if isinstance(x.dtype, pd.CategoricalDtype):  # (a few matching values: compared codes)
+        return codes_in(x, [bool(rx.search(str(u))) for u in x.dtype.categories])
+    codes, uniq = pd.factorize(x, use_na_sentinel=True)
     hit = np.array([bool(rx.search(str(u))) for u in uniq] + [False], bool)
     return hit[np.where(codes >= 0, codes, len(uniq))]
 

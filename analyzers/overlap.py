@@ -147,7 +147,8 @@ def overlap_tables(events: pd.DataFrame, meta: Any = None,
 def _gpu(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """HTA's GPU event rows and their kernel types (computed once for both HTA figures)."""
     rows = hta_compat.gpu_rows(events)
-    return rows, hta_compat.kernel_types_at(events, rows) if rows.size else np.empty(0, str)
+    return rows, hta_compat.kernel_type_codes_at(events, rows) if rows.size else \
+        np.empty(0, np.int8)
 
 
 @register("overlap", scope="rank")

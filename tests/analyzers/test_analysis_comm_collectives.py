@@ -270,3 +270,29 @@ def test_group_larger_than_a_node_uses_the_inter_node_link() -> None:
     assert t["link"] == "rdma" and t["expected_GBps"] == 25.0
     # bus factor of a 16-rank all-reduce: 2 x 15/16
     assert t["busbw_GBps"] == pytest.approx(64 * MB / 100e-6 / 1e9 * 2 * 15 / 16)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matrix_is_the_groupby_of_its_keys(seed) -> None:
+    # the matrix table as pandas' groupby by (rank, group, op, peer) makes it: keys sorted,
+    # missing peers as -1 and missing bytes as 0, counts and (compensated) float sums
+    import numpy as np
+
+    from hermes.analyzers.communication import MATRIX_COLUMNS, _matrix
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    t = pd.DataFrame({
+        "rank": np.full(n, 3, np.int64),
+        "group": pd.Series(rng.choice(["pg1", "default", "tp0"], n), dtype=object),
+        "op": pd.Series(rng.choice(["ncclAllReduce", "ncclSendRecv", "allgather"], n),
+                        dtype="str"),
+        "peer": np.where(rng.random(n) < 0.5, np.nan, rng.integers(0, 4, n).astype(float)),
+        "bytes": np.where(rng.random(n) < 0.1, np.nan, rng.random(n) * 1e7)})
+    u = t.assign(peer=t["peer"].fillna(-1).astype("int64"), bytes=t["bytes"].fillna(0))
+    g = u.groupby(["rank", "group", "op", "peer"], sort=True)["bytes"]
+    want = g.sum().to_frame("bytes")
+    want.insert(0, "count", g.size())
+    want = want.reset_index()[MATRIX_COLUMNS]
+    assert len(want) > 12
+    pd.testing.assert_frame_equal(_matrix(t), want, check_exact=True)

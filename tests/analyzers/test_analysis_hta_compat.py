@@ -8,7 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers.hta_compat import codes_in, gpu_events, hta_figures, isin, kernel_types
+from hermes.analyzers.hta_compat import (
+    KERNEL_TYPES,
+    codes_in,
+    figures_of,
+    gpu_events,
+    hta_figures,
+    isin,
+    kernel_type_codes_at,
+    kernel_types,
+)
 from tests.tracegen import ev, events
 
 US = 1000  # HTA rounds times to whole microseconds: the hand-made traces are in us
@@ -141,3 +150,36 @@ def test_codes_in_missing_rows():
     col = pd.Series(pd.Categorical(["a", None, "b", None]))
     assert codes_in(col, [False, True], missing=True).tolist() == [False, True, True, True]
     assert codes_in(col, [True, False]).tolist() == [True, False, False, False]
+
+
+@pytest.mark.parametrize("n_marked", [0, 1, 12, 13, 25, 30])
+@pytest.mark.parametrize("missing", [False, True])
+def test_codes_in_each_path_agrees_row_by_row(n_marked, missing):
+    # marked codes compared (<= COMPARE_MAX), the unmarked ones compared (the complement: 25 and
+    # 30 of 30) and the table lookup (13 of 30: 17 left unmarked), missing rows read either way
+    cats = [f"c{i}" for i in range(30)]
+    rng = np.random.default_rng(n_marked)
+    values = [cats[i] if i >= 0 else None for i in rng.integers(-1, 30, 500)]
+    col = pd.Series(pd.Categorical(values, categories=cats))
+    marked = set(rng.choice(30, n_marked, replace=False).tolist())
+    hit = [i in marked for i in range(30)]
+    want = [missing if v is None else int(v[1:]) in marked for v in values]
+    assert codes_in(col, hit, missing).tolist() == want
+
+
+def test_type_codes_give_the_figures_of_the_type_names():
+    # kernel_type_codes_at (int8 codes into KERNEL_TYPES) reads as kernel_types_at's strings
+    df = frame(ev("kernel", "void gemm<float>", 0, 30, stream=7),
+               ev("kernel", "ncclDevKernel_AllReduce_Sum", 20, 30, stream=8),
+               ev("memcpy_h2d", "Memcpy HtoD (Pageable -> Device)", 60, 10, stream=7),
+               ev("kernel", "fooMemcpyKernel", 80, 5, stream=7))
+    rows = np.arange(len(df))
+    codes = kernel_type_codes_at(df, rows)
+    assert [KERNEL_TYPES[c] for c in codes] == kernel_types(df).tolist()
+    s, e = df["ts_ns"].to_numpy(np.int64), (df["ts_ns"] + df["dur_ns"]).to_numpy(np.int64)
+    for merging in (False, True):
+        f = figures_of(s, e, codes, merging)
+        assert f == figures_of(s, e, kernel_types(df), merging)
+        # by hand: span 0..85 us, busy 30 + 20 + 10 + 5, gemm 30, comm 30, overlap 20..30
+        assert (f.kernel_time_ns, f.idle_ns, f.compute_ns, f.comm_ns, f.overlap_ns) == \
+            (85 * US, 20 * US, 30 * US, 30 * US, 10 * US)

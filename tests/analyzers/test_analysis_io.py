@@ -156,3 +156,22 @@ def test_top_names_sums_per_name_by_hand():
     assert top_names(ev_, mask, weights=w) == [{"name": "read", "time_ns": 7, "count": 2},
                                                {"name": "open", "time_ns": 2, "count": 2}]
     assert top_names(ev_, np.array([False, False, False, False, True, False])) == []
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_top_names_of_categories_as_of_the_strings(seed):
+    # 40 names (the sort past numpy's small-array insertion sort), sums with many ties (few
+    # distinct durations), unused categories: the categorical path (per code, no frame) gives
+    # the string path's groupby and descending sort, ties included
+    import pandas as pd
+
+    from hermes.analyzers.io import top_names
+
+    rng = np.random.default_rng(seed)
+    cats = [f"op{i:02d}" for i in range(50)]
+    names = pd.Categorical(rng.choice(cats[:40], 400), categories=cats[::-1])
+    ev_ = pd.DataFrame({"name": names, "dur_ns": rng.choice([1, 2, 3], 400).astype(np.int64)})
+    mask = rng.random(400) < 0.7
+    want = top_names(ev_.assign(name=ev_["name"].astype(object)), mask, n=25)
+    assert len(want) == 25
+    assert top_names(ev_, mask, n=25) == want

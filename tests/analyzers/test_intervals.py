@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,3 +74,17 @@ def test_set_operations_of_unions_are_unions(a, b):
         # sorted, disjoint, non-touching, no empty interval: the one form of a set
         assert (got[0][1:] > got[1][:-1]).all() and (got[1] > got[0]).all()
         assert (iv.union(*got)[0] == got[0]).all() and (iv.union(*got)[1] == got[1]).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_union_of_unions_is_the_union_of_all(seed):
+    # (cpu._claim merges two classes' unions instead of their events): overlapping, touching,
+    # nested and zero-length intervals, in no order
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, 1000, 300)
+    e = s + rng.integers(0, 30, 300)
+    a, b = rng.random(300) < 0.5, rng.random(300) < 0.3
+    ua, ub = iv.union(s[a], e[a]), iv.union(s[b], e[b])
+    got = iv.union(np.concatenate([ua[0], ub[0]]), np.concatenate([ua[1], ub[1]]))
+    want = iv.union(s[a | b], e[a | b])
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
