@@ -131,13 +131,18 @@ def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
     src = sg.info["src"].to_numpy(np.int64)
     if has_args(ev):
         sg.args = ev
-    for c in FACTS:
-        if c in ev.columns and c not in sg.info.columns:
-            col = ev[c].take(src)
-            # text and categories keep their array (no Python string per event); numbers as
-            # numpy (NaN where unknown)
-            text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
-            sg.info[c] = col.array if text else col.to_numpy()
+    add = [c for c in FACTS if c in ev.columns and c not in sg.info.columns]
+    if not add:
+        return sg
+    cols = {c: sg.info[c].array for c in sg.info.columns}
+    for c in add:
+        col = ev[c].array.take(src)
+        # text and categories keep their array (no Python string per event); numbers as
+        # numpy (NaN where unknown)
+        text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
+        cols[c] = col if text else col.to_numpy()
+    # (one frame of the arrays as they are: a column set at a time costs ~1 ms each)
+    sg.info = pd.DataFrame(cols, index=sg.info.index, copy=False)
     return sg
 
 
