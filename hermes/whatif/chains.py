@@ -87,10 +87,14 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray,
     chain = v == u + 1
     indeg = np.bincount(v, minlength=n)
     fold = np.zeros(n, bool)
-    fold[v[chain]] = indeg[v[chain]] == 1
+    vc = v[chain]  # (gathered once)
+    fold[vc] = indeg[vc] == 1
+    del vc
     fold &= np.isinf(start)
     into = np.flatnonzero(chain & fold[v])
-    root = np.maximum.accumulate(np.where(fold, 0, np.arange(n)))
+    root = np.arange(n)  # (in place: no index-sized temporaries)
+    root[fold] = 0
+    np.maximum.accumulate(root, out=root)
     kept = ~fold
     new = np.cumsum(kept) - 1
     nk = int(kept.sum())

@@ -173,7 +173,12 @@ def _steps(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
     """The replay's steps as ``chains`` parts in sequence: each node's step (a step's start
     node, :func:`edges`, in its own), and each step's start node (the part's entry)."""
     nw = len(sg.windows)
-    part = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev], np.arange(nw)])
+    # (the nodes are laid out step-major -- chains by (step, lane), ``stepgraph.layout_order``
+    # -- and each event has its two nodes in its step's chain: a step's nodes are a run of
+    # twice its events, no per-node gather of the events' step)
+    cnt = np.bincount(sg.info["win"].to_numpy(np.int64), minlength=nw)
+    part = np.repeat(np.arange(nw + 1), np.append(2 * cnt, nw))
+    part[sg.g.n:] = np.arange(nw)
     return part, sg.g.n + np.arange(nw)
 
 
