@@ -55,9 +55,8 @@ class StepGraph:
     w: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     has_in: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
     cw: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    #: the rank's collectives (``cluster`` matches them across ranks): graph event id ``ev``,
-    #: ``group`` ('' unknown), ``seq`` (-1 unknown), ``name``, ``step`` (its window's number)
-    coll: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: :attr:`coll` once set or computed (what it is computed of until then: ``_coll_of``)
+    _coll: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     #: each step's last node of every non-loader lane, its step, and whether it is the step's
     #: main thread's (the host lane active last): where a step ends
     ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -69,6 +68,22 @@ class StepGraph:
     args: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     #: what ``hermes.whatif.predict`` computes once per set of graphs (the unchanged replay)
     memo: dict = field(default_factory=dict, repr=False, compare=False)
+    _coll_of: tuple | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def coll(self) -> pd.DataFrame:
+        """The rank's collectives (``cluster`` matches them across ranks): graph event id
+        ``ev``, ``group`` ('' unknown), ``seq`` (-1 unknown), ``name``, ``step`` (its window's
+        number). Computed on first use (a replay of one rank never matches any)."""
+        if self._coll is None:
+            self._coll = collectives(*self._coll_of) if self._coll_of is not None else \
+                pd.DataFrame()
+            self._coll_of = None
+        return self._coll
+
+    @coll.setter
+    def coll(self, value: pd.DataFrame) -> None:
+        self._coll, self._coll_of = value, None
 
 
 @dataclass
@@ -137,7 +152,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     into_wait = wait_ev[node_ev[g.cv]] & (g.event_end[node_ev[g.cv]] == g.cv)
     sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
     sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
-    sg.coll = collectives(ev, info, windows)
+    sg._coll_of = (ev, info, windows)  # (:attr:`StepGraph.coll`, computed where it is read)
     sg.ends, sg.ends_win, sg.ends_main = _lane_ends(sg)
     return sg
 

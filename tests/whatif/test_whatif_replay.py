@@ -251,3 +251,23 @@ def test_each_nodes_step_is_its_events_step(shared_traces):
         np.testing.assert_array_equal(part, want)
         np.testing.assert_array_equal(cut, sg.g.n + np.arange(nw))
     assert len(gs[0].windows) == 3 and (gs[0].info["name"] == "across").sum() == 2
+
+
+def test_collectives_computed_where_read():
+    # a step graph's collectives are found on first use (``cluster`` of several ranks): a
+    # one-rank prediction never reads them; read, they are graphparts.collectives' table
+    from hermes.whatif.graphparts import collectives
+
+    rows = [ev("step", "ProfilerStep#0", 0, 100), ev("host_op", "fwd", 0, 20),
+            ev("launch", "cudaLaunchKernel", 20, 5, corr_id=1),
+            ev("collective", "ncclDevKernel_AllReduce", 30, 40, corr_id=1, stream=7,
+               coll_group="0", coll_seq=3)]
+    df = frame(*rows)
+    gs = graphs(df)
+    predict(gs, ["cpu.dispatch_fusion"])
+    assert gs[0]._coll is None and gs[0]._coll_of is not None
+    sg = rp.build(df)
+    got = sg.coll
+    want = collectives(df, sg.info, sg.windows)
+    pd.testing.assert_frame_equal(got, want)
+    assert got["seq"].tolist() == [3] and sg._coll_of is None
