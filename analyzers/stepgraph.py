@@ -23,8 +23,8 @@ import pandas as pd
 
 from hermes.analyzers import cpedges, cpgraph, hostcalls, hta_compat, opinfo
 from hermes.analyzers.io import name_matches
-from hermes.analyzers.steps import split_by_windows
-from hermes.trace.args import args_of, has_args
+from hermes.analyzers.steps import split_by_windows, step_windows
+from hermes.trace.args import ROW, SOURCE, args_of, has_args
 from hermes.trace.schema import (
     COMPUTE_KINDS,
     EVENT_KINDS,
@@ -97,6 +97,7 @@ class Events:
     """Per-event arrays of a rank's events, computed once (codes, not strings)."""
 
     def __init__(self, ev: pd.DataFrame) -> None:
+        self.source = ev  # (the events these are of: a graph of all their steps is kept with them)
         self.ts = ev["ts_ns"].to_numpy(np.int64)
         self.te = self.ts + ev["dur_ns"].to_numpy(np.int64)
         self.kind = _codes(ev["kind"], _KIND).astype(np.int8, copy=False)
@@ -252,11 +253,84 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
         return g, info
     for a in g.__dict__.values():
         a.flags.writeable = False  # shared with later users: no change in place
+    whole = _whole_steps(pre, windows, bounds)
     with _KEPT_LOCK:
-        _KEPT[next(_KEYS)] = (g, info, n_ev, made_of)
+        _KEPT[next(_KEYS)] = (g, info, n_ev, made_of, whole)
         while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
             _KEPT.popitem(last=False)  # the least recently used first
     return g, info.copy(deep=False)
+
+
+def _whole_steps(pre: Events, windows: pd.DataFrame, bounds: tuple[Any, ...] | None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(events, their step windows) when a graph is of every step of the events ``pre`` is
+    of: ``windows`` are all of them (``bounds``: the windows from the first, as many as there
+    are) and are ``steps.step_windows`` of those events, in its order; else None."""
+    if bounds is None or bounds[0] is None or bounds[2] != 0 or len(windows) != bounds[3].size:
+        return None
+    own = step_windows(pre.source).reset_index(drop=True)  # (cached for those events)
+    used = windows.reset_index(drop=True)
+    if list(own.columns) != list(used.columns) or not all(
+            _same_column(own[c], used[c]) for c in own.columns):
+        return None
+    return pre.source, own
+
+
+#: the event columns a step graph and its steps are made of (:class:`Events`,
+#: ``steps.step_windows``), besides the args: a column either comes to read must be added here
+#: (``kept_steps`` hands a kept graph over to events equal in these)
+SOURCE_COLUMNS = ("ts_ns", "dur_ns", "kind", "lane_kind", "name", "lane", "corr_id", "stream",
+                  "step")
+
+
+def _same_column(x: pd.Series, y: pd.Series) -> bool:
+    """Equal columns: dtype and values (NaN / NA where the other has it); a categorical's
+    categories in the same order (its codes are what a graph is made of)."""
+    if x.dtype != y.dtype or len(x) != len(y):
+        return False
+    if isinstance(x.dtype, pd.CategoricalDtype):
+        return x.cat.categories.equals(y.cat.categories) and np.array_equal(
+            x.cat.codes.to_numpy(), y.cat.codes.to_numpy())
+    return bool(x.array.equals(y.array))
+
+
+def same_events(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Whether the events ``a`` and ``b`` make the same step graph and steps: the same index,
+    the same :data:`SOURCE_COLUMNS` (each present in both or neither, equal) and the same
+    args (an equal column, or the same file's rows)."""
+    if a is b:
+        return True
+    if len(a) != len(b) or not a.index.equals(b.index):
+        return False
+    for c in SOURCE_COLUMNS:
+        if (c in a.columns) != (c in b.columns):
+            return False
+        if c in a.columns and not _same_column(a[c], b[c]):
+            return False
+    if ("args" in a.columns) != ("args" in b.columns) or has_args(a) != has_args(b):
+        return False
+    if "args" in a.columns:
+        return _same_column(a["args"], b["args"])
+    if not has_args(a):
+        return True
+    return a.attrs.get(SOURCE) is b.attrs.get(SOURCE) and _same_column(a[ROW], b[ROW])
+
+
+def kept_steps(ev: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame, pd.DataFrame] | None:
+    """The kept graph of every step of events equal to ``ev`` (:func:`same_events`), as
+    ``build(ev, steps.step_windows(ev))`` gives it, with those windows (index 0..): (graph,
+    event copies, windows); None when none is kept (the critical path built it, and the replay
+    of the same events takes it without computing the events' arrays, their steps or their
+    cut again)."""
+    with _KEPT_LOCK:
+        entries = [(k, v) for k, v in _KEPT.items() if v[4] is not None]
+    for key, (g, info, _, _, (src, windows)) in entries:
+        if same_events(src, ev):
+            with _KEPT_LOCK:
+                if key in _KEPT:
+                    _KEPT.move_to_end(key)
+            return g, info.copy(deep=False), windows.copy()
+    return None
 
 
 def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -301,8 +375,8 @@ def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, h
 #: not kept (memory) -- the replay of a rank of over a million events builds its median step
 #: alone.
 KEEP_MAX_EVENTS = 500_000
-_KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...]]] = \
-    OrderedDict()
+_KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...],
+                              tuple[pd.DataFrame, pd.DataFrame] | None]] = OrderedDict()
 _KEYS = itertools.count()
 _KEPT_LOCK = threading.Lock()
 

@@ -115,8 +115,14 @@ class Change:
 
 def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) -> StepGraph:
     """The step graph of one rank's events (``windows``: the steps, default all of them)."""
-    windows = step_windows(ev) if windows is None else windows.reset_index(drop=True)
-    g, info = stepgraph.build(ev, windows)
+    # (the graph of every step the critical path built of the same events, when kept: not
+    # built again, nor its events' arrays and steps)
+    got = stepgraph.kept_steps(ev) if windows is None else None
+    if got is not None:
+        g, info, windows = got
+    else:
+        windows = step_windows(ev) if windows is None else windows.reset_index(drop=True)
+        g, info = stepgraph.build(ev, windows)
     sg = StepGraph(g, info, windows, rank)
     n = g.n
     node_ev = np.empty(n, np.int64)
