@@ -32,7 +32,7 @@ def _frame(**change) -> pd.DataFrame:
         df[c] = pd.array(df[c], dtype="Int64")
     for c in ("lane", "lane_kind", "kind", "name"):
         df[c] = df[c].astype("category")
-    df["args"] = pd.array(['{"a": %d}' % i for i in range(len(df))], dtype="str")
+    df["args"] = pd.array([f'{{"a": {i}}}' for i in range(len(df))], dtype="str")
     df["flops"] = 1.0
     for c, v in change.items():
         df[c] = v
