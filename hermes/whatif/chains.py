@@ -96,7 +96,8 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray,
     root[fold] = 0
     np.maximum.accumulate(root, out=root)
     kept = ~fold
-    new = np.cumsum(kept) - 1
+    new = np.cumsum(kept)
+    new -= 1
     nk = int(kept.sum())
     m = np.flatnonzero(kept[v])
     ku, kv = new[root[u[m]]], new[v[m]]
@@ -314,8 +315,10 @@ def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.
     p = rp.plan = plan(n, u, v, start, part, cut)
     assert p.into is not None and p.m is not None and p.order is not None \
         and p.pairs is not None
-    rp.into, rp.into_v = idx[p.into], v[p.into]
-    rp.kept, rp.kept_starts = idx[p.m[p.order]], p.pairs
+    # (every edge counting, ``idx`` is the identity: no gathers)
+    rp.into, rp.into_v = (p.into if every else idx[p.into]), v[p.into]
+    kept = p.m[p.order]
+    rp.kept, rp.kept_starts = (kept if every else idx[kept]), p.pairs
     return rp
 
 
@@ -332,7 +335,7 @@ def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray,
     assert p.root is not None and p.kept is not None and p.new is not None
     step = np.zeros(p.n, np.int64)
     step[rp.into_v] = lost[rp.into]  # (one edge into each folded node)
-    cum = np.cumsum(step)
+    cum = np.cumsum(step, out=step)
     # a node's offset from its run's first node: cum - cum[root] (where it is needed)
     ku = ru[rp.kept]
     kl = lost[rp.kept] + (cum[ku] - cum[p.root[ku]])
