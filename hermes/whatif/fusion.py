@@ -62,15 +62,10 @@ def _producer(sg: StepGraph, ker: np.ndarray, memory: np.ndarray) -> np.ndarray:
     return prev
 
 
-def _name_codes(sg: StepGraph, rows: np.ndarray) -> tuple[np.ndarray, pd.Series]:
-    """Codes of the names of events ``rows`` and the distinct names they index."""
-    codes, names = _name_list(sg, rows)
-    return codes, pd.Series(names, dtype=object).astype(str)
-
-
 def _name_list(sg: StepGraph, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """:func:`_name_codes` with the distinct names as a list (a few names: Python string work
-    on them costs microseconds, a pandas string method a millisecond each)."""
+    """Codes of the names of events ``rows`` and the distinct names they index, as a list (a
+    few names: Python string work on them costs microseconds, a pandas string method a
+    millisecond each)."""
     name = sg.info["name"]
     if isinstance(name.dtype, pd.CategoricalDtype):
         return (name.cat.codes.to_numpy()[rows].astype(np.int64),
@@ -148,6 +143,10 @@ OPTIMIZER_NAME = (r"adam|\bsgd|lamb\b|lars\b|adagrad|rmsprop|momentum|optimi[sz]
                   r"|multi_tensor_apply")
 
 
+#: :data:`OPTIMIZER_NAME`, case-insensitive (what pandas' ``str.contains(case=False)`` matches)
+_OPTIMIZER = re.compile(OPTIMIZER_NAME, re.IGNORECASE)
+
+
 #: kernel families of few FLOPs per element (elementwise folds into a producer; a norm or
 #: reduction needs its whole input first)
 MEMORY_FAMILIES = ("elementwise", "norm", "reduction")
@@ -200,8 +199,7 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     args = args_at(sg, ker) if args_mention(sg, ARG_KEYS) else None
     fam = np.full(n, -1, np.int8)
     fam[ker] = _families(sg, ker, args)
-    vector = np.asarray(sg.info["unit"].iloc[ker] == "vector", bool) \
-        if "unit" in sg.info.columns else np.zeros(ker.size, bool)
+    vector = _isin(sg, "unit", "vector")[ker]  # (absent: none)
     memory = np.zeros(n, bool)
     memory[ker] = (fam[ker] >= 0) | vector
     prod = _producer(sg, ker, memory)
@@ -212,9 +210,9 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     shaped[mem] = _shape_bytes(args, np.flatnonzero(memory[ker]))
     sized = (shaped > 0) & (nbytes > 0)
     optimizer = np.zeros(n, bool)
-    codes, names = _name_codes(sg, mem)
-    optimizer[mem] = names.str.contains(OPTIMIZER_NAME, case=False, regex=True).to_numpy(
-        bool)[codes] if len(codes) else np.zeros(0, bool)
+    codes, names = _name_list(sg, mem)
+    optimizer[mem] = np.array([_OPTIMIZER.search(x) is not None for x in names], bool)[codes] \
+        if len(codes) else np.zeros(0, bool)
     fold = memory & has & (fam == MEMORY_FAMILIES.index("elementwise")) & ~optimizer
     once = memory & (has | sized) & ~fold
     if not (fold.any() or once.any()):
