@@ -268,12 +268,12 @@ def _whole_steps(pre: Events, windows: pd.DataFrame, bounds: tuple[Any, ...] | N
     are) and are ``steps.step_windows`` of those events, in its order; else None."""
     if bounds is None or bounds[0] is None or bounds[2] != 0 or len(windows) != bounds[3].size:
         return None
-    own = step_windows(pre.source).reset_index(drop=True)  # (cached for those events)
-    used = windows.reset_index(drop=True)
-    if list(own.columns) != list(used.columns) or not all(
-            _same_column(own[c], used[c]) for c in own.columns):
+    own = step_windows(pre.source)  # (cached for those events)
+    mine, used = own.reset_index(drop=True), windows.reset_index(drop=True)
+    if list(mine.columns) != list(used.columns) or not all(
+            _same_column(mine[c], used[c]) for c in mine.columns):
         return None
-    return pre.source, own
+    return pre.source, own  # (as step_windows gives them: the replay's windows)
 
 
 #: the event columns a step graph and its steps are made of (:class:`Events`,
@@ -318,10 +318,10 @@ def same_events(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 
 def kept_steps(ev: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame, pd.DataFrame] | None:
     """The kept graph of every step of events equal to ``ev`` (:func:`same_events`), as
-    ``build(ev, steps.step_windows(ev))`` gives it, with those windows (index 0..): (graph,
-    event copies, windows); None when none is kept (the critical path built it, and the replay
-    of the same events takes it without computing the events' arrays, their steps or their
-    cut again)."""
+    ``build(ev, steps.step_windows(ev))`` gives it, with those windows as ``step_windows``
+    gives them: (graph, event copies, windows); None when none is kept (the critical path
+    built it, and the replay of the same events takes it without computing the events'
+    arrays, their steps or their cut again)."""
     with _KEPT_LOCK:
         entries = [(k, v) for k, v in _KEPT.items() if v[4] is not None]
     for key, (g, info, _, _, (src, windows)) in entries:
