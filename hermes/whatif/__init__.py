@@ -186,8 +186,9 @@ def _breakdown(sg: rp.StepGraph, ch: rp.Change | None, w: np.ndarray | None = No
     deps, comp = sg.memo.get("components", ((), None))
     if comp is None or not all(a is b for a, b in zip(deps, (sg.g, sg.info), strict=True)):
         seg = sg.g.seg_event
-        comp = np.where(seg >= 0, sg.info["component"].cat.codes.to_numpy()[np.maximum(seg, 0)],
-                        len(cats))
+        # (one gather: seg -1 picks the table's last entry, "no segment")
+        comp = np.append(sg.info["component"].cat.codes.to_numpy().astype(np.int64),
+                         len(cats))[seg]
         sg.memo["components"] = ((sg.g, sg.info), comp)
     tot = np.bincount(comp, weights=w, minlength=len(cats) + 1)
     nw = max(len(sg.windows), 1)

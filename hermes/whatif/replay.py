@@ -142,7 +142,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     wait_ev = np.isin(kind.cat.categories.to_numpy(object), ("sync", "data_wait")
                       )[kind.cat.codes.to_numpy()]
     seg = g.seg_event
-    waiting = (seg >= 0) & wait_ev[np.maximum(seg, 0)]
+    waiting = np.append(wait_ev, False)[seg]  # (seg -1, no event: the last entry)
     # time nothing explains (no launch or wait edge into the node: a host gap, a device gap
     # whose launch is not in the trace, a task whose launch edge went back in time) is kept
     kept = ~first & ~has_in & ~waiting
@@ -151,7 +151,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     fed = np.zeros(n, bool)
     fed[g.event_end[wait_ev]] = has_in[g.event_end[wait_ev]]
     fed_ev = fed[g.event_end]
-    unfed = waiting & ~fed_ev[np.maximum(seg, 0)]
+    unfed = waiting & ~np.append(fed_ev, True)[seg]
     w[unfed] = span[unfed]
     # the awaited task's end -> the wait's end: the measured return latency (the critical path
     # weighs it 0), so an unchanged replay ends the wait when it was measured to end
@@ -408,7 +408,7 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
     if wait is None and change.gap == 1.0 and not change.full.any():
         # only the segments of the events it scales differ from the measured weights
         w = _measured_weights(sg).copy()
-        hit = np.flatnonzero((change.scale != 1.0)[np.maximum(seg, 0)] & (seg >= 0))
+        hit = np.flatnonzero(np.append(change.scale != 1.0, False)[seg])  # (seg -1: none)
         w[hit] = np.minimum(np.rint(sg.w[hit] * change.scale[seg[hit]]).astype(np.int64),
                             sg.span[hit])
         return w
