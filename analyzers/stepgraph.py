@@ -23,7 +23,8 @@ import pandas as pd
 
 from hermes.analyzers import cpedges, cpgraph, hostcalls, hta_compat, opinfo
 from hermes.analyzers.io import name_matches
-from hermes.analyzers.steps import split_by_windows
+from hermes.analyzers.stepkeep import _name_key, _same, same_events, same_values
+from hermes.analyzers.steps import split_by_windows, step_windows
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import (
     COMPUTE_KINDS,
@@ -97,6 +98,7 @@ class Events:
     """Per-event arrays of a rank's events, computed once (codes, not strings)."""
 
     def __init__(self, ev: pd.DataFrame) -> None:
+        self.source = ev  # (the events these are of: a graph of all their steps is kept with them)
         self.ts = ev["ts_ns"].to_numpy(np.int64)
         self.te = self.ts + ev["dur_ns"].to_numpy(np.int64)
         self.kind = _codes(ev["kind"], _KIND).astype(np.int8, copy=False)
@@ -252,11 +254,40 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
         return g, info
     for a in g.__dict__.values():
         a.flags.writeable = False  # shared with later users: no change in place
+    whole = _whole_steps(pre, windows, bounds)
     with _KEPT_LOCK:
-        _KEPT[next(_KEYS)] = (g, info, n_ev, made_of)
+        _KEPT[next(_KEYS)] = (g, info, n_ev, made_of, whole)
         while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
             _KEPT.popitem(last=False)  # the least recently used first
     return g, info.copy(deep=False)
+
+
+def _whole_steps(pre: Events, windows: pd.DataFrame, bounds: tuple[Any, ...] | None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(events, their step windows) when a graph is of every step of the events ``pre`` is
+    of: ``windows`` are all of them (``bounds``: the windows from the first, as many as there
+    are) and are ``steps.step_windows`` of those events, in its order; else None."""
+    if bounds is None or bounds[0] is None or bounds[2] != 0 or len(windows) != bounds[3].size:
+        return None
+    own = step_windows(pre.source)  # (cached for those events; the replay's windows)
+    return (pre.source, own) if same_values(own, windows) else None
+
+
+def kept_steps(ev: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame, pd.DataFrame] | None:
+    """The kept graph of every step of events equal to ``ev`` (:func:`same_events`), as
+    ``build(ev, steps.step_windows(ev))`` gives it, with those windows as ``step_windows``
+    gives them: (graph, event copies, windows); None when none is kept (the critical path
+    built it, and the replay of the same events takes it without computing the events'
+    arrays, their steps or their cut again)."""
+    with _KEPT_LOCK:
+        entries = [(k, v) for k, v in _KEPT.items() if v[4] is not None]
+    for key, (g, info, _, _, (src, windows)) in entries:
+        if same_events(src, ev):
+            with _KEPT_LOCK:
+                if key in _KEPT:
+                    _KEPT.move_to_end(key)
+            return g, info.copy(deep=False), windows.copy()
+    return None
 
 
 def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -301,37 +332,10 @@ def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, h
 #: not kept (memory) -- the replay of a rank of over a million events builds its median step
 #: alone.
 KEEP_MAX_EVENTS = 500_000
-_KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...]]] = \
-    OrderedDict()
+_KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...],
+                              tuple[pd.DataFrame, pd.DataFrame] | None]] = OrderedDict()
 _KEYS = itertools.count()
 _KEPT_LOCK = threading.Lock()
-
-
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two graphs' inputs (:func:`build_sel`'s ``made_of``) are the same: arrays of
-    the same dtype, shape and values (NaN equal to NaN), indexes equal. Compared exactly,
-    cheapest first (the first difference ends it): no digest of every array on each build."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if x is y:
-            continue
-        if isinstance(x, pd.Index) or isinstance(y, pd.Index):
-            if not (isinstance(x, pd.Index) and isinstance(y, pd.Index) and x.dtype == y.dtype
-                    and x.equals(y)):
-                return False
-        elif x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(
-                x, y, equal_nan=x.dtype.kind in "fc"):
-            return False
-    return True
-
-
-def _name_key(name: Any, src: np.ndarray) -> tuple[Any, ...]:
-    """The names of the events ``src`` as what to compare: category codes and the categories
-    when categorical, else the names' hashes."""
-    if isinstance(name, pd.Categorical):
-        return np.asarray(name.codes)[src], name.categories
-    return (pd.util.hash_array(np.asarray(name.take(src), dtype=object)),)
 
 
 def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.ndarray,

@@ -56,8 +56,10 @@ def _events(trace: Any, ranks: list[int] | None) -> tuple[pd.DataFrame, Any]:
         trace = load(trace, ranks=ranks, lazy_args=True)  # args read where needed
         return trace.events, trace.meta
     ev = trace if isinstance(trace, pd.DataFrame) else trace.events
-    if ranks is not None and "rank" in ev.columns:
-        ev = ev[ev["rank"].isin(ranks)]
+    if ranks is not None and "rank" in ev.columns and len(ev):
+        keep = ev["rank"].isin(ranks).to_numpy(bool)
+        if not keep.all():  # (every rank wanted, e.g. one rank: the events as they are)
+            ev = ev[keep]
     return ev, getattr(trace, "meta", None)
 
 

@@ -131,13 +131,18 @@ def _with_facts(sg: rp.StepGraph, ev: pd.DataFrame) -> rp.StepGraph:
     src = sg.info["src"].to_numpy(np.int64)
     if has_args(ev):
         sg.args = ev
-    for c in FACTS:
-        if c in ev.columns and c not in sg.info.columns:
-            col = ev[c].take(src)
-            # text and categories keep their array (no Python string per event); numbers as
-            # numpy (NaN where unknown)
-            text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
-            sg.info[c] = col.array if text else col.to_numpy()
+    add = [c for c in FACTS if c in ev.columns and c not in sg.info.columns]
+    if not add:
+        return sg
+    cols = {c: sg.info[c].array for c in sg.info.columns}
+    for c in add:
+        col = ev[c].array.take(src)
+        # text and categories keep their array (no Python string per event); numbers as
+        # numpy (NaN where unknown)
+        text = isinstance(col.dtype, (pd.CategoricalDtype, pd.StringDtype))
+        cols[c] = col if text else col.to_numpy()
+    # (one frame of the arrays as they are: a column set at a time costs ~1 ms each)
+    sg.info = pd.DataFrame(cols, index=sg.info.index, copy=False)
     return sg
 
 
@@ -181,8 +186,9 @@ def _breakdown(sg: rp.StepGraph, ch: rp.Change | None, w: np.ndarray | None = No
     deps, comp = sg.memo.get("components", ((), None))
     if comp is None or not all(a is b for a, b in zip(deps, (sg.g, sg.info), strict=True)):
         seg = sg.g.seg_event
-        comp = np.where(seg >= 0, sg.info["component"].cat.codes.to_numpy()[np.maximum(seg, 0)],
-                        len(cats))
+        # (one gather: seg -1 picks the table's last entry, "no segment")
+        comp = np.append(sg.info["component"].cat.codes.to_numpy().astype(np.int64),
+                         len(cats))[seg]
         sg.memo["components"] = ((sg.g, sg.info), comp)
     tot = np.bincount(comp, weights=w, minlength=len(cats) + 1)
     nw = max(len(sg.windows), 1)

@@ -87,12 +87,17 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray,
     chain = v == u + 1
     indeg = np.bincount(v, minlength=n)
     fold = np.zeros(n, bool)
-    fold[v[chain]] = indeg[v[chain]] == 1
+    vc = v[chain]  # (gathered once)
+    fold[vc] = indeg[vc] == 1
+    del vc
     fold &= np.isinf(start)
     into = np.flatnonzero(chain & fold[v])
-    root = np.maximum.accumulate(np.where(fold, 0, np.arange(n)))
+    root = np.arange(n)  # (in place: no index-sized temporaries)
+    root[fold] = 0
+    np.maximum.accumulate(root, out=root)
     kept = ~fold
-    new = np.cumsum(kept) - 1
+    new = np.cumsum(kept)
+    new -= 1
     nk = int(kept.sum())
     m = np.flatnonzero(kept[v])
     ku, kv = new[root[u[m]]], new[v[m]]
@@ -262,7 +267,7 @@ class RawPlan:
     :meth:`pairs` gives the deduplicated pairs where a whole-graph solve needs them."""
 
     plan: Plan
-    idx: np.ndarray
+    idx: np.ndarray | None  # (None: every edge counts)
     into: np.ndarray | None = None  # raw edges into folded nodes
     into_v: np.ndarray | None = None
     kept: np.ndarray | None = None  # raw edges into kept nodes, by kept pair
@@ -276,7 +281,8 @@ class RawPlan:
         each distinct pair in it and each pair's nodes (computed on first use)."""
         if self._pairs is None:
             assert self.ru is not None and self.rv is not None
-            u, v = self.ru[self.idx], self.rv[self.idx]
+            u, v = (self.ru, self.rv) if self.idx is None else \
+                (self.ru[self.idx], self.rv[self.idx])
             order, starts = _groups(u * self.plan.n + v)
             head = order[starts]
             self._pairs = (order, starts, u[head], v[head])
@@ -285,8 +291,8 @@ class RawPlan:
     def least(self, lost: np.ndarray) -> np.ndarray:
         """Each distinct pair's least lost time (:meth:`pairs`) under per raw edge ``lost``."""
         order, starts, _, _ = self.pairs()
-        return np.minimum.reduceat(lost[self.idx][order], starts) if starts.size else \
-            lost[:0]
+        counted = lost if self.idx is None else lost[self.idx]
+        return np.minimum.reduceat(counted[order], starts) if starts.size else lost[:0]
 
 
 def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -301,17 +307,18 @@ def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.
              part: np.ndarray | None = None, cut: np.ndarray | None = None) -> RawPlan:
     """The :class:`RawPlan` of raw edges ``ru -> rv`` (those in ``use``), releases ``start``
     (``part``, ``cut``: as :func:`plan` takes them)."""
-    idx = np.flatnonzero(use)
+    every = bool(use.all())  # (every edge counts: no index of them, no gathers)
+    idx = None if every else np.flatnonzero(use)
     rp = RawPlan(Plan(n, True), idx, ru=ru, rv=rv)
-    if n >= cpgraph.DAG_MIN_NODES or idx.size == 0:
+    if n >= cpgraph.DAG_MIN_NODES or (ru.size if idx is None else idx.size) == 0:
         return rp
-    every = idx.size == ru.size  # (every edge counts: no gathers)
-    u, v = (ru, rv) if every else (ru[idx], rv[idx])
+    u, v = (ru, rv) if idx is None else (ru[idx], rv[idx])
     p = rp.plan = plan(n, u, v, start, part, cut)
     assert p.into is not None and p.m is not None and p.order is not None \
         and p.pairs is not None
-    rp.into, rp.into_v = idx[p.into], v[p.into]
-    rp.kept, rp.kept_starts = idx[p.m[p.order]], p.pairs
+    rp.into, rp.into_v = (p.into if idx is None else idx[p.into]), v[p.into]
+    kept = p.m[p.order]
+    rp.kept, rp.kept_starts = (kept if idx is None else idx[kept]), p.pairs
     return rp
 
 
@@ -328,7 +335,7 @@ def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray,
     assert p.root is not None and p.kept is not None and p.new is not None
     step = np.zeros(p.n, np.int64)
     step[rp.into_v] = lost[rp.into]  # (one edge into each folded node)
-    cum = np.cumsum(step)
+    cum = np.cumsum(step, out=step)
     # a node's offset from its run's first node: cum - cum[root] (where it is needed)
     ku = ru[rp.kept]
     kl = lost[rp.kept] + (cum[ku] - cum[p.root[ku]])

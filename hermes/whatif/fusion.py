@@ -4,6 +4,7 @@ kernel's data once does to a step graph (the ``fuse_elementwise`` transform; reg
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,15 +62,28 @@ def _producer(sg: StepGraph, ker: np.ndarray, memory: np.ndarray) -> np.ndarray:
     return prev
 
 
-def _name_codes(sg: StepGraph, rows: np.ndarray) -> tuple[np.ndarray, pd.Series]:
-    """Codes of the names of events ``rows`` and the distinct names they index."""
-    name = sg.info["name"].iloc[rows]
+def _name_list(sg: StepGraph, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Codes of the names of events ``rows`` and the distinct names they index, as a list (a
+    few names: Python string work on them costs microseconds, a pandas string method a
+    millisecond each)."""
+    name = sg.info["name"]
     if isinstance(name.dtype, pd.CategoricalDtype):
-        codes = np.asarray(name.cat.codes, np.int64)
-        uniq = pd.Series(np.asarray(name.cat.categories, dtype=object), dtype=object)
-        return codes, uniq.astype(str)
-    codes, uniq = pd.factorize(name.astype(str), use_na_sentinel=False)
-    return codes, pd.Series(np.asarray(uniq, dtype=object), dtype=object).astype(str)
+        return (name.cat.codes.to_numpy()[rows].astype(np.int64),
+                [str(c) for c in name.cat.categories.tolist()])
+    codes, uniq = pd.factorize(name.iloc[rows].astype(str), use_na_sentinel=False)
+    return np.asarray(codes, np.int64), [str(u) for u in uniq]
+
+
+#: a backward kernel's suffix (``relu.grad`` -> relu): pandas' ``str.replace`` of it with
+#: ``case=False`` is this ``re.sub``
+_GRAD = re.compile(r"[._\-]?(grad|backward|bwd)$", re.IGNORECASE)
+
+
+def _memory_family(names: list[str]) -> np.ndarray:
+    """:func:`_fam_codes` of ``families.classify(names)``, name by name (``classify`` is
+    ``family_of`` of each distinct name)."""
+    code = {f: i for i, f in enumerate(MEMORY_FAMILIES)}
+    return np.array([code.get(families.family_of(n), -1) for n in names], np.int8)
 
 
 def _fam_codes(fam: pd.Series | np.ndarray) -> np.ndarray:
@@ -88,14 +102,13 @@ def _families(sg: StepGraph, rows: np.ndarray, args: pd.Series | None) -> np.nda
     recorded (Ascend kernel_details ``Type``: ``Add``, ``LayerNorm``, ...; ``args``: those
     of ``rows``)."""
     # the string work runs once per distinct name, not per event
-    codes, names = _name_codes(sg, rows)
+    codes, names = _name_list(sg, rows)
     if not len(codes):
         return np.empty(0, np.int8)
-    whole = _fam_codes(families.classify(names))
+    whole = _memory_family(names)
     # (a backward kernel's leaf is the operator it differentiates: ``relu.grad`` -> relu)
-    bare = names.str.replace(r"[._\-]?(grad|backward|bwd)$", "", regex=True, case=False)
-    leaf = bare.str.rsplit(pat="/", n=1).str[-1].str.rsplit(pat=".", n=1).str[-1]
-    fam = np.where(whole >= 0, whole, _fam_codes(families.classify(leaf)))[codes]
+    leaf = [_GRAD.sub("", n).rsplit("/", 1)[-1].rsplit(".", 1)[-1] for n in names]
+    fam = np.where(whole >= 0, whole, _memory_family(leaf))[codes]
     other = np.flatnonzero(fam < 0)
     typ = _arg(args, other, "Type")
     if typ is not None:
@@ -128,6 +141,10 @@ def _arg(args: pd.Series | None, pos: np.ndarray, key: str) -> pd.Series | None:
 #: the previous kernel's output, so they have no producer to fold into
 OPTIMIZER_NAME = (r"adam|\bsgd|lamb\b|lars\b|adagrad|rmsprop|momentum|optimi[sz]er"
                   r"|multi_tensor_apply")
+
+
+#: :data:`OPTIMIZER_NAME`, case-insensitive (what pandas' ``str.contains(case=False)`` matches)
+_OPTIMIZER = re.compile(OPTIMIZER_NAME, re.IGNORECASE)
 
 
 #: kernel families of few FLOPs per element (elementwise folds into a producer; a norm or
@@ -182,8 +199,7 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     args = args_at(sg, ker) if args_mention(sg, ARG_KEYS) else None
     fam = np.full(n, -1, np.int8)
     fam[ker] = _families(sg, ker, args)
-    vector = np.asarray(sg.info["unit"].iloc[ker] == "vector", bool) \
-        if "unit" in sg.info.columns else np.zeros(ker.size, bool)
+    vector = _isin(sg, "unit", "vector")[ker]  # (absent: none)
     memory = np.zeros(n, bool)
     memory[ker] = (fam[ker] >= 0) | vector
     prod = _producer(sg, ker, memory)
@@ -194,9 +210,9 @@ def fuse_elementwise(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> No
     shaped[mem] = _shape_bytes(args, np.flatnonzero(memory[ker]))
     sized = (shaped > 0) & (nbytes > 0)
     optimizer = np.zeros(n, bool)
-    codes, names = _name_codes(sg, mem)
-    optimizer[mem] = names.str.contains(OPTIMIZER_NAME, case=False, regex=True).to_numpy(
-        bool)[codes] if len(codes) else np.zeros(0, bool)
+    codes, names = _name_list(sg, mem)
+    optimizer[mem] = np.array([_OPTIMIZER.search(x) is not None for x in names], bool)[codes] \
+        if len(codes) else np.zeros(0, bool)
     fold = memory & has & (fam == MEMORY_FAMILIES.index("elementwise")) & ~optimizer
     once = memory & (has | sized) & ~fold
     if not (fold.any() or once.any()):

@@ -55,9 +55,8 @@ class StepGraph:
     w: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     has_in: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
     cw: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    #: the rank's collectives (``cluster`` matches them across ranks): graph event id ``ev``,
-    #: ``group`` ('' unknown), ``seq`` (-1 unknown), ``name``, ``step`` (its window's number)
-    coll: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: :attr:`coll` once set or computed (what it is computed of until then: ``_coll_of``)
+    _coll: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     #: each step's last node of every non-loader lane, its step, and whether it is the step's
     #: main thread's (the host lane active last): where a step ends
     ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -69,6 +68,22 @@ class StepGraph:
     args: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     #: what ``hermes.whatif.predict`` computes once per set of graphs (the unchanged replay)
     memo: dict = field(default_factory=dict, repr=False, compare=False)
+    _coll_of: tuple | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def coll(self) -> pd.DataFrame:
+        """The rank's collectives (``cluster`` matches them across ranks): graph event id
+        ``ev``, ``group`` ('' unknown), ``seq`` (-1 unknown), ``name``, ``step`` (its window's
+        number). Computed on first use (a replay of one rank never matches any)."""
+        if self._coll is None:
+            self._coll = collectives(*self._coll_of) if self._coll_of is not None else \
+                pd.DataFrame()
+            self._coll_of = None
+        return self._coll
+
+    @coll.setter
+    def coll(self, value: pd.DataFrame) -> None:
+        self._coll, self._coll_of = value, None
 
 
 @dataclass
@@ -100,8 +115,14 @@ class Change:
 
 def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) -> StepGraph:
     """The step graph of one rank's events (``windows``: the steps, default all of them)."""
-    windows = step_windows(ev) if windows is None else windows.reset_index(drop=True)
-    g, info = stepgraph.build(ev, windows)
+    # (the graph of every step the critical path built of the same events, when kept: not
+    # built again, nor its events' arrays and steps)
+    got = stepgraph.kept_steps(ev) if windows is None else None
+    if got is not None:
+        g, info, windows = got
+    else:
+        windows = step_windows(ev) if windows is None else windows.reset_index(drop=True)
+        g, info = stepgraph.build(ev, windows)
     sg = StepGraph(g, info, windows, rank)
     n = g.n
     node_ev = np.empty(n, np.int64)
@@ -121,7 +142,7 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     wait_ev = np.isin(kind.cat.categories.to_numpy(object), ("sync", "data_wait")
                       )[kind.cat.codes.to_numpy()]
     seg = g.seg_event
-    waiting = (seg >= 0) & wait_ev[np.maximum(seg, 0)]
+    waiting = np.append(wait_ev, False)[seg]  # (seg -1, no event: the last entry)
     # time nothing explains (no launch or wait edge into the node: a host gap, a device gap
     # whose launch is not in the trace, a task whose launch edge went back in time) is kept
     kept = ~first & ~has_in & ~waiting
@@ -130,14 +151,14 @@ def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) 
     fed = np.zeros(n, bool)
     fed[g.event_end[wait_ev]] = has_in[g.event_end[wait_ev]]
     fed_ev = fed[g.event_end]
-    unfed = waiting & ~fed_ev[np.maximum(seg, 0)]
+    unfed = waiting & ~np.append(fed_ev, True)[seg]
     w[unfed] = span[unfed]
     # the awaited task's end -> the wait's end: the measured return latency (the critical path
     # weighs it 0), so an unchanged replay ends the wait when it was measured to end
     into_wait = wait_ev[node_ev[g.cv]] & (g.event_end[node_ev[g.cv]] == g.cv)
     sg.cw = np.where(into_wait, np.maximum(g.t[g.cv] - g.t[g.cu], 0), g.cw)
     sg.node_ev, sg.span, sg.w, sg.has_in = node_ev, span, w, has_in
-    sg.coll = collectives(ev, info, windows)
+    sg._coll_of = (ev, info, windows)  # (:attr:`StepGraph.coll`, computed where it is read)
     sg.ends, sg.ends_win, sg.ends_main = _lane_ends(sg)
     return sg
 
@@ -173,7 +194,12 @@ def _steps(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
     """The replay's steps as ``chains`` parts in sequence: each node's step (a step's start
     node, :func:`edges`, in its own), and each step's start node (the part's entry)."""
     nw = len(sg.windows)
-    part = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev], np.arange(nw)])
+    # (the nodes are laid out step-major -- chains by (step, lane), ``stepgraph.layout_order``
+    # -- and each event has its two nodes in its step's chain: a step's nodes are a run of
+    # twice its events, no per-node gather of the events' step)
+    cnt = np.bincount(sg.info["win"].to_numpy(np.int64), minlength=nw)
+    part = np.repeat(np.arange(nw + 1), np.append(2 * cnt, nw))
+    part[sg.g.n:] = np.arange(nw)
     return part, sg.g.n + np.arange(nw)
 
 
@@ -382,7 +408,7 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
     if wait is None and change.gap == 1.0 and not change.full.any():
         # only the segments of the events it scales differ from the measured weights
         w = _measured_weights(sg).copy()
-        hit = np.flatnonzero((change.scale != 1.0)[np.maximum(seg, 0)] & (seg >= 0))
+        hit = np.flatnonzero(np.append(change.scale != 1.0, False)[seg])  # (seg -1: none)
         w[hit] = np.minimum(np.rint(sg.w[hit] * change.scale[seg[hit]]).astype(np.int64),
                             sg.span[hit])
         return w

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hermes.analyzers import cpgraph
 from hermes.whatif import chains
@@ -82,15 +83,18 @@ def test_an_unreached_node_reads_as_on_the_whole_graph() -> None:
     assert got[:2].tolist() == [0, 1]
 
 
-def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
+@pytest.mark.parametrize("left_out", [0.02, 0.0])
+def test_raw_edges_with_repeated_pairs_and_left_out_edges(left_out) -> None:
     # raw edges as a replay lists them: a pair may repeat (the least lost time counts) and
-    # some edges are left out (``use`` False): the distances of the counted pairs' graph
+    # some edges are left out (``use`` False; or none: no index of the counted edges): the
+    # distances of the counted pairs' graph, and the counted pairs themselves
     rng = np.random.default_rng(11)
     for _ in range(10):
         u, v, lost, start = _random_dag(rng, 2000, 300)
         rep = rng.choice(u.size, 400)  # repeated pairs, some with less lost time
         ru, rv = np.concatenate([u, u[rep]]), np.concatenate([v, v[rep]])
-        use = rng.random(ru.size) > 0.02
+        use = rng.random(ru.size) >= left_out
+        assert use.all() == (left_out == 0)
         rlost = rng.integers(0, 1000, ru.size)
         p = chains.raw_plan(2000, ru, rv, use, start)
         key = ru[use] * 2000 + rv[use]
@@ -101,6 +105,9 @@ def test_raw_edges_with_repeated_pairs_and_left_out_edges() -> None:
             whole = cpgraph._shortest(2000, pu, pv, pl, start)[0]
             got = chains.raw_solve(p, ru, rlost, start)
         np.testing.assert_array_equal(got, whole)
+        _, _, qu, qv = p.pairs()
+        np.testing.assert_array_equal(qu * 2000 + qv, pu * 2000 + pv)
+        np.testing.assert_array_equal(p.least(rlost), pl)
         at = rng.choice(2000, 300)  # the distances of some nodes alone (folded ones among them)
         assert not p.plan.kept[at].all()
         np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost, start, at), whole[at])

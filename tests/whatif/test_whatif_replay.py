@@ -221,3 +221,53 @@ def test_weights_of_a_scaling_change_are_the_general_formulas(shared_traces):
             np.testing.assert_array_equal(got, want)
             assert (got < np.minimum(sg.w, sg.span)).any()
         np.testing.assert_array_equal(rp.weights(sg), np.minimum(sg.w, sg.span))
+
+
+def test_each_nodes_step_is_its_events_step(shared_traces):
+    # ``_steps`` reads each node's step from the step-major node layout (a run of twice a
+    # step's events): the same as its event's window, node by node, on a hand-made trace with
+    # an event cut at a step border and nested events, and on real traces
+    import numpy as np
+
+    from hermes.diff.runs import import_in_memory
+
+    rows = []
+    for s in range(3):
+        t0 = 200 * s
+        rows += [ev("step", f"ProfilerStep#{s}", t0, 200),
+                 ev("host_op", "fwd", t0, 50), ev("host_op", "inner", t0 + 10, 20),
+                 ev("launch", "cudaLaunchKernel", t0 + 50, 5, corr_id=s + 1),
+                 ev("kernel", "gemm", t0 + 60, 100, corr_id=s + 1, stream=7)]
+    rows += [ev("kernel", "across", 180, 60, stream=8)]  # cut at the step border
+    gs = [rp.build(frame(*rows))]
+    for name in ("kineto-h100/two_stream_prefetch.pt.trace.json.gz",
+                 "kineto-h100/gpt_dataloader_starved.pt.trace.json.gz"):
+        if (shared_traces / name).is_file():
+            gs += list(graphs(import_in_memory(shared_traces / name).events).values())
+    for sg in gs:
+        nw = len(sg.windows)
+        want = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev], np.arange(nw)])
+        part, cut = rp._steps(sg)
+        np.testing.assert_array_equal(part, want)
+        np.testing.assert_array_equal(cut, sg.g.n + np.arange(nw))
+    assert len(gs[0].windows) == 3 and (gs[0].info["name"] == "across").sum() == 2
+
+
+def test_collectives_computed_where_read():
+    # a step graph's collectives are found on first use (``cluster`` of several ranks): a
+    # one-rank prediction never reads them; read, they are graphparts.collectives' table
+    from hermes.whatif.graphparts import collectives
+
+    rows = [ev("step", "ProfilerStep#0", 0, 100), ev("host_op", "fwd", 0, 20),
+            ev("launch", "cudaLaunchKernel", 20, 5, corr_id=1),
+            ev("collective", "ncclDevKernel_AllReduce", 30, 40, corr_id=1, stream=7,
+               coll_group="0", coll_seq=3)]
+    df = frame(*rows)
+    gs = graphs(df)
+    predict(gs, ["cpu.dispatch_fusion"])
+    assert gs[0]._coll is None and gs[0]._coll_of is not None
+    sg = rp.build(df)
+    got = sg.coll
+    want = collectives(df, sg.info, sg.windows)
+    pd.testing.assert_frame_equal(got, want)
+    assert got["seq"].tolist() == [3] and sg._coll_of is None
