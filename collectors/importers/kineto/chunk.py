@@ -9,6 +9,7 @@ distinct (phase, category) pair or per distinct name, spread over rows with nump
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,17 +50,11 @@ from hermes.collectors.importers.kineto.reader import (
     time_mode,
 )
 from hermes.collectors.importers.kineto.side import (
-    ARGS,
-    CAT,
-    DUR,
     INTERMEDIATE,
-    NAME,
-    PH,
     ROLE_EVENT,
     ROLE_FLOW,
     ROLE_META,
-    TID,
-    TS,
+    Rows,
     Side,
     codes,
     member,
@@ -95,8 +90,9 @@ def _role(ph: str, cat: str | None) -> tuple[int, int, int, bool, bool]:
 
 def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | None:
     evs = chunk.events
-    ph_code, ph_dict = codes(list(map(PH, evs)))
-    cat_code, cat_dict = codes(list(map(CAT, evs)))
+    cols = Rows.of(evs)
+    ph_code, ph_dict = codes(cols.ph)
+    cat_code, cat_dict = codes(cols.cat)
     n_cat = len(cat_dict)
     pair = ph_code * n_cat + cat_code
     n_pairs = len(ph_dict) * n_cat
@@ -118,10 +114,10 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
         role[u], pkind[u], plane[u], punknown[u], pargs[u] = _role(str(ph), cat)
     row_role = role[pair]
     sel = np.flatnonzero(row_role == ROLE_EVENT)
-    rows = evs if sel.size == len(evs) else take(evs, sel)
+    rows = cols if sel.size == len(evs) else cols.take(sel)
     # times read as doubles are checked before anything is recorded in side: a chunk read
     # again starts clean
-    times = _float_times(rows)
+    times = _float_times(rows, time_mode(evs))
     if isinstance(times, int):
         return chunk_to_batch(chunk.exact(times), side, path)
     for u in np.flatnonzero(counts).tolist():
@@ -146,24 +142,24 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
 Times = tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]
 
 
-def _float_times(rows: list) -> Times | int:
-    """(ts ns, ts present, dur ns) of the times read as doubles (None: read as text), or the
-    time mode to read the chunk again with when a double does not give the exact value."""
-    mode = time_mode(rows)
+def _float_times(rows: Rows, mode: int) -> Times | int:
+    """(ts ns, ts present, dur ns) of the times read as doubles (None: read as text; ``mode``
+    says how the events were read), or the time mode to read the chunk again with when a
+    double does not give the exact value."""
     n = len(rows)
     ts = dur = None
     if mode == BOTH_FLOAT:
-        ts = float_us_to_ns(np.fromiter(map(TS, rows), np.float64, n))
+        ts = float_us_to_ns(np.fromiter(rows.ts, np.float64, n))
         if ts is None:
             return DUR_FLOAT
     if mode >= DUR_FLOAT:
-        dur = float_us_to_ns(np.fromiter(map(DUR, rows), np.float64, n))
+        dur = float_us_to_ns(np.fromiter(rows.dur, np.float64, n))
         if dur is None:
             return TEXT
     return (ts[0] if ts else None, ts[1] if ts else None, dur[0] if dur else None)
 
 
-def _name_codes(names: list) -> tuple[np.ndarray, list[str]]:
+def _name_codes(names: Sequence) -> tuple[np.ndarray, list[str]]:
     """Dictionary codes of event names as text (None -> '', numbers -> their text)."""
     name_codes, uniq = codes(names)
     text = [u if isinstance(u, str) else "" if u is None else str(u) for u in uniq]
@@ -187,9 +183,9 @@ class _Memory:
         return np.concatenate([self.first, self.second])
 
 
-def _repeat_memory(rows: list, sel: np.ndarray, rpair: np.ndarray, name_idx: np.ndarray,
+def _repeat_memory(rows: Rows, sel: np.ndarray, rpair: np.ndarray, name_idx: np.ndarray,
                    name_dict: list[str], times: Times
-                   ) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, Times, _Memory | None]:
+                   ) -> tuple[Rows, np.ndarray, np.ndarray, np.ndarray, Times, _Memory | None]:
     """Repeat each ``[memory]`` event at the end of the chunk, so that allocated and reserved
     bytes become one counter sample each (a counter lane per device and quantity)."""
     code = name_dict.index(MEMORY_EVENT) if MEMORY_EVENT in name_dict else -1
@@ -197,7 +193,7 @@ def _repeat_memory(rows: list, sel: np.ndarray, rpair: np.ndarray, name_idx: np.
     if mem is None or mem.size == 0:
         return rows, sel, rpair, name_idx, times, None
     n = len(rows)
-    rows = rows + take(rows, mem)
+    rows = rows + rows.take(mem)
     ts, has_ts, dur = times
     times = (None if ts is None else np.concatenate([ts, ts[mem]]),
              None if has_ts is None else np.concatenate([has_ts, has_ts[mem]]),
@@ -207,21 +203,21 @@ def _repeat_memory(rows: list, sel: np.ndarray, rpair: np.ndarray, name_idx: np.
             _Memory(mem, np.arange(n, n + mem.size)))
 
 
-def _times(rows: list, sel: np.ndarray, chunk: Chunk, side: Side, path: Path,
+def _times(rows: Rows, sel: np.ndarray, chunk: Chunk, side: Side, path: Path,
            times: Times) -> tuple[np.ndarray, np.ndarray]:
     """(ts, dur) in integer ns; a bad or missing time is an ImportFormatError naming the event."""
     where0 = chunk.first_index
     try:
         ts, has_ts, dur = times
         if ts is None or has_ts is None:
-            ts, has_ts = us_text_to_ns(list(map(TS, rows)))
+            ts, has_ts = us_text_to_ns(list(rows.ts))
         if dur is None:
-            dur, _ = us_text_to_ns(list(map(DUR, rows)))
+            dur, _ = us_text_to_ns(list(rows.dur))
     except ValueError as exc:
         i = int(exc.args[0])
         where = f"event {where0 + int(sel[i])}"
-        for fld, get in (("ts", TS), ("dur", DUR)):
-            raw = get(rows[i])
+        for fld, values in (("ts", rows.ts), ("dur", rows.dur)):
+            raw = values[i]
             try:
                 value = float(raw if isinstance(raw, (int, float, str)) else bytes(raw) or b"0")
             except (TypeError, ValueError):
@@ -298,11 +294,11 @@ def _units(kind: np.ndarray, base: np.ndarray) -> np.ndarray:
     return unit
 
 
-def _streams(rows: list, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream: np.ndarray,
+def _streams(rows: Rows, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream: np.ndarray,
              base: np.ndarray, side: Side) -> tuple[pa.Array, pa.DictionaryArray]:
     """(stream column, lane labels). The device stream is the tid (CUDA writes the stream
     there), or args.stream where the category says so (MTIA) or the tid is not a number."""
-    tids = list(map(TID, rows))
+    tids = rows.tid
     tid_int = ints(tids)
     if tid_int is not None:
         stream_v = np.where(from_args, arg_stream, tid_int)
@@ -415,15 +411,15 @@ def _record_side(side: Side, kind: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     side.rows += n
 
 
-def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
+def _events_batch(rows: Rows, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
                   plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
                   ph_dict: list, chunk: Chunk, side: Side, path: Path,
                   times: Times = (None, None, None)) -> pa.RecordBatch:
-    name_idx, name_dict = _name_codes(list(map(NAME, rows)))
+    name_idx, name_dict = _name_codes(rows.name)
     rows, sel, rpair, name_idx, times, memory = _repeat_memory(rows, sel, rpair, name_idx,
                                                                name_dict, times)
     ts, dur = _times(rows, sel, chunk, side, path, times)
-    raw_args = list(map(ARGS, rows))
+    raw_args = list(rows.args)
     joined: bytes | None = b"".join(raw_args)  # the args column's data, decoded as it is
     args = decode_args(raw_args, joined)
     corr = column(args, "correlation", np.int64)
