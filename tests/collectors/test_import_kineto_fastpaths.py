@@ -196,3 +196,52 @@ def test_args_decoded_from_their_joined_text_as_from_an_array(tmp_path: Path) ->
     assert ev["args"].tolist() == ["1", "2", '{"correlation": 5}']
     assert ev.loc["c", "corr_id"] == 5 and ev[["corr_id"]].isna()["corr_id"].tolist() == \
         [True, True, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), max_size=40),
+       st.integers(-2 ** 63, 2 ** 63 - 200_000), st.sampled_from([1, 7, 1000, 2 ** 40]))
+def test_factorize_is_np_unique(big: list[int], base: int, step: int) -> None:
+    """Lane parts are coded through a presence table when their values span a small range
+    (thread ids), by a sort otherwise: either way what np.unique gives."""
+    from hermes.collectors.importers.kineto.lanes import factorize
+
+    near = [base + (i % 5) * step for i in range(len(big) + 3) if base + (i % 5) * step < 2 ** 63]
+    for values in (np.array(big, np.int64), np.array(near, np.int64),
+                   np.array(big + near, np.int64)):
+        uniq, inverse = factorize(values)
+        want_u, want_i = np.unique(values, return_inverse=True)
+        assert uniq.dtype == np.int64
+        assert uniq.tolist() == want_u.tolist() and inverse.tolist() == want_i.ravel().tolist()
+
+
+def test_rows_are_the_events_fields_by_name_and_the_collector_is_restored() -> None:
+    """Rows.of turns a chunk's structs into one sequence per field, whatever order a struct
+    variant keeps its fields in, and leaves the garbage collector as it found it."""
+    import gc
+
+    from hermes.collectors.importers.kineto.side import Rows
+
+    text = (b'[{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5,'
+            b' "dur": 2, "args": {"correlation": 3}},'
+            b' {"ph": "i", "name": 5, "pid": "p", "tid": 8, "ts": 4}]')
+    for (mode, names), typ in kineto_reader.EVENT_TYPES.items():
+        events = msgspec.json.Decoder(list[typ]).decode(text)
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            try:
+                rows = Rows.of(events)
+                assert gc.isenabled() == enabled
+            finally:
+                gc.enable()
+            assert len(rows) == 2
+            assert list(rows.ph) == ["X", "i"] and list(rows.cat) == ["kernel", None]
+            assert list(rows.name) == ["k", 5] and list(rows.pid) == [0, "p"]
+            assert list(rows.tid) == [7, 8]
+            assert [bytes(a) for a in rows.args] == [b'{"correlation": 3}', b"{}"]
+            ts = [t if isinstance(t, float) else float(bytes(t)) for t in rows.ts]
+            assert ts == [1.5, 4.0], (mode, names)
+            picked = rows.take(np.array([1, 1, 0]))
+            assert list(picked.tid) == [8, 8, 7] and list((rows + picked).name) == \
+                ["k", 5, 5, 5, "k"]
+    assert len(Rows.of([])) == 0
