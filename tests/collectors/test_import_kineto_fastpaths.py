@@ -245,3 +245,29 @@ def test_rows_are_the_events_fields_by_name_and_the_collector_is_restored() -> N
             assert list(picked.tid) == [8, 8, 7] and list((rows + picked).name) == \
                 ["k", 5, 5, 5, "k"]
     assert len(Rows.of([])) == 0
+
+
+def test_args_of_a_few_events_are_what_decoding_every_event_gives() -> None:
+    """Only the hot args fields are decoded for every event; the others, for the events that
+    read them, come out as decoding every event's args gives them: also where another event's
+    field of an unexpected type makes that read all of them tolerantly (a Seq written as text
+    is then a number, a numeric group name text)."""
+    from hermes.collectors.importers.kineto.mapping import decode_args, decode_hot_args
+
+    texts = [b'{"correlation": 1, "Seq": "7", "dtype": "Float", "In msg nelems": 4}',
+             b'{"correlation": 2, "dtype": 5, "stream": 3}', b'{"Seq": 3, "flops": 2}',
+             b'{"Process Group Name": 0, "direction": "HOST_TO_DEVICE", "size": 64}']
+    for chosen in ([0, 1, 2, 3], [0, 2, 3], [2, 3], [1, 2]):
+        raws = [msgspec.Raw(texts[i]) for i in chosen]
+        joined = b"".join(raws)
+        hot = decode_hot_args(raws, joined)
+        every = decode_args(raws, joined)
+        for rows in ([0], [len(raws) - 1], list(range(len(raws))), []):
+            got = hot.some(np.array(rows, np.int64))
+            assert [msgspec.json.encode(a) for a in got] == \
+                [msgspec.json.encode(every[i]) for i in rows], (chosen, rows)
+        for f in ("correlation", "stream", "flops"):
+            assert [getattr(a, f) for a in hot] == [getattr(a, f) for a in every] or \
+                f == "flops"  # NaN != NaN
+    tolerant = decode_args([msgspec.Raw(t) for t in texts])
+    assert tolerant[0].seq == 7  # the case the hot path must not get wrong
