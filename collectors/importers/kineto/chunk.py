@@ -51,7 +51,9 @@ from hermes.collectors.importers.kineto.reader import (
     time_mode,
 )
 from hermes.collectors.importers.kineto.side import (
+    CAT,
     INTERMEDIATE,
+    PH,
     ROLE_EVENT,
     ROLE_FLOW,
     ROLE_META,
@@ -91,9 +93,8 @@ def _role(ph: str, cat: str | None) -> tuple[int, int, int, bool, bool]:
 
 def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | None:
     evs = chunk.events
-    cols = Rows.of(evs)
-    ph_code, ph_dict = codes(cols.ph)
-    cat_code, cat_dict = codes(cols.cat)
+    ph_code, ph_dict = codes(list(map(PH, evs)))
+    cat_code, cat_dict = codes(list(map(CAT, evs)))
     n_cat = len(cat_dict)
     pair = ph_code * n_cat + cat_code
     n_pairs = len(ph_dict) * n_cat
@@ -115,7 +116,9 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
         role[u], pkind[u], plane[u], punknown[u], pargs[u] = _role(str(ph), cat)
     row_role = role[pair]
     sel = np.flatnonzero(row_role == ROLE_EVENT)
-    rows = cols if sel.size == len(evs) else cols.take(sel)
+    # the event rows as one sequence per field (flows and metadata left out first: taking
+    # eight sequences costs eight times taking the structs)
+    rows = Rows.of(evs if sel.size == len(evs) else take(evs, sel))
     # times read as doubles are checked before anything is recorded in side: a chunk read
     # again starts clean
     times = _float_times(rows, time_mode(evs))
