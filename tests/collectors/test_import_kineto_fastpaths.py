@@ -215,38 +215,6 @@ def test_factorize_is_np_unique(big: list[int], base: int, step: int) -> None:
         assert uniq.tolist() == want_u.tolist() and inverse.tolist() == want_i.ravel().tolist()
 
 
-def test_rows_are_the_events_fields_by_name_and_the_collector_is_restored() -> None:
-    """Rows.of turns a chunk's structs into one sequence per field, whatever order a struct
-    variant keeps its fields in, and leaves the garbage collector as it found it."""
-    import gc
-
-    from hermes.collectors.importers.kineto.side import Rows
-
-    text = (b'[{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5,'
-            b' "dur": 2, "args": {"correlation": 3}},'
-            b' {"ph": "i", "name": 5, "pid": "p", "tid": 8, "ts": 4}]')
-    for (mode, names), typ in kineto_reader.EVENT_TYPES.items():
-        events = msgspec.json.Decoder(list[typ]).decode(text)
-        for enabled in (True, False):
-            (gc.enable if enabled else gc.disable)()
-            try:
-                rows = Rows.of(events)
-                assert gc.isenabled() == enabled
-            finally:
-                gc.enable()
-            assert len(rows) == 2
-            assert list(rows.ph) == ["X", "i"] and list(rows.cat) == ["kernel", None]
-            assert list(rows.name) == ["k", 5] and list(rows.pid) == [0, "p"]
-            assert list(rows.tid) == [7, 8]
-            assert [bytes(a) for a in rows.args] == [b'{"correlation": 3}', b"{}"]
-            ts = [t if isinstance(t, float) else float(bytes(t)) for t in rows.ts]
-            assert ts == [1.5, 4.0], (mode, names)
-            picked = rows.take(np.array([1, 1, 0]))
-            assert list(picked.tid) == [8, 8, 7] and list((rows + picked).name) == \
-                ["k", 5, 5, 5, "k"]
-    assert len(Rows.of([])) == 0
-
-
 def test_args_of_a_few_events_are_what_decoding_every_event_gives() -> None:
     """Only the hot args fields are decoded for every event; the others, for the events that
     read them, come out as decoding every event's args gives them: also where another event's

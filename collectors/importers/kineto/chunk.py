@@ -9,7 +9,6 @@ distinct (phase, category) pair or per distinct name, spread over rows with nump
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,13 +50,17 @@ from hermes.collectors.importers.kineto.reader import (
     time_mode,
 )
 from hermes.collectors.importers.kineto.side import (
+    ARGS,
     CAT,
+    DUR,
     INTERMEDIATE,
+    NAME,
     PH,
     ROLE_EVENT,
     ROLE_FLOW,
     ROLE_META,
-    Rows,
+    TID,
+    TS,
     Side,
     codes,
     member,
@@ -116,12 +119,10 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
         role[u], pkind[u], plane[u], punknown[u], pargs[u] = _role(str(ph), cat)
     row_role = role[pair]
     sel = np.flatnonzero(row_role == ROLE_EVENT)
-    # the event rows as one sequence per field (flows and metadata left out first: taking
-    # eight sequences costs eight times taking the structs)
-    rows = Rows.of(evs if sel.size == len(evs) else take(evs, sel))
+    rows = evs if sel.size == len(evs) else take(evs, sel)
     # times read as doubles are checked before anything is recorded in side: a chunk read
     # again starts clean
-    times = _float_times(rows, time_mode(evs))
+    times = _float_times(rows)
     if isinstance(times, int):
         return chunk_to_batch(chunk.exact(times), side, path)
     for u in np.flatnonzero(counts).tolist():
@@ -146,24 +147,24 @@ def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | Non
 Times = tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]
 
 
-def _float_times(rows: Rows, mode: int) -> Times | int:
-    """(ts ns, ts present, dur ns) of the times read as doubles (None: read as text; ``mode``
-    says how the events were read), or the time mode to read the chunk again with when a
-    double does not give the exact value."""
+def _float_times(rows: list) -> Times | int:
+    """(ts ns, ts present, dur ns) of the times read as doubles (None: read as text), or the
+    time mode to read the chunk again with when a double does not give the exact value."""
+    mode = time_mode(rows)
     n = len(rows)
     ts = dur = None
     if mode == BOTH_FLOAT:
-        ts = float_us_to_ns(np.fromiter(rows.ts, np.float64, n))
+        ts = float_us_to_ns(np.fromiter(map(TS, rows), np.float64, n))
         if ts is None:
             return DUR_FLOAT
     if mode >= DUR_FLOAT:
-        dur = float_us_to_ns(np.fromiter(rows.dur, np.float64, n))
+        dur = float_us_to_ns(np.fromiter(map(DUR, rows), np.float64, n))
         if dur is None:
             return TEXT
     return (ts[0] if ts else None, ts[1] if ts else None, dur[0] if dur else None)
 
 
-def _name_codes(names: Sequence) -> tuple[np.ndarray, list[str]]:
+def _name_codes(names: list) -> tuple[np.ndarray, list[str]]:
     """Dictionary codes of event names as text (None -> '', numbers -> their text)."""
     name_codes, uniq = codes(names)
     text = [u if isinstance(u, str) else "" if u is None else str(u) for u in uniq]
@@ -187,9 +188,9 @@ class _Memory:
         return np.concatenate([self.first, self.second])
 
 
-def _repeat_memory(rows: Rows, sel: np.ndarray, rpair: np.ndarray, name_idx: np.ndarray,
+def _repeat_memory(rows: list, sel: np.ndarray, rpair: np.ndarray, name_idx: np.ndarray,
                    name_dict: list[str], times: Times
-                   ) -> tuple[Rows, np.ndarray, np.ndarray, np.ndarray, Times, _Memory | None]:
+                   ) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, Times, _Memory | None]:
     """Repeat each ``[memory]`` event at the end of the chunk, so that allocated and reserved
     bytes become one counter sample each (a counter lane per device and quantity)."""
     code = name_dict.index(MEMORY_EVENT) if MEMORY_EVENT in name_dict else -1
@@ -197,7 +198,7 @@ def _repeat_memory(rows: Rows, sel: np.ndarray, rpair: np.ndarray, name_idx: np.
     if mem is None or mem.size == 0:
         return rows, sel, rpair, name_idx, times, None
     n = len(rows)
-    rows = rows + rows.take(mem)
+    rows = rows + take(rows, mem)
     ts, has_ts, dur = times
     times = (None if ts is None else np.concatenate([ts, ts[mem]]),
              None if has_ts is None else np.concatenate([has_ts, has_ts[mem]]),
@@ -207,21 +208,21 @@ def _repeat_memory(rows: Rows, sel: np.ndarray, rpair: np.ndarray, name_idx: np.
             _Memory(mem, np.arange(n, n + mem.size)))
 
 
-def _times(rows: Rows, sel: np.ndarray, chunk: Chunk, side: Side, path: Path,
+def _times(rows: list, sel: np.ndarray, chunk: Chunk, side: Side, path: Path,
            times: Times) -> tuple[np.ndarray, np.ndarray]:
     """(ts, dur) in integer ns; a bad or missing time is an ImportFormatError naming the event."""
     where0 = chunk.first_index
     try:
         ts, has_ts, dur = times
         if ts is None or has_ts is None:
-            ts, has_ts = us_text_to_ns(list(rows.ts))
+            ts, has_ts = us_text_to_ns(list(map(TS, rows)))
         if dur is None:
-            dur, _ = us_text_to_ns(list(rows.dur))
+            dur, _ = us_text_to_ns(list(map(DUR, rows)))
     except ValueError as exc:
         i = int(exc.args[0])
         where = f"event {where0 + int(sel[i])}"
-        for fld, values in (("ts", rows.ts), ("dur", rows.dur)):
-            raw = values[i]
+        for fld, get in (("ts", TS), ("dur", DUR)):
+            raw = get(rows[i])
             try:
                 value = float(raw if isinstance(raw, (int, float, str)) else bytes(raw) or b"0")
             except (TypeError, ValueError):
@@ -298,11 +299,11 @@ def _units(kind: np.ndarray, base: np.ndarray) -> np.ndarray:
     return unit
 
 
-def _streams(rows: Rows, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream: np.ndarray,
+def _streams(rows: list, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream: np.ndarray,
              base: np.ndarray, side: Side) -> tuple[pa.Array, pa.DictionaryArray]:
     """(stream column, lane labels). The device stream is the tid (CUDA writes the stream
     there), or args.stream where the category says so (MTIA) or the tid is not a number."""
-    tids = rows.tid
+    tids = list(map(TID, rows))
     tid_int = ints(tids)
     if tid_int is not None:
         stream_v = np.where(from_args, arg_stream, tid_int)
@@ -423,18 +424,19 @@ def _arg_columns(args: ArgsList) -> tuple[np.ndarray, ...]:
             column(args, "bytes", np.float64), column(args, "stream", np.int64))
 
 
-def _events_batch(rows: Rows, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
+def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
                   plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
                   ph_dict: list, chunk: Chunk, side: Side, path: Path,
                   times: Times = (None, None, None)) -> pa.RecordBatch:
-    name_idx, name_dict = _name_codes(rows.name)
+    name_idx, name_dict = _name_codes(list(map(NAME, rows)))
     rows, sel, rpair, name_idx, times, memory = _repeat_memory(rows, sel, rpair, name_idx,
                                                                name_dict, times)
     ts, dur = _times(rows, sel, chunk, side, path, times)
-    raw_args = list(rows.args)
+    raw_args = list(map(ARGS, rows))
     joined: bytes | None = b"".join(raw_args)  # the args column's data, decoded as it is
     # the fields read for every event; the others only for the few events that read them
-    args = decode_hot_args(rows.args, joined)
+    # (from the args as read: raw_args gains keys below)
+    args = decode_hot_args(tuple(raw_args), joined)
     try:
         corr, ext, flops, nbytes, arg_stream = _arg_columns(args)
     except OverflowError:  # an integer beyond int64: as decode_args reads it

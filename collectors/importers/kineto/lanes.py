@@ -3,8 +3,6 @@ thread names from the metadata events."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pyarrow as pa
 
@@ -13,8 +11,8 @@ from hermes.collectors.importers.kineto.side import (
     ARGS,
     DEVICE_SEP,
     NAME,
+    PID,
     TID,
-    Rows,
     Side,
     codes,
     take,
@@ -90,14 +88,14 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (at + lo).astype(values.dtype), code[off]
 
 
-def lanes(tids: Sequence, rows: Rows, dev: np.ndarray, dev_id: np.ndarray | None,
+def lanes(tids: list, rows: list, dev: np.ndarray, dev_id: np.ndarray | None,
           side: Side, tid: np.ndarray | None = None) -> pa.DictionaryArray:
     """Lane labels: 'thread <tid>' for host rows, '<pid>SEP stream <id>' for device rows
     (phase 2 drops or spells out the pid), built once per distinct lane. ``tid``: ``ints(tids)``
     when the caller has it."""
     tid = ints(tids) if tid is None else tid
     dev_rows = np.flatnonzero(dev)
-    pids = take(rows.pid, dev_rows) if dev_rows.size else []
+    pids = list(map(PID, take(rows, dev_rows))) if dev_rows.size else []
     pid = ints(pids)
     # the distinct pids (ints: from the array, not one set insert per row)
     side.device_pids.update(pids if pid is None else factorize(pid)[0].tolist())

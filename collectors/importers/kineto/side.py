@@ -3,14 +3,11 @@ batch schema, and small coding helpers shared by the phase-1 modules."""
 
 from __future__ import annotations
 
-import gc
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from operator import attrgetter
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 
@@ -85,48 +82,3 @@ def member(values: np.ndarray, *members: int) -> np.ndarray:
 
 def take(items: list, idx: np.ndarray) -> list:
     return list(map(items.__getitem__, idx.tolist()))
-
-
-@dataclass
-class Rows:
-    """Decoded events as one sequence per field (``rows.name[i]`` is event i's name).
-
-    A chunk's events are turned into columns once (:meth:`of`): every later pass reads a
-    sequence of values rather than getting a field of each struct again."""
-
-    ph: Sequence
-    cat: Sequence
-    name: Sequence
-    pid: Sequence
-    tid: Sequence
-    ts: Sequence
-    dur: Sequence
-    args: Sequence
-
-    @classmethod
-    def of(cls, events: list) -> Rows:
-        if not events:
-            return cls((), (), (), (), (), (), (), ())
-        # one tuple per event, transposed: the tuples are containers the collector would
-        # count (a collection per 700 of them); none is kept, so it is paused meanwhile
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            cols = list(zip(*map(msgspec.structs.astuple, events), strict=True))
-        finally:
-            if paused:
-                gc.enable()
-        at = {f: i for i, f in enumerate(type(events[0]).__struct_fields__)}
-        return cls(*(cols[at[f]] for f in _ROW_FIELDS))
-
-    def __len__(self) -> int:
-        return len(self.ph)
-
-    def take(self, idx: np.ndarray) -> Rows:
-        return Rows(*(take(getattr(self, f), idx) for f in _ROW_FIELDS))
-
-    def __add__(self, other: Rows) -> Rows:
-        return Rows(*([*getattr(self, f), *getattr(other, f)] for f in _ROW_FIELDS))
-
-
-_ROW_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
