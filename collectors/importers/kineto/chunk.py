@@ -38,6 +38,7 @@ from hermes.collectors.importers.kineto.mapping import (
     K,
     U,
     category_rule,
+    decode_args,
     decode_hot_args,
     name_info,
     with_source_category,
@@ -416,6 +417,16 @@ def _record_side(side: Side, kind: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     side.rows += n
 
 
+def _few_read_more(name_idx: np.ndarray, name_dict: list[str], side: Side) -> bool:
+    """Whether few events (at most 1 in 8) may read args fields beyond ``HotArgs``: those
+    named as a collective (a communication kernel, a Gloo/MPI range), a record_param_comms op
+    or an MTIA DMA copy. Decoding their args again costs about what the hot fields save."""
+    more = np.array([name_info(s).host_collective or name_info(s).dma or
+                     s == "record_param_comms" for s in name_dict], bool)
+    more |= np.array(side.comm.match(name_dict), bool)
+    return not more.any() or int(np.count_nonzero(more[name_idx])) * 8 <= len(name_idx)
+
+
 def _arg_columns(args: ArgsList) -> tuple[np.ndarray, ...]:
     """(correlation or -1, external id, flops, bytes, stream) of decoded args."""
     corr = column(args, "correlation", np.int64)
@@ -435,8 +446,11 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     raw_args = list(map(ARGS, rows))
     joined: bytes | None = b"".join(raw_args)  # the args column's data, decoded as it is
     # the fields read for every event; the others only for the few events that read them
-    # (from the args as read: raw_args gains keys below)
-    args = decode_hot_args(tuple(raw_args), joined)
+    # (from the args as read: raw_args gains keys below), unless they are many
+    if _few_read_more(name_idx, name_dict, side):
+        args = decode_hot_args(tuple(raw_args), joined)
+    else:
+        args = decode_args(raw_args, joined)
     try:
         corr, ext, flops, nbytes, arg_stream = _arg_columns(args)
     except OverflowError:  # an integer beyond int64: as decode_args reads it
