@@ -196,3 +196,46 @@ def test_args_decoded_from_their_joined_text_as_from_an_array(tmp_path: Path) ->
     assert ev["args"].tolist() == ["1", "2", '{"correlation": 5}']
     assert ev.loc["c", "corr_id"] == 5 and ev[["corr_id"]].isna()["corr_id"].tolist() == \
         [True, True, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), max_size=40),
+       st.integers(-2 ** 63, 2 ** 63 - 200_000), st.sampled_from([1, 7, 1000, 2 ** 40]))
+def test_factorize_is_np_unique(big: list[int], base: int, step: int) -> None:
+    """Lane parts are coded through a presence table when their values span a small range
+    (thread ids), by a sort otherwise: either way what np.unique gives."""
+    from hermes.collectors.importers.kineto.lanes import factorize
+
+    near = [base + (i % 5) * step for i in range(len(big) + 3) if base + (i % 5) * step < 2 ** 63]
+    for values in (np.array(big, np.int64), np.array(near, np.int64),
+                   np.array(big + near, np.int64)):
+        uniq, inverse = factorize(values)
+        want_u, want_i = np.unique(values, return_inverse=True)
+        assert uniq.dtype == np.int64
+        assert uniq.tolist() == want_u.tolist() and inverse.tolist() == want_i.ravel().tolist()
+
+
+def test_args_of_a_few_events_are_what_decoding_every_event_gives() -> None:
+    """Only the hot args fields are decoded for every event; the others, for the events that
+    read them, come out as decoding every event's args gives them: also where another event's
+    field of an unexpected type makes that read all of them tolerantly (a Seq written as text
+    is then a number, a numeric group name text)."""
+    from hermes.collectors.importers.kineto.mapping import decode_args, decode_hot_args
+
+    texts = [b'{"correlation": 1, "Seq": "7", "dtype": "Float", "In msg nelems": 4}',
+             b'{"correlation": 2, "dtype": 5, "stream": 3}', b'{"Seq": 3, "flops": 2}',
+             b'{"Process Group Name": 0, "direction": "HOST_TO_DEVICE", "size": 64}']
+    for chosen in ([0, 1, 2, 3], [0, 2, 3], [2, 3], [1, 2]):
+        raws = [msgspec.Raw(texts[i]) for i in chosen]
+        joined = b"".join(raws)
+        hot = decode_hot_args(raws, joined)
+        every = decode_args(raws, joined)
+        for rows in ([0], [len(raws) - 1], list(range(len(raws))), []):
+            got = hot.some(np.array(rows, np.int64))
+            assert [msgspec.json.encode(a) for a in got] == \
+                [msgspec.json.encode(every[i]) for i in rows], (chosen, rows)
+        for f in ("correlation", "stream", "flops"):
+            assert [getattr(a, f) for a in hot] == [getattr(a, f) for a in every] or \
+                f == "flops"  # NaN != NaN
+    tolerant = decode_args([msgspec.Raw(t) for t in texts])
+    assert tolerant[0].seq == 7  # the case the hot path must not get wrong

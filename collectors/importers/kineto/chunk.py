@@ -34,10 +34,12 @@ from hermes.collectors.importers.kineto.mapping import (
     MEMORY_EVENT,
     NO_INT,
     RUNTIME,
+    ArgsList,
     K,
     U,
     category_rule,
     decode_args,
+    decode_hot_args,
     name_info,
     with_source_category,
 )
@@ -248,7 +250,7 @@ def _times(rows: list, sel: np.ndarray, chunk: Chunk, side: Side, path: Path,
 
 
 def _kinds(base: np.ndarray, lane_kind: np.ndarray, name_idx: np.ndarray,
-           name_dict: list[str], args: list, nbytes: np.ndarray, side: Side
+           name_dict: list[str], args: ArgsList, nbytes: np.ndarray, side: Side
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(kind, ProfilerStep N or -1, is-step) of every row; MTIA DMA bytes filled in place."""
     infos = [name_info(s) for s in name_dict]
@@ -272,9 +274,9 @@ def _kinds(base: np.ndarray, lane_kind: np.ndarray, name_idx: np.ndarray,
         kind[m] = K["kernel"]
         dma = np.flatnonzero(m & dma_by_name[name_idx])
         if dma.size:
-            kind[dma] = [_DMA_KINDS.get(args[i].direction or "", K["memcpy_d2d"])
-                         for i in dma.tolist()]
-            size = column(take(args, dma), "size", np.float64)
+            some = args.some(dma)  # direction and size: read for these events only
+            kind[dma] = [_DMA_KINDS.get(a.direction or "", K["memcpy_d2d"]) for a in some]
+            size = column(some, "size", np.float64)
             nbytes[dma] = np.where(np.isnan(nbytes[dma]), size, nbytes[dma])
     step_n = step_by_name[name_idx]
     # ProfilerStep#N is a user_annotation today, an Operator (cpu_op) in PyTorch 1.8-1.13
@@ -380,7 +382,7 @@ def _counters(kind: np.ndarray, lane_kind: np.ndarray, lane_arr: pa.DictionaryAr
 
 def _record_side(side: Side, kind: np.ndarray, ts: np.ndarray, dur: np.ndarray,
                  corr: np.ndarray, dev_arr: np.ndarray, is_step: np.ndarray,
-                 step_n: np.ndarray, args: list, name_idx: np.ndarray, name_dict: list[str],
+                 step_n: np.ndarray, args: ArgsList, name_idx: np.ndarray, name_dict: list[str],
                  lane_arr: pa.DictionaryArray) -> None:
     """What phase 2 needs from this chunk: steps, correlations, collectives and the
     record_param_comms ops that describe them."""
@@ -391,14 +393,14 @@ def _record_side(side: Side, kind: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     lane_code = lane_code[lane_idx] if len(lane_code) else np.zeros(n, np.int64)
     coll_rows = np.flatnonzero(kind == K["collective"])
     if coll_rows.size:
-        info = coll_info(take(args, coll_rows), side)
+        info = coll_info(args.some(coll_rows), side)
         host_lane = np.where(dev_arr[coll_rows], -1, lane_code[coll_rows])
         side.colls.append(np.stack([coll_rows + side.rows, ts[coll_rows], *info, host_lane],
                                    1))
     rpc_code = next((i for i, s in enumerate(name_dict) if s == "record_param_comms"), -1)
     rpc_rows = np.flatnonzero(name_idx == rpc_code) if rpc_code >= 0 else coll_rows[:0]
     if rpc_rows.size:
-        r_group, r_seq, r_bytes, r_ext = coll_info(take(args, rpc_rows), side)
+        r_group, r_seq, r_bytes, r_ext = coll_info(args.some(rpc_rows), side)
         keep = (r_group >= 0) | (r_seq >= 0) | (r_bytes >= 0)
         if keep.any():
             side.rpc.append(np.stack([r_ext, r_bytes, r_group, r_seq, ts[rpc_rows],
@@ -415,6 +417,24 @@ def _record_side(side: Side, kind: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     side.rows += n
 
 
+def _few_read_more(name_idx: np.ndarray, name_dict: list[str], side: Side) -> bool:
+    """Whether few events (at most 1 in 8) may read args fields beyond ``HotArgs``: those
+    named as a collective (a communication kernel, a Gloo/MPI range), a record_param_comms op
+    or an MTIA DMA copy. Decoding their args again costs about what the hot fields save."""
+    more = np.array([name_info(s).host_collective or name_info(s).dma or
+                     s == "record_param_comms" for s in name_dict], bool)
+    more |= np.array(side.comm.match(name_dict), bool)
+    return not more.any() or int(np.count_nonzero(more[name_idx])) * 8 <= len(name_idx)
+
+
+def _arg_columns(args: ArgsList) -> tuple[np.ndarray, ...]:
+    """(correlation or -1, external id, flops, bytes, stream) of decoded args."""
+    corr = column(args, "correlation", np.int64)
+    corr[corr == NO_INT] = -1
+    return (corr, external_ids(args), column(args, "flops", np.float64),
+            column(args, "bytes", np.float64), column(args, "stream", np.int64))
+
+
 def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
                   plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
                   ph_dict: list, chunk: Chunk, side: Side, path: Path,
@@ -425,19 +445,24 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
     ts, dur = _times(rows, sel, chunk, side, path, times)
     raw_args = list(map(ARGS, rows))
     joined: bytes | None = b"".join(raw_args)  # the args column's data, decoded as it is
-    args = decode_args(raw_args, joined)
-    corr = column(args, "correlation", np.int64)
-    corr[corr == NO_INT] = -1
-    ext = external_ids(args)
-    flops = column(args, "flops", np.float64)
-    nbytes = column(args, "bytes", np.float64)
+    # the fields read for every event; the others only for the few events that read them
+    # (from the args as read: raw_args gains keys below), unless they are many
+    if _few_read_more(name_idx, name_dict, side):
+        args = decode_hot_args(tuple(raw_args), joined)
+    else:
+        args = decode_args(raw_args, joined)
+    try:
+        corr, ext, flops, nbytes, arg_stream = _arg_columns(args)
+    except OverflowError:  # an integer beyond int64: as decode_args reads it
+        args = args.full()
+        corr, ext, flops, nbytes, arg_stream = _arg_columns(args)
     base = pkind[rpair]
     lane_kind = plane[rpair].copy()
     kind, step_n, is_step = _kinds(base, lane_kind, name_idx, name_dict, args, nbytes, side)
     unit = _units(kind, base)
     dev_arr = lane_kind == LK["device"]
     stream, lane_arr = _streams(rows, dev_arr, pargs[rpair] & dev_arr,
-                                column(args, "stream", np.int64), base, side)
+                                arg_stream, base, side)
     lane_arr, value = _counters(kind, lane_kind, lane_arr, name_idx, name_dict, raw_args,
                                 memory)
     if memory is not None:

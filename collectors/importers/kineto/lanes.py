@@ -65,6 +65,29 @@ def ints(values: list) -> np.ndarray | None:
         return None
 
 
+#: widest value range (max - min) :func:`factorize` codes with a table rather than a sort
+_TABLE_RANGE = 1 << 16
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of int64 ``values`` (inverse 1-D); values
+    that span a small range (thread ids, stream ids, codes) are coded through a presence
+    table over that range, with no sort."""
+    n = len(values)
+    if n == 0:
+        return values[:0].copy(), np.zeros(0, np.intp)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= max(_TABLE_RANGE, 4 * n):
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    off = (values - lo).astype(np.intp) if lo else values.astype(np.intp)
+    present = np.zeros(hi - lo + 1, bool)
+    present[off] = True
+    at = np.flatnonzero(present)
+    code = np.cumsum(present, dtype=np.intp) - 1
+    return (at + lo).astype(values.dtype), code[off]
+
+
 def lanes(tids: list, rows: list, dev: np.ndarray, dev_id: np.ndarray | None,
           side: Side, tid: np.ndarray | None = None) -> pa.DictionaryArray:
     """Lane labels: 'thread <tid>' for host rows, '<pid>SEP stream <id>' for device rows
@@ -73,18 +96,18 @@ def lanes(tids: list, rows: list, dev: np.ndarray, dev_id: np.ndarray | None,
     tid = ints(tids) if tid is None else tid
     dev_rows = np.flatnonzero(dev)
     pids = list(map(PID, take(rows, dev_rows))) if dev_rows.size else []
-    side.device_pids.update(pids)
     pid = ints(pids)
+    # the distinct pids (ints: from the array, not one set insert per row)
+    side.device_pids.update(pids if pid is None else factorize(pid)[0].tolist())
     if tid is not None and pid is not None:
         ident = tid if dev_id is None else np.where(dev & (dev_id != NO_INT), dev_id, tid)
         dev_pid = np.zeros(len(tids), np.int64)
         dev_pid[dev_rows] = pid
         # one int per (device?, pid, id) from the codes of each part: a 1-D unique is cheap
-        u_pid, c_pid = np.unique(dev_pid, return_inverse=True)
-        u_id, c_id = np.unique(ident, return_inverse=True)
-        key = (dev.astype(np.int64) * len(u_pid) + c_pid.reshape(-1)) * len(u_id) + \
-            c_id.reshape(-1)
-        uniq, inverse = np.unique(key, return_inverse=True)
+        u_pid, c_pid = factorize(dev_pid)
+        u_id, c_id = factorize(ident)
+        key = (dev.astype(np.int64) * len(u_pid) + c_pid) * len(u_id) + c_id
+        uniq, inverse = factorize(key)
         labels = []
         for k in uniq.tolist():
             rest, i = divmod(k, len(u_id))

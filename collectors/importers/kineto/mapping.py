@@ -9,10 +9,12 @@ Names are classified once per distinct name, then spread over rows with numpy in
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import msgspec
+import numpy as np
 
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS, UNITS
 
@@ -179,8 +181,21 @@ class Args(msgspec.Struct, gc=False):
     name: str | None = None  # metadata events: process/thread name
 
 
+class HotArgs(msgspec.Struct, gc=False):
+    """The args fields read for every event (the columns); :class:`Args` has these and the
+    fields read for a few events only (collectives, DMA copies), decoded for those alone."""
+
+    correlation: int = NO_INT
+    external_id: int = msgspec.field(default=NO_INT, name="External id")
+    external_id_old: int = msgspec.field(default=NO_INT, name="external id")
+    flops: float = float("nan")
+    bytes: float = float("nan")
+    stream: int = NO_INT
+
+
 _ARGS = msgspec.json.Decoder(list[Args])
 _ONE_ARGS = msgspec.json.Decoder(Args)
+_ONE_HOT = msgspec.json.Decoder(HotArgs)
 _ANY = msgspec.json.Decoder()
 
 
@@ -190,6 +205,35 @@ class ArgsList(list):
 
     text: bytes = b""
     _escapes: bool | None = None
+    #: (raws, joined) of :func:`decode_hot_args`: what :meth:`full` decodes every field from
+    _source: tuple | None = None
+    _full: ArgsList | None = None
+
+    def full(self) -> ArgsList:
+        """Every field (:class:`Args`) of the same events: ``decode_args`` of their text,
+        decoded on first use (these are the decoded fields themselves when they are Args)."""
+        if self._source is None:
+            return self
+        if self._full is None:
+            self._full = decode_args(*self._source)
+        return self._full
+
+    def some(self, rows: np.ndarray) -> list:
+        """Every field (:class:`Args`) of the events at ``rows``, as ``full()`` gives them,
+        decoding only their text.
+
+        The hot fields of all events decoded as their types say, and the events' own text
+        decodes so too: then ``decode_args`` of every event decodes them so, or falls back to
+        :func:`_tolerant` for all (a field of another type in some other event), which reads
+        every well-typed value the same but a ``Seq`` written as text and a process group
+        name written as a number; where one is, the events are read from ``full()``."""
+        if self._source is None or not len(rows):
+            return take(self, rows)
+        raws = self._source[0]
+        out = decode_args([raws[i] for i in rows.tolist()])
+        if any(isinstance(a.seq, str) or isinstance(a.pg_name, int) for a in out):
+            return take(self.full(), rows)
+        return out
 
     def lacks(self, field_name: str) -> bool:
         """True when no event has ``field_name`` (its key, in quotes, is not in the text and no
@@ -207,7 +251,7 @@ _KEYS = {f: b'"' + k.encode() + b'"' for f, k in
          zip(Args.__struct_fields__, Args.__struct_encode_fields__, strict=True)}
 
 
-def decode_args(raws: list[msgspec.Raw], joined: bytes | None = None) -> ArgsList:
+def decode_args(raws: Sequence[msgspec.Raw], joined: bytes | None = None) -> ArgsList:
     """Decode the interesting args fields of many events in one call.
 
     ``joined``: the texts of ``raws`` end to end (``b"".join(raws)``, the args column's data),
@@ -235,6 +279,32 @@ def decode_args(raws: list[msgspec.Raw], joined: bytes | None = None) -> ArgsLis
         out = ArgsList(_tolerant(d) for d in _ANY.decode(text))
     out.text = text
     return out
+
+
+def decode_hot_args(raws: Sequence[msgspec.Raw], joined: bytes | None) -> ArgsList:
+    """The :class:`HotArgs` fields of every event's args, from their joined text; ``full()``
+    gives all the fields. When the text does not decode so (a field of another type, values
+    that do not come apart one per event), this is :func:`decode_args` itself.
+
+    Where the hot fields decode, their values are :func:`decode_args`'s: a field of another
+    type elsewhere in the args makes that fall back to :func:`_tolerant`, which reads every
+    well-typed value the same (an integer beyond int64 aside: a caller whose columns overflow
+    uses ``full()``)."""
+    if joined is not None and raws:
+        try:
+            values = _ONE_HOT.decode_lines(joined)
+        except msgspec.DecodeError:  # ValidationError included
+            values = None
+        if values is not None and len(values) == len(raws):
+            out = ArgsList(values)
+            out.text = joined
+            out._source = (raws, joined)
+            return out
+    return decode_args(list(raws), joined)
+
+
+def take(items: Sequence, rows: np.ndarray) -> list:
+    return list(map(items.__getitem__, rows.tolist()))
 
 
 def _tolerant(d: object) -> Args:
