@@ -28,6 +28,13 @@ import msgspec
 from hermes.collectors.importers.kineto.detect import MAX_HEADER, is_gz
 from hermes.errors import ImportFormatError
 
+try:  # ISA-L's inflate: the same gzip stream ~3x faster (a 28.7 MB trace: ~60 -> ~20 ms)
+    from isal import igzip as _gzip
+    from isal.isal_zlib import error as _InflateError
+except ImportError:  # pragma: no cover - a platform without its wheel: the standard library's
+    _gzip = gzip  # type: ignore[no-redef]
+    _InflateError = zlib.error  # type: ignore[misc]
+
 #: Bytes of JSON text per decoded chunk (bounds memory; ~10k events of pretty-printed Kineto;
 #: measured ~4 % faster than 4 MB: the chunk's objects stay in cache between passes).
 CHUNK_BYTES = 2 * 1024 * 1024
@@ -236,8 +243,14 @@ class KinetoFile:
                                     path=self.path,
                                     where=f"compressed byte {self.compressed_pos()}",
                                     hint="the file was cut short; copy it again") from None
-        if isinstance(item, (gzip.BadGzipFile, zlib.error, OSError)):
-            raise ImportFormatError(f"cannot decompress: {item}", path=self.path,
+        if isinstance(item, (gzip.BadGzipFile, zlib.error, _InflateError, OSError)):
+            # the same words whichever inflater read it (zlib's and ISA-L's differ)
+            why = str(item)
+            if isinstance(item, (zlib.error, _InflateError)):
+                why = "the compressed data is corrupt"
+            elif "CRC check" in why:
+                why = "the data fails its CRC check: corrupt"
+            raise ImportFormatError(f"cannot decompress: {why}", path=self.path,
                                     hint="expected a gzip-compressed Kineto JSON trace") from None
         raise item
 
@@ -246,7 +259,7 @@ class KinetoFile:
             self._raw = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         except OSError as exc:
             raise ImportFormatError(f"cannot read: {exc.strerror}", path=self.path) from None
-        self._stream = gzip.GzipFile(fileobj=self._raw) if is_gz(self.path) else self._raw
+        self._stream = _gzip.GzipFile(fileobj=self._raw) if is_gz(self.path) else self._raw
         self._blocks = queue.Queue(maxsize=_READ_AHEAD)
         self._stop.clear()
         self._pump = threading.Thread(target=self._pump_blocks, name="hermes-kineto-read",
