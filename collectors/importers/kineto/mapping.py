@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -263,15 +264,11 @@ def decode_args(raws: Sequence[msgspec.Raw], joined: bytes | None = None) -> Arg
     """
     if not raws:
         return ArgsList()
-    if joined is not None:
-        try:
-            values = _ONE_ARGS.decode_lines(joined)
-        except msgspec.DecodeError:  # ValidationError included
-            values = None
-        if values is not None and len(values) == len(raws):
-            out = ArgsList(values)
-            out.text = joined
-            return out
+    values = _one_per_event(_ONE_ARGS, joined, len(raws))
+    if values is not None:
+        out = ArgsList(values)
+        out.text = joined
+        return out
     text = b"[" + b",".join(raws) + b"]"
     try:
         out = ArgsList(_ARGS.decode(text))
@@ -290,17 +287,25 @@ def decode_hot_args(raws: Sequence[msgspec.Raw], joined: bytes | None) -> ArgsLi
     type elsewhere in the args makes that fall back to :func:`_tolerant`, which reads every
     well-typed value the same (an integer beyond int64 aside: a caller whose columns overflow
     uses ``full()``)."""
-    if joined is not None and raws:
-        try:
-            values = _ONE_HOT.decode_lines(joined)
-        except msgspec.DecodeError:  # ValidationError included
-            values = None
-        if values is not None and len(values) == len(raws):
-            out = ArgsList(values)
-            out.text = joined
-            out._source = (raws, joined)
-            return out
+    values = _one_per_event(_ONE_HOT, joined, len(raws)) if raws else None
+    if values is not None:
+        out = ArgsList(values)
+        out.text = joined
+        out._source = (raws, joined)
+        return out
     return decode_args(list(raws), joined)
+
+
+def _one_per_event(decoder: Any, joined: bytes | None, n: int) -> list[Any] | None:
+    """``joined`` decoded by ``decoder`` as a sequence of values, when it comes apart as ``n``
+    of them (one per event); else None."""
+    if joined is None:
+        return None
+    try:
+        values = decoder.decode_lines(joined)
+    except msgspec.DecodeError:  # ValidationError included
+        return None
+    return values if len(values) == n else None
 
 
 def take(items: Sequence, rows: np.ndarray) -> list:
