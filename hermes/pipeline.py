@@ -25,33 +25,10 @@ def analyze_and_advise(trace_or_path: Any, ranks: Iterable[int] | None = None, w
                        ) -> tuple[Analysis, Advice]:
     """The analysis of a trace (or trace path) and the advisor's recommendations for it;
     ``executor`` runs its ranks (default: the embedded one of ``workers`` processes)."""
-    ahead = _Ahead(trace_or_path) if ranks is None else None
     analysis = run_analysis(trace_or_path, ranks=ranks, workers=workers, progress=progress,
-                            keep_warmup=keep_warmup, executor=executor,
-                            meanwhile=ahead.run if ahead is not None else None)
+                            keep_warmup=keep_warmup, executor=executor)
     # the trace travels on to the advisor so what-if can replay it (estimate = "replay")
-    return analysis, advise(analysis, table, trace=trace_or_path if ranks is None else None,
-                            prepared=ahead.prepared if ahead is not None else None)
-
-
-class _Ahead:
-    """The advice's step graphs and unchanged replay (``replayed.prepare``), made on the
-    analysis's side thread once the critical path analyzer is done (``run.analyze``'s
-    ``meanwhile``: a trace in memory of one rank), while the other analyzers run. A failure
-    leaves nothing prepared: the advice then computes it and meets the error there, as without
-    this."""
-
-    def __init__(self, trace: Any) -> None:
-        self.trace = trace
-        self.prepared: Any = None
-
-    def run(self) -> None:
-        from hermes.advisor.replayed import prepare
-
-        try:
-            self.prepared = prepare(self.trace)
-        except Exception:  # noqa: BLE001 - met again, and reported, by the advice itself
-            self.prepared = None
+    return analysis, advise(analysis, table, trace=trace_or_path if ranks is None else None)
 
 
 def preload() -> None:

@@ -51,20 +51,18 @@ class Advice:
                                        for f in analysis.findings])
 
 
-def advise(analysis: Analysis, table: RuleTable | None = None, trace: Any = None,
-           prepared: Any = None) -> Advice:
+def advise(analysis: Analysis, table: RuleTable | None = None, trace: Any = None) -> Advice:
     """Recommendations for every finding of ``analysis`` from ``table`` (default: the shipped
     rule table, ``rules/rules.toml``). With the ``trace`` (a :class:`hermes.Trace`, its path, or
     its events), a recommendation whose optimization has a what-if transform gets its
     ``estimated_speedup`` from replaying the step graph (``estimate = "replay"``,
-    :mod:`hermes.advisor.replayed`); the others keep the rule's formula. ``prepared``: the
-    replay's first steps done ahead (``replayed.prepare(trace)``), taken where they fit."""
+    :mod:`hermes.advisor.replayed`); the others keep the rule's formula."""
     table = table or TABLE
     recs = {f.id: recommend(f, analysis.meta, table) for f in analysis.findings}
     if trace is not None:
         from hermes.advisor.replayed import with_replay
 
-        recs = with_replay(recs, trace, analysis, table.max_speedup, prepared)
+        recs = with_replay(recs, trace, analysis, table.max_speedup)
     return Advice({k: tuple(v) for k, v in recs.items()}, table.path)
 
 

@@ -11,14 +11,14 @@ steps: the median step is then a half-waiting one).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from hermes.findings import Recommendation
-from hermes.whatif import _unchanged, graphs, predict
+from hermes.whatif import graphs, predict
 from hermes.whatif.transforms import lookup
 
 
@@ -73,49 +73,14 @@ def _work_bound(p: Any) -> float:
     return p.replay_ms / max(p.replay_ms - removed, p.replay_ms * 1e-3)
 
 
-@dataclass
-class Prepared:
-    """Step graphs of every rank of a trace in memory, with their replay with nothing changed
-    kept on them, made ahead of the advice (:func:`prepare`)."""
-
-    events: pd.DataFrame
-    ranks: list[int]
-    graphs: dict[int, Any]
-
-
-def prepare(trace: Any) -> Prepared | None:
-    """What :func:`with_replay` computes first, done ahead of it (the pipeline: beside the
-    analysis, once the critical path analyzer has built the graphs it hands over): the step
-    graphs of every rank of ``trace`` (a :class:`hermes.Trace` in memory, at most
-    :data:`MAX_RANKS` ranks, so that every rank is one the advice replays) and their unchanged
-    replay. None for a path or more ranks (the analysis then decides which ranks replay)."""
-    ev = trace if isinstance(trace, pd.DataFrame) else getattr(trace, "events", None)
-    if isinstance(trace, (str, Path)) or not isinstance(ev, pd.DataFrame) or not len(ev):
-        return None
-    ranks = sorted(int(r) for r in pd.unique(ev["rank"])) if "rank" in ev.columns else []
-    if len(ranks) > MAX_RANKS:
-        return None
-    gs = graphs(ev, max_ranks=MAX_RANKS)
-    meta = getattr(trace, "meta", None)
-    _unchanged(gs, getattr(meta, "clock_offsets_ns", None))  # kept on the graphs (memo)
-    return Prepared(ev, ranks, gs)
-
-
-def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any, cap: float,
-                prepared: Prepared | None = None) -> dict[str, list[Recommendation]]:
-    """``recs`` with replayed speedups where a transform exists, re-sorted per finding.
-    ``prepared``: :func:`prepare` of ``trace``, taken where it holds the graphs wanted (the same
-    events, the same ranks)."""
+def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any, cap: float
+                ) -> dict[str, list[Recommendation]]:
+    """``recs`` with replayed speedups where a transform exists, re-sorted per finding."""
     if not any(_key(r) for rs in recs.values() for r in rs):
         return recs
     meta = getattr(analysis, "meta", None)
-    ranks = slowest_ranks(analysis)
-    events, trace_meta = _events(trace, ranks)
-    if prepared is not None and prepared.events is events and \
-            (ranks is None or sorted(ranks) == prepared.ranks):
-        gs = prepared.graphs
-    else:
-        gs = graphs(events, max_ranks=MAX_RANKS)
+    events, trace_meta = _events(trace, slowest_ranks(analysis))
+    gs = graphs(events, max_ranks=MAX_RANKS)
     cache: dict[str, tuple[float, float] | None] = {}
     why: dict[str, str] = {}
     out = {}
