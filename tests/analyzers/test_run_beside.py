@@ -39,9 +39,9 @@ def test_beside_gives_what_one_after_the_other_gives(monkeypatch: pytest.MonkeyP
     started = []
     orig = run._Beside.__init__
 
-    def spy(self, name, fn, then=None):  # type: ignore[no-untyped-def]
+    def spy(self, name, fn):  # type: ignore[no-untyped-def]
         started.append(name)
-        orig(self, name, fn, then)
+        orig(self, name, fn)
 
     monkeypatch.setattr(run._Beside, "__init__", spy)
     monkeypatch.setattr(run, "_cpus", lambda: 2)
