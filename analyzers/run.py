@@ -50,8 +50,7 @@ def load_analyzers() -> None:
 
 
 def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = False,
-             packed: bool = False, meanwhile: Callable[[], Any] | None = None
-             ) -> dict[str, AnalyzerResult]:
+             packed: bool = False) -> dict[str, AnalyzerResult]:
     """Every rank analyzer on one rank's events, in dependency order; a warm-up first step
     (``steps.drop_warmup``) is left out unless ``keep_warmup``. ``packed``: each result is
     packed (:func:`hermes.analyzers.result.pack`: the worker-only tables dropped, the others
@@ -60,22 +59,19 @@ def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = Fal
     warmup = None
     if not keep_warmup:
         events, warmup = drop_warmup(events)
-    return _analyze_rank(rank, events, meta, warmup, packed, meanwhile)
+    return _analyze_rank(rank, events, meta, warmup, packed)
 
 
 def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, float] | None,
-                  packed: bool, meanwhile: Callable[[], Any] | None = None
-                  ) -> dict[str, AnalyzerResult]:
-    """:func:`run_rank` once the warm-up step is dropped (``warmup``: what was left out).
-    ``meanwhile``: called on the thread of :data:`BESIDE` once that analyzer is done, if it
-    runs on one (else not at all)."""
+                  packed: bool) -> dict[str, AnalyzerResult]:
+    """:func:`run_rank` once the warm-up step is dropped (``warmup``: what was left out)."""
     load_analyzers()
     results: dict[str, AnalyzerResult] = {}
     todo = ordered("rank")
     big = len(events) >= RELEASE_MIN_EVENTS
     if big:
         release_memory()  # what loading (or importing) the trace freed
-    side = None if big or packed else _beside(todo, rank, events, meta, meanwhile)
+    side = None if big or packed else _beside(todo, rank, events, meta)
     for i, a in enumerate(todo):
         if side is not None and a.name == side.name:
             continue
@@ -107,13 +103,11 @@ class _Beside:
     """One analyzer running on its own thread; :meth:`result` waits for it (its error is
     raised there, in the caller's thread)."""
 
-    def __init__(self, name: str, fn: Callable[[], AnalyzerResult],
-                 then: Callable[[], Any] | None = None) -> None:
+    def __init__(self, name: str, fn: Callable[[], AnalyzerResult]) -> None:
         import threading
 
         self.name = name
         self._fn = fn
-        self._then = then
         self._out: AnalyzerResult | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"hermes-{name}", daemon=True)
@@ -122,8 +116,6 @@ class _Beside:
     def _run(self) -> None:
         try:
             self._out = self._fn()
-            if self._then is not None:
-                self._then()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller in result()
             self._error = exc
 
@@ -135,16 +127,14 @@ class _Beside:
         return self._out
 
 
-def _beside(todo: list[Any], rank: int, events: pd.DataFrame, meta: Any,
-            then: Callable[[], Any] | None = None) -> _Beside | None:
-    """:data:`BESIDE` started on its own thread (then ``then`` on it), where it is independent
-    of every other analyzer in ``todo`` and this process has two or more CPUs; else None (run
-    in order; ``then`` is not called)."""
+def _beside(todo: list[Any], rank: int, events: pd.DataFrame, meta: Any) -> _Beside | None:
+    """:data:`BESIDE` started on its own thread, where it is independent of every other
+    analyzer in ``todo`` and this process has two or more CPUs; else None (run in order)."""
     a = next((a for a in todo if a.name == BESIDE), None)
     if a is None or a.needs or any(BESIDE in b.needs for b in todo) or _cpus() < 2:
         return None
     ctx = RankContext(rank=rank, events=events, meta=meta, results={})
-    return _Beside(a.name, functools.partial(a.fn, ctx), then)
+    return _Beside(a.name, functools.partial(a.fn, ctx))
 
 
 def _cpus() -> int:
@@ -268,8 +258,7 @@ def _pick(ranks: list[int], wanted: Iterable[int] | None) -> list[int]:
 
 def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
             progress: Progress | None = None, keep_warmup: bool = False,
-            executor: Executor | None = None, meanwhile: Callable[[], Any] | None = None
-            ) -> Analysis:
+            executor: Executor | None = None) -> Analysis:
     """Analyze a :class:`hermes.Trace` or a trace path; ``ranks`` restricts to some ranks.
 
     Ranks of a trace path run on ``executor`` (default: :class:`LocalExecutor` of ``workers``
@@ -278,12 +267,6 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
     over 10x the median of the others (warm-up: compilation, lazy loading, allocator and cache
     warm-up) is left out of the analysis and reported in ``Analysis.warmup``, unless
     ``keep_warmup``.
-
-    ``meanwhile``: work that may overlap the analysis of a trace in memory of one rank (the
-    pipeline: the advice's step graphs and unchanged replay), called on the thread the critical
-    path analyzer runs on beside the others once it is done; not called at all where there is
-    no such thread (a trace path, several ranks, one CPU, a rank of over
-    :data:`RELEASE_MIN_EVENTS` events).
     """
     load_analyzers()
     per_rank: dict[int, dict[str, AnalyzerResult]] = {}
@@ -322,8 +305,7 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
             [int(r) for r in (getattr(meta, "ranks", ()) or (0,))]
         # events already in this process are analyzed here: shipping them to workers would cost
         # more than the analysis
-        _run_split(events, meta, _pick(present, ranks), per_rank, progress, keep_warmup,
-                   meanwhile=meanwhile)
+        _run_split(events, meta, _pick(present, ranks), per_rank, progress, keep_warmup)
     # results arrive in completion order; the reduce sees ranks in order, as a serial run does
     per_rank = {r: per_rank[r] for r in sorted(per_rank)}
     analysis = _reduce(per_rank, meta)
@@ -337,16 +319,14 @@ def _missing_line(missing: list[dict[str, Any]]) -> str:
 
 def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
                per_rank: dict[int, dict[str, AnalyzerResult]], progress: Progress | None,
-               keep_warmup: bool = False, packed: bool = False,
-               meanwhile: Callable[[], Any] | None = None) -> None:
+               keep_warmup: bool = False, packed: bool = False) -> None:
     """Ranks of events already in this process, one after the other; ``packed``: results kept
     as a trace path's are (:func:`hermes.analyzers.result.pack`)."""
     groups = {int(k): g for k, g in events.groupby("rank", observed=True, sort=True)} \
         if len(events) else {}
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])
-        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup, packed,
-                               meanwhile if len(todo) == 1 else None)
+        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup, packed)
         if progress:
             progress(i + 1, len(todo))
 

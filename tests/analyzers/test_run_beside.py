@@ -79,18 +79,3 @@ def test_no_thread_where_it_should_not(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "RELEASE_MIN_EVENTS", 10**9)
     _swap(monkeypatch, "memory", needs=(run.BESIDE,))
     run.run_rank(0, tr.events, tr.meta)
-
-
-def test_meanwhile_runs_once_on_the_side_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``analyze(meanwhile=)``: called on the critical path's thread after it, once, for a
-    trace in memory of one rank; never where that thread does not run."""
-    import threading
-
-    tr = import_in_memory(SRC)
-    monkeypatch.setattr(run, "_cpus", lambda: 2)
-    seen: list[str] = []
-    run.analyze(tr, meanwhile=lambda: seen.append(threading.current_thread().name))
-    assert seen == [f"hermes-{run.BESIDE}"]
-    monkeypatch.setattr(run, "_cpus", lambda: 1)
-    run.analyze(tr, meanwhile=lambda: seen.append("serial"))
-    assert seen == [f"hermes-{run.BESIDE}"]
