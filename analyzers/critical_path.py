@@ -26,7 +26,6 @@ It emits no findings: the cause analyzers use the path's composition as evidence
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +36,7 @@ import pandas as pd
 
 from hermes.analyzers import cpedges, cpgraph, stepgraph
 from hermes.analyzers.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.executor import usable_cpus
 from hermes.analyzers.steps import step_windows
 
 COMPONENTS = stepgraph.COMPONENTS
@@ -72,11 +72,7 @@ def solver_threads() -> int:
 
     if multiprocessing.parent_process() is not None:
         return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # (not Linux)
-        cores = os.cpu_count() or 1
-    return 2 if cores >= 2 else 1
+    return 2 if usable_cpus() >= 2 else 1
 
 
 def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0

@@ -57,6 +57,14 @@ def _one_line(exc: BaseException) -> str:
     return last.splitlines()[0] if last else type(exc).__name__
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask on Linux, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def pool_size(workers: int) -> int:
     """Processes for ``workers`` requested: at most the cores, and at most the available memory
     over ``WORKER_BUDGET_BYTES`` (at least one)."""

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
-from hermes.analyzers.executor import Executor, Failure, LocalExecutor
+from hermes.analyzers.executor import Executor, Failure, LocalExecutor, usable_cpus
 from hermes.analyzers.fold import fold_symptoms, merge_findings
 from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
@@ -92,10 +92,11 @@ def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, 
 
 #: The analyzer run on a thread of its own beside the others, for a rank analyzed in this
 #: process (a trace in memory) under :data:`RELEASE_MIN_EVENTS`: the longest one that needs no
-#: other's result and whose result no other needs. Its graph passes are numpy calls that let go
-#: of the interpreter lock, so it mostly runs on a second core (200k events: the rank's
-#: analysis ~0.44 -> ~0.35 s on an idle 2-core machine). Not for a bigger rank (both would hold
-#: their memory at once) nor in a worker process (the other workers have the cores).
+#: other's result and whose result no other needs. Its numpy passes let go of the interpreter
+#: lock part of the time, so some of it runs on a second core (200k events, ``hermes analyze``
+#: from the trace to the end: ~0.50 -> ~0.46 s on a 2-core machine). Not for a bigger rank
+#: (both would hold their memory at once) nor in a worker process (the other workers have the
+#: cores).
 BESIDE = "critical_path"
 
 
@@ -131,17 +132,10 @@ def _beside(todo: list[Any], rank: int, events: pd.DataFrame, meta: Any) -> _Bes
     """:data:`BESIDE` started on its own thread, where it is independent of every other
     analyzer in ``todo`` and this process has two or more CPUs; else None (run in order)."""
     a = next((a for a in todo if a.name == BESIDE), None)
-    if a is None or a.needs or any(BESIDE in b.needs for b in todo) or _cpus() < 2:
+    if a is None or a.needs or any(BESIDE in b.needs for b in todo) or usable_cpus() < 2:
         return None
     ctx = RankContext(rank=rank, events=events, meta=meta, results={})
     return _Beside(a.name, functools.partial(a.fn, ctx))
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
 
 
 #: A rank of at least this many events gives the memory each analyzer freed back to the OS

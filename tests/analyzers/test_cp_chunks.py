@@ -5,6 +5,7 @@ step borders."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -140,14 +141,14 @@ def test_groups_of_steps_give_the_one_graph_answer(monkeypatch, seed):
 
 def test_solver_threads_only_in_a_process_of_its_own(monkeypatch):
     monkeypatch.setattr(critical_path, "THREADS", None)
-    monkeypatch.setattr(critical_path.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3},
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3},
                         raising=False)
     assert critical_path.solver_threads() == 2
-    monkeypatch.setattr(critical_path.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert critical_path.solver_threads() == 1
     import multiprocessing
 
-    monkeypatch.setattr(critical_path.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())  # a pool worker
     assert critical_path.solver_threads() == 1
 

@@ -44,10 +44,10 @@ def test_beside_gives_what_one_after_the_other_gives(monkeypatch: pytest.MonkeyP
         orig(self, name, fn)
 
     monkeypatch.setattr(run._Beside, "__init__", spy)
-    monkeypatch.setattr(run, "_cpus", lambda: 2)
+    monkeypatch.setattr(run, "usable_cpus", lambda: 2)
     both = run.run_rank(0, tr.events, tr.meta)
     assert started == [run.BESIDE]
-    monkeypatch.setattr(run, "_cpus", lambda: 1)  # one CPU: in order, no thread
+    monkeypatch.setattr(run, "usable_cpus", lambda: 1)  # one CPU: in order, no thread
     serial = run.run_rank(0, tr.events, tr.meta)
     assert started == [run.BESIDE]
     _same(both, serial)
@@ -61,7 +61,7 @@ def test_an_error_beside_is_raised_in_the_caller(monkeypatch: pytest.MonkeyPatch
     def broken(ctx):  # type: ignore[no-untyped-def]
         raise ValueError("graph broke")
 
-    monkeypatch.setattr(run, "_cpus", lambda: 2)
+    monkeypatch.setattr(run, "usable_cpus", lambda: 2)
     _swap(monkeypatch, run.BESIDE, fn=broken)
     with pytest.raises(ValueError, match="graph broke"):
         run.run_rank(0, tr.events, tr.meta)
@@ -70,7 +70,7 @@ def test_an_error_beside_is_raised_in_the_caller(monkeypatch: pytest.MonkeyPatch
 def test_no_thread_where_it_should_not(monkeypatch: pytest.MonkeyPatch) -> None:
     tr = import_in_memory(SRC)
     run.load_analyzers()
-    monkeypatch.setattr(run, "_cpus", lambda: 2)
+    monkeypatch.setattr(run, "usable_cpus", lambda: 2)
     monkeypatch.setattr(run, "_Beside", lambda *a: pytest.fail("a thread was started"))
     run.run_rank(0, tr.events, tr.meta, packed=True)  # a worker's rank: the cores are theirs
     monkeypatch.setattr(run, "RELEASE_MIN_EVENTS", 10)  # a big rank: memory one at a time
