@@ -82,6 +82,10 @@ def _culprit(exc: BaseException | None, files: list[Path]) -> str | None:
     return found or f"one of {len(files)} sources"
 
 
+def _nothing_to_prepare() -> None:
+    return None
+
+
 def _nothing_to_say(path: Path) -> str | None:
     return None
 
@@ -109,6 +113,9 @@ class Importer:
     #: the modules ``run`` imports on first use (numpy, pyarrow, its own), for a caller that
     #: runs it in a forked process: imported once before the fork, not in both processes
     modules: tuple[str, ...] = ()
+    #: work ``run`` does on every call that the process it is forked from would do too (data
+    #: files both read): done once, before the fork, by the same caller
+    prepare: Callable[[], None] = _nothing_to_prepare
 
     def __post_init__(self) -> None:
         # Every caller (import, diff and check of raw profiler output, the PyTorch profiler

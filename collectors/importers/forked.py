@@ -153,6 +153,10 @@ def start(src: Path, early: bool = False) -> Pending | None:
     imp = importers.get(imp.name)
     for mod in ("pyarrow", "pyarrow.ipc", *imp.modules):  # both processes need them: once
         importlib.import_module(mod)
+    try:
+        imp.prepare()
+    except Exception:  # noqa: BLE001 - each process meets it again where it reports it
+        pass
     # what lives now (the modules) moves out of the collector's reach: a collection in either
     # process would otherwise write to every object's header, copying each page both share
     try:
@@ -193,6 +197,7 @@ def _child(imp: Any, src: Path, fd: int) -> None:
     Arrow IPC stream; exit 0 only when all of it was written. Nothing of the parent's (atexit
     handlers, buffered output) runs here."""
     code = 1
+    gc.enable()  # off in a console run while its modules load (``commands._util.hold_gc``)
     try:
         import pyarrow as pa
 

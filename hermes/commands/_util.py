@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -175,6 +176,31 @@ def in_memory_source(src: Path, save: Path | None = None) -> bool:
         and json_bytes(src) <= IN_MEMORY_MAX_BYTES
 
 
+#: whether :func:`hold_gc` turned the garbage collector off (and :func:`release_gc` has not
+#: turned it back on)
+_gc_held = False
+
+
+def hold_gc() -> None:
+    """Turn the cyclic garbage collector off while a console run loads its modules
+    (``hermes.commands._launch``); a no-op where it is off already (the caller's choice)."""
+    global _gc_held
+    if gc.isenabled():
+        gc.disable()
+        _gc_held = True
+
+
+def release_gc() -> None:
+    """Turn the collector :func:`hold_gc` turned off back on, the objects made until now
+    frozen first (``gc.freeze``: never traversed again; the modules' objects live until exit).
+    A no-op unless :func:`hold_gc` turned it off."""
+    global _gc_held
+    if _gc_held:
+        _gc_held = False
+        gc.freeze()
+        gc.enable()
+
+
 def keep_freed_memory(limit: int = IN_MEMORY_MAX_BYTES) -> None:
     """Have glibc's malloc keep freed memory for reuse in this process (and a child it forks):
     blocks under 32 MiB from the heap instead of fresh mappings, and up to ``limit`` bytes of
@@ -246,6 +272,7 @@ def hermes_source(src: Path, save: Path | None = None, started: Any = None) -> I
     JSON: peak RSS ~2.6 -> ~1.9 GiB, for a Parquet write and read of a few seconds).
     ``started``: that import already under way in a forked process (:func:`start_source`); if
     it failed, the file is imported here (which reports what is wrong with it)."""
+    release_gc()  # what analyzes the trace is loaded: the console run's start-up is over
     if in_memory_source(src, save):
         if started is not None:
             warm_heap(HEAP_PER_BYTE * json_bytes(src), until=started.done)

@@ -131,3 +131,66 @@ def test_an_import_no_command_took_is_ended(tmp_path: Path) -> None:
     while Path(f"/proc/{words[1]}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{words[1]}").exists()
+
+
+GC_STATE = """
+import gc, sys
+from hermes.commands import _util
+seen = []
+orig = _util.release_gc
+def release():
+    seen.append((gc.isenabled(), "pandas" in sys.modules,
+                 "hermes.analyzers.critical_path" in sys.modules))
+    orig()
+    seen.append((gc.isenabled(), gc.get_freeze_count() > 0))
+_util.release_gc = release
+import hermes.cli
+def quick_exit(code):
+    print(seen, gc.isenabled(), flush=True)
+hermes.cli._quick_exit = quick_exit
+""" + LAUNCH
+
+
+@pytest.mark.skipif(not LINUX_2CPU, reason="forks only on Linux with >= 2 CPUs")
+def test_the_collector_is_off_while_an_early_analyze_loads_its_modules() -> None:
+    """``analyze FILE`` started early: the collector stays off through the analysis stage's
+    imports (pandas, the analyzers) and is back on, with them frozen, before the analysis."""
+    r = subprocess.run([sys.executable, "-c", GC_STATE, "analyze", str(SRC)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.strip().splitlines()[-1]  # after the report
+    assert last == "[(False, True, True), (True, True)] True"  # on at the end too
+
+
+def test_the_collector_is_on_for_a_command_started_without_an_import() -> None:
+    r = subprocess.run([sys.executable, "-c", "import gc, hermes.cli\n"
+                        "hermes.cli.app.command('gcstate')(lambda: print(gc.isenabled()))\n"
+                        + LAUNCH, "gcstate"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"
+
+
+def test_hold_and_release_leave_a_callers_own_setting_alone() -> None:
+    import gc
+
+    from hermes.commands import _util
+
+    assert gc.isenabled()
+    _util.hold_gc()
+    try:
+        assert not gc.isenabled()
+        _util.hold_gc()  # already off: still held once
+    finally:
+        _util.release_gc()
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    gc.disable()  # the caller's choice: neither call changes it
+    try:
+        _util.hold_gc()
+        _util.release_gc()
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+    assert frozen > 0

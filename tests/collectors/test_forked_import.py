@@ -228,3 +228,49 @@ def test_a_child_seen_ended_is_read_and_never_killed() -> None:
     r = _run(DONE, str(src))
     assert r.returncode == 0, r.stderr
     assert int(r.stdout) == len(import_in_memory(src).events)
+
+
+PREPARED = """
+import sys
+from pathlib import Path
+from hermes import devices
+from hermes.collectors import importers
+from hermes.collectors.importers import forked
+imp = importers.get("kineto")
+fail = sys.argv[2] == "fail"
+calls = []
+def prepare():
+    calls.append(1)
+    if fail:
+        raise RuntimeError("no profiles")
+    devices.profiles()
+object.__setattr__(imp, "prepare", prepare)
+pending = forked.start(Path(sys.argv[1]))
+assert pending is not None, "no fork"
+# before the fork: the profiles are read once, here, for both processes
+print(len(calls), devices.profiles.cache_info().currsize, len(pending.result().events))
+"""
+
+
+@needs_fork
+@pytest.mark.parametrize("how", ["ok", "fail"])
+def test_the_importers_preparation_runs_once_before_the_fork(how: str) -> None:
+    """What both processes would do (the device profiles read) is done before the fork; a
+    preparation that fails costs nothing but itself: the import goes on."""
+    from hermes.diff.runs import import_in_memory
+
+    src = KINETO / SOURCES[0]
+    r = _run(PREPARED, str(src), how)
+    assert r.returncode == 0, r.stderr
+    calls, cached, n = map(int, r.stdout.split())
+    assert calls == 1 and n == len(import_in_memory(src).events)
+    assert cached == (1 if how == "ok" else 0)
+
+
+def test_the_kineto_importer_prepares_the_device_profiles() -> None:
+    from hermes import devices
+    from hermes.collectors import importers
+
+    devices.profiles.cache_clear()
+    importers.get("kineto").prepare()
+    assert devices.profiles.cache_info().currsize == 1

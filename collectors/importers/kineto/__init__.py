@@ -22,9 +22,18 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     return run_import(sources, out, options)
 
 
+def _device_profiles() -> None:
+    """The device profiles read (a file's device is matched against them; the analyzers'
+    roofline matches it again)."""
+    from hermes import devices
+
+    devices.profiles()
+
+
 IMPORTER = Importer(
     name="kineto",
     description="PyTorch profiler (Kineto) JSON trace, .json or .json.gz, one per rank",
     patterns=("*.json", "*.json.gz"),
     detect=detect, run=run, explain=explain, in_memory=True,
-    modules=("hermes.collectors.importers.kineto.importer",))
+    modules=("hermes.collectors.importers.kineto.importer", "hermes.devices"),
+    prepare=_device_profiles)
