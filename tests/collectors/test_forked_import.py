@@ -274,3 +274,26 @@ def test_the_kineto_importer_prepares_the_device_profiles() -> None:
     devices.profiles.cache_clear()
     importers.get("kineto").prepare()
     assert devices.profiles.cache_info().currsize == 1
+
+
+KILLED_MIDWAY = """
+import os, sys
+from pathlib import Path
+import hermes.collectors.importers.kineto.importer as ki
+from hermes.collectors.importers import forked
+def die(*args, **kwargs):  # in the child, inside the importer's run: killed there
+    os.kill(os.getpid(), 9)
+ki._import_file = die
+pending = forked.start(Path(sys.argv[1]))
+assert pending is not None and pending.result() is None
+print("ok")
+"""
+
+
+@needs_fork
+def test_a_child_killed_inside_the_import_leaves_nothing_behind(tmp_path: Path) -> None:
+    """An import into memory makes no scratch folder (its spool is in memory): a child killed
+    half-way (``Pending.cancel`` sends SIGKILL) has nothing on disk to leave."""
+    r = _run(KILLED_MIDWAY, str(KINETO / SOURCES[0]), env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert list(tmp_path.iterdir()) == []

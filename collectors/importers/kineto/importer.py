@@ -13,6 +13,7 @@ Timestamps stay on Kineto's own clock, converted exactly to integer nanoseconds;
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -297,13 +298,14 @@ def _spooled(spool: Path | list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def _import_file(path: Path, rank_fallback: int,
                  writer: TraceWriter | RankedTraceWriter | MemoryWriter,
-                 tmpdir: Path, progress: Callable[[int], None] | None, comm: CommPatterns,
+                 tmpdir: Path | None, progress: Callable[[int], None] | None,
+                 comm: CommPatterns,
                  max_bytes: int) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
     """Import one file; returns (rank, side info, header, events per kind, dangling corr).
     Into memory, the intermediate batches stay in memory too (no spool file): a batch read
     back from the spool is one buffer that the finished batch's shared columns keep whole."""
-    spool: Path | list[pa.RecordBatch] = [] if isinstance(writer, MemoryWriter) else \
-        tmpdir / "spool.arrows"
+    spool: Path | list[pa.RecordBatch] = [] if isinstance(writer, MemoryWriter) or \
+        tmpdir is None else tmpdir / "spool.arrows"
     side, header = _phase1(path, spool, progress, comm, max_bytes)
     rank = _rank_of(header, path)
     rank = rank_fallback if rank is None else rank
@@ -350,7 +352,11 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     extra: dict[str, Any] = {}
     done = 0
     try:
-        with tempfile.TemporaryDirectory(prefix="hermes-kineto-") as tmp:
+        # the spool's folder; an import into memory spools in memory and makes none (a forked
+        # child killed half-way would leave it behind)
+        scratch: Any = contextlib.nullcontext("") if isinstance(writer, MemoryWriter) else \
+            tempfile.TemporaryDirectory(prefix="hermes-kineto-")
+        with scratch as tmp:
             for i, src in enumerate(sources):
                 size = src.stat().st_size
 
@@ -360,7 +366,7 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
 
                 fallback = i if rank_option is None else int(rank_option)
                 rank, side, header, kinds, dangling = _import_file(
-                    src, fallback, writer, Path(tmp), step_progress, comm,
+                    src, fallback, writer, Path(tmp) if tmp else None, step_progress, comm,
                     int(options.get("max_bytes") or MAX_EVENT_BYTES))
                 if rank_option is not None and rank != rank_option:
                     warnings.append(f"{src.name}: the file names rank {rank} "
