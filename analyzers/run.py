@@ -316,13 +316,32 @@ def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
                keep_warmup: bool = False, packed: bool = False) -> None:
     """Ranks of events already in this process, one after the other; ``packed``: results kept
     as a trace path's are (:func:`hermes.analyzers.result.pack`)."""
-    groups = {int(k): g for k, g in events.groupby("rank", observed=True, sort=True)} \
-        if len(events) else {}
+    groups = _by_rank(events, todo)
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])
-        per_rank[r] = run_rank(r, ev.reset_index(drop=True), meta, keep_warmup, packed)
+        if not _numbered(ev):
+            ev = ev.reset_index(drop=True)
+        per_rank[r] = run_rank(r, ev, meta, keep_warmup, packed)
         if progress:
             progress(i + 1, len(todo))
+
+
+def _by_rank(events: pd.DataFrame, todo: list[int]) -> dict[int, pd.DataFrame]:
+    """``events`` split by rank; the frame itself (no copy) when it holds one rank only, the one
+    wanted: the analyzers read their events, and a frame that is the trace's own lets the
+    advice's replay take the critical path's step graph without comparing the events."""
+    if not len(events):
+        return {}
+    rank = events["rank"].to_numpy()
+    if len(todo) == 1 and (rank == todo[0]).all():
+        return {todo[0]: events}
+    return {int(k): g for k, g in events.groupby("rank", observed=True, sort=True)}
+
+
+def _numbered(events: pd.DataFrame) -> bool:
+    """Whether the frame's index is already 0, 1, ..., n-1 (what ``reset_index`` makes)."""
+    ix = events.index
+    return isinstance(ix, pd.RangeIndex) and ix.start == 0 and ix.step == 1
 
 
 def _unplaced(per_rank: dict[int, dict[str, AnalyzerResult]]) -> dict[str, Any]:
