@@ -88,6 +88,7 @@ def register(app: typer.Typer) -> None:
 
             if started is not None:
                 preload()  # while the child still parses
+                renderer.load()
             source_of = functools.partial(hermes_source, started=started) if here else \
                 hermes_trace
             with source_of(trace, save_trace) as source:

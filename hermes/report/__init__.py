@@ -36,6 +36,11 @@ class Renderer:
     #: Whether the function takes ``trace=`` (the events behind the analysis, for a timeline).
     wants_trace: bool = False
 
+    def load(self) -> None:
+        """Import the function's module now, for a caller with time to spare before it
+        renders (``hermes analyze`` while its forked import runs)."""
+        importlib.import_module(self.module)
+
     def __call__(self, analysis: Analysis, advice: Advice, top: int = 10,
                  trace: Trace | None = None) -> str:
         fn = getattr(importlib.import_module(self.module), self.function)

@@ -140,7 +140,8 @@ seen = []
 orig = _util.release_gc
 def release():
     seen.append((gc.isenabled(), "pandas" in sys.modules,
-                 "hermes.analyzers.critical_path" in sys.modules))
+                 "hermes.analyzers.critical_path" in sys.modules,
+                 "hermes.report.text" in sys.modules))
     orig()
     seen.append((gc.isenabled(), gc.get_freeze_count() > 0))
 _util.release_gc = release
@@ -154,12 +155,13 @@ hermes.cli._quick_exit = quick_exit
 @pytest.mark.skipif(not LINUX_2CPU, reason="forks only on Linux with >= 2 CPUs")
 def test_the_collector_is_off_while_an_early_analyze_loads_its_modules() -> None:
     """``analyze FILE`` started early: the collector stays off through the analysis stage's
-    imports (pandas, the analyzers) and is back on, with them frozen, before the analysis."""
+    imports (pandas, the analyzers, the renderer, all loaded while the child parses) and is
+    back on, with them frozen, before the analysis."""
     r = subprocess.run([sys.executable, "-c", GC_STATE, "analyze", str(SRC)], capture_output=True,
                        text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
     last = r.stdout.strip().splitlines()[-1]  # after the report
-    assert last == "[(False, True, True), (True, True)] True"  # on at the end too
+    assert last == "[(False, True, True, True), (True, True)] True"  # on at the end too
 
 
 def test_the_collector_is_on_for_a_command_started_without_an_import() -> None:
