@@ -299,6 +299,21 @@ def size_cases() -> list[Case]:
                  needle="MiB")]
 
 
+def fuzz_cases() -> list[Case]:
+    """Defects the mutation fuzzer (tests/bad_inputs/fuzz.py) found, minimized."""
+    from tests.bad_inputs.make_corpus import KD_HEADER, KD_ROW, _asc
+
+    step_trace = ("Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,"
+                  "Communication,Free,Free,Stage,Bubble\n,rank,0,80.3,683.7,5.5,689.2,990.6,"
+                  "990.6,1754.6,0.0\n")
+    kd_dup = KD_HEADER.replace("Name,", "Name,Name,", 1)
+    kd_row = KD_ROW.replace("MatMul_1,", "MatMul_1,MatMul_1,", 1)
+    return [Case("fuzz-ascend-csv-repeated-column", "structure", "import",
+                 _asc("cluster_step_trace_time.csv", step_trace), needle="repeats column"),
+            Case("fuzz-ascend-kernel-details-repeated-name", "structure", "import",
+                 _asc("kernel_details.csv", kd_dup + kd_row), needle="repeats column 'Name'")]
+
+
 def cases() -> list[Case]:
     return [*dataloss_cases(), *special_file_cases(), *resource_cases(), *option_cases(),
-            *size_cases()]
+            *size_cases(), *fuzz_cases()]

@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -179,6 +180,11 @@ def read_csv(path: Path, required: Sequence[Sequence[str]]) -> pd.DataFrame:
             raise ImportFormatError(f"header has no column {want}", path=path, where="line 1",
                                     hint=f"found {', '.join(header[:8])}...; is this an "
                                          f"Ascend profiler {path.name}?")
+    repeated = [h for h, n in Counter(header).items() if n > 1]
+    if repeated:  # a column read by name would be two columns
+        raise ImportFormatError(f"header repeats column {repeated[0]!r}", path=path,
+                                where="line 1", hint="the file is hand-edited or damaged; "
+                                                     "keep one column of each name")
     # Line numbers: csv.reader joins quoted multi-line cells, so count physical lines via
     # line_num of a second pass only when a row is bad (rare).
     width = len(header)
