@@ -308,7 +308,15 @@ def fuzz_cases() -> list[Case]:
                   "990.6,1754.6,0.0\n")
     kd_dup = KD_HEADER.replace("Name,", "Name,Name,", 1)
     kd_row = KD_ROW.replace("MatMul_1,", "MatMul_1,MatMul_1,", 1)
-    return [Case("fuzz-ascend-csv-repeated-column", "structure", "import",
+    view = ('[{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": '
+            '"Ascend Hardware"}}, {"ph": "X", "name": %s, "pid": 1, "tid": 2, "ts": "100", '
+            '"dur": 1, "args": {"Task Type": %s}}]')
+    return [*[Case(f"fuzz-ascend-json-lone-surrogate-{k}", "text", "import",
+                   _asc("trace_view.json", view % v), needle="half a UTF-16")
+              for k, v in (("name", ('"Mat\\udc80"', '"AI_CORE"')),
+                           ("high-in-args", ('"Mat"', '"\\ud83dx"')),
+                           ("with-nan", ('"\\udc80"', "NaN")))],
+            Case("fuzz-ascend-csv-repeated-column", "structure", "import",
                  _asc("cluster_step_trace_time.csv", step_trace), needle="repeats column"),
             Case("fuzz-ascend-kernel-details-repeated-name", "structure", "import",
                  _asc("kernel_details.csv", kd_dup + kd_row), needle="repeats column 'Name'")]
