@@ -557,7 +557,8 @@ class Parquet(Family):
                     return pa.array([rng.choice([1.5, float("nan"), -1.0, 1e300]) for _ in
                                      range(n)])
                 if kind == "int8":
-                    return pa.array([rng.randrange(-128, 128) for _ in range(n)], pa.int8())
+                    few = [rng.randrange(-128, 128) for _ in range(3)]  # not 256 ranks
+                    return pa.array([rng.choice(few) for _ in range(n)], pa.int8())
                 if kind == "bool":
                     return pa.array([rng.random() < 0.5 for _ in range(n)])
                 if kind == "uint64":
