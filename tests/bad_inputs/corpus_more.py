@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.bad_inputs.make_corpus import Case, good_trace, kineto_text, write
+from tests.bad_inputs.make_corpus import Case, good_trace, kineto_text, kineto_with, write
 
 Build = Callable[[Path], list[str]]
 
@@ -311,7 +311,21 @@ def fuzz_cases() -> list[Case]:
     view = ('[{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": '
             '"Ascend Hardware"}}, {"ph": "X", "name": %s, "pid": 1, "tid": 2, "ts": "100", '
             '"dur": 1, "args": {"Task Type": %s}}]')
-    return [*[Case(f"fuzz-ascend-json-lone-surrogate-{k}", "text", "import",
+    def kineto(raw_event: str, cmd: str = "import") -> Build:
+        def build(d: Path) -> list[str]:
+            src = write(d, "r.pt.trace.json", kineto_with(raw_event))
+            if cmd == "analyze":
+                return ["analyze", str(src), "-f", "json"]
+            return ["import", str(src), "--out", str(d / "o.parquet")]
+        return build
+
+    memcpy = ('{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": %s, '
+              '"ts": 140, "dur": 4, "args": {"correlation": 7, "stream": 7, "device": 0}}')
+    out = [Case(f"fuzz-kineto-device-tid-{k}-{c}", "numbers", c, kineto(memcpy % v, c),
+                codes=(0,))
+           for k, v in (("2p63", 2**63), ("below-int64", -(2**63) - 1)) for c in ("import",
+                                                                                  "analyze")]
+    return [*out, *[Case(f"fuzz-ascend-json-lone-surrogate-{k}", "text", "import",
                    _asc("trace_view.json", view % v), needle="half a UTF-16")
               for k, v in (("name", ('"Mat\\udc80"', '"AI_CORE"')),
                            ("high-in-args", ('"Mat"', '"\\ud83dx"')),
