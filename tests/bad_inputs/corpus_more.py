@@ -301,7 +301,7 @@ def size_cases() -> list[Case]:
 
 def fuzz_cases() -> list[Case]:
     """Defects the mutation fuzzer (tests/bad_inputs/fuzz.py) found, minimized."""
-    from tests.bad_inputs.make_corpus import KD_HEADER, KD_ROW, _asc
+    from tests.bad_inputs.make_corpus import KD_HEADER, KD_ROW, _asc, _per_command
 
     step_trace = ("Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,"
                   "Communication,Free,Free,Stage,Bubble\n,rank,0,80.3,683.7,5.5,689.2,990.6,"
@@ -325,6 +325,30 @@ def fuzz_cases() -> list[Case]:
                 codes=(0,))
            for k, v in (("2p63", 2**63), ("below-int64", -(2**63) - 1)) for c in ("import",
                                                                                   "analyze")]
+    def trace_with(how: str) -> Callable[[Path], Path]:
+        def make(d: Path) -> Path:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            good = good_trace(d, "_t.parquet")
+            table = pq.read_table(good)
+            if how == "empty":
+                table = table.slice(0, 0).replace_schema_metadata(
+                    {**table.schema.metadata, b"hermes.ranks": b"[]"})
+            else:
+                dur = table.column("dur_ns").to_pylist()
+                dur[1] = -5 if how == "negative-dur" else 2**63 - 1
+                table = table.set_column(table.column_names.index("dur_ns"), "dur_ns",
+                                         pa.array(dur, pa.int64()))
+            pq.write_table(table, d / "bad.parquet")
+            good.unlink()
+            return d / "bad.parquet"
+        return make
+
+    for how, needle in (("negative-dur", "negative dur_ns"), ("end-past-int64", "int64 ns range"),
+                        ("empty", "no events")):
+        out += _per_command(f"fuzz-parquet-{how}", "numbers", trace_with(how), needle,
+                            commands=("analyze", "report", "diff", "check"))
     return [*out, *[Case(f"fuzz-ascend-json-lone-surrogate-{k}", "text", "import",
                    _asc("trace_view.json", view % v), needle="half a UTF-16")
               for k, v in (("name", ('"Mat\\udc80"', '"AI_CORE"')),
