@@ -265,7 +265,10 @@ def mutate_csv(rng: random.Random, text: str) -> str:
 
 #: The importers' last resort (``_guarded_run``): an exception no check foresaw, reported as
 #: "malformed value (TypeError: ...)" without the field or line: a defect like unexpected().
-MASKED = re.compile(r"malformed value \((\w+Error|\w*Exception): .{0,60}")
+#: Likewise an analysis crash that ``hermes analyze`` reports per rank.
+MASKED = re.compile(r"malformed value \((\w+Error|\w*Exception): .{0,60}|no rank could be "
+                    r"analyzed: (rank -?\d+: (?!hermes\.errors\.)\w+(Error|Exception)\b.{0,60}"
+                    r"|$)", re.MULTILINE)
 
 
 class _Timeout(BaseException):  # noqa: N818 - a signal, not an error class
@@ -320,6 +323,8 @@ def run_cli(argv: list[str], inputs: Path, limit: int) -> tuple[str, int | None,
         detail = "traceback printed"
     elif MASKED.search(text):
         detail = f"internal error masked as bad input: {MASKED.search(text).group(0)}"
+    elif "Warning:" in text:
+        detail = "a warning printed: " + text[text.index("Warning:") - 40:][:160]
     elif code == 2 and len(lines) != 1:
         detail = f"{len(lines)} error lines"
     elif code not in (0, 2) and not (code == 1 and argv[0] == "check") and not detail:
