@@ -354,6 +354,10 @@ def fuzz_cases() -> list[Case]:
               for k, v in (("name", ('"Mat\\udc80"', '"AI_CORE"')),
                            ("high-in-args", ('"Mat"', '"\\ud83dx"')),
                            ("with-nan", ('"\\udc80"', "NaN")))],
+            Case("fuzz-ascend-cluster-step-rank-without-index", "structure", "import",
+                 _asc("cluster_step_trace_time.csv", step_trace.replace(",Free,Free,", ",Free,")
+                      .replace("990.6,990.6,", "990.6,").replace(",rank,0,", ",rank,,")),
+                 needle="line 2"),
             Case("fuzz-ascend-csv-repeated-column", "structure", "import",
                  _asc("cluster_step_trace_time.csv", step_trace), needle="repeats column"),
             Case("fuzz-ascend-kernel-details-repeated-name", "structure", "import",
