@@ -345,6 +345,22 @@ def fuzz_cases() -> list[Case]:
             return d / "bad.parquet"
         return make
 
+    memset = ('{"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, '
+              '"ts": 150, "dur": 1, "args": {"correlation": 8, "device": 0, "stream": %s}}')
+    sync = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, '
+            '"tid": 1, "ts": 160, "dur": 6, "args": {"correlation": 9, "stream": %s}}')
+    out += [Case(f"fuzz-kineto-args-stream-{k}-{c}", "numbers", c, kineto(raw % v, c),
+                 codes=(0,))
+            for k, raw, v in (("memset-1e30", memset, 10**30), ("sync-2p64", sync, 2**64))
+            for c in ("import", "analyze")]
+    head_bad = kineto_text().encode().replace(b'"deviceProperties"', b'"device\xff\xfeProps"')
+    out.append(Case("fuzz-kineto-header-key-invalid-utf8", "text", "import",
+                    lambda d: ["import", str(write(d, "r.pt.trace.json", head_bad)), "--out",
+                               str(d / "o.parquet")], needle="around the traceEvents"))
+    comm = ('{"(0, 1)": {"step": {"hcom_broadcast__501_0@1": {"0": {"Communication Time Info": '
+            '{"Start Timestamp(us)": 1695054582608213.0, "Elapse Time(ms)": Infinity}}}}}}')
+    out.append(Case("fuzz-ascend-comm-elapse-infinity", "numbers", "import",
+                    _asc("cluster_communication.json", comm), needle="not a finite number"))
     for how, needle in (("negative-dur", "negative dur_ns"), ("end-past-int64", "int64 ns range"),
                         ("empty", "no events")):
         out += _per_command(f"fuzz-parquet-{how}", "numbers", trace_with(how), needle,

@@ -57,6 +57,9 @@ def _ns(value: Any, scale: int, path: Path, where: str) -> int:
     except (InvalidOperation, ValueError):
         raise ImportFormatError(f"{value!r} is not a number", path=path, where=where,
                                 hint="expected a time; re-export the profile") from None
+    except OverflowError:  # Infinity
+        raise ImportFormatError(f"{value!r} is not a finite number", path=path, where=where,
+                                hint="expected a time; re-export the profile") from None
 
 
 def parse(path: Path, rank: int) -> tuple[pd.DataFrame, dict[str, int]]:
