@@ -74,9 +74,9 @@ def _check_times(rank: int, events: pd.DataFrame) -> None:
     if bad.size:
         i = int(bad[0])
         what = "a negative dur_ns" if dur[i] < 0 else "an end past the int64 ns range"
-        raise TraceFormatError(f"{bad.size} event(s) with {what} or similar, first "
-                               f"{str(events['name'].iloc[i])!r} (ts_ns={int(ts[i])}, "
-                               f"dur_ns={int(dur[i])})", where=f"rank {rank}",
+        raise TraceFormatError(f"{bad.size} event(s) of rank {rank} with {what} or similar, "
+                               f"first {str(events['name'].iloc[i])!r} (ts_ns={int(ts[i])}, "
+                               f"dur_ns={int(dur[i])})",
                                hint="the file was not written by Hermes as is; "
                                     "`hermes validate` lists the problems")
 
