@@ -359,8 +359,10 @@ def fuzz_cases() -> list[Case]:
                                str(d / "o.parquet")], needle="around the traceEvents"))
     comm = ('{"(0, 1)": {"step": {"hcom_broadcast__501_0@1": {"0": {"Communication Time Info": '
             '{"Start Timestamp(us)": 1695054582608213.0, "Elapse Time(ms)": Infinity}}}}}}')
-    out.append(Case("fuzz-ascend-comm-elapse-infinity", "numbers", "import",
-                    _asc("cluster_communication.json", comm), needle="not a finite number"))
+    out += [Case(f"fuzz-ascend-comm-{k}", "numbers", "import",
+                 _asc("cluster_communication.json", comm.replace(*r)), needle=n)
+            for k, r, n in (("elapse-infinity", ("", ""), "not a finite number"),
+                            ("start-1e30", ("1695054582608213.0", str(10**30)), "out of range"))]
     for how, needle in (("negative-dur", "negative dur_ns"), ("end-past-int64", "int64 ns range"),
                         ("empty", "no events")):
         out += _per_command(f"fuzz-parquet-{how}", "numbers", trace_with(how), needle,
