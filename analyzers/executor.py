@@ -25,7 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hermes.errors import UsageError
+from hermes.errors import HermesError, UsageError
 
 #: Retries of an item after its first failure (a raised error or a dead worker).
 RETRIES = 1
@@ -53,6 +53,8 @@ class Executor(Protocol):
 
 
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, HermesError):  # a problem of the input: its own line, no class name
+        return exc.one_line()
     last = traceback.format_exception_only(type(exc), exc)[-1].strip()
     return last.splitlines()[0] if last else type(exc).__name__
 

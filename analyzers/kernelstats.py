@@ -28,7 +28,7 @@ FAMILY_COLUMNS = ["family", "kernels", "time_ns", "share_pct", "usual_bound", "f
 def rates(sums: np.ndarray, known_ns: np.ndarray, scale: float) -> np.ndarray:
     """Achieved rate (``scale`` 1e12: TFLOP/s, 1e9: GB/s) of summed FLOPs or bytes over the
     time of the tasks whose figure is known (NaN where none is)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # absurd sums: inf
         return np.where(known_ns > 0, sums / (known_ns * 1e-9) / scale, np.nan)
 
 

@@ -121,7 +121,7 @@ def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | Non
     k["bytes"] = by0
     hbm = (pk["hbm_bw_Bps"] or np.nan) * clock
     dur_s = k["dur_ns"].to_numpy(np.float64) * 1e-9
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # absurd flops: inf
         flops = np.where(fl0 > 0, fl0, np.nan)
         byts = np.where(by0 > 0, by0, np.nan)
         ach_f = np.where(dur_s > 0, flops / dur_s, np.nan)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
@@ -30,7 +31,7 @@ from hermes.analyzers.fold import fold_symptoms, merge_findings
 from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
-from hermes.errors import HermesError, UsageError
+from hermes.errors import HermesError, TraceFormatError, UsageError
 
 #: Modules that register analyzers (importing one registers its analyzers).
 MODULES = (
@@ -56,10 +57,28 @@ def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = Fal
     packed (:func:`hermes.analyzers.result.pack`: the worker-only tables dropped, the others
     compressed) as soon as no analyzer still to run ``needs`` it, so a big table (the per-task
     table of computation) is not held while the later analyzers run."""
+    _check_times(rank, events)
     warmup = None
     if not keep_warmup:
         events, warmup = drop_warmup(events)
     return _analyze_rank(rank, events, meta, warmup, packed)
+
+
+def _check_times(rank: int, events: pd.DataFrame) -> None:
+    """Durations every analysis relies on (``hermes validate`` checks the same): never negative,
+    and no event ending past the int64 nanosecond range (its end would wrap negative)."""
+    if not len(events):
+        return
+    ts, dur = events["ts_ns"].to_numpy(), events["dur_ns"].to_numpy()
+    bad = np.flatnonzero((dur < 0) | (ts > np.iinfo(np.int64).max - np.maximum(dur, 0)))
+    if bad.size:
+        i = int(bad[0])
+        what = "a negative dur_ns" if dur[i] < 0 else "an end past the int64 ns range"
+        raise TraceFormatError(f"{bad.size} event(s) of rank {rank} with {what} or similar, "
+                               f"first {str(events['name'].iloc[i])!r} (ts_ns={int(ts[i])}, "
+                               f"dur_ns={int(dur[i])})",
+                               hint="the file was not written by Hermes as is; "
+                                    "`hermes validate` lists the problems")
 
 
 def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, float] | None,
@@ -167,6 +186,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
     tr = load_rank(path, rank)
+    _check_times(rank, tr.events)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
     # once a warm-up step is dropped (a filtered copy), the whole frame is let go here instead
@@ -269,6 +289,9 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
         path = Path(trace_or_path)
         all_ranks, meta, is_dir = _trace_ranks(path)
         todo = _pick(all_ranks, ranks)
+        if not todo:  # no events, and no rank listed in the footer
+            raise TraceFormatError("the trace holds no events: no rank to analyze", path=path,
+                                   hint="re-create it from a profile that recorded events")
         ex = executor if executor is not None else LocalExecutor(workers)
         if isinstance(ex, LocalExecutor) and ex.workers <= 1 and not is_dir and len(todo) > 1:
             # one file holding several ranks, in this process: read it once, split by rank

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.bad_inputs.make_corpus import Case, good_trace, kineto_text, write
+from tests.bad_inputs.make_corpus import Case, good_trace, kineto_text, kineto_with, write
 
 Build = Callable[[Path], list[str]]
 
@@ -299,6 +299,89 @@ def size_cases() -> list[Case]:
                  needle="MiB")]
 
 
+def fuzz_cases() -> list[Case]:
+    """Defects the mutation fuzzer (tests/bad_inputs/fuzz.py) found, minimized."""
+    from tests.bad_inputs.make_corpus import KD_HEADER, KD_ROW, _asc, _per_command
+
+    step_trace = ("Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,"
+                  "Communication,Free,Free,Stage,Bubble\n,rank,0,80.3,683.7,5.5,689.2,990.6,"
+                  "990.6,1754.6,0.0\n")
+    kd_dup = KD_HEADER.replace("Name,", "Name,Name,", 1)
+    kd_row = KD_ROW.replace("MatMul_1,", "MatMul_1,MatMul_1,", 1)
+    view = ('[{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": '
+            '"Ascend Hardware"}}, {"ph": "X", "name": %s, "pid": 1, "tid": 2, "ts": "100", '
+            '"dur": 1, "args": {"Task Type": %s}}]')
+    def kineto(raw_event: str, cmd: str = "import") -> Build:
+        def build(d: Path) -> list[str]:
+            src = write(d, "r.pt.trace.json", kineto_with(raw_event))
+            if cmd == "analyze":
+                return ["analyze", str(src), "-f", "json"]
+            return ["import", str(src), "--out", str(d / "o.parquet")]
+        return build
+
+    memcpy = ('{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": %s, '
+              '"ts": 140, "dur": 4, "args": {"correlation": 7, "stream": 7, "device": 0}}')
+    out = [Case(f"fuzz-kineto-device-tid-{k}-{c}", "numbers", c, kineto(memcpy % v, c),
+                codes=(0,))
+           for k, v in (("2p63", 2**63), ("below-int64", -(2**63) - 1)) for c in ("import",
+                                                                                  "analyze")]
+    def trace_with(how: str) -> Callable[[Path], Path]:
+        def make(d: Path) -> Path:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            good = good_trace(d, "_t.parquet")
+            table = pq.read_table(good)
+            if how == "empty":
+                table = table.slice(0, 0).replace_schema_metadata(
+                    {**table.schema.metadata, b"hermes.ranks": b"[]"})
+            else:
+                dur = table.column("dur_ns").to_pylist()
+                dur[1] = -5 if how == "negative-dur" else 2**63 - 1
+                table = table.set_column(table.column_names.index("dur_ns"), "dur_ns",
+                                         pa.array(dur, pa.int64()))
+            pq.write_table(table, d / "bad.parquet")
+            good.unlink()
+            return d / "bad.parquet"
+        return make
+
+    memset = ('{"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, '
+              '"ts": 150, "dur": 1, "args": {"correlation": 8, "device": 0, "stream": %s}}')
+    sync = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, '
+            '"tid": 1, "ts": 160, "dur": 6, "args": {"correlation": 9, "stream": %s}}')
+    out += [Case(f"fuzz-kineto-args-stream-{k}-{c}", "numbers", c, kineto(raw % v, c),
+                 codes=(0,))
+            for k, raw, v in (("memset-1e30", memset, 10**30), ("sync-2p64", sync, 2**64))
+            for c in ("import", "analyze")]
+    head_bad = kineto_text().encode().replace(b'"deviceProperties"', b'"device\xff\xfeProps"')
+    out.append(Case("fuzz-kineto-header-key-invalid-utf8", "text", "import",
+                    lambda d: ["import", str(write(d, "r.pt.trace.json", head_bad)), "--out",
+                               str(d / "o.parquet")], needle="around the traceEvents"))
+    comm = ('{"(0, 1)": {"step": {"hcom_broadcast__501_0@1": {"0": {"Communication Time Info": '
+            '{"Start Timestamp(us)": 1695054582608213.0, "Elapse Time(ms)": Infinity}}}}}}')
+    out += [Case(f"fuzz-ascend-comm-{k}", "numbers", "import",
+                 _asc("cluster_communication.json", comm.replace(*r)), needle=n)
+            for k, r, n in (("elapse-infinity", ("", ""), "not a finite number"),
+                            ("start-1e30", ("1695054582608213.0", str(10**30)), "out of range"))]
+    for how, needle in (("negative-dur", "negative dur_ns"), ("end-past-int64", "int64 ns range"),
+                        ("empty", "no events")):
+        out += _per_command(f"fuzz-parquet-{how}", "numbers", trace_with(how), needle,
+                            commands=("analyze", "report", "diff", "check"))
+    return [*out, *[Case(f"fuzz-ascend-json-lone-surrogate-{k}", "text", "import",
+                   _asc("trace_view.json", view % v), needle="half a UTF-16")
+              for k, v in (("name", ('"Mat\\udc80"', '"AI_CORE"')),
+                           ("high-in-args", ('"Mat"', '"\\ud83dx"')),
+                           ("with-nan", ('"\\udc80"', "NaN")))],
+            Case("fuzz-ascend-cluster-step-rank-without-index", "structure", "import",
+                 _asc("cluster_step_trace_time.csv", step_trace.replace(",Free,Free,", ",Free,")
+                      .replace("990.6,990.6,", "990.6,").replace(",rank,0,", ",rank,,")),
+                 needle="line 2"),
+            Case("fuzz-ascend-csv-repeated-column", "structure", "import",
+                 _asc("cluster_step_trace_time.csv", step_trace), needle="repeats column"),
+            Case("fuzz-ascend-kernel-details-repeated-name", "structure", "import",
+                 _asc("kernel_details.csv", kd_dup + kd_row), needle="repeats column 'Name'")]
+
+
 def cases() -> list[Case]:
     return [*dataloss_cases(), *special_file_cases(), *resource_cases(), *option_cases(),
-            *size_cases()]
+            *size_cases(), *fuzz_cases()]

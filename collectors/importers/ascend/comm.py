@@ -53,10 +53,18 @@ def _ns(value: Any, scale: int, path: Path, where: str) -> int:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise InvalidOperation
         d = Decimal(repr(value) if isinstance(value, float) else str(value)) * scale
-        return int(d.to_integral_value(rounding="ROUND_HALF_UP"))
+        ns = int(d.to_integral_value(rounding="ROUND_HALF_UP"))
     except (InvalidOperation, ValueError):
         raise ImportFormatError(f"{value!r} is not a number", path=path, where=where,
                                 hint="expected a time; re-export the profile") from None
+    except OverflowError:  # Infinity
+        raise ImportFormatError(f"{value!r} is not a finite number", path=path, where=where,
+                                hint="expected a time; re-export the profile") from None
+    if not -2 ** 63 < ns < 2 ** 63:
+        raise ImportFormatError(f"{value!r} is out of range (past int64 nanoseconds)",
+                                path=path, where=where, hint="expected a time; re-export the "
+                                                             "profile")
+    return ns
 
 
 def parse(path: Path, rank: int) -> tuple[pd.DataFrame, dict[str, int]]:

@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -179,6 +180,11 @@ def read_csv(path: Path, required: Sequence[Sequence[str]]) -> pd.DataFrame:
             raise ImportFormatError(f"header has no column {want}", path=path, where="line 1",
                                     hint=f"found {', '.join(header[:8])}...; is this an "
                                          f"Ascend profiler {path.name}?")
+    repeated = [h for h, n in Counter(header).items() if n > 1]
+    if repeated:  # a column read by name would be two columns
+        raise ImportFormatError(f"header repeats column {repeated[0]!r}", path=path,
+                                where="line 1", hint="the file is hand-edited or damaged; "
+                                                     "keep one column of each name")
     # Line numbers: csv.reader joins quoted multi-line cells, so count physical lines via
     # line_num of a second pass only when a row is bad (rare).
     width = len(header)
@@ -262,7 +268,7 @@ def load_json(path: Path) -> Any:
         pass
     # Only on the error path: the standard parser gives line and column as well.
     try:
-        return json.loads(data)
+        obj = json.loads(data)
     except json.JSONDecodeError as exc:
         offset = len(exc.doc[:exc.pos].encode("utf-8")) if isinstance(exc.doc, str) else exc.pos
         truncated = exc.pos >= len(exc.doc.rstrip()) if isinstance(exc.doc, str) else False
@@ -275,6 +281,25 @@ def load_json(path: Path) -> Any:
         raise ImportFormatError(f"not UTF-8 text: {exc.reason}", path=path,
                                 where=f"byte offset {exc.start}",
                                 hint="expected a JSON file") from None
+    _no_lone_surrogate(obj, data, path)
+    return obj
+
+
+#: a UTF-16 surrogate escape that is not half of a pair
+_LONE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
+                   rb"(?<![0-9a-fA-F]{4})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _no_lone_surrogate(obj: Any, data: bytes, path: Path) -> None:
+    """The standard parser (unlike msgspec) accepts ``"\\udc80"``: a string no UTF-8 output
+    can hold. Refused here, on the rare path only, naming the first such escape's offset."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        m = _LONE.search(data)
+        raise ImportFormatError("invalid JSON: a string holds half a UTF-16 surrogate pair",
+                                path=path, where=f"byte offset {m.start()}" if m else None,
+                                hint="the file is damaged; re-export the profile") from None
 
 
 def encode_args(args: pd.Series) -> list[str | None]:

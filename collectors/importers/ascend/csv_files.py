@@ -34,6 +34,7 @@ from hermes.collectors.importers.ascend.common import (
     snake,
     times_ns,
 )
+from hermes.errors import ImportFormatError
 
 #: Accelerator Core / Task Type -> (kind, unit).
 CORES: dict[str, tuple[str, str | None]] = {
@@ -157,6 +158,12 @@ def parse_step_trace(path: Path, rank: int) -> tuple[pd.DataFrame, list[dict[str
         if lines is not None:
             df.attrs["lines"] = np.asarray(lines)[is_rank]
         ranks = _int_column(df, "Index", path).to_numpy(dtype=object)
+        no_rank = np.flatnonzero(pd.isna(ranks))
+        if no_rank.size:  # a rank row must say which rank it is
+            line = df.attrs["lines"][no_rank[0]] if lines is not None else None
+            raise ImportFormatError("a 'rank' row has no 'Index' (its rank)", path=path,
+                                    where=None if line is None else f"line {line}",
+                                    hint="the file is cut or hand-edited; re-export it")
     else:
         ranks = np.full(len(df), rank, dtype=object)
     n = len(df)

@@ -309,9 +309,10 @@ def _streams(rows: list, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream:
     if tid_int is not None:
         stream_v = np.where(from_args, arg_stream, tid_int)
     else:
-        stream_v = np.array([a if f or not isinstance(t, int) else t for t, a, f in
-                             zip(tids, arg_stream.tolist(), from_args.tolist(), strict=True)],
-                            np.int64)
+        # a tid that is no int64 (text, or an integer past 2**63) is no stream number either
+        stream_v = np.array([a if f or not isinstance(t, int) or not -2**63 <= t < 2**63 else t
+                             for t, a, f in zip(tids, arg_stream.tolist(), from_args.tolist(),
+                                                strict=True)], np.int64)
     stream_null = ~dev_arr | (stream_v == NO_INT) | (stream_v < -2 ** 31) | \
         (stream_v >= 2 ** 31)
     stream = from_numpy(np.where(stream_null, 0, stream_v).astype(np.int32), stream_null)

@@ -51,7 +51,12 @@ def column(args: list, field_name: str, dtype: type) -> np.ndarray:
     """One field of decoded args as an array (its default where an event lacks it)."""
     if isinstance(args, ArgsList) and args.lacks(field_name):
         return np.full(len(args), _DEFAULTS[field_name], dtype)
-    return np.fromiter(map(attrgetter(field_name), args), dtype, len(args))
+    try:
+        return np.fromiter(map(attrgetter(field_name), args), dtype, len(args))
+    except OverflowError:  # an integer past int64 (as _tolerant reads one): the default
+        default = _DEFAULTS[field_name]
+        return np.fromiter((v if not isinstance(v, int) or -2 ** 63 < v < 2 ** 63 else default
+                            for v in map(attrgetter(field_name), args)), dtype, len(args))
 
 
 _DEFAULTS = dict(zip(Args.__struct_fields__[-len(Args.__struct_defaults__):],

@@ -439,7 +439,7 @@ class KinetoFile:
             joined = head + b", " + tail
         try:
             obj = _ANY.decode(joined)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):  # a key not UTF-8 raises the latter
             raise ImportFormatError("malformed JSON around the traceEvents array",
                                     path=self.path, where=f"after byte {self._offset}",
                                     hint="expected '{..., \"traceEvents\": [...], ...}'") from None
