@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import copy
 import gzip
@@ -33,7 +34,7 @@ def _load_json(path: Path) -> Any:
     return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
 
 
-class Family:
+class Family(abc.ABC):
     """Seeds of one input family and how a case is built from them."""
 
     name = ""
@@ -41,9 +42,9 @@ class Family:
     def __init__(self, rng: random.Random, work: Path) -> None:
         self.rng, self.work = rng, work
 
+    @abc.abstractmethod
     def build(self, d: Path) -> tuple[list[str], Path]:
         """Write a mutated input under ``d/in``; return the argv and the inputs folder."""
-        raise NotImplementedError
 
 
 class Kineto(Family):
