@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
@@ -32,6 +31,7 @@ from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
 from hermes.errors import HermesError, TraceFormatError, UsageError
+from hermes.trace.validate import time_errors
 
 #: Modules that register analyzers (importing one registers its analyzers).
 MODULES = (
@@ -65,18 +65,11 @@ def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = Fal
 
 
 def _check_times(rank: int, events: pd.DataFrame) -> None:
-    """Durations every analysis relies on (``hermes validate`` checks the same): never negative,
-    and no event ending past the int64 nanosecond range (its end would wrap negative)."""
-    if not len(events):
-        return
-    ts, dur = events["ts_ns"].to_numpy(), events["dur_ns"].to_numpy()
-    bad = np.flatnonzero((dur < 0) | (ts > np.iinfo(np.int64).max - np.maximum(dur, 0)))
-    if bad.size:
-        i = int(bad[0])
-        what = "a negative dur_ns" if dur[i] < 0 else "an end past the int64 ns range"
-        raise TraceFormatError(f"{bad.size} event(s) of rank {rank} with {what} or similar, "
-                               f"first {str(events['name'].iloc[i])!r} (ts_ns={int(ts[i])}, "
-                               f"dur_ns={int(dur[i])})",
+    """The rank's events pass the time checks every analysis relies on (``hermes validate``'s
+    :func:`hermes.trace.validate.time_errors`), else a TraceFormatError naming them."""
+    errors = time_errors(events, f"rank {rank}")
+    if errors:
+        raise TraceFormatError("; ".join(errors),
                                hint="the file was not written by Hermes as is; "
                                     "`hermes validate` lists the problems")
 

@@ -41,14 +41,13 @@ def _vocab_errors(df: pd.DataFrame, col: str, vocab: dict[str, str], where: str)
             f" (valid: {', '.join(vocab)})"]
 
 
-def check_events(df: pd.DataFrame, where: str = "trace") -> list[str]:
-    """Value checks on an events frame; returns human-readable error lines."""
+def time_errors(df: pd.DataFrame, where: str = "trace") -> list[str]:
+    """The time checks every analysis relies on (``hermes analyze`` refuses a rank that fails
+    them): no negative ``dur_ns``, no event ending past the int64 nanosecond range (its end
+    would wrap negative). Human-readable error lines; none for an empty frame."""
     errors: list[str] = []
     if df.empty:
         return errors
-    errors += _vocab_errors(df, "kind", EVENT_KINDS, where)
-    errors += _vocab_errors(df, "lane_kind", LANE_KINDS, where)
-    errors += _vocab_errors(df, "unit", UNITS, where)
     dur = df["dur_ns"].to_numpy()
     neg = np.flatnonzero(dur < 0)
     if neg.size:
@@ -58,10 +57,23 @@ def check_events(df: pd.DataFrame, where: str = "trace") -> list[str]:
     ts = df["ts_ns"].to_numpy()
     with np.errstate(over="ignore"):
         wraps = np.flatnonzero((dur > 0) & (ts > np.iinfo(np.int64).max - np.maximum(dur, 0)))
-    if wraps.size:  # ts + dur past int64 wraps to a negative end in every analysis
+    if wraps.size:
         i = int(wraps[0])
-        errors.append(f"{where}: {wraps.size} event(s) end beyond the int64 nanosecond range, "
-                      f"first at row {i} (ts_ns={int(ts[i])}, dur_ns={int(dur[i])})")
+        errors.append(f"{where}: {wraps.size} event(s) end past the int64 ns range, first at "
+                      f"row {i} ({df['name'].iloc[i]!r}, ts_ns={int(ts[i])}, "
+                      f"dur_ns={int(dur[i])})")
+    return errors
+
+
+def check_events(df: pd.DataFrame, where: str = "trace") -> list[str]:
+    """Value checks on an events frame; returns human-readable error lines."""
+    errors: list[str] = []
+    if df.empty:
+        return errors
+    errors += _vocab_errors(df, "kind", EVENT_KINDS, where)
+    errors += _vocab_errors(df, "lane_kind", LANE_KINDS, where)
+    errors += _vocab_errors(df, "unit", UNITS, where)
+    errors += time_errors(df, where)
     corr = df["corr_id"]
     has = corr.notna().to_numpy()
     if has.any():
