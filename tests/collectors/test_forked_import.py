@@ -230,6 +230,43 @@ def test_a_child_seen_ended_is_read_and_never_killed() -> None:
     assert int(r.stdout) == len(import_in_memory(src).events)
 
 
+WRITTEN = """
+import os, sys, time
+from pathlib import Path
+from hermes.collectors.importers import forked
+real = forked._child
+def lingering(imp, src, fd, written):  # the real child, slow to end once it said it wrote all
+    real_exit = os._exit
+    os._exit = lambda code: (time.sleep(3), real_exit(code))
+    real(imp, src, fd, written)
+forked._child = lingering
+pending = forked.start(Path(sys.argv[1]))
+assert pending is not None, "no fork"
+pid = pending.pid
+trace = pending.result()
+assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the trace was read only once the child ended"
+pending.cancel()  # waits for it: it ends by itself
+try:
+    os.kill(pid, 0)
+    raise AssertionError("the child still runs")
+except ProcessLookupError:
+    pass
+print(len(trace.events))
+"""
+
+
+@needs_fork
+def test_the_trace_is_read_as_soon_as_the_child_has_written_it() -> None:
+    """The child says on a pipe when all of its output is written: the parent reads the trace
+    then, not once the child has ended (its exit frees its memory: ~10 ms for 200k events)."""
+    from hermes.diff.runs import import_in_memory
+
+    src = KINETO / SOURCES[2]
+    r = _run(WRITTEN, str(src))
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) == len(import_in_memory(src).events)
+
+
 PREPARED = """
 import sys
 from pathlib import Path
