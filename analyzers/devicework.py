@@ -164,7 +164,11 @@ def mfu(k: pd.DataFrame, step_total_ns: int, pk: dict[str, Any]) -> dict[str, An
     out["flops_known_pct"] = float(100.0 * dur[known].sum() / dur.sum()) if dur.sum() else 0.0
     if not known.any():
         return out
-    rate = float(fl[known].sum()) / (step_total_ns * 1e-9)
+    with np.errstate(over="ignore"):  # absurd FLOP counts (1e308 each): their sum is inf
+        total = float(fl[known].sum())
+    if not np.isfinite(total):  # no rate to state (hermes validate names the events)
+        return out
+    rate = total / (step_total_ns * 1e-9)
     out["achieved_tflops"] = rate / 1e12
     out["mfu"] = rate / peak if peak else None
     return out

@@ -69,8 +69,9 @@ def _fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np
     if not cols:
         return out
     every = bool(keep.all())
-    g = pd.DataFrame({c: v if every else v[keep] for c, v in cols.items()}, copy=False) \
-        .groupby(key if every else key[keep], sort=True).sum(min_count=1)
+    with np.errstate(over="ignore"):  # absurd counts (1e308 FLOPs each): a group's sum is inf
+        g = pd.DataFrame({c: v if every else v[keep] for c, v in cols.items()}, copy=False) \
+            .groupby(key if every else key[keep], sort=True).sum(min_count=1)
     pos = g.index.to_numpy(np.int64)
     for c in cols:
         out[c][pos] = g[c].to_numpy(np.float64)

@@ -1,9 +1,9 @@
 """Trace validation (``hermes validate``): structure, values, references, and a summary.
 
 Checks, per file: Hermes metadata and version, required columns and their types, values of the
-vocabulary columns (kind, lane_kind, unit), non-negative durations, and that every correlation
-id on a device-side event points at a host-side event of the same rank. All checks are
-vectorized over columns.
+vocabulary columns (kind, lane_kind, unit), non-negative durations, counts (flops, bytes) neither
+negative nor infinite, and that every correlation id on a device-side event points at a
+host-side event of the same rank. All checks are vectorized over columns.
 """
 
 from __future__ import annotations
@@ -65,6 +65,28 @@ def time_errors(df: pd.DataFrame, where: str = "trace") -> list[str]:
     return errors
 
 
+#: columns that count something (operations, bytes): none negative or infinite (null / NaN:
+#: not known)
+COUNT_COLUMNS = ("flops", "bytes")
+
+
+def count_errors(df: pd.DataFrame, where: str = "trace") -> list[str]:
+    """Counts (:data:`COUNT_COLUMNS`) that are negative or infinite: one line per column,
+    naming how many events and the first. The analysis reads no rate from such counts (an MFU
+    of an infinite FLOP total is none), so a trace that has them is not as it was recorded."""
+    errors: list[str] = []
+    for col in COUNT_COLUMNS:
+        if col not in df.columns or df.empty:
+            continue
+        v = df[col].to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = np.flatnonzero(~np.isnan(v) & ((v < 0) | np.isinf(v)))
+        if bad.size:
+            i = int(bad[0])
+            errors.append(f"{where}: {bad.size} event(s) with a negative or infinite {col}, "
+                          f"first at row {i} ({df['name'].iloc[i]!r}, {col}={float(v[i])!r})")
+    return errors
+
+
 def check_events(df: pd.DataFrame, where: str = "trace") -> list[str]:
     """Value checks on an events frame; returns human-readable error lines."""
     errors: list[str] = []
@@ -74,6 +96,7 @@ def check_events(df: pd.DataFrame, where: str = "trace") -> list[str]:
     errors += _vocab_errors(df, "lane_kind", LANE_KINDS, where)
     errors += _vocab_errors(df, "unit", UNITS, where)
     errors += time_errors(df, where)
+    errors += count_errors(df, where)
     corr = df["corr_id"]
     has = corr.notna().to_numpy()
     if has.any():

@@ -92,6 +92,20 @@ def test_kernel_table_by_hand() -> None:
     assert cb.evidence["family_basis_pct"] == 100.0
 
 
+def test_absurd_flop_counts_give_no_mfu_and_no_numpy_warning() -> None:
+    """Two kernels of 1e308 FLOPs each: their sum is past float64 (inf), so no rate is
+    stated (MFU unknown, not infinite), and numpy prints nothing on stderr."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = run(ev("step", "ProfilerStep#1", 0, 1_000_000, step=1),
+                ev("kernel", "nvjet_gemm", 0, 400_000, flops=1e308),
+                ev("kernel", "nvjet_gemm", 500_000, 400_000, flops=1e308))
+    assert r.metrics["mfu"] is None and r.metrics["achieved_tflops"] is None
+    assert r.metrics["flops_known_pct"] == pytest.approx(100.0)
+
+
 def test_mfu_by_hand() -> None:
     # one 1 ms step; a GEMM doing 0.5 x peak x 1 ms of FLOPs in 625 us (0.8 of peak while it
     # runs): achieved over the step = 0.5 x 989.4 = 494.7 TFLOP/s, MFU 0.5; a kernel of unknown

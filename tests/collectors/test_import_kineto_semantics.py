@@ -219,6 +219,24 @@ def test_counters_flops_and_unknown_categories(tmp_path: Path) -> None:
     assert mm["flops"] == 2e9 and json.loads(mm["args"])["Input Dims"] == [[4, 8], [8, 16]]
 
 
+def test_negative_or_infinite_counts_are_not_known(tmp_path: Path) -> None:
+    """A FLOP or byte count below zero (or bytes past int64) counts nothing: the imported
+    event's flops / bytes are null (the args keep what the file said), and the trace
+    validates. (JSON has no infinity: a number past float64 is refused as out of range.)"""
+    def op(name: str, **args: object) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 7,
+                "dur": 2, "args": args}
+
+    events = [op("neg", flops=-3, bytes=-4), op("big", flops=-1e300, bytes=1e300),
+              op("ok", flops=2e9, bytes=4096), op("zero", flops=0, bytes=0)]
+    ev = imported([write_json(tmp_path / "t.json", events)], tmp_path / "o.parquet").events
+    ev = ev.set_index("name")
+    assert ev["flops"].isna()[["neg", "big"]].all() and ev["bytes"].isna()[["neg", "big"]].all()
+    assert (ev.loc["ok", "flops"], ev.loc["ok", "bytes"]) == (2e9, 4096)
+    assert (ev.loc["zero", "flops"], ev.loc["zero", "bytes"]) == (0, 0)
+    assert json.loads(ev.loc["neg", "args"]) == {"flops": -3, "bytes": -4}
+
+
 def test_detect_reads_only_the_start(tmp_path: Path) -> None:
     from hermes.collectors.importers.kineto import detect
 

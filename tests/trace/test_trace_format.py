@@ -131,6 +131,24 @@ def test_validate_finds_negative_durations_and_dangling_correlations(tmp_path):
     assert report.summary["kinds"] == {"host_op": 1, "kernel": 2, "launch": 1}
 
 
+def test_validate_finds_negative_or_infinite_counts(tmp_path):
+    path = tmp_path / "bad.parquet"
+    write_trace(path, events(
+        ev("kernel", "ok", 0, 10, flops=1e9, bytes=64),
+        ev("kernel", "unknown", 10, 10),
+        ev("kernel", "inf", 20, 10, flops=float("inf")),
+        ev("kernel", "neg", 30, 10, flops=-1.0, bytes=-8),
+        ev("kernel", "neg2", 40, 10, flops=-2.0),
+    ), TraceMeta(source="synthetic"))
+    errors = validate(path).errors
+    assert len(errors) == 2, errors
+    flops, nbytes = errors
+    assert "3 event(s) with a negative or infinite flops, first at row 2 ('inf', flops=inf)" \
+        in flops
+    assert "1 event(s) with a negative or infinite bytes, first at row 3 ('neg', bytes=-8.0)" \
+        in nbytes
+
+
 def test_summary_counts(tmp_path):
     path = tmp_path / "run.parquet"
     write_trace(path, small(), TraceMeta(source="synthetic"))

@@ -429,11 +429,15 @@ def _few_read_more(name_idx: np.ndarray, name_dict: list[str], side: Side) -> bo
 
 
 def _arg_columns(args: ArgsList) -> tuple[np.ndarray, ...]:
-    """(correlation or -1, external id, flops, bytes, stream) of decoded args."""
+    """(correlation or -1, external id, flops, bytes, stream) of decoded args; a negative or
+    infinite FLOP count is not known (NaN): nothing counts below zero or without end, and a
+    Hermes trace holds neither (``hermes validate``; bytes: where the batch is made)."""
     corr = column(args, "correlation", np.int64)
     corr[corr == NO_INT] = -1
-    return (corr, external_ids(args), column(args, "flops", np.float64),
-            column(args, "bytes", np.float64), column(args, "stream", np.int64))
+    flops = column(args, "flops", np.float64)
+    flops[(flops < 0) | np.isinf(flops)] = np.nan
+    return (corr, external_ids(args), flops, column(args, "bytes", np.float64),
+            column(args, "stream", np.int64))
 
 
 def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndarray,
@@ -479,7 +483,7 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
             raw_args[i] = msgspec.Raw(with_source_category(bytes(raw_args[i]), cat))
     _record_side(side, kind, ts, dur, corr, dev_arr, is_step, step_n, args, name_idx,
                  name_dict, lane_arr)
-    no_bytes = np.isnan(nbytes) | (np.abs(nbytes) >= 2 ** 63)
+    no_bytes = ~(nbytes >= 0) | (nbytes >= 2 ** 63)  # NaN, negative, past int64: not known
     return pa.RecordBatch.from_arrays([
         from_numpy(kind), lane_arr, from_numpy(lane_kind), dictionary(name_idx, name_dict),
         from_numpy(ts), from_numpy(dur), from_numpy(step_n), from_numpy(corr),
