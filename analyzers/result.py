@@ -133,13 +133,21 @@ class Analysis:
     findings: list[Finding]
     verdict: Verdict
     breakdown_rows: list[dict[str, Any]] = field(default_factory=list)
-    #: Ranks not analyzed after a retry: ``{"rank", "error", "attempts"}`` each (empty: none).
+    #: Ranks not analyzed after a retry: ``{"rank", "error", "attempts"}`` each (empty: none);
+    #: a directory's file whose footer could not be read: ``"rank": None`` and its ``"file"``
+    #: name (its ranks are not known)
     missing_ranks: list[dict[str, Any]] = field(default_factory=list)
     _tables: Mapping[str, pd.DataFrame] | None = field(default=None, repr=False)
 
     @property
     def bound(self) -> str:
         return self.verdict.bound
+
+    @property
+    def unread_files(self) -> list[str]:
+        """The trace directory's files that could not be read (``missing_ranks`` entries of
+        unknown rank): left out when the trace's events are read again."""
+        return [m["file"] for m in self.missing_ranks if m.get("rank") is None and m.get("file")]
 
     @property
     def steps(self) -> dict[str, Any]:

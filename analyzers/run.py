@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +57,18 @@ def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = Fal
     packed (:func:`hermes.analyzers.result.pack`: the worker-only tables dropped, the others
     compressed) as soon as no analyzer still to run ``needs`` it, so a big table (the per-task
     table of computation) is not held while the later analyzers run."""
-    _check_times(rank, events)
+    _check_times(events)
     warmup = None
     if not keep_warmup:
         events, warmup = drop_warmup(events)
     return _analyze_rank(rank, events, meta, warmup, packed)
 
 
-def _check_times(rank: int, events: pd.DataFrame) -> None:
-    """The rank's events pass the time checks every analysis relies on (``hermes validate``'s
-    :func:`hermes.trace.validate.time_errors`), else a TraceFormatError naming them."""
-    errors = time_errors(events, f"rank {rank}")
+def _check_times(events: pd.DataFrame) -> None:
+    """A rank's events pass the time checks every analysis relies on (``hermes validate``'s
+    :func:`hermes.trace.validate.time_errors`), else a TraceFormatError naming them (not
+    the rank: whoever reports the rank's failure names it)."""
+    errors = time_errors(events, "")
     if errors:
         raise TraceFormatError("; ".join(errors),
                                hint="the file was not written by Hermes as is; "
@@ -179,7 +180,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
     tr = load_rank(path, rank)
-    _check_times(rank, tr.events)
+    _check_times(tr.events)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
     # once a warm-up step is dropped (a filtered copy), the whole frame is let go here instead
@@ -216,7 +217,10 @@ def _rank_files(path: str, stamp: int) -> dict[int, tuple[str, ...]]:
 
     out: dict[int, tuple[str, ...]] = {}
     for f in trace_files(path):
-        ranks = read_ranks(f)
+        try:
+            ranks = read_ranks(f)
+        except TraceFormatError:  # an unreadable footer: the driver lists the file as missing
+            continue
         if not ranks:
             return {}
         for r in ranks:
@@ -229,37 +233,74 @@ def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, Analyzer
     return _rank_job(path, rank, keep_warmup)[1]
 
 
-def _trace_ranks(path: Path) -> tuple[list[int], Any, bool]:
-    """(ranks, merged metadata, is_directory) without loading events where the footers tell."""
+def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]]:
+    """(ranks, merged metadata, is_directory, unreadable files) without loading events where
+    the footers tell. A file of a directory whose footer cannot be read (truncated: a rank
+    that died while writing it) is read once more, then listed as a ``missing_ranks`` entry
+    of unknown rank (``{"rank": None, "file": NAME, "error": ..., "attempts": 2}``) and the
+    other files are analyzed; a lone file, or a directory of such files only, raises."""
     from hermes.trace.meta import TraceMeta
-    from hermes.trace.reader import iter_tables, read_meta, trace_files
+    from hermes.trace.reader import iter_tables, trace_files
 
     # merged file by file: a footer may carry every rank's clock offsets (4,096 ranks: 4,096
     # entries in each of 4,096 footers), so the footers are not all held at once
     meta, listed = None, True
     ranks_seen: set[int] = set()
-    for f in trace_files(path):
-        m = read_meta(f)
+    files = trace_files(path)
+    readable: list[Path] = []
+    unread: list[tuple[Path, TraceFormatError]] = []
+    for f in files:
+        try:
+            m = _read_meta_twice(f)
+        except TraceFormatError as exc:
+            if len(files) == 1:
+                raise
+            unread.append((f, exc))
+            continue
+        readable.append(f)
         meta = m if meta is None else TraceMeta.merge([meta, m])
         listed = listed and bool(m.ranks)
         ranks_seen.update(int(r) for r in m.ranks)
+    if not readable:  # nothing to analyze: the first file's error
+        raise unread[0][1]
     meta = meta if meta is not None else TraceMeta()
     if listed:
         ranks = sorted(ranks_seen)
     else:  # footers without a rank list: read the rank column only
-        ranks = sorted({int(r) for t, _, _ in iter_tables(path, columns=["rank"])
+        ranks = sorted({int(r) for f in readable
+                        for t, _, _ in iter_tables(f, columns=["rank"])
                         for r in t.column("rank").unique().to_pylist()})
-    return ranks, meta, path.is_dir()
+    return ranks, meta, path.is_dir(), [_unread_entry(f, exc) for f, exc in unread]
 
 
-def _pick(ranks: list[int], wanted: Iterable[int] | None) -> list[int]:
+def _read_meta_twice(f: Path) -> Any:
+    """``read_meta(f)``, tried once more if it fails (a file still being written, a network
+    file system's hiccup): the second failure is raised."""
+    from hermes.trace.reader import read_meta
+
+    try:
+        return read_meta(f)
+    except TraceFormatError:
+        return read_meta(f)
+
+
+def _unread_entry(f: Path, exc: HermesError) -> dict[str, Any]:
+    """The ``missing_ranks`` entry of a directory's file whose footer could not be read."""
+    why = exc.message + (f" — {exc.hint}" if exc.hint else "")
+    return {"rank": None, "file": f.name, "error": why, "attempts": 2}
+
+
+def _pick(ranks: list[int], wanted: Iterable[int] | None,
+          unread: Sequence[dict[str, Any]] = ()) -> list[int]:
     if wanted is None:
         return ranks
     want = [int(r) for r in wanted]
     missing = [r for r in want if r not in ranks]
     if missing:
+        files = f"; file(s) that could not be read: {', '.join(m['file'] for m in unread)}" \
+            if unread else ""
         raise UsageError(f"rank(s) {', '.join(map(str, missing))} not in the trace",
-                         hint=f"ranks present: {', '.join(map(str, ranks)) or 'none'}")
+                         hint=f"ranks present: {', '.join(map(str, ranks)) or 'none'}{files}")
     return sorted(set(want))
 
 
@@ -280,8 +321,9 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
     missing: list[dict[str, Any]] = []
     if isinstance(trace_or_path, (str, os.PathLike)):
         path = Path(trace_or_path)
-        all_ranks, meta, is_dir = _trace_ranks(path)
-        todo = _pick(all_ranks, ranks)
+        all_ranks, meta, is_dir, unread = _trace_ranks(path)
+        missing += unread
+        todo = _pick(all_ranks, ranks, unread)
         if not todo:  # no events, and no rank listed in the footer
             raise TraceFormatError("the trace holds no events: no rank to analyze", path=path,
                                    hint="re-create it from a profile that recorded events")
@@ -319,12 +361,15 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
     # results arrive in completion order; the reduce sees ranks in order, as a serial run does
     per_rank = {r: per_rank[r] for r in sorted(per_rank)}
     analysis = _reduce(per_rank, meta)
-    analysis.missing_ranks = sorted(missing, key=lambda m: m["rank"])
+    # ranks in order, then the files of unknown ranks by name
+    analysis.missing_ranks = sorted(missing, key=lambda m: (m["rank"] is None, m["rank"] or 0,
+                                                            m.get("file") or ""))
     return analysis
 
 
 def _missing_line(missing: list[dict[str, Any]]) -> str:
-    return "; ".join(f"rank {m['rank']}: {m['error']}" for m in missing)
+    return "; ".join(f"rank {m['rank']}: {m['error']}" if m["rank"] is not None else
+                     f"file {m['file']}: {m['error']}" for m in missing)
 
 
 def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],

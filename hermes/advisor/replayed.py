@@ -47,13 +47,14 @@ def slowest_ranks(analysis: Any, n: int = MAX_RANKS) -> list[int] | None:
     return sorted(sorted(med, key=lambda r: -med[r])[:n])
 
 
-def _events(trace: Any, ranks: list[int] | None) -> tuple[pd.DataFrame, Any]:
+def _events(trace: Any, ranks: list[int] | None, skip: list[str] | None = None
+            ) -> tuple[pd.DataFrame, Any]:
     """The events of ``ranks`` (a path is read for those ranks only: big traces stay out of
-    memory, as the analysis keeps them)."""
+    memory, as the analysis keeps them; ``skip``: its files the analysis could not read)."""
     if isinstance(trace, (str, Path)):
         from hermes.trace.reader import load
 
-        trace = load(trace, ranks=ranks, lazy_args=True)  # args read where needed
+        trace = load(trace, ranks=ranks, lazy_args=True, skip=skip or ())  # args where needed
         return trace.events, trace.meta
     ev = trace if isinstance(trace, pd.DataFrame) else trace.events
     if ranks is not None and "rank" in ev.columns and len(ev):
@@ -79,7 +80,8 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
     if not any(_key(r) for rs in recs.values() for r in rs):
         return recs
     meta = getattr(analysis, "meta", None)
-    events, trace_meta = _events(trace, slowest_ranks(analysis))
+    events, trace_meta = _events(trace, slowest_ranks(analysis),
+                                 getattr(analysis, "unread_files", None))
     gs = graphs(events, max_ranks=MAX_RANKS)
     cache: dict[str, tuple[float, float] | None] = {}
     why: dict[str, str] = {}

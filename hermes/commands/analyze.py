@@ -97,7 +97,8 @@ def register(app: typer.Typer) -> None:
                         source, ranks=rank or None, workers=workers,
                         progress=lambda done, total: bar.update(completed=done, total=total),
                         keep_warmup=keep_warmup, executor=executor)
-                loaded = _timeline_trace(source, rank) if renderer.wants_trace else None
+                loaded = _timeline_trace(source, rank, result) if renderer.wants_trace \
+                    else None
         finally:
             if started is not None:
                 started.cancel()  # a no-op once its trace was taken
@@ -135,14 +136,16 @@ def _as_rank_failure(source: Any, src: Path) -> Iterator[None]:
                           path=src) from None
 
 
-def _timeline_trace(source: Any, rank: list[int] | None) -> Any:
+def _timeline_trace(source: Any, rank: list[int] | None, result: Any) -> Any:
     """The events a renderer that draws a timeline reads (its columns, the ranks analyzed):
-    loaded from a trace path, or taken from a trace imported in memory."""
+    loaded from a trace path (but its files the analysis could not read), or taken from a
+    trace imported in memory."""
     from hermes.report.timeline import columns
     from hermes.trace import Trace, load
 
     if not isinstance(source, Trace):
-        return load(source, columns=columns(), ranks=rank or None)
+        return load(source, columns=columns(), ranks=rank or None,
+                    skip=result.unread_files)
     ev = source.events
     if rank:
         ev = ev.loc[ev["rank"].isin([int(r) for r in rank]).to_numpy()]
@@ -152,7 +155,8 @@ def _timeline_trace(source: Any, rank: list[int] | None) -> Any:
 def _exit(result: Any, allow_missing: bool) -> int:
     """0, or 1 naming the ranks that could not be analyzed (unless ``--allow-missing``)."""
     if result.missing_ranks and not allow_missing:
-        named = ", ".join(f"{m['rank']} ({m['error']})" for m in result.missing_ranks)
+        named = ", ".join(f"{m['rank']} ({m['error']})" if m["rank"] is not None else
+                          f"file {m['file']} ({m['error']})" for m in result.missing_ranks)
         typer.echo(f"hermes: error: rank(s) not analyzed: {named}; the report covers the "
                    "others (--allow-missing to accept that)", err=True)
         return 1

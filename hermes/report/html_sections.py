@@ -13,7 +13,15 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.result import Analysis
-from hermes.report.common import HTA, PARTS, mfu_text, short_name, unique_short_names, warmup_text
+from hermes.report.common import (
+    HTA,
+    PARTS,
+    mfu_text,
+    missing_text,
+    short_name,
+    unique_short_names,
+    warmup_text,
+)
 from hermes.report.html_parts import (
     PART_COLORS,
     Figures,
@@ -48,6 +56,7 @@ def summary(d: dict[str, Any], a: Analysis) -> str:
     rows.append(("MFU", mfu_text(comp) or "not known: the trace gives no kernel FLOPs or no "
                                           "device peak"))
     rows += [("warm-up left out", warmup_text(w)) for w in d.get("warmup", [])]
+    rows += [("MISSING", missing_text(m)) for m in d.get("missing_ranks", ())]
     kv = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
     verdict = (f'<p class="verdict">Verdict: <span class="bound">{esc(d["bound"]).upper()}'
                f'-bound</span> — {esc(d["verdict"]["reason"])}</p>')

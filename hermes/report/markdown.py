@@ -15,6 +15,8 @@ from hermes.report.common import (
     estimate_text,
     kernel_rows,
     mfu_text,
+    missing_what,
+    missing_why,
     top_ops,
     warmup_text,
 )
@@ -40,7 +42,7 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
            f"- ranks: {len(d['ranks'])}; steps: {st['count']} (per step: median "
            f"{st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms)",
            *[f"- warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])],
-           *[f"- **missing rank {m['rank']}**: not analyzed ({_md_escape(m['error'])})"
+           *[f"- **missing {_md_escape(missing_what(m))}**: {_md_escape(missing_why(m))}"
              for m in d.get("missing_ranks", ())],
            f"- **bound: {d['bound']}** — {_md_escape(d['verdict']['reason'])}", ""]
     rows = d["breakdown"]["per_rank"]

@@ -20,6 +20,7 @@ from hermes.report.common import (
     kernel_rows,
     mean_breakdown,
     mfu_text,
+    missing_text,
     ranks_text,
     top_ops,
     unique_short_names,
@@ -43,6 +44,8 @@ def _tables(d: dict[str, Any], top: int) -> list[Any]:
         Text(f"Hermes analysis — {len(d['ranks'])} rank(s), {st['count']} step(s); per step: "
              f"median {st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms"),
         *[Text(f"Warm-up left out: {warmup_text(w)}", style="dim") for w in d.get("warmup", [])],
+        *[Text(f"MISSING {missing_text(m)}", style="bold red")
+          for m in d.get("missing_ranks", ())],
         Text.assemble(("Verdict: ", "bold"), (f"{d['bound'].upper()}-bound", "bold red"),
                       f" — {d['verdict']['reason']}")]
     rows = d["breakdown"]["per_rank"]

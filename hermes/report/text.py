@@ -14,6 +14,7 @@ from hermes.report.common import (
     kernel_rows,
     mean_breakdown,
     mfu_text,
+    missing_text,
     ranks_text,
     short_name,
     top_ops,
@@ -29,8 +30,7 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
     lines = [f"Hermes analysis — {len(d['ranks'])} rank(s), {st['count']} step(s), "
              f"median {st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms"]
     lines += [f"Warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])]
-    lines += [f"MISSING rank {m['rank']}: not analyzed ({m['error']})"
-              for m in d.get("missing_ranks", ())]
+    lines += [f"MISSING {missing_text(m)}" for m in d.get("missing_ranks", ())]
     lines += ["", f"Verdict: {d['bound'].upper()}-bound — {v['reason']}", ""]
     if rows:
         lines.append("Step time breakdown (mean over ranks, % of step wall time):")

@@ -8,7 +8,7 @@ trace metadata. Older schema versions load with missing columns filled with null
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,16 +138,29 @@ def _check_columns(f: Path, schema: pa.Schema) -> None:
         raise TraceFormatError(f"missing required column(s) {', '.join(missing)}", path=f)
 
 
+def _files(path: str | os.PathLike[str], skip: Collection[str] = ()) -> list[Path]:
+    """:func:`trace_files` of ``path`` but those of a directory named in ``skip`` (files the
+    caller knows cannot be read: the analysis lists them in ``missing_ranks``)."""
+    files = trace_files(path)
+    kept = [f for f in files if f.name not in skip] if skip and Path(path).is_dir() else files
+    if not kept:
+        raise TraceFormatError("every file of the trace directory is one that cannot be read",
+                               path=path, hint="re-create the trace")
+    return kept
+
+
 def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
-                ranks: Iterable[int] | None = None) -> Iterator[tuple[pa.Table, TraceMeta, Path]]:
-    """Yield (table, meta, file) per file, projected and rank-filtered, in v1 schema order."""
+                ranks: Iterable[int] | None = None, skip: Collection[str] = ()
+                ) -> Iterator[tuple[pa.Table, TraceMeta, Path]]:
+    """Yield (table, meta, file) per file, projected and rank-filtered, in v1 schema order;
+    ``skip``: names of a directory's files to leave out (:func:`_files`)."""
     want = list(columns) if columns is not None else list(COLUMN_NAMES)
     unknown = [c for c in want if c not in COLUMN_NAMES]
     if unknown:
         raise TraceFormatError(f"unknown column(s) {', '.join(unknown)}",
                                hint=f"valid columns: {', '.join(COLUMN_NAMES)}")
     rank_set = None if ranks is None else {int(r) for r in ranks}
-    for f in trace_files(path):
+    for f in _files(path, skip):
         pf = _open(f)
         meta = read_meta(f, pf)
         _check_columns(f, pf.schema_arrow)
@@ -197,9 +210,10 @@ def conform(table: pa.Table, want: Sequence[str], f: Path) -> pa.Table:
 
 
 def load_table(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
-               ranks: Iterable[int] | None = None) -> tuple[pa.Table, TraceMeta]:
+               ranks: Iterable[int] | None = None, skip: Collection[str] = ()
+               ) -> tuple[pa.Table, TraceMeta]:
     tables, metas = [], []
-    for table, meta, _ in iter_tables(path, columns, ranks):
+    for table, meta, _ in iter_tables(path, columns, ranks, skip):
         tables.append(table)
         metas.append(meta)
     if not metas:  # rank filter excluded everything
@@ -207,7 +221,7 @@ def load_table(path: str | os.PathLike[str], columns: Sequence[str] | None = Non
         schema = arrow_schema()
         empty = pa.Table.from_arrays([pa.array([], schema.field(c).type) for c in want],
                                      names=want)
-        return empty, read_meta(trace_files(path)[0])
+        return empty, read_meta(_files(path, skip)[0])
     return pa.concat_tables(tables), TraceMeta.merge(metas)
 
 
@@ -227,21 +241,23 @@ def table_to_pandas(table: pa.Table, destroy: bool = False) -> pd.DataFrame:
 
 
 def load(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
-         ranks: Iterable[int] | None = None, lazy_args: bool = False) -> Trace:
+         ranks: Iterable[int] | None = None, lazy_args: bool = False,
+         skip: Collection[str] = ()) -> Trace:
     """Load a Hermes trace (file or per-rank directory) as a :class:`Trace`.
 
     ``columns`` projects (only those columns are read); ``ranks`` keeps only those ranks
     (per-rank files of other ranks are not opened beyond their footer). ``lazy_args``: a
     single file's ``args`` stay in the file, read on demand through
     :func:`hermes.trace.args.args_of` (the frame gets its ``_row`` column instead); a
-    directory of several files loads them as usual.
+    directory of several files loads them as usual. ``skip``: names of a directory's files to
+    leave out, ones the caller knows cannot be read (``Analysis.missing_ranks``' files).
     """
-    files = trace_files(path)
+    files = _files(path, skip)
     if len(files) == 1 and (columns is None or len(columns)):
         df, meta = _load_file(files[0], columns, ranks, lazy_args)
         if df is not None:
             return Trace(events=df, meta=meta, path=Path(path))
-    table, meta = load_table(path, columns, ranks)
+    table, meta = load_table(path, columns, ranks, skip)
     return Trace(events=table_to_pandas(table, destroy=True), meta=meta, path=Path(path))
 
 

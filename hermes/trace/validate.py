@@ -44,22 +44,24 @@ def _vocab_errors(df: pd.DataFrame, col: str, vocab: dict[str, str], where: str)
 def time_errors(df: pd.DataFrame, where: str = "trace") -> list[str]:
     """The time checks every analysis relies on (``hermes analyze`` refuses a rank that fails
     them): no negative ``dur_ns``, no event ending past the int64 nanosecond range (its end
-    would wrap negative). Human-readable error lines; none for an empty frame."""
+    would wrap negative). Human-readable error lines, each after ``where: `` (nothing before
+    it when ``where`` is empty); none for an empty frame."""
     errors: list[str] = []
     if df.empty:
         return errors
+    pre = f"{where}: " if where else ""
     dur = df["dur_ns"].to_numpy()
     neg = np.flatnonzero(dur < 0)
     if neg.size:
         i = int(neg[0])
-        errors.append(f"{where}: {neg.size} event(s) with negative dur_ns, first at row {i} "
+        errors.append(f"{pre}{neg.size} event(s) with negative dur_ns, first at row {i} "
                       f"({df['name'].iloc[i]!r}, dur_ns={int(dur[i])})")
     ts = df["ts_ns"].to_numpy()
     with np.errstate(over="ignore"):
         wraps = np.flatnonzero((dur > 0) & (ts > np.iinfo(np.int64).max - np.maximum(dur, 0)))
     if wraps.size:
         i = int(wraps[0])
-        errors.append(f"{where}: {wraps.size} event(s) end past the int64 ns range, first at "
+        errors.append(f"{pre}{wraps.size} event(s) end past the int64 ns range, first at "
                       f"row {i} ({df['name'].iloc[i]!r}, ts_ns={int(ts[i])}, "
                       f"dur_ns={int(dur[i])})")
     return errors

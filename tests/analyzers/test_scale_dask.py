@@ -100,3 +100,16 @@ def test_a_worker_killed_every_time_is_reported_missing(
     code, _, _ = run_cli("analyze", str(ranks16), *args, "--scheduler", "local",
                          "--allow-missing")
     assert code == 0
+
+
+def test_an_unreadable_rank_file_on_the_cluster(tmp_path: Path, cluster: DaskExecutor) -> None:
+    """A file whose footer is gone: the cluster's workers analyze the other ranks (each reads
+    the directory's footers itself and leaves that file out), the driver names it missing."""
+    src = emulated_run(tmp_path / "run", "deepfm", 3, 2)
+    bad = src / "rank-00001.parquet"
+    bad.write_bytes(bad.read_bytes()[:3000])
+    local = analyze(src, executor=LocalExecutor(0))
+    dask = analyze(src, executor=cluster)
+    assert local.ranks == dask.ranks == [0, 2]
+    assert [(m["rank"], m["file"]) for m in dask.missing_ranks] == [(None, bad.name)]
+    assert local.to_json() == dask.to_json()

@@ -78,3 +78,65 @@ def test_a_rank_that_does_not_load_is_missing_and_exit_code_says_so(tmp_path: Pa
     assert code == 0 and "MISSING rank 1" in out
     code, out, _ = run_cli("analyze", str(src), "--allow-missing", "--format", "md")
     assert code == 0 and "missing rank 1" in out
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_unreadable_rank_file_is_missing_and_the_others_are_analyzed(
+        tmp_path: Path, workers: str) -> None:
+    """A per-rank directory where one file's footer is gone (a rank that died while writing
+    it): the other ranks are analyzed, the file is named as missing in every renderer (its
+    ranks unknown), and the exit code says so (0 with --allow-missing)."""
+    import json
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    bad = src / "rank-00001.parquet"
+    bad.write_bytes(bad.read_bytes()[:3000])  # truncated: no footer
+    code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
+    assert code == 1, err
+    assert "rank(s) not analyzed: file rank-00001.parquet (not a readable Parquet file" in err
+    doc = json.loads(out)
+    assert doc["ranks"] == [0, 2]
+    (m,) = doc["missing_ranks"]
+    assert (m["rank"], m["file"], m["attempts"]) == (None, "rank-00001.parquet", 2)
+    assert m["error"].startswith("not a readable Parquet file") and "truncated" in m["error"]
+    line = "file rank-00001.parquet: not read (not a readable Parquet file"
+    for fmt, shown in (("text", f"MISSING {line}"), ("md", "**missing file rank-00001.parquet**"
+                                                     ": not read (not a readable"),
+                       ("html", f"<dt>MISSING</dt><dd>{line}")):
+        code, out, err = run_cli("analyze", str(src), "--allow-missing", "--format", fmt,
+                                 "--workers", workers)
+        assert code == 0, err
+        assert shown in out, fmt
+    # a directory of such files only: nothing to analyze, the file's own error
+    (src / "rank-00000.parquet").unlink()
+    (src / "rank-00002.parquet").unlink()
+    code, _, err = run_cli("analyze", str(src))
+    assert code == 2 and "rank-00001.parquet: not a readable Parquet file" in err
+
+
+def test_a_rank_failure_names_the_rank_once(tmp_path: Path) -> None:
+    """A rank refused by the analysis' time checks: its line names the rank once (the
+    check's own message does not repeat it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "2", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    f = src / "rank-00001.parquet"
+    pf = pq.ParquetFile(f)
+    t, md = pf.read(), pf.metadata.metadata
+    dur = t.column("dur_ns").to_numpy().copy()
+    dur[4] = -7
+    pq.write_table(t.set_column(t.schema.get_field_index("dur_ns"), "dur_ns", pa.array(dur))
+                   .replace_schema_metadata(md), f)
+    code, out, err = run_cli("analyze", str(src), "--allow-missing")
+    assert code == 0, err
+    assert "MISSING rank 1: not analyzed (1 event(s) with negative dur_ns, first at row 4" in out
+    code, _, err = run_cli("analyze", str(f))
+    assert code == 2
+    assert "no rank could be analyzed: rank 1: 1 event(s) with negative dur_ns" in err, err

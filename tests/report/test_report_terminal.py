@@ -32,3 +32,17 @@ def test_trace_strings_are_not_markup(analysis) -> None:  # type: ignore[no-unty
     text = render_rich(a, adv, width=200)
     sev = a.to_dict()["findings"][0]["severity"]
     assert f"[{sev}]" in text  # rich would take "[high]" for a style and drop it
+
+
+def test_missing_ranks_and_files_have_a_line(analysis) -> None:  # type: ignore[no-untyped-def]
+    """A partial analysis says what it left out on the terminal too (as every renderer)."""
+    import dataclasses
+
+    a, adv = analysis
+    part = dataclasses.replace(a, missing_ranks=[
+        {"rank": 3, "error": "worker died", "attempts": 2},
+        {"rank": None, "file": "rank-00007.parquet", "error": "no footer", "attempts": 2}])
+    lines = render_rich(part, adv, width=200).splitlines()
+    assert "MISSING rank 3: not analyzed (worker died)" in lines
+    assert "MISSING file rank-00007.parquet: not read (no footer)" in lines
+    assert not any("MISSING" in line for line in render_rich(a, adv, width=200).splitlines())
