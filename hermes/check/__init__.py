@@ -18,13 +18,14 @@ from hermes.diff.runs import open_runs
 
 
 def check_paths(new: str | Path, baselines: Sequence[str | Path], max_regression: float = 0.05,
-                alpha: float = 0.01, budget: Budget | str | Path | None = None) -> Verdict:
+                alpha: float = 0.01, budget: Budget | str | Path | None = None,
+                allow_missing: bool = False) -> Verdict:
     """:func:`check` on runs given by path; ``budget`` may be a file path."""
     if budget is not None and not isinstance(budget, Budget):
         budget = load_budget(budget)
     paths = [Path(new), *(Path(b) for b in baselines)]
     with open_runs(paths) as runs:
-        return check(runs[0], runs[1:], max_regression, alpha, budget)
+        return check(runs[0], runs[1:], max_regression, alpha, budget, allow_missing)
 
 
 __all__ = ["Budget", "BudgetError", "Gate", "Verdict", "check", "check_paths", "load_budget",

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from hermes.analyzers.result import missing_text
 from hermes.check.budget import LIMITS, Budget
 from hermes.diff.compute import TraceDiff, diff
 from hermes.diff.runs import Run
@@ -182,11 +183,32 @@ def responsible(d: TraceDiff, n: int = RESPONSIBLE_N) -> list[dict[str, Any]]:
     return out
 
 
+def coverage_gate(new: Run, baselines: list[Run], allow_missing: bool = False) -> Gate | None:
+    """``ranks_analyzed``: fails when a run's analysis left ranks (or unreadable files) out
+    -- its figures are not the whole run's, so the other gates would compare unlike things --
+    unless ``allow_missing`` (then it passes, flagged, naming them); None when none did."""
+    named = [f"{label}: {missing_text(m)}" for label, run in
+             (("new run", new), *((f"baseline {b.label}", b) for b in baselines))
+             for m in run.analysis.missing_ranks]
+    if not named:
+        return None
+    summary = "; ".join(named)
+    if allow_missing:
+        return Gate("ranks_analyzed", PASS, f"{summary} (accepted: --allow-missing)",
+                    kind="coverage", flagged=True)
+    return Gate("ranks_analyzed", FAIL, f"{summary} (--allow-missing to gate on the others)",
+                kind="coverage")
+
+
 def check(new: Run, baselines: list[Run], max_regression: float = 0.05, alpha: float = 0.01,
-          budget: Budget | None = None) -> Verdict:
+          budget: Budget | None = None, allow_missing: bool = False) -> Verdict:
     """Every gate: the regression gate when baselines are given, the budget's gates when a
-    budget is. ``Verdict.exit_code`` is the CI exit code (0 pass, 1 fail)."""
+    budget is, and :func:`coverage_gate` when a run is only partly analyzed.
+    ``Verdict.exit_code`` is the CI exit code (0 pass, 1 fail)."""
     gates: list[Gate] = []
+    coverage = coverage_gate(new, baselines, allow_missing)
+    if coverage is not None:
+        gates.append(coverage)
     d = None
     if baselines:
         gates.append(regression_gate(new, baselines, max_regression, alpha))

@@ -45,11 +45,16 @@ def register(app: typer.Typer) -> None:
                                           help="Write JUnit XML here (one test case per gate)."),
         md: Path | None = typer.Option(None, "--md",
                                        help="Write Markdown here, e.g. $GITHUB_STEP_SUMMARY."),
+        allow_missing: bool = typer.Option(
+            False, "--allow-missing",
+            help="Gate on the ranks that could be analyzed when a run's analysis left some "
+                 "out (they are named either way); without it such a run fails the gate."),
     ) -> int:
         """Gate CI on performance: exit 1 when the median step time regressed beyond
-        --max-regression and the slowdown is significant over the steps, or a budget is
-        broken; 0 when every gate passes; 2 on bad input. A failed regression names the
-        kernels and operators that got slower.
+        --max-regression and the slowdown is significant over the steps, a budget is
+        broken, or a run could be analyzed only in part (some ranks not analyzed); 0 when
+        every gate passes; 2 on bad input. A failed regression names the kernels and
+        operators that got slower.
 
         Example: hermes check new.parquet --baseline main-1.parquet --baseline main-2.parquet
         --budget perf.toml --junit perf.xml --md "$GITHUB_STEP_SUMMARY"
@@ -72,7 +77,8 @@ def register(app: typer.Typer) -> None:
         for out, flag in ((junit, "--junit"), (md, "--md")):
             if out is not None:
                 refuse_overwrite(out, inputs, flag)
-        verdict = check_paths(new, bases, max_regression=limit, alpha=alpha, budget=plan)
+        verdict = check_paths(new, bases, max_regression=limit, alpha=alpha, budget=plan,
+                              allow_missing=allow_missing)
         typer.echo(render_terminal(verdict), nl=False)
         if junit is not None:
             write_text_atomic(junit, render_junit(verdict))

@@ -61,6 +61,9 @@ class TraceDiff:
     names: pd.DataFrame
     #: per finding id: ``id, status, base_share, new_share, change, severity``
     findings: list[dict[str, Any]] = field(default_factory=list)
+    #: each run's ranks (or files) its analysis left out (``Analysis.missing_ranks``)
+    base_missing: list[dict[str, Any]] = field(default_factory=list)
+    new_missing: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def median_change(self) -> float:
@@ -81,7 +84,10 @@ class TraceDiff:
             "schema": SCHEMA,
             "base": self.base_label, "new": self.new_label,
             "ranks": {"matched": self.ranks, "only_base": self.only_base_ranks,
-                      "only_new": self.only_new_ranks},
+                      "only_new": self.only_new_ranks,
+                      # (present only for a partial run: complete documents are unchanged)
+                      **({"missing_base": self.base_missing} if self.base_missing else {}),
+                      **({"missing_new": self.new_missing} if self.new_missing else {})},
             "steps": {"base": vars(self.base_steps), "new": vars(self.new_steps),
                       "median_change": self.median_change, "p90_change": self.p90_change,
                       "median_ratio_ci": self.ci.to_dict(), "p_value": self.p_value,
@@ -191,4 +197,6 @@ def diff(base: Run, new: Run) -> TraceDiff:
         base_steps=base_steps, new_steps=StepStats.of(ns), ci=ci, p_value=p,
         min_p=min_p(bs.size, ns.size), breakdown=_breakdown(base, new, ranks),
         names=_names(base, new, ranks),
-        findings=_findings(base, new))
+        findings=_findings(base, new),
+        base_missing=list(base.analysis.missing_ranks),
+        new_missing=list(new.analysis.missing_ranks))

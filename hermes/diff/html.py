@@ -13,6 +13,7 @@ from hermes.diff.render import (
     STEP_HEAD,
     breakdown_rows,
     finding_rows,
+    missing_lines,
     name_rows,
     rank_line,
     significance_line,
@@ -47,6 +48,7 @@ def render_html(d: TraceDiff, top: int = 20) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>", f"<p>{escape(rank_line(d))}</p>",
+        *[f'<p class="missing"><b>{escape(m)}</b></p>' for m in missing_lines(d)],
         _table(STEP_HEAD, step_rows(d)), f"<p>{escape(significance_line(d))}</p>",
         "<h2>Breakdown</h2>", _table(BREAKDOWN_HEAD, breakdown_rows(d)),
         f"<h2>Changed operators and kernels ({len(changed)} of {len(d.names)}; per step and "

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from hermes.analyzers.result import missing_text
 from hermes.diff.compute import TraceDiff
 
 
@@ -96,6 +97,13 @@ def rank_line(d: TraceDiff) -> str:
     return text
 
 
+def missing_lines(d: TraceDiff) -> list[str]:
+    """One line per rank (or file) a run's analysis left out: a rank "only in" the other run
+    may be one this run could not analyze, not one it lacks."""
+    return [f"MISSING in {which}: {missing_text(m)}"
+            for which, ms in (("base", d.base_missing), ("new", d.new_missing)) for m in ms]
+
+
 def _table(head: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(head)]
@@ -107,7 +115,8 @@ def _table(head: list[str], rows: list[list[str]], indent: str = "  ") -> list[s
 
 def render_text(d: TraceDiff, top: int = 20) -> str:
     changed = d.changed()
-    lines = [f"hermes diff: {d.base_label} -> {d.new_label}", rank_line(d), ""]
+    lines = [f"hermes diff: {d.base_label} -> {d.new_label}", rank_line(d),
+             *missing_lines(d), ""]
     lines += _table(STEP_HEAD, step_rows(d))
     lines += ["  " + significance_line(d), ""]
     lines += _table(BREAKDOWN_HEAD, breakdown_rows(d)) + [""]
@@ -131,7 +140,9 @@ def md_table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_md(d: TraceDiff, top: int = 20) -> str:
     changed = d.changed()
-    lines = [f"## hermes diff: `{d.base_label}` → `{d.new_label}`", "", rank_line(d), ""]
+    missing = [f"- **{_md_cell(m)}**" for m in missing_lines(d)]
+    lines = [f"## hermes diff: `{d.base_label}` → `{d.new_label}`", "", rank_line(d), "",
+             *missing, *([""] if missing else [])]
     lines += md_table(STEP_HEAD, step_rows(d)) + ["", significance_line(d), ""]
     lines += ["### Breakdown", ""] + md_table(BREAKDOWN_HEAD, breakdown_rows(d)) + [""]
     lines += [f"### Changed operators and kernels ({len(changed)} of {len(d.names)}; "

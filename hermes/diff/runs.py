@@ -150,11 +150,11 @@ def _step_of(ev: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _totals(trace_path: Path, windows: pd.DataFrame
+def _totals(trace_path: Path, windows: pd.DataFrame, skip: Sequence[str] = ()
             ) -> tuple[pd.DataFrame, dict[tuple[str, str], str]]:
     from hermes.trace import load
 
-    ev = load(trace_path, columns=_COLUMNS).events
+    ev = load(trace_path, columns=_COLUMNS, skip=skip).events  # (skip: files not read)
     kind_to_cat = {k: c for c, kinds in CATEGORIES.items() for k in kinds}
     cat = ev["kind"].astype(object).map(kind_to_cat)
     keep = cat.notna().to_numpy()
@@ -178,7 +178,7 @@ def load_run(path: Path, label: str, analysis: Analysis | None = None) -> Run:
 
     a = analysis if analysis is not None else analyze(path)
     windows = _windows(a)
-    totals, raw = _totals(path, windows)
+    totals, raw = _totals(path, windows, a.unread_files)
     return Run(label=label, path=path, analysis=a, windows=windows, totals=totals, raw_names=raw)
 
 

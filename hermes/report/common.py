@@ -69,26 +69,6 @@ def warmup_text(w: dict[str, Any]) -> str:
             "allocator and cache warm-up); --keep-warmup analyzes it too")
 
 
-def missing_what(m: dict[str, Any]) -> str:
-    """What a ``missing_ranks`` entry left out: ``rank N``, or the file of unknown ranks whose
-    footer could not be read (``file NAME``)."""
-    if m.get("rank") is None and m.get("file"):
-        return f"file {m['file']}"
-    return f"rank {m['rank']}"
-
-
-def missing_why(m: dict[str, Any]) -> str:
-    """Why a ``missing_ranks`` entry was left out: ``not analyzed (ERROR)`` (``not read``
-    for a file)."""
-    how = "not read" if m.get("rank") is None and m.get("file") else "not analyzed"
-    return f"{how} ({m['error']})"
-
-
-def missing_text(m: dict[str, Any]) -> str:
-    """A ``missing_ranks`` entry as a line's text: what was left out, and why."""
-    return f"{missing_what(m)}: {missing_why(m)}"
-
-
 def ranks_text(ranks: list[int]) -> str:
     if not ranks:
         return "-"

@@ -12,12 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.result import Analysis, missing_text
 from hermes.report.common import (
     HTA,
     PARTS,
     mfu_text,
-    missing_text,
     short_name,
     unique_short_names,
     warmup_text,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.result import Analysis, missing_what, missing_why
 from hermes.report.common import (
     CP_LABELS,
     DEFAULT_TOP,
@@ -15,8 +15,6 @@ from hermes.report.common import (
     estimate_text,
     kernel_rows,
     mfu_text,
-    missing_what,
-    missing_why,
     top_ops,
     warmup_text,
 )

@@ -10,7 +10,7 @@ import io
 from typing import Any
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.result import Analysis, missing_text
 from hermes.report.common import (
     CP_LABELS,
     DEFAULT_TOP,
@@ -20,7 +20,6 @@ from hermes.report.common import (
     kernel_rows,
     mean_breakdown,
     mfu_text,
-    missing_text,
     ranks_text,
     top_ops,
     unique_short_names,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.result import Analysis, missing_text
 from hermes.report.common import (
     CP_LABELS,
     DEFAULT_TOP,
@@ -14,7 +14,6 @@ from hermes.report.common import (
     kernel_rows,
     mean_breakdown,
     mfu_text,
-    missing_text,
     ranks_text,
     short_name,
     top_ops,
