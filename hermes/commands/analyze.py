@@ -55,9 +55,7 @@ def register(app: typer.Typer) -> None:
             None, "--scheduler", help="Run ranks on this Dask scheduler (tcp://HOST:PORT; "
             "'local': a local Dask cluster of --workers); default $DASK_SCHEDULER_ADDRESS, "
             "else this machine. Needs pip install 'hermes-profiler[cluster]'."),
-        allow_missing: bool = typer.Option(
-            False, "--allow-missing", help="Exit 0 even if some ranks could not be analyzed "
-            "(they are listed in the report either way)."),
+        allow_missing: bool = typer.Option(False, "--allow-missing", help=ALLOW_MISSING_HELP),
         keep_warmup: bool = typer.Option(
             False, "--keep-warmup",
             help="Analyze a warm-up first step too (one over 10x the median of the others is "
@@ -107,14 +105,14 @@ def register(app: typer.Typer) -> None:
             from hermes.report.terminal import print_report
 
             print_report(result, advice, top)
-            return _exit(result, allow_missing)
+            return exit_code(result, allow_missing)
         text = renderer(result, advice, top, trace=loaded)
         if out is not None:
             write_text_atomic(out, text)
             typer.echo(f"wrote {out}", err=True)
         else:
             typer.echo(text, nl=False)
-        return _exit(result, allow_missing)
+        return exit_code(result, allow_missing)
 
 
 @contextlib.contextmanager
@@ -152,7 +150,12 @@ def _timeline_trace(source: Any, rank: list[int] | None, result: Any) -> Any:
     return Trace(events=ev[columns()].reset_index(drop=True), meta=source.meta)
 
 
-def _exit(result: Any, allow_missing: bool) -> int:
+#: ``--allow-missing``'s help (``analyze`` and ``report``)
+ALLOW_MISSING_HELP = ("Exit 0 even if some ranks could not be analyzed (they are listed in the "
+                      "report either way).")
+
+
+def exit_code(result: Any, allow_missing: bool) -> int:
     """0, or 1 naming the ranks that could not be analyzed (unless ``--allow-missing``)."""
     if result.missing_ranks and not allow_missing:
         named = ", ".join(f"{m['rank']} ({m['error']})" if m["rank"] is not None else

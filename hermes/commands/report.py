@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from hermes.commands._util import check_output_path, hermes_trace, progress, write_text_atomic
-from hermes.commands.analyze import SAVE_HELP, TRACE_HELP
+from hermes.commands.analyze import ALLOW_MISSING_HELP, SAVE_HELP, TRACE_HELP, exit_code
 
 
 def _open(path: Path) -> None:
@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         keep_warmup: bool = typer.Option(False, "--keep-warmup",
                                          help="Analyze a warm-up first step too."),
         save_trace: Path | None = typer.Option(None, "--save-trace", help=SAVE_HELP),
+        allow_missing: bool = typer.Option(False, "--allow-missing", help=ALLOW_MISSING_HELP),
     ) -> int:
         """Write one HTML file with the verdict, findings and recommendations, step breakdown,
         an aggregated timeline with the critical path, roofline, sortable kernel and operator
@@ -49,9 +50,10 @@ def register(app: typer.Typer) -> None:
                     path, workers=workers, keep_warmup=keep_warmup,
                     progress=lambda done, total: bar.update(completed=done, total=total))
             with progress("rendering"):
-                html = render("html", analysis, advice, top, trace=load(path, columns=columns()))
+                events = load(path, columns=columns(), skip=analysis.unread_files)
+                html = render("html", analysis, advice, top, trace=events)
         write_text_atomic(out, html)
         typer.echo(f"wrote {out} ({len(html.encode()) / 1e6:.1f} MB)")
         if open_it:
             _open(out)
-        return 0
+        return exit_code(analysis, allow_missing)

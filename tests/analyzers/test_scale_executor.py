@@ -110,6 +110,13 @@ def test_an_unreadable_rank_file_is_missing_and_the_others_are_analyzed(
                                  "--workers", workers)
         assert code == 0, err
         assert shown in out, fmt
+    # hermes report too: the page names it, the exit code says so
+    page = tmp_path / f"report-{workers}.html"
+    code, _, err = run_cli("report", str(src), "--out", str(page), "--workers", workers)
+    assert code == 1 and "rank(s) not analyzed: file rank-00001.parquet" in err, err
+    assert f"<dt>MISSING</dt><dd>{line}" in page.read_text()
+    code, _, err = run_cli("report", str(src), "--out", str(page), "--allow-missing")
+    assert code == 0, err
     # a directory of such files only: nothing to analyze, the file's own error
     (src / "rank-00000.parquet").unlink()
     (src / "rank-00002.parquet").unlink()
