@@ -220,18 +220,23 @@ def test_counters_flops_and_unknown_categories(tmp_path: Path) -> None:
 
 
 def test_negative_or_infinite_counts_are_not_known(tmp_path: Path) -> None:
-    """A FLOP or byte count below zero (or bytes past int64) counts nothing: the imported
-    event's flops / bytes are null (the args keep what the file said), and the trace
-    validates. (JSON has no infinity: a number past float64 is refused as out of range.)"""
+    """A FLOP or byte count below zero, past float64 (1e400: JSON has no infinity) or, for
+    bytes, past int64 counts nothing: the imported event's flops / bytes are null (the args
+    keep what the file said), and the trace validates."""
     def op(name: str, **args: object) -> dict:
         return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 7,
                 "dur": 2, "args": args}
 
     events = [op("neg", flops=-3, bytes=-4), op("big", flops=-1e300, bytes=1e300),
-              op("ok", flops=2e9, bytes=4096), op("zero", flops=0, bytes=0)]
-    ev = imported([write_json(tmp_path / "t.json", events)], tmp_path / "o.parquet").events
-    ev = ev.set_index("name")
-    assert ev["flops"].isna()[["neg", "big"]].all() and ev["bytes"].isna()[["neg", "big"]].all()
+              op("ok", flops=2e9, bytes=4096), op("zero", flops=0, bytes=0),
+              op("inf", flops=7.5, bytes=8.5, correlation=9.5)]
+    src = write_json(tmp_path / "t.json", events)
+    src.write_text(src.read_text().replace("7.5", "1e400").replace("8.5", "-1e999")
+                   .replace("9.5", "1" + "0" * 400))
+    ev = imported([src], tmp_path / "o.parquet").events.set_index("name")
+    gone = ["neg", "big", "inf"]
+    assert ev["flops"].isna()[gone].all() and ev["bytes"].isna()[gone].all()
+    assert ev.loc["inf", "args"].startswith('{"flops": 1e400, "bytes": -1e999, "correlation": 1000')
     assert (ev.loc["ok", "flops"], ev.loc["ok", "bytes"]) == (2e9, 4096)
     assert (ev.loc["zero", "flops"], ev.loc["zero", "bytes"]) == (0, 0)
     assert json.loads(ev.loc["neg", "args"]) == {"flops": -3, "bytes": -4}
