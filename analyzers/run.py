@@ -31,7 +31,7 @@ from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
 from hermes.errors import HermesError, TraceFormatError, UsageError
-from hermes.trace.validate import time_errors
+from hermes.trace.validate import rank_errors, time_errors
 
 #: Modules that register analyzers (importing one registers its analyzers).
 MODULES = (
@@ -73,6 +73,16 @@ def _check_times(events: pd.DataFrame) -> None:
         raise TraceFormatError("; ".join(errors),
                                hint="the file was not written by Hermes as is; "
                                     "`hermes validate` lists the problems")
+
+
+def _check_rank(events: pd.DataFrame, rank: int, path: Path | None) -> None:
+    """Every row read for ``rank`` holds that rank: a per-rank file (``path``) whose footer
+    lists it but whose rows hold another (a file renamed or rewritten by hand) is refused, not
+    analyzed under the footer's rank while the rows' own rank goes unnamed."""
+    errors = rank_errors(events, (int(rank),), path.name if path is not None else "")
+    if errors:
+        raise TraceFormatError(errors[0], hint="the file's footer and rows disagree; re-create "
+                                               "it (`hermes validate` lists the problems)")
 
 
 def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, float] | None,
@@ -180,6 +190,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
     tr = load_rank(path, rank)
+    _check_rank(tr.events, rank, tr.path)
     _check_times(tr.events)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta

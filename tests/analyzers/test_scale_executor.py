@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,3 +141,43 @@ def test_a_rank_failure_names_the_rank_once(tmp_path: Path) -> None:
     code, _, err = run_cli("analyze", str(f))
     assert code == 2
     assert "no rank could be analyzed: rank 1: 1 event(s) with negative dur_ns" in err, err
+
+
+def _rewrite(f: Path, edit: Any) -> None:
+    """Rewrite a Hermes Parquet file's table through ``edit(table)``, its footer kept."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(f)
+    meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {})}
+    pq.write_table(edit(pf.read()).replace_schema_metadata(meta), f)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_rank_file_whose_rows_hold_another_rank_is_missing(tmp_path: Path,
+                                                             workers: str) -> None:
+    """fuzz pdir: rank-00002.parquet's footer lists rank 2, its rows hold rank 5. Rank 2 was
+    analyzed from rank 5's rows (exit 0, rank 5 named nowhere); now rank 2 is missing, the
+    file and both ranks named, and validate says why."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    f = src / "rank-00002.parquet"
+    _rewrite(f, lambda t: t.set_column(t.schema.get_field_index("rank"), "rank",
+                                       pa.array([5] * len(t), t.schema.field("rank").type)))
+    code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
+    assert code == 1, err
+    n = pq.ParquetFile(f).metadata.num_rows
+    needle = f"rank-00002.parquet: {n} event(s) of rank(s) 5 that the footer's hermes.ranks (2)"
+    assert f"rank(s) not analyzed: 2 ({needle}" in err
+    doc = json.loads(out)
+    assert doc["ranks"] == [0, 1] and [m["rank"] for m in doc["missing_ranks"]] == [2]
+    code, out, _ = run_cli("analyze", str(src), "--allow-missing", "--workers", workers)
+    assert code == 0 and f"MISSING rank 2: not analyzed ({needle}" in out
+    code, out, err = run_cli("validate", str(src))
+    assert code == 1 and f"{f}: {n} event(s) of rank(s) 5" in err
