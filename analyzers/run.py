@@ -75,11 +75,11 @@ def _check_times(events: pd.DataFrame) -> None:
                                     "`hermes validate` lists the problems")
 
 
-def _check_rank(events: pd.DataFrame, rank: int, path: Path | None) -> None:
-    """Every row read for ``rank`` holds that rank: a per-rank file (``path``) whose footer
-    lists it but whose rows hold another (a file renamed or rewritten by hand) is refused, not
-    analyzed under the footer's rank while the rows' own rank goes unnamed."""
-    errors = rank_errors(events, (int(rank),), path.name if path is not None else "")
+def _check_rank(events: pd.DataFrame, rank: int, where: str) -> None:
+    """Every row read for ``rank`` holds that rank: a per-rank file (named in ``where``) whose
+    footer lists it but whose rows hold another (a file renamed or rewritten by hand) is
+    refused, not analyzed under the footer's rank while the rows' own rank goes unnamed."""
+    errors = rank_errors(events, (int(rank),), where)
     if errors:
         raise TraceFormatError(errors[0], hint="the file's footer and rows disagree; re-create "
                                                "it (`hermes validate` lists the problems)")
@@ -190,7 +190,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
     tr = load_rank(path, rank)
-    _check_rank(tr.events, rank, tr.path)
+    _check_rank(tr.events, rank, _rank_where(str(path), rank))
     _check_times(tr.events)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
@@ -203,10 +203,13 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
 
 def load_rank(path: str | os.PathLike[str], rank: int) -> Any:
     """Rank ``rank``'s trace as the executor reads it: from its own file of a per-rank
-    directory, its args left in the file (``lazy_args``)."""
+    directory (else from the directory, but the files whose footer cannot be read: the driver
+    lists those as missing), its args left in the file (``lazy_args``)."""
     from hermes.trace import load
 
-    return load(_rank_file(str(path), rank), ranks=[rank], lazy_args=True)
+    src = _rank_file(str(path), rank)
+    skip = _rank_files(src, os.stat(src).st_mtime_ns)[1] if os.path.isdir(src) else ()
+    return load(src, ranks=[rank], lazy_args=True, skip=skip)
 
 
 def _rank_file(path: str, rank: int) -> str:
@@ -215,28 +218,40 @@ def _rank_file(path: str, rank: int) -> str:
     per rank read)."""
     if not os.path.isdir(path):
         return path
-    files = _rank_files(path, os.stat(path).st_mtime_ns).get(int(rank), ())
+    files = _rank_files(path, os.stat(path).st_mtime_ns)[0].get(int(rank), ())
     return files[0] if len(files) == 1 else path
 
 
+def _rank_where(path: str, rank: int) -> str:
+    """Where rank ``rank``'s rows were read from, for an error: its file's name, the names of
+    the directory's files whose footers list it, else the path."""
+    if not os.path.isdir(path):
+        return Path(path).name
+    files = _rank_files(path, os.stat(path).st_mtime_ns)[0].get(int(rank), ())
+    return ", ".join(Path(f).name for f in files) or path
+
+
 @functools.lru_cache(maxsize=4)
-def _rank_files(path: str, stamp: int) -> dict[int, tuple[str, ...]]:
-    """rank -> the files of directory ``path`` whose footers list it (empty when a footer
-    lists no ranks: then the rank column decides, read from every file). ``stamp``: the
-    directory's modification time, so a changed directory is read again."""
+def _rank_files(path: str, stamp: int) -> tuple[dict[int, tuple[str, ...]], tuple[str, ...]]:
+    """(rank -> the files of directory ``path`` whose footers list it, the names of its files
+    whose footer cannot be read); the mapping is empty when a footer lists no ranks: then the
+    rank column decides, read from every file. ``stamp``: the directory's modification time,
+    so a changed directory is read again."""
     from hermes.trace.reader import read_ranks, trace_files
 
     out: dict[int, tuple[str, ...]] = {}
+    unread: list[str] = []
+    listed = True
     for f in trace_files(path):
         try:
             ranks = read_ranks(f)
         except TraceFormatError:  # an unreadable footer: the driver lists the file as missing
+            unread.append(f.name)
             continue
-        if not ranks:
-            return {}
+        listed = listed and bool(ranks)
         for r in ranks:
             out[int(r)] = (*out.get(int(r), ()), str(f))
-    return out
+    return (out if listed else {}), tuple(unread)
 
 
 def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, AnalyzerResult]:

@@ -181,3 +181,41 @@ def test_a_rank_file_whose_rows_hold_another_rank_is_missing(tmp_path: Path,
     assert code == 0 and f"MISSING rank 2: not analyzed ({needle}" in out
     code, out, err = run_cli("validate", str(src))
     assert code == 1 and f"{f}: {n} event(s) of rank(s) 5" in err
+
+
+@pytest.mark.parametrize(("layout", "workers"), [("segments", "1"), ("segments", "2"),
+                                                 ("unlisted", "1")])
+def test_an_unreadable_file_does_not_fail_the_ranks_read_from_the_directory(
+        tmp_path: Path, layout: str, workers: str) -> None:
+    """fuzz pdir: a rank read from the directory (its rows in two files, or footers that list
+    no ranks) was failed with another file's unreadable footer as its error; now only that
+    file is missing and every rank is analyzed."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    first = src / "rank-00000.parquet"
+    if layout == "segments":  # rank 0 in two files, as a profiled run's segments are
+        pf = pq.ParquetFile(first)
+        meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {})}
+        t = pf.read().replace_schema_metadata(meta)
+        pq.write_table(t.slice(0, len(t) // 2), first)
+        pq.write_table(t.slice(len(t) // 2), src / "rank-00000.seg-1-00001.parquet")
+    else:  # footers without hermes.ranks: the rank column decides
+        for f in sorted(src.glob("*.parquet")):
+            pf = pq.ParquetFile(f)
+            meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {})}
+            meta.pop(b"hermes.ranks")
+            pq.write_table(pf.read().replace_schema_metadata(meta), f)
+    bad = src / "rank-00001.parquet"
+    bad.write_bytes(bad.read_bytes()[:3000])  # truncated: no footer
+    code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["ranks"] == [0, 2]
+    assert [(m["rank"], m.get("file")) for m in doc["missing_ranks"]] == \
+        [(None, "rank-00001.parquet")]
