@@ -189,6 +189,7 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
               ) -> tuple[int, dict[str, AnalyzerResult]]:
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
+    _check_copies(str(path), rank)
     tr = load_rank(path, rank)
     _check_rank(tr.events, rank, _rank_where(str(path), rank))
     _check_times(tr.events)
@@ -220,6 +221,26 @@ def _rank_file(path: str, rank: int) -> str:
         return path
     files = _rank_files(path, os.stat(path).st_mtime_ns)[0].get(int(rank), ())
     return files[0] if len(files) == 1 else path
+
+
+def _check_copies(path: str, rank: int) -> None:
+    """The files of a per-rank directory that list ``rank`` are not one file twice (a link)
+    nor identical copies: their events would be read twice and every sum doubled."""
+    if not os.path.isdir(path):
+        return
+    files = _rank_files(path, os.stat(path).st_mtime_ns)[0].get(int(rank), ())
+    if len(files) < 2:
+        return
+    import filecmp
+
+    sizes = [os.stat(f).st_size for f in files]  # (a link: its target's size)
+    for i, a in enumerate(files):
+        for b, size in zip(files[i + 1:], sizes[i + 1:], strict=True):
+            if size == sizes[i] and (os.path.samefile(a, b) or filecmp.cmp(a, b, shallow=False)):
+                raise TraceFormatError(
+                    f"{Path(b).name} is {'a link to' if os.path.samefile(a, b) else 'a copy of'}"
+                    f" {Path(a).name}: rank {rank}'s events would be read twice",
+                    hint=f"remove {Path(b).name} from the trace directory")
 
 
 def _rank_where(path: str, rank: int) -> str:

@@ -219,3 +219,30 @@ def test_an_unreadable_file_does_not_fail_the_ranks_read_from_the_directory(
     assert doc["ranks"] == [0, 2]
     assert [(m["rank"], m.get("file")) for m in doc["missing_ranks"]] == \
         [(None, "rank-00001.parquet")]
+
+
+@pytest.mark.parametrize(("how", "workers"), [("copy", "1"), ("link", "2")])
+def test_a_rank_file_twice_is_missing_not_counted_twice(tmp_path: Path, how: str,
+                                                        workers: str) -> None:
+    """fuzz pdir: a copy of (or a link to) a rank's file under another name in the directory
+    had that rank's events read twice (exit 0, sums doubled); now the rank is missing and the
+    extra file named."""
+    import json
+    import shutil
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    extra = src / "rank-00009.parquet"
+    if how == "copy":
+        shutil.copy(src / "rank-00001.parquet", extra)
+    else:
+        extra.symlink_to("rank-00001.parquet")
+    code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
+    assert code == 1, err
+    what = "a copy of" if how == "copy" else "a link to"
+    assert f"rank(s) not analyzed: 1 (rank-00009.parquet is {what} rank-00001.parquet" in err
+    assert "remove rank-00009.parquet" in err
+    doc = json.loads(out)
+    assert doc["ranks"] == [0, 2] and [m["rank"] for m in doc["missing_ranks"]] == [1]
