@@ -31,7 +31,7 @@ from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
 from hermes.errors import HermesError, TraceFormatError, UsageError
-from hermes.trace.validate import rank_errors, time_errors
+from hermes.trace.validate import consistency_errors, rank_errors, time_errors
 
 #: Modules that register analyzers (importing one registers its analyzers).
 MODULES = (
@@ -291,7 +291,7 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
 
     # merged file by file: a footer may carry every rank's clock offsets (4,096 ranks: 4,096
     # entries in each of 4,096 footers), so the footers are not all held at once
-    meta, listed = None, True
+    meta, first, listed = None, None, True
     ranks_seen: set[int] = set()
     files = trace_files(path)
     readable: list[Path] = []
@@ -304,6 +304,10 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
                 raise
             unread.append((f, exc))
             continue
+        if readable:  # one run's files only (validate's check: source, run id)
+            _check_one_run(readable[0], first, f, m)
+        else:
+            first = m
         readable.append(f)
         meta = m if meta is None else TraceMeta.merge([meta, m])
         listed = listed and bool(m.ranks)
@@ -318,6 +322,16 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
                         for t, _, _ in iter_tables(f, columns=["rank"])
                         for r in t.column("rank").unique().to_pylist()})
     return ranks, meta, path.is_dir(), [_unread_entry(f, exc) for f, exc in unread]
+
+
+def _check_one_run(f0: Path, m0: Any, f: Path, m: Any) -> None:
+    """File ``f`` of a trace directory comes from the run of its first file ``f0`` (the same
+    source and run id), else the input as a whole is refused: ranks of two runs analyzed
+    together make one cluster of two jobs."""
+    errors = consistency_errors([(f0, m0, None), (f, m, None)])
+    if errors:
+        raise TraceFormatError(errors[0], hint="keep one run's files in the directory "
+                                               "(`hermes validate` lists the problems)")
 
 
 def _read_meta_twice(f: Path) -> Any:

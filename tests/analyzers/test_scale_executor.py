@@ -246,3 +246,28 @@ def test_a_rank_file_twice_is_missing_not_counted_twice(tmp_path: Path, how: str
     assert "remove rank-00009.parquet" in err
     doc = json.loads(out)
     assert doc["ranks"] == [0, 2] and [m["rank"] for m in doc["missing_ranks"]] == [1]
+
+
+def test_files_of_two_runs_in_one_directory_are_refused(tmp_path: Path) -> None:
+    """fuzz pdir: a rank file of another run (another source) in a per-rank directory was
+    analyzed with the others as one job (exit 0); now the input is refused, the odd file and
+    both sources named."""
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "2", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    f = src / "rank-00001.parquet"
+    pf = pq.ParquetFile(f)
+    meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {}),
+            b"hermes.source": b"kineto"}
+    pq.write_table(pf.read().replace_schema_metadata(meta), f)
+    for workers in ("1", "2"):
+        code, _, err = run_cli("analyze", str(src), "--workers", workers)
+        assert code == 2, err
+        assert err.count("hermes: error:") == 1
+        assert "rank-00001.parquet: source 'kineto' differs from 'emulator' of " \
+               "rank-00000.parquet: files of two different runs" in err
+    code, _, err = run_cli("validate", str(src))
+    assert code == 1 and "files of two different runs" in err
