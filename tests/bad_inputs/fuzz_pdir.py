@@ -21,6 +21,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -298,6 +299,9 @@ class PDir(Family):
             return "exit 1 without a missing entry"
         if code == 0 and missing and not allow:
             return "exit 0 with missing entries, without --allow-missing"
+        for m in missing:  # a rank's error is the input's, never an exception's class name
+            if re.match(r"(\w+\.)*\w*(Error|Exception|Invalid|Interrupt)\b", str(m["error"])):
+                return f"internal error as a missing entry: {str(m['error'])[:80]}"
         for m in missing if code == 1 else ():
             name = str(m["rank"]) if m["rank"] is not None else f"file {m['file']}"
             if name not in err:
