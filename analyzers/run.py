@@ -180,9 +180,10 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
               ) -> tuple[int, dict[str, AnalyzerResult]]:
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
-    check_copies(str(path), rank)
     tr = load_rank(path, rank)
+    # rows of another rank first: that error names every file the rank is read from
     check_rank(tr.events, rank, rank_where(str(path), rank))
+    check_copies(str(path), rank)
     _check_times(tr.events)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
