@@ -27,11 +27,12 @@ import pandas as pd
 from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
 from hermes.analyzers.executor import Executor, Failure, LocalExecutor, usable_cpus
 from hermes.analyzers.fold import fold_symptoms, merge_findings
+from hermes.analyzers.rankfiles import check_copies, check_rank, load_rank, rank_where
 from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
 from hermes.errors import HermesError, TraceFormatError, UsageError
-from hermes.trace.validate import time_errors
+from hermes.trace.validate import consistency_errors, time_errors
 
 #: Modules that register analyzers (importing one registers its analyzers).
 MODULES = (
@@ -180,6 +181,9 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
     tr = load_rank(path, rank)
+    # rows of another rank first: that error names every file the rank is read from
+    check_rank(tr.events, rank, rank_where(str(path), rank))
+    check_copies(str(path), rank)
     _check_times(tr.events)
     events, warmup = (tr.events, None) if keep_warmup else drop_warmup(tr.events)
     meta = tr.meta
@@ -188,44 +192,6 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
     # caller until the call returns)
     del tr
     return rank, _analyze_rank(rank, events, meta, warmup, packed=True)
-
-
-def load_rank(path: str | os.PathLike[str], rank: int) -> Any:
-    """Rank ``rank``'s trace as the executor reads it: from its own file of a per-rank
-    directory, its args left in the file (``lazy_args``)."""
-    from hermes.trace import load
-
-    return load(_rank_file(str(path), rank), ranks=[rank], lazy_args=True)
-
-
-def _rank_file(path: str, rank: int) -> str:
-    """The one file of a per-rank directory whose footer lists ``rank`` (else ``path``): a
-    worker reads the directory's footers once, not once per rank (4,096 ranks: 4,096 footers
-    per rank read)."""
-    if not os.path.isdir(path):
-        return path
-    files = _rank_files(path, os.stat(path).st_mtime_ns).get(int(rank), ())
-    return files[0] if len(files) == 1 else path
-
-
-@functools.lru_cache(maxsize=4)
-def _rank_files(path: str, stamp: int) -> dict[int, tuple[str, ...]]:
-    """rank -> the files of directory ``path`` whose footers list it (empty when a footer
-    lists no ranks: then the rank column decides, read from every file). ``stamp``: the
-    directory's modification time, so a changed directory is read again."""
-    from hermes.trace.reader import read_ranks, trace_files
-
-    out: dict[int, tuple[str, ...]] = {}
-    for f in trace_files(path):
-        try:
-            ranks = read_ranks(f)
-        except TraceFormatError:  # an unreadable footer: the driver lists the file as missing
-            continue
-        if not ranks:
-            return {}
-        for r in ranks:
-            out[int(r)] = (*out.get(int(r), ()), str(f))
-    return out
 
 
 def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, AnalyzerResult]:
@@ -244,7 +210,7 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
 
     # merged file by file: a footer may carry every rank's clock offsets (4,096 ranks: 4,096
     # entries in each of 4,096 footers), so the footers are not all held at once
-    meta, listed = None, True
+    meta, first, listed = None, None, True
     ranks_seen: set[int] = set()
     files = trace_files(path)
     readable: list[Path] = []
@@ -257,6 +223,10 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
                 raise
             unread.append((f, exc))
             continue
+        if readable:  # one run's files only (validate's check: source, run id)
+            _check_one_run(readable[0], first, f, m)
+        else:
+            first = m
         readable.append(f)
         meta = m if meta is None else TraceMeta.merge([meta, m])
         listed = listed and bool(m.ranks)
@@ -271,6 +241,16 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
                         for t, _, _ in iter_tables(f, columns=["rank"])
                         for r in t.column("rank").unique().to_pylist()})
     return ranks, meta, path.is_dir(), [_unread_entry(f, exc) for f, exc in unread]
+
+
+def _check_one_run(f0: Path, m0: Any, f: Path, m: Any) -> None:
+    """File ``f`` of a trace directory comes from the run of its first file ``f0`` (the same
+    source and run id), else the input as a whole is refused: ranks of two runs analyzed
+    together make one cluster of two jobs."""
+    errors = consistency_errors([(f0, m0, None), (f, m, None)])
+    if errors:
+        raise TraceFormatError(errors[0], hint="keep one run's files in the directory "
+                                               "(`hermes validate` lists the problems)")
 
 
 def _read_meta_twice(f: Path) -> Any:

@@ -52,6 +52,24 @@ class FileArgs:
             self._starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         return self._pf
 
+    def _args(self, pf: Any, g: int) -> pa.ChunkedArray:
+        """Row group ``g``'s args as strings; a page that cannot be read (or args of a type
+        that is no text) is the file's TraceFormatError, naming it."""
+        from hermes.errors import TraceFormatError
+
+        try:
+            col = pf.read_row_group(g, columns=["args"]).column(0)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})",
+                                   path=self.path, hint="the file may be truncated; re-create "
+                                   "it") from None
+        try:
+            return col if col.type == pa.string() else col.cast(pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            raise TraceFormatError(f"column 'args' has type {col.type}, expected string",
+                                   path=self.path, hint="re-create the trace with hermes"
+                                   ) from None
+
     def take(self, rows: np.ndarray) -> pa.Array:
         """The args (Arrow strings) of file rows ``rows``, in that order."""
         rows = np.asarray(rows, np.int64)
@@ -65,9 +83,7 @@ class FileArgs:
             lo, hi = cut[g], cut[g + 1]
             if lo == hi:
                 continue
-            col = pf.read_row_group(g, columns=["args"]).column(0)
-            if col.type != pa.string():
-                col = col.cast(pa.string())
+            col = self._args(pf, g)
             pieces.append(col.take(pa.array(srt[lo:hi] - self._starts[g])).combine_chunks())
             del col
         out = pa.concat_arrays(pieces) if pieces else pa.array([], pa.string())

@@ -53,7 +53,14 @@ import pyarrow.parquet as pq
 from hermes.errors import OutputError, TraceFormatError
 from hermes.trace.chrome_text import FLOW_FIELDS, codes, format_batch, format_flows, mask_of
 from hermes.trace.meta import TraceMeta
-from hermes.trace.reader import _check_columns, _open, conform, read_meta, trace_files
+from hermes.trace.reader import (
+    UNREADABLE,
+    _check_columns,
+    _open,
+    conform,
+    read_meta,
+    trace_files,
+)
 from hermes.trace.schema import COLUMN_NAMES, DEVICE_LANES
 
 BATCH_ROWS = 65_536
@@ -106,7 +113,7 @@ def _batches(pf: pq.ParquetFile, f: Path, columns: list[str]) -> Iterator[pa.Rec
             batch = next(it)
         except StopIteration:
             return
-        except (pa.ArrowInvalid, OSError) as exc:
+        except UNREADABLE as exc:
             raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})",
                                    path=f, hint="the file may be truncated; re-create it"
                                    ) from None

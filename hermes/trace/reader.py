@@ -76,12 +76,17 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     return [p]
 
 
+#: What Arrow raises for a Parquet file it cannot read: a corrupt footer or page may also name
+#: a type Arrow does not implement (an integer of 4 bits), not only an invalid one.
+UNREADABLE = (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError)
+
+
 def _open(f: Path) -> pq.ParquetFile:
     import pyarrow.parquet as pq
 
     try:
         return pq.ParquetFile(f)
-    except (pa.ArrowInvalid, OSError) as exc:
+    except UNREADABLE as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise TraceFormatError(f"not a readable Parquet file ({msg})", path=f,
                                hint="the file may be truncated; re-create it") from None
@@ -170,7 +175,7 @@ def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = No
         read_cols = list(dict.fromkeys(present + (["rank"] if rank_set is not None else [])))
         try:
             table = pf.read(columns=read_cols)
-        except (pa.ArrowInvalid, OSError) as exc:
+        except UNREADABLE as exc:
             raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})", path=f,
                                    hint="the file may be truncated; re-create it") from None
         if rank_set is not None and not (meta.ranks and rank_set.issuperset(meta.ranks)):
@@ -283,7 +288,7 @@ def _load_file(f: Path, columns: Sequence[str] | None, ranks: Iterable[int] | No
     def read(name: str) -> pa.Table:
         try:
             return pf.read(columns=[name])
-        except (pa.ArrowInvalid, OSError) as exc:
+        except UNREADABLE as exc:
             raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})", path=f,
                                    hint="the file may be truncated; re-create it") from None
 

@@ -67,6 +67,24 @@ def time_errors(df: pd.DataFrame, where: str = "trace") -> list[str]:
     return errors
 
 
+def rank_errors(df: pd.DataFrame, listed: Any, where: str = "trace") -> list[str]:
+    """Rows of a rank the file's footer does not list (``hermes.ranks``; nothing to check when
+    it lists none): the footer decides which file a rank's events are read from, so such rows
+    would be analyzed as another rank's, or not at all. One line naming how many and the first;
+    none for an empty frame."""
+    if df.empty or not listed:
+        return []
+    rank = df["rank"].to_numpy()
+    bad = np.flatnonzero(~np.isin(rank, np.asarray(list(listed), dtype=np.int64)))
+    if not bad.size:
+        return []
+    i = int(bad[0])
+    pre = f"{where}: " if where else ""
+    others = ", ".join(str(int(r)) for r in np.unique(rank[bad])[:5])
+    return [f"{pre}{bad.size} event(s) of rank(s) {others} that the footer's hermes.ranks "
+            f"({', '.join(map(str, listed))}) does not list, first at row {i}"]
+
+
 #: columns that count something (operations, bytes): none negative or infinite (null / NaN:
 #: not known)
 COUNT_COLUMNS = ("flops", "bytes")
@@ -187,6 +205,7 @@ def validate(path: str | os.PathLike[str]) -> ValidationReport:
     for table, meta, f in iter_tables(path, columns=None):
         df = table_to_pandas(table)
         report.errors += check_events(df, where=str(f))
+        report.errors += rank_errors(df, meta.ranks, where=str(f))
         frames.append(df)
         source = source or meta.source
         metas.append((f, meta, int(df["ts_ns"].min()) if len(df) else None))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes.analyzers import run
+from hermes.analyzers import rankfiles, run
 from hermes.trace import reader
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace
@@ -26,11 +26,11 @@ def _dir(tmp_path: Path, n: int) -> Path:
 
 def test_each_rank_reads_its_own_file_and_the_footers_once(tmp_path, monkeypatch):
     d = _dir(tmp_path, 4)
-    run._rank_files.cache_clear()
+    rankfiles.rank_files.cache_clear()
     calls = []
     real = reader.read_ranks
     monkeypatch.setattr(reader, "read_ranks", lambda *a: calls.append(a) or real(*a))
-    assert [Path(run._rank_file(str(d), r)).name for r in range(4)] == \
+    assert [Path(rankfiles.rank_file(str(d), r)).name for r in range(4)] == \
         [f"rank-{r:05d}.parquet" for r in range(4)]
     assert len(calls) == 4  # four footers, read once for the four ranks
     # what the worker analyzes is that rank's events alone, as from the directory
@@ -47,13 +47,13 @@ def test_a_rank_in_two_files_is_read_from_the_directory(tmp_path):
     write_trace(d / "a.parquet", frame(ev("host_op", "fwd", 0, 90, rank=0),
                                        ev("host_op", "fwd", 0, 80, rank=1)), TraceMeta())
     write_trace(d / "b.parquet", frame(ev("host_op", "opt", 90, 10, rank=1)), TraceMeta())
-    run._rank_files.cache_clear()
-    assert run._rank_file(str(d), 1) == str(d)
-    assert Path(run._rank_file(str(d), 0)).name == "a.parquet"
+    rankfiles.rank_files.cache_clear()
+    assert rankfiles.rank_file(str(d), 1) == str(d)
+    assert Path(rankfiles.rank_file(str(d), 0)).name == "a.parquet"
 
 
 @pytest.mark.parametrize("name", ["trace.parquet"])
 def test_a_file_is_its_own_rank_file(tmp_path, name):
     f = tmp_path / name
     write_trace(f, frame(ev("host_op", "fwd", 0, 90)), TraceMeta(ranks=[0]))
-    assert run._rank_file(str(f), 0) == str(f)
+    assert rankfiles.rank_file(str(f), 0) == str(f)

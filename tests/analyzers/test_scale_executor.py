@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,133 @@ def test_a_rank_failure_names_the_rank_once(tmp_path: Path) -> None:
     code, _, err = run_cli("analyze", str(f))
     assert code == 2
     assert "no rank could be analyzed: rank 1: 1 event(s) with negative dur_ns" in err, err
+
+
+def _rewrite(f: Path, edit: Any) -> None:
+    """Rewrite a Hermes Parquet file's table through ``edit(table)``, its footer kept."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(f)
+    meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {})}
+    pq.write_table(edit(pf.read()).replace_schema_metadata(meta), f)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_rank_file_whose_rows_hold_another_rank_is_missing(tmp_path: Path,
+                                                             workers: str) -> None:
+    """fuzz pdir: rank-00002.parquet's footer lists rank 2, its rows hold rank 5. Rank 2 was
+    analyzed from rank 5's rows (exit 0, rank 5 named nowhere); now rank 2 is missing, the
+    file and both ranks named, and validate says why."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    f = src / "rank-00002.parquet"
+    _rewrite(f, lambda t: t.set_column(t.schema.get_field_index("rank"), "rank",
+                                       pa.array([5] * len(t), t.schema.field("rank").type)))
+    code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
+    assert code == 1, err
+    n = pq.ParquetFile(f).metadata.num_rows
+    needle = f"rank-00002.parquet: {n} event(s) of rank(s) 5 that the footer's hermes.ranks (2)"
+    assert f"rank(s) not analyzed: 2 ({needle}" in err
+    doc = json.loads(out)
+    assert doc["ranks"] == [0, 1] and [m["rank"] for m in doc["missing_ranks"]] == [2]
+    code, out, _ = run_cli("analyze", str(src), "--allow-missing", "--workers", workers)
+    assert code == 0 and f"MISSING rank 2: not analyzed ({needle}" in out
+    code, out, err = run_cli("validate", str(src))
+    assert code == 1 and f"{f}: {n} event(s) of rank(s) 5" in err
+
+
+@pytest.mark.parametrize(("layout", "workers"), [("segments", "1"), ("segments", "2"),
+                                                 ("unlisted", "1")])
+def test_an_unreadable_file_does_not_fail_the_ranks_read_from_the_directory(
+        tmp_path: Path, layout: str, workers: str) -> None:
+    """fuzz pdir: a rank read from the directory (its rows in two files, or footers that list
+    no ranks) was failed with another file's unreadable footer as its error; now only that
+    file is missing and every rank is analyzed."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    first = src / "rank-00000.parquet"
+    if layout == "segments":  # rank 0 in two files, as a profiled run's segments are
+        pf = pq.ParquetFile(first)
+        meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {})}
+        t = pf.read().replace_schema_metadata(meta)
+        pq.write_table(t.slice(0, len(t) // 2), first)
+        pq.write_table(t.slice(len(t) // 2), src / "rank-00000.seg-1-00001.parquet")
+    else:  # footers without hermes.ranks: the rank column decides
+        for f in sorted(src.glob("*.parquet")):
+            pf = pq.ParquetFile(f)
+            meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {})}
+            meta.pop(b"hermes.ranks")
+            pq.write_table(pf.read().replace_schema_metadata(meta), f)
+    bad = src / "rank-00001.parquet"
+    bad.write_bytes(bad.read_bytes()[:3000])  # truncated: no footer
+    code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["ranks"] == [0, 2]
+    assert [(m["rank"], m.get("file")) for m in doc["missing_ranks"]] == \
+        [(None, "rank-00001.parquet")]
+
+
+@pytest.mark.parametrize(("how", "workers"), [("copy", "1"), ("link", "2")])
+def test_a_rank_file_twice_is_missing_not_counted_twice(tmp_path: Path, how: str,
+                                                        workers: str) -> None:
+    """fuzz pdir: a copy of (or a link to) a rank's file under another name in the directory
+    had that rank's events read twice (exit 0, sums doubled); now the rank is missing and the
+    extra file named."""
+    import json
+    import shutil
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    extra = src / "rank-00009.parquet"
+    if how == "copy":
+        shutil.copy(src / "rank-00001.parquet", extra)
+    else:
+        extra.symlink_to("rank-00001.parquet")
+    code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
+    assert code == 1, err
+    what = "a copy of" if how == "copy" else "a link to"
+    assert f"rank(s) not analyzed: 1 (rank-00009.parquet is {what} rank-00001.parquet" in err
+    assert "remove rank-00009.parquet" in err
+    doc = json.loads(out)
+    assert doc["ranks"] == [0, 2] and [m["rank"] for m in doc["missing_ranks"]] == [1]
+
+
+def test_files_of_two_runs_in_one_directory_are_refused(tmp_path: Path) -> None:
+    """fuzz pdir: a rank file of another run (another source) in a per-rank directory was
+    analyzed with the others as one job (exit 0); now the input is refused, the odd file and
+    both sources named."""
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "run"
+    code, _, err = run_cli("emulate", "deepfm", "--ranks", "2", "--steps", "3",
+                           "--out", str(src))
+    assert code == 0, err
+    f = src / "rank-00001.parquet"
+    pf = pq.ParquetFile(f)
+    meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {}),
+            b"hermes.source": b"kineto"}
+    pq.write_table(pf.read().replace_schema_metadata(meta), f)
+    for workers in ("1", "2"):
+        code, _, err = run_cli("analyze", str(src), "--workers", workers)
+        assert code == 2, err
+        assert err.count("hermes: error:") == 1
+        assert "rank-00001.parquet: source 'kineto' differs from 'emulator' of " \
+               "rank-00000.parquet: files of two different runs" in err
+    code, _, err = run_cli("validate", str(src))
+    assert code == 1 and "files of two different runs" in err

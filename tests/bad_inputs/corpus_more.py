@@ -299,6 +299,47 @@ def size_cases() -> list[Case]:
                  needle="MiB")]
 
 
+def _int4_schema(d: Path) -> Path:
+    """fuzz pdir: a footer whose Arrow schema (``ARROW:schema``) names a 4-bit integer (one
+    bit flipped): Arrow raises NotImplemented, not Invalid, when opening the file."""
+    import base64
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = good_trace(d, "_t.parquet")
+    data = good.read_bytes()
+    schema = pq.ParquetFile(good).metadata.metadata[b"ARROW:schema"]
+    raw = base64.b64decode(schema)
+    good.unlink()
+    for i in (i for i, b in enumerate(raw) if b in (8, 16, 32, 64)):  # a bit width
+        cand = data.replace(schema, base64.b64encode(raw[:i] + b"\x04" + raw[i + 1:]), 1)
+        try:
+            pq.ParquetFile(io.BytesIO(cand))
+        except pa.ArrowNotImplementedError:
+            (d / "bad.parquet").write_bytes(cand)
+            return d / "bad.parquet"
+        except (pa.ArrowInvalid, OSError):
+            continue
+    raise AssertionError("no bit width in the Arrow schema to corrupt")
+
+
+def _args_struct(d: Path) -> list[str]:
+    """fuzz pdir: args of a type that casts to no text, read lazily by an analyzer (was
+    'no rank could be analyzed: rank 0: ArrowNotImplementedError: ...')."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = good_trace(d, "_t.parquet")
+    table = pq.read_table(good)
+    table = table.set_column(table.column_names.index("args"), "args",
+                             pa.array([{"a": 1}] * len(table)))
+    pq.write_table(table, d / "bad.parquet")
+    good.unlink()
+    return ["analyze", str(d / "bad.parquet")]
+
+
 def fuzz_cases() -> list[Case]:
     """Defects the mutation fuzzer (tests/bad_inputs/fuzz.py) found, minimized."""
     from tests.bad_inputs.make_corpus import KD_HEADER, KD_ROW, _asc, _per_command
@@ -363,6 +404,11 @@ def fuzz_cases() -> list[Case]:
                  _asc("cluster_communication.json", comm.replace(*r)), needle=n)
             for k, r, n in (("elapse-infinity", ("", ""), "not a finite number"),
                             ("start-1e30", ("1695054582608213.0", str(10**30)), "out of range"))]
+    out += _per_command("fuzz-parquet-schema-int4", "structure", _int4_schema,
+                        "Integers with less than 8 bits not implemented",
+                        commands=("analyze", "report", "diff", "check"))
+    out.append(Case("fuzz-parquet-args-struct", "structure", "analyze", _args_struct,
+                    needle="column 'args' has type struct<a: int64>, expected string"))
     for how, needle in (("negative-dur", "negative dur_ns"), ("end-past-int64", "int64 ns range"),
                         ("empty", "no events")):
         out += _per_command(f"fuzz-parquet-{how}", "numbers", trace_with(how), needle,

@@ -9,10 +9,11 @@ stderr captured and a time limit, and sorts the outcome:
 
 Families: ``kineto`` (JSON-level mutations; import and analyze), ``kbytes`` (byte-level:
 truncate, flip, insert, gzip corruption), ``ascend-csv``, ``ascend-json``, ``parquet`` (columns
-and metadata; analyze, report, diff, check). Each defect's input, argv and traceback go to
-``--out DIR/<family>-<n>/``; ``--minimize`` shrinks a JSON defect's event list first. The
-mutations live in ``fuzz_mutate.py``, the families' seeds and case builders in
-``fuzz_families.py``; same ``--seed``, same cases.
+and metadata; analyze, report, diff, check), ``pdir`` (per-rank Parquet directories analyzed
+with ``--workers 1`` and ``--workers 2``, validated; its own checks in ``fuzz_pdir.py``).
+Each defect's input, argv and traceback go to ``--out DIR/<family>-<n>/``; ``--minimize``
+shrinks a JSON defect's event list first. The mutations live in ``fuzz_mutate.py``, the
+families' seeds and case builders in ``fuzz_families.py``; same ``--seed``, same cases.
 
     nice -n 10 .venv/bin/python tests/bad_inputs/fuzz.py --seed 1 --iterations 2000 \\
         --family kineto --out /tmp/fuzz
@@ -41,7 +42,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.bad_inputs.fuzz_families import FAMILIES  # noqa: E402
+from tests.bad_inputs.fuzz_families import FAMILIES as _SINGLE  # noqa: E402
+from tests.bad_inputs.fuzz_pdir import PDir  # noqa: E402
+
+FAMILIES = {**_SINGLE, PDir.name: PDir}
 
 #: The importers' last resort (``_guarded_run``): an exception no check foresaw, reported as
 #: "malformed value (TypeError: ...)" without the field or line: a defect like unexpected().
@@ -66,6 +70,18 @@ def _digest(d: Path) -> dict[str, str]:
 
 def run_cli(argv: list[str], inputs: Path, limit: int) -> tuple[str, int | None, str, str]:
     """(outcome, code, stderr, detail) of one in-process run; ``inputs`` must not change."""
+    outcome, code, _, err, detail = run_cli_out(argv, inputs, limit)
+    return outcome, code, err, detail
+
+
+#: Commands whose exit 1 is a verdict, not a defect: a regression or budget (check), an
+#: invalid trace (validate), ranks not analyzed (analyze: the pdir family checks them).
+EXIT_1 = frozenset({"check", "validate", "analyze"})
+
+
+def run_cli_out(argv: list[str], inputs: Path, limit: int
+                ) -> tuple[str, int | None, str, str, str]:
+    """(outcome, code, stdout, stderr, detail) of one in-process run."""
     import hermes.cli as cli
 
     caught: list[str] = []
@@ -107,11 +123,17 @@ def run_cli(argv: list[str], inputs: Path, limit: int) -> tuple[str, int | None,
         detail = "a warning printed: " + text[text.index("Warning:") - 40:][:160]
     elif code == 2 and len(lines) != 1:
         detail = f"{len(lines)} error lines"
-    elif code not in (0, 2) and not (code == 1 and argv[0] == "check") and not detail:
+    elif code not in (0, 2) and not (code == 1 and argv[0] in EXIT_1) and not detail:
         detail = f"exit {code}"
     if detail:
-        return "DEFECT", code, text, detail
-    return ("ok" if code in (0, 1) else "clean"), code, text, ""
+        return "DEFECT", code, out.getvalue(), text, detail
+    return ("ok" if code in (0, 1) else "clean"), code, out.getvalue(), text, ""
+
+
+def _special(folder: str, names: list[str]) -> list[str]:
+    """Names not to copy into a defect's folder: FIFOs (opening one blocks) and the like."""
+    return [n for n in names if not (os.path.isdir(os.path.join(folder, n)) or os.path.isfile(
+        os.path.join(folder, n)) or os.path.islink(os.path.join(folder, n)))]
 
 
 def signature(detail: str) -> str:
@@ -178,6 +200,7 @@ def campaign(family: str, seed: int, iterations: int, out: Path, limit: int,
     counts: Counter[str] = Counter()
     seen: dict[str, int] = {}
     msgs: Counter[str] = Counter()
+    modes: Counter[str] = Counter()
     with tempfile.TemporaryDirectory(prefix="hermes-fuzz-") as tmp:
         work = Path(tmp)
         fam = FAMILIES[family](rng, work)
@@ -185,8 +208,13 @@ def campaign(family: str, seed: int, iterations: int, out: Path, limit: int,
             d = work / f"c{n}"
             d.mkdir()
             argv, inputs = fam.build(d)
-            outcome, code, err, detail = run_cli(argv, inputs, limit)
+            if hasattr(fam, "run"):  # a family with checks of its own (pdir)
+                outcome, code, err, detail = fam.run(argv, inputs, limit, run_cli_out)
+            else:
+                outcome, code, err, detail = run_cli(argv, inputs, limit)
             counts[outcome] += 1
+            if getattr(fam, "mode", ""):
+                modes[f"{fam.mode} {outcome}"] += 1
             if outcome == "clean":
                 msgs[re.sub(r"/tmp/\S+/", "", err.strip())[:70]] += 1
             if outcome == "DEFECT":
@@ -198,13 +226,17 @@ def campaign(family: str, seed: int, iterations: int, out: Path, limit: int,
                         src = Path(argv[1])
                         if src.suffix in (".json", ".gz"):
                             minimize_events(argv, src, inputs, sig, limit)
-                    shutil.copytree(inputs, dest / "in")
+                    shutil.copytree(inputs, dest / "in", symlinks=True, ignore=_special)
+                    if hasattr(fam, "case"):
+                        (dest / "ops.txt").write_text("\n".join(fam.case.ops) + "\n")
                     (dest / "argv.txt").write_text(" ".join(argv) + "\n")
                     (dest / "detail.txt").write_text(f"exit {code}\n{err}\n{detail}\n")
                     print(f"[{family} {n}] DEFECT {sig} -> {dest}", flush=True)
             shutil.rmtree(d, ignore_errors=True)
     for sig, k in sorted(seen.items(), key=lambda kv: -kv[1]):
         print(f"  {k:5d}  {sig}")
+    for mode, k in sorted(modes.items()):
+        print(f"  mode {mode}: {k}")
     for msg, k in msgs.most_common(12):
         print(f"  clean {k:5d}  {msg}")
     return counts
