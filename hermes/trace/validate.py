@@ -9,6 +9,7 @@ host-side event of the same rank. All checks are vectorized over columns.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.errors import TraceFormatError
-from hermes.trace.reader import iter_tables, table_to_pandas
+from hermes.trace.reader import iter_tables, table_to_pandas, trace_files
 from hermes.trace.schema import DEVICE_LANES, EVENT_KINDS, LANE_KINDS, UNITS
 
 
@@ -195,14 +196,40 @@ def consistency_errors(metas: list[tuple[Path, Any, int | None]]) -> list[str]:
     return errors
 
 
+def _tables(path: str | os.PathLike[str], report: ValidationReport
+            ) -> Iterator[tuple[Any, Any, Path]]:
+    """``iter_tables`` of ``path``, file by file: a file of a directory that cannot be read
+    as a trace (a truncated rank file) is an error line of the report, and the others are
+    checked; a lone file, or a directory of such files only, raises."""
+    files = trace_files(path)
+    if len(files) == 1:
+        yield from iter_tables(path, columns=None)
+        return
+    first: TraceFormatError | None = None
+    read = 0
+    for f in files:
+        try:
+            got = list(iter_tables(f, columns=None))
+        except TraceFormatError as exc:
+            first = first or exc
+            report.errors.append(exc.one_line())
+            continue
+        read += 1
+        yield from got
+    if not read and first is not None:
+        raise first
+
+
 def validate(path: str | os.PathLike[str]) -> ValidationReport:
     """Validate a trace file or directory. Structural errors raise :class:`TraceFormatError`
-    (the file cannot be read as a trace at all); value errors are collected in the report."""
+    (the file cannot be read as a trace at all; in a directory, a file that cannot be read is
+    an error of the report and the other files are checked); value errors are collected in
+    the report."""
     report = ValidationReport(Path(path))
     frames = []
     source = None
     metas: list[tuple[Path, Any, int | None]] = []
-    for table, meta, f in iter_tables(path, columns=None):
+    for table, meta, f in _tables(path, report):
         df = table_to_pandas(table)
         report.errors += check_events(df, where=str(f))
         report.errors += rank_errors(df, meta.ranks, where=str(f))

@@ -156,3 +156,23 @@ def test_summary_counts(tmp_path):
     assert s["events"] == 4 and s["ranks"] == [0]
     assert s["span_ns"] == 1000
     assert s["steps"] == {"count": 1, "median_ms": 0.001, "min_ms": 0.001, "max_ms": 0.001}
+
+
+def test_validate_lists_an_unreadable_file_of_a_directory_and_checks_the_others(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    for r in range(3):
+        write_trace(d / f"rank-{r:05d}.parquet",
+                    events(ev("kernel", "k", 0, 10, rank=r), ev("kernel", "k", 20, 10, rank=r)),
+                    TraceMeta(source="synthetic", ranks=(r,)))
+    bad = d / "rank-00001.parquet"
+    bad.write_bytes(bad.read_bytes()[:200])  # a rank that died writing it: no footer
+    report = validate(d)
+    assert not report.ok
+    (err,) = report.errors
+    assert err.startswith(f"{bad}: not a readable Parquet file")
+    assert report.summary["files"] == 2 and report.summary["ranks"] == [0, 2]
+    for r in (0, 2):
+        (d / f"rank-{r:05d}.parquet").unlink()
+    with pytest.raises(TraceFormatError, match="not a readable Parquet file"):
+        validate(d)
