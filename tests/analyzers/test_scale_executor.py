@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hermes.analyzers.executor import Failure, LocalExecutor, make_executor, pool_size
-from tests.conftest import run_cli
+from tests.conftest import emulated_run, negative_dur, run_cli
 
 
 def _flaky(flag_dir: str, item: int) -> int:
@@ -58,9 +58,7 @@ def test_make_executor_default_is_local(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_a_rank_that_does_not_load_is_missing_and_exit_code_says_so(tmp_path: Path) -> None:
     src = tmp_path / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "2", "--steps", "3",
-                           "--out", str(src))
-    assert code == 0, err
+    emulated_run(src, "deepfm", 2, 3)
     bad = src / "rank-00001.parquet"
     # the footer stays readable (the rank list), the row data does not
     data = bad.read_bytes()
@@ -90,9 +88,7 @@ def test_an_unreadable_rank_file_is_missing_and_the_others_are_analyzed(
     import json
 
     src = tmp_path / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
-                           "--out", str(src))
-    assert code == 0, err
+    emulated_run(src, "deepfm", 3, 3)
     bad = src / "rank-00001.parquet"
     bad.write_bytes(bad.read_bytes()[:3000])  # truncated: no footer
     code, out, err = run_cli("analyze", str(src), "--format", "json", "--workers", workers)
@@ -128,20 +124,11 @@ def test_an_unreadable_rank_file_is_missing_and_the_others_are_analyzed(
 def test_a_rank_failure_names_the_rank_once(tmp_path: Path) -> None:
     """A rank refused by the analysis' time checks: its line names the rank once (the
     check's own message does not repeat it)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
     src = tmp_path / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "2", "--steps", "3",
-                           "--out", str(src))
-    assert code == 0, err
+    emulated_run(src, "deepfm", 2, 3)
     f = src / "rank-00001.parquet"
-    pf = pq.ParquetFile(f)
-    t, md = pf.read(), pf.metadata.metadata
-    dur = t.column("dur_ns").to_numpy().copy()
-    dur[4] = -7
-    pq.write_table(t.set_column(t.schema.get_field_index("dur_ns"), "dur_ns", pa.array(dur))
-                   .replace_schema_metadata(md), f)
+    negative_dur(f, 4)
     code, out, err = run_cli("analyze", str(src), "--allow-missing")
     assert code == 0, err
     assert "MISSING rank 1: not analyzed (1 event(s) with negative dur_ns, first at row 4" in out
@@ -171,9 +158,7 @@ def test_a_rank_file_whose_rows_hold_another_rank_is_missing(tmp_path: Path,
     import pyarrow.parquet as pq
 
     src = tmp_path / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
-                           "--out", str(src))
-    assert code == 0, err
+    emulated_run(src, "deepfm", 3, 3)
     f = src / "rank-00002.parquet"
     _rewrite(f, lambda t: t.set_column(t.schema.get_field_index("rank"), "rank",
                                        pa.array([5] * len(t), t.schema.field("rank").type)))
@@ -202,9 +187,7 @@ def test_an_unreadable_file_does_not_fail_the_ranks_read_from_the_directory(
     import pyarrow.parquet as pq
 
     src = tmp_path / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
-                           "--out", str(src))
-    assert code == 0, err
+    emulated_run(src, "deepfm", 3, 3)
     first = src / "rank-00000.parquet"
     if layout == "segments":  # rank 0 in two files, as a profiled run's segments are
         pf = pq.ParquetFile(first)
@@ -238,9 +221,7 @@ def test_a_rank_file_twice_is_missing_not_counted_twice(tmp_path: Path, how: str
     import shutil
 
     src = tmp_path / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "3", "--steps", "3",
-                           "--out", str(src))
-    assert code == 0, err
+    emulated_run(src, "deepfm", 3, 3)
     extra = src / "rank-00009.parquet"
     if how == "copy":
         shutil.copy(src / "rank-00001.parquet", extra)
@@ -262,9 +243,7 @@ def test_files_of_two_runs_in_one_directory_are_refused(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     src = tmp_path / "run"
-    code, _, err = run_cli("emulate", "deepfm", "--ranks", "2", "--steps", "3",
-                           "--out", str(src))
-    assert code == 0, err
+    emulated_run(src, "deepfm", 2, 3)
     f = src / "rank-00001.parquet"
     pf = pq.ParquetFile(f)
     meta = {**(pf.schema_arrow.metadata or {}), **(pf.metadata.metadata or {}),

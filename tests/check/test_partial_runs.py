@@ -7,21 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import emulated_run, run_cli
-
-
-def _negative_dur(f: Path) -> None:
-    """One event of ``f`` gets a negative duration: the analysis refuses that rank."""
-    pf = pq.ParquetFile(f)
-    t, md = pf.read(), pf.metadata.metadata
-    dur = t.column("dur_ns").to_numpy().copy()
-    dur[4] = -7
-    pq.write_table(t.set_column(t.schema.get_field_index("dur_ns"), "dur_ns", pa.array(dur))
-                   .replace_schema_metadata(md), f)
+from tests.conftest import emulated_run, negative_dur, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +17,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("partial")
     base = emulated_run(d / "base", "deepfm", 3, 4)
     bad = emulated_run(d / "bad", "deepfm", 3, 4)
-    _negative_dur(bad / "rank-00001.parquet")
+    negative_dur(bad / "rank-00001.parquet", 4)
     cut = emulated_run(d / "cut", "deepfm", 3, 4)
     f = cut / "rank-00002.parquet"
     f.write_bytes(f.read_bytes()[:3000])  # no footer: a rank that died writing it
