@@ -122,19 +122,23 @@ def jsonable(x: Any) -> Any:
     return x
 
 
+def unread_file(m: dict[str, Any]) -> str | None:
+    """The file a ``missing_ranks`` entry names when its ranks are not known (a directory's
+    file whose footer could not be read), else None (the entry is a rank's)."""
+    return m.get("file") if m.get("rank") is None else None
+
+
 def missing_what(m: dict[str, Any]) -> str:
     """What a ``missing_ranks`` entry left out: ``rank N``, or the file of unknown ranks whose
     footer could not be read (``file NAME``)."""
-    if m.get("rank") is None and m.get("file"):
-        return f"file {m['file']}"
-    return f"rank {m['rank']}"
+    f = unread_file(m)
+    return f"file {f}" if f else f"rank {m['rank']}"
 
 
 def missing_why(m: dict[str, Any]) -> str:
     """Why a ``missing_ranks`` entry was left out: ``not analyzed (ERROR)`` (``not read``
     for a file)."""
-    how = "not read" if m.get("rank") is None and m.get("file") else "not analyzed"
-    return f"{how} ({m['error']})"
+    return f"{'not read' if unread_file(m) else 'not analyzed'} ({m['error']})"
 
 
 def missing_text(m: dict[str, Any]) -> str:
@@ -167,7 +171,7 @@ class Analysis:
     def unread_files(self) -> list[str]:
         """The trace directory's files that could not be read (``missing_ranks`` entries of
         unknown rank): left out when the trace's events are read again."""
-        return [m["file"] for m in self.missing_ranks if m.get("rank") is None and m.get("file")]
+        return [f for m in self.missing_ranks if (f := unread_file(m))]
 
     @property
     def steps(self) -> dict[str, Any]:

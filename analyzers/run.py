@@ -28,7 +28,7 @@ from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, o
 from hermes.analyzers.executor import Executor, Failure, LocalExecutor, usable_cpus
 from hermes.analyzers.fold import fold_symptoms, merge_findings
 from hermes.analyzers.rankfiles import check_copies, check_rank, load_rank, rank_where
-from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, pack
+from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, missing_what, pack
 from hermes.analyzers.steps import drop_warmup, step_windows
 from hermes.analyzers.verdict import verdict
 from hermes.errors import HermesError, TraceFormatError, UsageError
@@ -348,8 +348,7 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
 
 
 def _missing_line(missing: list[dict[str, Any]]) -> str:
-    return "; ".join(f"rank {m['rank']}: {m['error']}" if m["rank"] is not None else
-                     f"file {m['file']}: {m['error']}" for m in missing)
+    return "; ".join(f"{missing_what(m)}: {m['error']}" for m in missing)
 
 
 def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],

@@ -158,8 +158,11 @@ ALLOW_MISSING_HELP = ("Exit 0 even if some ranks could not be analyzed (they are
 def exit_code(result: Any, allow_missing: bool) -> int:
     """0, or 1 naming the ranks that could not be analyzed (unless ``--allow-missing``)."""
     if result.missing_ranks and not allow_missing:
-        named = ", ".join(f"{m['rank']} ({m['error']})" if m["rank"] is not None else
-                          f"file {m['file']} ({m['error']})" for m in result.missing_ranks)
+        from hermes.analyzers.result import unread_file
+
+        # (a rank by its number, as `--rank` takes it; a file of unknown ranks by its name)
+        named = ", ".join(f"{f'file {f}' if (f := unread_file(m)) else m['rank']} "
+                          f"({m['error']})" for m in result.missing_ranks)
         typer.echo(f"hermes: error: rank(s) not analyzed: {named}; the report covers the "
                    "others (--allow-missing to accept that)", err=True)
         return 1
