@@ -234,6 +234,8 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
     if not readable:  # nothing to analyze: the first file's error
         raise unread[0][1]
     meta = meta if meta is not None else TraceMeta()
+    if listed and not path.is_dir():  # one file: its rows hold only the ranks it lists
+        _check_listed(readable[0], ranks_seen)
     if listed:
         ranks = sorted(ranks_seen)
     else:  # footers without a rank list: read the rank column only
@@ -241,6 +243,23 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
                         for t, _, _ in iter_tables(f, columns=["rank"])
                         for r in t.column("rank").unique().to_pylist()})
     return ranks, meta, path.is_dir(), [_unread_entry(f, exc) for f, exc in unread]
+
+
+def _check_listed(f: Path, listed: set[int]) -> None:
+    """The rows of trace file ``f`` hold only the ranks its footer lists (``hermes.ranks``,
+    which decides the ranks analyzed), else it is refused: the other rows would be left out of
+    the analysis without a word. Reads the rank column only."""
+    from hermes.trace.reader import iter_tables
+
+    present = {int(r) for t, _, _ in iter_tables(f, columns=["rank"])
+               for r in t.column("rank").unique().to_pylist()}
+    extra = sorted(present - listed)
+    if extra:
+        raise TraceFormatError(
+            f"rows of rank(s) {', '.join(map(str, extra[:5]))} that the footer's hermes.ranks "
+            f"({', '.join(map(str, sorted(listed)))}) does not list", path=f,
+            hint="the file's footer and rows disagree; re-create it (`hermes validate` lists "
+                 "the problems)")
 
 
 def _check_one_run(f0: Path, m0: Any, f: Path, m: Any) -> None:

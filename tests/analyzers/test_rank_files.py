@@ -57,3 +57,21 @@ def test_a_file_is_its_own_rank_file(tmp_path, name):
     f = tmp_path / name
     write_trace(f, frame(ev("host_op", "fwd", 0, 90)), TraceMeta(ranks=[0]))
     assert rankfiles.rank_file(str(f), 0) == str(f)
+
+
+def test_a_single_file_whose_rows_hold_an_unlisted_rank_is_refused(tmp_path):
+    """One file whose footer lists rank 0 but whose rows hold rank 3 too: the ranks analyzed
+    come from the footer, so rank 3's rows would be left out without a word; refused instead,
+    naming the rank (a footer listing both is analyzed)."""
+    from hermes.errors import TraceFormatError
+
+    rows = [ev("step", "ProfilerStep#1", 0, 100, rank=r) for r in (0, 3)] + \
+        [ev("host_op", "fwd", 0, 90, rank=r) for r in (0, 3)]
+    bad = tmp_path / "bad.parquet"
+    write_trace(bad, frame(*rows), TraceMeta(ranks=[0]))
+    with pytest.raises(TraceFormatError, match=r"rows of rank\(s\) 3 that the footer's "
+                                               r"hermes.ranks \(0\) does not list"):
+        run.analyze(bad)
+    good = tmp_path / "good.parquet"
+    write_trace(good, frame(*rows), TraceMeta(ranks=[0, 3]))
+    assert run.analyze(good).ranks == [0, 3]
