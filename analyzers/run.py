@@ -206,7 +206,7 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
     of unknown rank (``{"rank": None, "file": NAME, "error": ..., "attempts": 2}``) and the
     other files are analyzed; a lone file, or a directory of such files only, raises."""
     from hermes.trace.meta import TraceMeta
-    from hermes.trace.reader import iter_tables, trace_files
+    from hermes.trace.reader import trace_files
 
     # merged file by file: a footer may carry every rank's clock offsets (4,096 ranks: 4,096
     # entries in each of 4,096 footers), so the footers are not all held at once
@@ -239,21 +239,23 @@ def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]
     if listed:
         ranks = sorted(ranks_seen)
     else:  # footers without a rank list: read the rank column only
-        ranks = sorted({int(r) for f in readable
-                        for t, _, _ in iter_tables(f, columns=["rank"])
-                        for r in t.column("rank").unique().to_pylist()})
+        ranks = sorted(_row_ranks(readable))
     return ranks, meta, path.is_dir(), [_unread_entry(f, exc) for f, exc in unread]
+
+
+def _row_ranks(files: list[Path]) -> set[int]:
+    """The ranks the rows of ``files`` hold (their rank column alone is read)."""
+    from hermes.trace.reader import iter_tables
+
+    return {int(r) for f in files for t, _, _ in iter_tables(f, columns=["rank"])
+            for r in t.column("rank").unique().to_pylist()}
 
 
 def _check_listed(f: Path, listed: set[int]) -> None:
     """The rows of trace file ``f`` hold only the ranks its footer lists (``hermes.ranks``,
     which decides the ranks analyzed), else it is refused: the other rows would be left out of
     the analysis without a word. Reads the rank column only."""
-    from hermes.trace.reader import iter_tables
-
-    present = {int(r) for t, _, _ in iter_tables(f, columns=["rank"])
-               for r in t.column("rank").unique().to_pylist()}
-    extra = sorted(present - listed)
+    extra = sorted(_row_ranks([f]) - listed)
     if extra:
         raise TraceFormatError(
             f"rows of rank(s) {', '.join(map(str, extra[:5]))} that the footer's hermes.ranks "

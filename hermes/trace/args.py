@@ -56,13 +56,12 @@ class FileArgs:
         """Row group ``g``'s args as strings; a page that cannot be read (or args of a type
         that is no text) is the file's TraceFormatError, naming it."""
         from hermes.errors import TraceFormatError
+        from hermes.trace.unreadable import UNREADABLE, row_data_error
 
         try:
             col = pf.read_row_group(g, columns=["args"]).column(0)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
-            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})",
-                                   path=self.path, hint="the file may be truncated; re-create "
-                                   "it") from None
+        except UNREADABLE as exc:
+            raise row_data_error(exc, self.path) from None
         try:
             return col if col.type == pa.string() else col.cast(pa.string())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):

@@ -50,18 +50,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hermes.errors import OutputError, TraceFormatError
+from hermes.errors import OutputError
 from hermes.trace.chrome_text import FLOW_FIELDS, codes, format_batch, format_flows, mask_of
 from hermes.trace.meta import TraceMeta
-from hermes.trace.reader import (
-    UNREADABLE,
-    _check_columns,
-    _open,
-    conform,
-    read_meta,
-    trace_files,
-)
+from hermes.trace.reader import _check_columns, _open, conform, read_meta, trace_files
 from hermes.trace.schema import COLUMN_NAMES, DEVICE_LANES
+from hermes.trace.unreadable import UNREADABLE, row_data_error
 
 BATCH_ROWS = 65_536
 """Rows formatted at once; bounds the size of one formatted chunk (~250 B per event)."""
@@ -114,9 +108,7 @@ def _batches(pf: pq.ParquetFile, f: Path, columns: list[str]) -> Iterator[pa.Rec
         except StopIteration:
             return
         except UNREADABLE as exc:
-            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})",
-                                   path=f, hint="the file may be truncated; re-create it"
-                                   ) from None
+            raise row_data_error(exc, f) from None
         yield batch
 
 

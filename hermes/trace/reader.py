@@ -22,6 +22,7 @@ from hermes.errors import TraceFormatError
 from hermes.trace.args import ROW, SOURCE, FileArgs
 from hermes.trace.meta import TraceMeta
 from hermes.trace.schema import COLUMN_NAMES, COLUMNS, REQUIRED, SCHEMA_VERSION, arrow_schema
+from hermes.trace.unreadable import UNREADABLE, row_data_error
 
 if TYPE_CHECKING:  # imported where a file is opened: an in-memory trace never needs it
     import pyarrow.parquet as pq
@@ -74,11 +75,6 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceFormatError("not a regular file (a FIFO, socket or device)", path=p,
                                hint="point at a .parquet trace file")
     return [p]
-
-
-#: What Arrow raises for a Parquet file it cannot read: a corrupt footer or page may also name
-#: a type Arrow does not implement (an integer of 4 bits), not only an invalid one.
-UNREADABLE = (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError)
 
 
 def _open(f: Path) -> pq.ParquetFile:
@@ -176,8 +172,7 @@ def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = No
         try:
             table = pf.read(columns=read_cols)
         except UNREADABLE as exc:
-            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})", path=f,
-                                   hint="the file may be truncated; re-create it") from None
+            raise row_data_error(exc, f) from None
         if rank_set is not None and not (meta.ranks and rank_set.issuperset(meta.ranks)):
             # the footer does not vouch that every row is wanted: filter, unless all are
             mask = pc.is_in(table.column("rank"), value_set=pa.array(sorted(rank_set),
@@ -289,8 +284,7 @@ def _load_file(f: Path, columns: Sequence[str] | None, ranks: Iterable[int] | No
         try:
             return pf.read(columns=[name])
         except UNREADABLE as exc:
-            raise TraceFormatError(f"cannot read row data ({str(exc).splitlines()[0]})", path=f,
-                                   hint="the file may be truncated; re-create it") from None
+            raise row_data_error(exc, f) from None
 
     mask = None
     if rank_set is not None and not rank_set.issuperset(meta.ranks or ()):
