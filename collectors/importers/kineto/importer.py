@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from hermes.collectors.importers.base import ImportResult
+from hermes.collectors.importers.kineto import halves
 from hermes.collectors.importers.kineto.chunk import chunk_to_batch
 from hermes.collectors.importers.kineto.mapping import KINDS, LANE_KIND_NAMES, LK, UNIT_NAMES, K
 from hermes.collectors.importers.kineto.reader import MAX_EVENT_BYTES, KinetoFile
@@ -258,30 +259,46 @@ def _device_meta(header: dict[str, Any], fallback: str | None = None) -> dict[st
 
 
 def _phase1(path: Path, spool: Path | list[pa.RecordBatch],
-            progress: Callable[[int], None] | None, comm: CommPatterns, max_bytes: int
-            ) -> tuple[Side, dict[str, Any]]:
+            progress: Callable[[int], None] | None, comm: CommPatterns, max_bytes: int,
+            helper: halves.Helper | None = None) -> tuple[Side, dict[str, Any]]:
     """Read the file chunk by chunk into intermediate batches spooled to ``spool`` (a file, or
-    a list when the trace is built in memory anyway)."""
+    a list when the trace is built in memory anyway); up to the split of ``helper``, a forked
+    process reading the rest meanwhile (``halves``), where there is one."""
     side = Side(comm=comm)
     kf = KinetoFile(path, max_event_bytes=max_bytes).open()
+    taken: halves.Part | None = None
+
+    def at_split() -> bool:  # the events up to the helper's boundary are read: its part
+        nonlocal taken
+        taken = helper.take(kf.offset) if helper is not None else None
+        return taken is not None
+
     try:
-        if isinstance(spool, list):
-            for chunk in kf.chunks(progress):
+        with _sink(spool) as put:
+            for chunk in kf.chunks(progress, split=helper.split if helper else None,
+                                   at_split=at_split):
                 batch = chunk_to_batch(chunk, side, path)
                 if batch is not None:
-                    spool.append(batch)
-                del chunk, batch
-        else:
-            with pa.OSFile(str(spool), "wb") as sink, \
-                    pa.ipc.new_stream(sink, INTERMEDIATE) as out:
-                for chunk in kf.chunks(progress):
-                    batch = chunk_to_batch(chunk, side, path)
-                    if batch is not None:
-                        out.write_batch(batch)
-                    del chunk, batch  # hold one chunk at a time, not two
+                    put(batch)
+                del chunk, batch  # hold one chunk at a time, not two
+            for batch in taken.batches if taken is not None else ():
+                put(batch)
     finally:
         kf.close()
+    if taken is not None:
+        halves.merge(side, taken.side)
+        return side, taken.header
     return side, kf.header
+
+
+@contextlib.contextmanager
+def _sink(spool: Path | list[pa.RecordBatch]) -> Iterator[Callable[[pa.RecordBatch], None]]:
+    """Where phase 1's batches go: appended to a list, or written to a spool file."""
+    if isinstance(spool, list):
+        yield spool.append
+        return
+    with pa.OSFile(str(spool), "wb") as sink, pa.ipc.new_stream(sink, INTERMEDIATE) as out:
+        yield out.write_batch
 
 
 def _spooled(spool: Path | list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -300,13 +317,14 @@ def _import_file(path: Path, rank_fallback: int,
                  writer: TraceWriter | RankedTraceWriter | MemoryWriter,
                  tmpdir: Path | None, progress: Callable[[int], None] | None,
                  comm: CommPatterns,
-                 max_bytes: int) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
+                 max_bytes: int, helper: halves.Helper | None = None
+                 ) -> tuple[int, Side, dict[str, Any], Counter[str], int]:
     """Import one file; returns (rank, side info, header, events per kind, dangling corr).
     Into memory, the intermediate batches stay in memory too (no spool file): a batch read
     back from the spool is one buffer that the finished batch's shared columns keep whole."""
     spool: Path | list[pa.RecordBatch] = [] if isinstance(writer, MemoryWriter) or \
         tmpdir is None else tmpdir / "spool.arrows"
-    side, header = _phase1(path, spool, progress, comm, max_bytes)
+    side, header = _phase1(path, spool, progress, comm, max_bytes, helper)
     rank = _rank_of(header, path)
     rank = rank_fallback if rank is None else rank
     finish = _Finish(side, rank)
@@ -325,15 +343,34 @@ def _import_file(path: Path, rank_fallback: int,
 
 
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
-    """Import Kineto files (one per rank) into one Hermes trace at ``out``."""
+    """Import Kineto files (one per rank) into one Hermes trace at ``out``.
+
+    A single big file is read by two processes where that pays (``halves``): option
+    ``helpers`` (0: none; default :func:`halves.usable`)."""
     #: rank of a single file without distributedInfo (else files take their order's rank)
     rank_option: int | None = options.get("rank")
     if rank_option is not None and len(sources) > 1:
         raise UsageError(f"rank {rank_option} given for {len(sources)} files",
                          hint="a rank option applies to a single file")
-    progress: Callable[[int], None] | None = options.get("progress")
     #: which kernel names are communication: the shipped table, or one a user extended
     comm: CommPatterns = options.get("comm_patterns") or comm_patterns.default()
+    max_bytes = int(options.get("max_bytes") or MAX_EVENT_BYTES)
+    helpers = options.get("helpers")
+    helpers = halves.usable() if helpers is None else int(helpers)
+    # forked before the writer opens (a fork copies only this thread, not the writer's)
+    helper = halves.start(sources[0], comm, max_bytes) if helpers > 0 and len(sources) == 1 \
+        else None
+    try:
+        return _run(sources, out, options, comm, max_bytes, helper)
+    finally:
+        if helper is not None:
+            helper.cancel()
+
+
+def _run(sources: list[Path], out: Path, options: dict[str, Any], comm: CommPatterns,
+         max_bytes: int, helper: halves.Helper | None) -> ImportResult:
+    rank_option: int | None = options.get("rank")
+    progress: Callable[[int], None] | None = options.get("progress")
     writer: TraceWriter | RankedTraceWriter | MemoryWriter
     if options.get("in_memory"):  # the Trace load() would give of ``out``, no file written
         # ("arrow": its Arrow table, for hermes.trace.memory.from_table)
@@ -367,7 +404,7 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
                 fallback = i if rank_option is None else int(rank_option)
                 rank, side, header, kinds, dangling = _import_file(
                     src, fallback, writer, Path(tmp) if tmp else None, step_progress, comm,
-                    int(options.get("max_bytes") or MAX_EVENT_BYTES))
+                    max_bytes, helper)
                 if rank_option is not None and rank != rank_option:
                     warnings.append(f"{src.name}: the file names rank {rank} "
                                     f"(distributedInfo); rank option {rank_option} not used")

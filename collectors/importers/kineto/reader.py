@@ -193,11 +193,17 @@ class KinetoFile:
     _offset: int = 0  # decompressed offset of _buf[0]
     _prefix: bytes = b""
     _decoded: int = 0  # decompressed bytes read so far
+    _blocks_read: int = 0  # blocks (``_READ_BYTES`` each but the last) read so far
     _pos: int = 0  # compressed bytes read so far, as of the last block read
     _blocks: queue.Queue | None = None
     _pump: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     max_event_bytes: int = MAX_EVENT_BYTES
+
+    @property
+    def offset(self) -> int:
+        """The decompressed offset of the text after the events read so far."""
+        return self._offset
 
     def compressed_pos(self) -> int:
         """Bytes of the file on disk consumed so far (for progress and error positions).
@@ -234,6 +240,7 @@ class KinetoFile:
         item = self._blocks.get()
         if isinstance(item, bytes):
             self._decoded += len(item)
+            self._blocks_read += bool(item)
             if not item:
                 self._blocks.put(item)  # stay at the end for later reads
             return item
@@ -315,12 +322,18 @@ class KinetoFile:
         self._offset = m.end()
 
     # -- chunks -------------------------------------------------------------------------
-    def chunks(self, progress: Callable[[int], None] | None = None) -> Iterator[Chunk]:
+    def chunks(self, progress: Callable[[int], None] | None = None, split: int | None = None,
+               at_split: Callable[[], bool] | None = None) -> Iterator[Chunk]:
         """Yield the events in chunks of about CHUNK_BYTES; fills ``header`` when done.
 
         The text read so far is a list of blocks; a chunk is cut at the first ``}, {`` in the
         last ``_CUT_WINDOW`` bytes of the last block (anywhere in it if there is none), and its
         events are decoded from one join of ``[``, the blocks and ``]`` (one copy of the text).
+
+        ``split``: once a chunk ends in block ``split`` of the text (blocks of
+        ``_READ_BYTES``, counted from the file's start; :meth:`skip_to_block` of the same block
+        begins there in another reader), ``at_split()`` says whether to stop there (the rest is
+        read elsewhere; ``header`` stays empty) or go on.
         """
         index = 0
         eof = False
@@ -363,6 +376,36 @@ class KinetoFile:
             self._offset += have - len(rest)
             parts = [rest] if rest else []
             have = len(rest)
+            if split is not None and self._blocks_read - 1 >= split:
+                # this chunk ended in block ``split`` (or, having found no boundary there,
+                # later: then the helper's start is not this reader's, and it reads on)
+                at, split = self._blocks_read - 1 == split, None
+                if at and at_split is not None and at_split():
+                    return
+
+    def skip_to_block(self, block: int) -> int | None:
+        """Begin where :meth:`chunks`, reading the file from its start, ends the chunk it cuts
+        in block ``block`` of the text (blocks of ``_READ_BYTES``, counted from the file's
+        start): at the first boundary (``}, {``) in the block's last ``_CUT_WINDOW`` bytes, or
+        anywhere in it if there is none there; the text before is read and dropped. From there
+        on, this reader cuts the same chunks that reader does: a helper's part of the file
+        (``halves``) is read just as one process reads it. The decompressed offset where the
+        events after it begin (:attr:`offset`), or None where the text has no such block or
+        the block no boundary. (Whether the boundary is one, not text inside a string, only
+        the reader of the events before it can tell, by decoding them; so does ``halves``.)"""
+        if self._blocks_read > block:  # read while looking for the events array
+            return None
+        last = b""
+        while self._blocks_read <= block:
+            last = self._read()
+            if not last:
+                return None
+        m = _BOUNDARY.search(last, max(0, len(last) - _CUT_WINDOW)) or _BOUNDARY.search(last)
+        if m is None:
+            return None
+        self._buf = last[m.end() - 1:]
+        self._offset = self._decoded - len(last) + m.end() - 1
+        return self._offset
 
     def _chunk(self, events: list[Event], index: int) -> Chunk:
         text, self._text = self._text, None
