@@ -18,6 +18,12 @@ this/before of each (the figures of issue 15's 200k-event trace):
 
     python benchmarks/import_speed.py --source /tmp/s200/small.pt.trace.json.gz \
         --before /work/main/.venv/bin/python --runs 7
+
+``--helpers FILE...`` times ``hermes import`` (``--analyze``: and ``hermes analyze``) of each
+file read by one process against the default, a helper process reading a big file's second
+half (``HERMES_IMPORT_HELPERS=0`` vs unset), alternated:
+
+    python benchmarks/import_speed.py --helpers /tmp/small.pt.trace.json.gz --runs 7
 """
 
 from __future__ import annotations
@@ -177,10 +183,12 @@ def bench_hta(src: Path, runs: int) -> dict[str, float]:
     return {"s": statistics.median(times), "rss": statistics.median(rss), "runs": runs}
 
 
-def _run_cpu(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+def _run_cpu(cmd: list[str], cwd: Path, env: dict[str, str] | None = None
+             ) -> tuple[float, float, float]:
     """Run a command; (wall s, CPU s: user + system of the child, peak RSS MB)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
+                            env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -208,6 +216,35 @@ def bench_before_after(src: Path, before: str, runs: int) -> None:
                 for w in ("before", "this"))
         print(f"  {name:8} {b[0]:>11.3f} {t[0]:>6.3f} {t[0] / b[0]:>6.3f} {b[1]:>10.3f} "
               f"{t[1]:>6.3f} {t[1] / b[1]:>6.3f} {b[2]:>13,.0f} {t[2]:>5,.0f}")
+
+
+def bench_helpers(srcs: list[Path], runs: int, analyze: bool) -> None:
+    """``hermes import`` (and ``hermes analyze``) of each file with the Kineto import's helper
+    process turned off (``HERMES_IMPORT_HELPERS=0``: one process reads the file) and on (the
+    default: a forked helper reads a big file's second half, ``kineto.halves``), alternated;
+    medians of wall s, CPU s (user + system of the whole process tree) and the peak RSS of its
+    largest process (``wait4``: the helper's own memory is not added to the reader's)."""
+    print(f"one process vs a helper for the second half: {runs} runs each, alternated")
+    print(f"  {'file':38} {'command':8} {'wall one':>9} {'helper':>7} {'ratio':>6} "
+          f"{'CPU one':>8} {'helper':>7} {'RSS MB one':>10} {'helper':>7}")
+    for src in srcs:
+        cmds = {"import": ["import", str(src), "--out", "{tmp}/out.parquet"]}
+        if analyze:
+            cmds["analyze"] = ["analyze", str(src), "-o", "{tmp}/report.txt"]
+        for name, args in cmds.items():
+            got: dict[str, list[tuple[float, float, float]]] = {"0": [], "1": []}
+            with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+                argv = [a.replace("{tmp}", tmp) for a in args]
+                for i in range(runs):
+                    for flag in ("0", "1") if i % 2 == 0 else ("1", "0"):
+                        env = dict(os.environ, HERMES_IMPORT_HELPERS=flag)
+                        got[flag].append(_run_cpu([sys.executable, "-m", "hermes.cli", *argv],
+                                                  Path(tmp), env))
+            one, two = ([statistics.median(v[i] for v in got[f]) for i in (0, 1, 2)]
+                        for f in ("0", "1"))
+            print(f"  {src.name[:38]:38} {name:8} {one[0]:>9.3f} {two[0]:>7.3f} "
+                  f"{two[0] / one[0]:>6.3f} {one[1]:>8.3f} {two[1]:>7.3f} {one[2]:>10,.0f} "
+                  f"{two[2]:>7,.0f}")
 
 
 def report(label: str, src: Path, h: dict, t: dict | None) -> None:
@@ -238,11 +275,19 @@ def main() -> None:
     ap.add_argument("--source", type=Path, help="time this one file against --before instead")
     ap.add_argument("--before", help="the interpreter of the checkout to compare with "
                                      "(e.g. /work/main/.venv/bin/python); needs --source")
+    ap.add_argument("--helpers", type=Path, nargs="+", metavar="FILE",
+                    help="time these files' import (and, with --analyze, analysis) read by "
+                         "one process against a helper process for the second half")
+    ap.add_argument("--analyze", action="store_true", help="with --helpers: hermes analyze too")
     args = ap.parse_args()
     if (args.source is None) != (args.before is None):
         ap.error("--source and --before go together")
     if args.source is not None:
         bench_before_after(args.source.resolve(), args.before, args.runs)
+        return
+    if args.helpers:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        bench_helpers([p.resolve() for p in args.helpers], args.runs, args.analyze)
         return
     CACHE.mkdir(parents=True, exist_ok=True)
     files: list[tuple[str, Path, int]] = []

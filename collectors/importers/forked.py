@@ -90,15 +90,17 @@ class Pending:
             table = None
         return from_table(table) if table is not None else None
 
-    def output(self) -> Any:
-        """Wait until the child has written all of its output, then its file, mapped (the
-        buffers read from it stay mapped: no copy) and positioned after :data:`_MAGIC`; None
-        when the child ended without (its descriptors are closed either way)."""
+    def output(self, mapped: bool = True) -> Any:
+        """Wait until the child has written all of its output, then its file, positioned after
+        :data:`_MAGIC`: mapped (the buffers read from it stay mapped: no copy), or with
+        ``mapped=False`` opened for reading (what is read is copied: memory bounded by what is
+        held); None when the child ended without (its descriptors are closed either way)."""
         import pyarrow as pa
 
         try:
             if self._wait_written():
-                src = pa.memory_map(f"/proc/self/fd/{self.fd}")
+                path = f"/proc/self/fd/{self.fd}"
+                src = pa.memory_map(path) if mapped else pa.OSFile(path)
                 if src.read(len(_MAGIC)) == _MAGIC:
                     return src
         except (OSError, pa.ArrowInvalid):

@@ -27,6 +27,7 @@ import pickle
 import struct
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -63,27 +64,29 @@ def text_bytes(path: Path) -> int:
 
 
 class Part(NamedTuple):
-    """What a helper read: its batches (mapped from its output, no copy), its side, and the
-    file's header (from the text after the events array)."""
+    """What a helper read: its batches (read from its output as they are asked for), its side,
+    and the file's header (from the text after the events array)."""
 
-    batches: list[pa.RecordBatch]
+    batches: Iterable[pa.RecordBatch]
     side: Side
     header: dict[str, Any]
 
 
 class Helper:
-    """A forked helper reading a file's text from the first event boundary at or after
-    ``split`` (:func:`start`)."""
+    """A forked helper reading a file's text from the chunk this process's reader ends in
+    block ``split`` on (:func:`start`)."""
 
     def __init__(self, pending: Any, split: int) -> None:
         self.pending = pending
         self.split = split
 
-    def take(self, at: int) -> Part | None:
+    def take(self, at: int, mapped: bool = True) -> Part | None:
         """Wait for the helper: what it read, or None where it failed or began elsewhere than
         at ``at`` (the offset of the text after this process's events): read the rest here
-        then."""
-        src = self.pending.output()
+        then. ``mapped``: its batches stay mapped from its output (no copy: for a trace held
+        in memory), else each is read when asked for (memory bounded by one batch)."""
+        global merged
+        src = self.pending.output(mapped)
         if src is None:
             return None
         try:
@@ -95,13 +98,12 @@ class Helper:
             if began != at:
                 return None
             src.seek(len(forked_magic()))
-            batches = list(pa.ipc.open_stream(src))
+            batches = pa.ipc.open_stream(src)
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error,
                 pa.ArrowInvalid):
             return None
-        global merged
         merged += 1
-        return Part(batches, side, header)
+        return Part(list(batches) if mapped else batches, side, header)
 
     def cancel(self) -> None:
         self.pending.cancel()

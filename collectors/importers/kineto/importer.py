@@ -270,7 +270,7 @@ def _phase1(path: Path, spool: Path | list[pa.RecordBatch],
 
     def at_split() -> bool:  # the events up to the helper's boundary are read: its part
         nonlocal taken
-        taken = helper.take(kf.offset) if helper is not None else None
+        taken = helper.take(kf.offset, mapped=isinstance(spool, list)) if helper else None
         return taken is not None
 
     try:
