@@ -230,8 +230,8 @@ import pandas as pd
 forked._cpus = lambda: int(sys.argv[4])
 marker = Path(sys.argv[5])
 take = halves.Helper.take
-def taking(self, at):  # (runs in the forked child, which writes the marker)
-    part = take(self, at)
+def taking(self, *args, **kwargs):  # (runs in the forked child, which writes the marker)
+    part = take(self, *args, **kwargs)
     if part is not None:
         marker.write_text("taken")
     return part
