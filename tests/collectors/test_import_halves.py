@@ -189,6 +189,59 @@ def test_a_malformed_second_half_gives_the_one_process_error(tmp_path: Path,
     assert ("not a number" if fault == "time" else "malformed JSON") in message
 
 
+MUTATED = SMALL + r"""
+import gzip, random
+from hermes.errors import HermesError
+base = gzip.decompress(src.read_bytes())
+rng = random.Random(int(sys.argv[4]))
+tmp = Path(sys.argv[5])
+agree = used = 0
+for case in range(int(sys.argv[6])):
+    b = bytearray(base)
+    pos = len(b) // 2 + rng.randint(-6000, 6000)  # about where the helper begins
+    op = rng.randrange(5)
+    if op == 0:
+        b[pos] = rng.choice(b'{}[],:"\\ 0a-\xff')
+    elif op == 1:
+        del b[pos:pos + rng.randint(1, 300)]
+    elif op == 2:
+        b[pos:pos] = rng.choice([b'}, {', b'"}, {"', b'\\', b'"', b'\xc3'])
+    elif op == 3:
+        del b[pos:]
+    else:
+        b[pos:pos] = b" " * rng.randint(1, 20000)
+    f = tmp / "mutated.json"
+    f.write_bytes(bytes(b))
+    got = []
+    for helpers in (0, 1):
+        before = halves.merged
+        try:
+            r = imp.run([f], tmp / "x.parquet", {"in_memory": "arrow", "helpers": helpers})
+            got.append(("trace", r.trace, r.by_kind, r.warnings))
+        except HermesError as exc:
+            got.append(("error", str(exc)))
+        used += halves.merged - before
+    (a, b2) = got
+    same = a[0] == b2[0] and (a[1].equals(b2[1]) and a[2:] == b2[2:] if a[0] == "trace"
+                              else a[1] == b2[1])
+    assert same, (case, op, pos, a[:1] + a[1:] if a[0] == "error" else a[0], b2[0])
+    agree += 1
+print(agree, used)
+"""
+
+
+@needs_fork
+def test_files_mutated_where_the_helper_begins_import_alike_in_one_and_two_processes(
+        tmp_path: Path) -> None:
+    """Bytes flipped, cut, inserted or deleted about the split: the same trace or the same
+    error whether or not a helper read the second half (some cases do use its part)."""
+    r = _run(MUTATED, str(KINETO / "two_stream_prefetch.pt.trace.json.gz"), "8192", "0.5",
+             "7", str(tmp_path), "40")
+    assert r.returncode == 0, r.stderr[-3000:]
+    agree, used = map(int, r.stdout.split())
+    assert agree == 40 and used >= 5
+
+
 ORPHAN = SMALL + """
 import time
 from hermes.collectors.importers.kineto import chunk
