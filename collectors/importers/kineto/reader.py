@@ -358,6 +358,7 @@ class KinetoFile:
                     yield self._chunk(events, index)
                 self._parse_header(trailer)
                 return
+            block = parts[-1]
             cut = self._cut(parts, index)
             if cut is None:  # no complete event boundary yet: read on
                 if have > self.max_event_bytes:
@@ -377,9 +378,13 @@ class KinetoFile:
             parts = [rest] if rest else []
             have = len(rest)
             if split is not None and self._blocks_read - 1 >= split:
-                # this chunk ended in block ``split`` (or, having found no boundary there,
-                # later: then the helper's start is not this reader's, and it reads on)
-                at, split = self._blocks_read - 1 == split, None
+                # this chunk ended in block ``split`` where the helper begins (not if the
+                # boundary it took is inside a string, nor, having found none there, later:
+                # then the helper's part is not used, and this reader reads on)
+                start = _first_cut(block)
+                at = self._blocks_read - 1 == split and start is not None and \
+                    self._offset == self._decoded - len(block) + start
+                split = None
                 if at and at_split is not None and at_split():
                     return
 
@@ -400,11 +405,11 @@ class KinetoFile:
             last = self._read()
             if not last:
                 return None
-        m = _BOUNDARY.search(last, max(0, len(last) - _CUT_WINDOW)) or _BOUNDARY.search(last)
-        if m is None:
+        start = _first_cut(last)
+        if start is None:
             return None
-        self._buf = last[m.end() - 1:]
-        self._offset = self._decoded - len(last) + m.end() - 1
+        self._buf = last[start:]
+        self._offset = self._decoded - len(last) + start
         return self._offset
 
     def _chunk(self, events: list[Event], index: int) -> Chunk:
@@ -496,6 +501,14 @@ class KinetoFile:
         where = f"event {index + int(m.group(1))}" if m else f"events from {index}"
         return ImportFormatError(f"unexpected event field: {msg}", path=self.path, where=where,
                                  hint="expected Chrome-trace events with ph, name, ts, dur")
+
+
+def _first_cut(block: bytes) -> int | None:
+    """Where, in a block of text, the events after the first boundary :meth:`KinetoFile.chunks`
+    tries there begin (its ``{``): the first ``}, {`` in the block's last ``_CUT_WINDOW`` bytes,
+    else the first anywhere in it; None where it holds none."""
+    m = _BOUNDARY.search(block, max(0, len(block) - _CUT_WINDOW)) or _BOUNDARY.search(block)
+    return None if m is None else m.end() - 1
 
 
 def _error_pos(exc: Exception) -> int | None:
