@@ -34,6 +34,7 @@ from typing import Any, BinaryIO, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from hermes.collectors.importers import forked
 from hermes.collectors.importers.kineto import reader
 from hermes.collectors.importers.kineto.chunk import chunk_to_batch
 from hermes.collectors.importers.kineto.detect import is_gz
@@ -97,13 +98,14 @@ class Helper:
             began, side, header = pickle.loads(src.read(length))
             if began != at:
                 return None
-            src.seek(len(forked_magic()))
-            batches = pa.ipc.open_stream(src)
+            src.seek(len(forked._MAGIC))
+            stream = pa.ipc.open_stream(src)
+            batches = list(stream) if mapped else stream
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error,
                 pa.ArrowInvalid):
             return None
         merged += 1
-        return Part(list(batches) if mapped else batches, side, header)
+        return Part(batches, side, header)
 
     def cancel(self) -> None:
         self.pending.cancel()
@@ -111,12 +113,6 @@ class Helper:
 
 #: parts taken from helpers in this process (tests check that a split was made)
 merged = 0
-
-
-def forked_magic() -> bytes:
-    from hermes.collectors.importers import forked
-
-    return forked._MAGIC
 
 
 def usable() -> int:
@@ -140,8 +136,6 @@ def start(path: Path, comm: CommPatterns, max_bytes: int) -> Helper | None:
     """Fork a helper for the second half of ``path``'s text, where that pays (at least
     :data:`MIN_TEXT_BYTES` of it) and a process can be forked (this thread is the process's
     only one); None otherwise."""
-    from hermes.collectors.importers import forked
-
     size = text_bytes(path)
     if size < MIN_TEXT_BYTES or threading.active_count() != 1:  # a fork copies this thread only
         return None
