@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from hermes.collectors.importers.kineto.events import BOTH_FLOAT, DUR_FLOAT, TEXT, time_mode
 from hermes.collectors.importers.kineto.extras import (
     coll_info,
     column,
@@ -43,13 +44,7 @@ from hermes.collectors.importers.kineto.mapping import (
     name_info,
     with_source_category,
 )
-from hermes.collectors.importers.kineto.reader import (
-    BOTH_FLOAT,
-    DUR_FLOAT,
-    TEXT,
-    Chunk,
-    time_mode,
-)
+from hermes.collectors.importers.kineto.reader import Chunk
 from hermes.collectors.importers.kineto.side import (
     ARGS,
     CAT,

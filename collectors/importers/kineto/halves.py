@@ -17,7 +17,7 @@ the events before it can tell, by decoding them) begins elsewhere, and whatever 
 it (a malformed second half, a crash, a kill) leaves this process to read the rest itself,
 which reports what is wrong exactly as without a helper. A helper whose parent is gone stops
 at its next chunk. Its output is a temporary file removed from its folder at once
-(``forked.fork_child``).
+(``child.fork_child``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, BinaryIO, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from hermes.collectors.importers import forked
+from hermes.collectors.importers import child
 from hermes.collectors.importers.kineto import reader
 from hermes.collectors.importers.kineto.chunk import chunk_to_batch
 from hermes.collectors.importers.kineto.detect import is_gz
@@ -98,7 +98,7 @@ class Helper:
             began, side, header = pickle.loads(src.read(length))
             if began != at:
                 return None
-            src.seek(len(forked._MAGIC))
+            src.seek(len(child._MAGIC))
             stream = pa.ipc.open_stream(src)
             batches = list(stream) if mapped else stream
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error,
@@ -146,10 +146,10 @@ def start(path: Path, comm: CommPatterns, max_bytes: int) -> Helper | None:
     parent = os.getpid()
 
     def body(fd: int, written: int) -> None:
-        forked.write_out(fd, written,
+        child.write_out(fd, written,
                          lambda fh: _second_half(path, split, comm, max_bytes, parent, fh))
 
-    pending = forked.fork_child(body)
+    pending = child.fork_child(body)
     return None if pending is None else Helper(pending, split)
 
 
