@@ -243,9 +243,19 @@ def _dijkstra_csr(n: int, indptr: np.ndarray, indices: np.ndarray, data: np.ndar
     m.has_canonical_format = True
     if preds:
         d, pred = dijkstra(m, directed=True, indices=n, return_predecessors=True)
-        return np.rint(d[:n]).astype(np.int64), pred[:n].astype(np.int64)
+        return _int_distances(d[:n]), pred[:n].astype(np.int64)
     d = dijkstra(m, directed=True, indices=n, return_predecessors=False)
-    return np.rint(d[:n]).astype(np.int64), None
+    return _int_distances(d[:n]), None
+
+
+def _int_distances(d: np.ndarray) -> np.ndarray:
+    """Dijkstra's float distances as int64 ns; an unreachable node's ``inf`` as the least int64,
+    what the other passes give it (a plain cast of ``inf`` is that on x86 only, with a warning;
+    other CPUs saturate to the greatest)."""
+    out = np.full(len(d), np.iinfo(np.int64).min, np.int64)
+    fin = np.isfinite(d)
+    out[fin] = np.rint(d[fin]).astype(np.int64)
+    return out
 
 
 def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -265,3 +265,23 @@ def test_innermost_active_in_numpy_is_the_compiled_pass():
         ref = dagpath.innermost(st, nev, ln)
         assert stepgraph.innermost_active(st, nev, ln).tolist() == ref.tolist()
         assert stepgraph.innermost_active(st == 1, nev, ln).tolist() == ref.tolist()
+
+
+def test_dijkstra_gives_an_unreachable_node_the_least_int64_without_a_cast_warning():
+    """Nodes 0 -> 1 reachable from the source, node 2 not (no source edge, no in-edge): the
+    least int64 and predecessor -9999, as the lane pass gives; no "invalid value encountered
+    in cast" (the plain cast of ``inf`` saturates to the greatest int64 on CPUs other than
+    x86)."""
+    import warnings
+
+    indptr = np.array([0, 1, 1, 1])
+    indices = np.array([1])
+    data = np.array([5.0])
+    start = np.array([2.0, np.inf, np.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d, pred = cpgraph._dijkstra_csr(3, indptr, indices, data, start, preds=True)
+        d2, _ = cpgraph._dijkstra_csr(3, indptr, indices, data, start, preds=False)
+    least = np.iinfo(np.int64).min
+    assert d.tolist() == d2.tolist() == [2, 7, least]
+    assert pred.tolist() == [3, 0, -9999]
