@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,14 @@ def is_tty() -> bool:
 
 
 @contextlib.contextmanager
-def progress(description: str, total: float | None = None) -> Iterator[Any]:
+def progress(description: str, total: float | None = None, thread: bool = True
+             ) -> Iterator[Any]:
     """A progress bar on stderr when it is a terminal; silent when piped.
 
-    Yields an object with ``advance(n)`` and ``update(completed=...)``.
+    Yields an object with ``advance(n)`` and ``update(completed=...)``. ``thread=False``: no
+    refreshing thread (the bar is drawn on updates, at most 10 times a second), for work that
+    updates it often and may fork a helper process meanwhile (a fork copies only the calling
+    thread, so the Kineto importer forks none while another thread runs: ``kineto.halves``).
     """
     if not is_tty():
         yield _NoProgress()
@@ -31,9 +36,10 @@ def progress(description: str, total: float | None = None) -> Iterator[Any]:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     cols = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn()]
-    with Progress(*cols, transient=True, console=_stderr_console()) as prog:
+    with Progress(*cols, transient=True, console=_stderr_console(),
+                  auto_refresh=thread) as prog:
         task = prog.add_task(description, total=total)
-        yield _RichProgress(prog, task)
+        yield _RichProgress(prog, task, refresh=not thread)
 
 
 def _stderr_console() -> Any:
@@ -51,14 +57,23 @@ class _NoProgress:
 
 
 class _RichProgress:
-    def __init__(self, prog: Any, task: Any) -> None:
+    def __init__(self, prog: Any, task: Any, refresh: bool = False) -> None:
         self.prog, self.task = prog, task
+        self._refresh = refresh  # no refreshing thread: draw on updates
+        self._drawn = 0.0
 
     def advance(self, n: float = 1) -> None:
         self.prog.advance(self.task, n)
+        self._draw()
 
     def update(self, **kwargs: Any) -> None:
         self.prog.update(self.task, **kwargs)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._refresh and (now := time.monotonic()) - self._drawn >= 0.1:
+            self._drawn = now
+            self.prog.refresh()
 
 
 def check_output_path(out: Path, inputs: Iterable[Path] = (), flag: str = "--out",

@@ -213,7 +213,7 @@ def register(app: typer.Typer) -> None:
         check_trace_destination(out, force)
         total = sum(f.stat().st_size for f in files if f.is_file()) or None
         start = time.perf_counter()
-        with progress(f"importing ({importer.name})", total=total) as bar:
+        with progress(f"importing ({importer.name})", total=total, thread=False) as bar:
             options["progress"] = lambda done: bar.update(completed=done)
             result = importer.run(files, out, options)
         if notes:

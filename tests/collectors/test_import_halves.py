@@ -330,3 +330,32 @@ def test_helpers_only_where_a_fork_is_safe_and_not_turned_off() -> None:
     r = _run(USABLE)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "0", "0"]
+
+
+ON_A_TERMINAL = SMALL + """
+import pty
+master, terminal = pty.openpty()
+os.dup2(terminal, 2)  # stderr is a terminal: the progress bar is drawn
+os.environ.pop("HERMES_NO_PROGRESS", None)
+from hermes.commands._util import is_tty
+assert is_tty()
+from hermes.cli import main
+code = main(["import", str(src), "--out", sys.argv[4]])
+used = halves.merged
+import pyarrow.parquet as pq
+ref = Path(sys.argv[4]).with_name("ref.parquet")
+imp.run([src], ref, {"helpers": 0})  # one process, the same blocks
+same = pq.read_table(sys.argv[4]).equals(pq.read_table(ref))
+print("result", code, used, same, file=sys.stdout)
+"""
+
+
+@needs_fork
+def test_hermes_import_on_a_terminal_still_has_its_helper(tmp_path: Path) -> None:
+    """The import's progress bar is drawn without a refreshing thread (which would rule the
+    fork out): the helper reads the second half, and the file is the one-process import's."""
+    out = tmp_path / "tty.parquet"
+    src = KINETO / "gpt_balanced.pt.trace.json.gz"
+    r = _run(ON_A_TERMINAL, str(src), "32768", "0.5", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines()[-1].split() == ["result", "0", "1", "True"]
