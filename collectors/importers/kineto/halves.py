@@ -155,10 +155,10 @@ def start(path: Path, comm: CommPatterns, max_bytes: int) -> Helper | None:
 
 def _second_half(path: Path, split: int, comm: CommPatterns, max_bytes: int, parent: int,
                  fh: BinaryIO) -> None:
-    """The helper's work: the batches of the events after the first boundary at or after
-    ``split``, written to ``fh`` as an Arrow IPC stream as they are made, then a pickle of
-    (that boundary, side, header) and its length (8 bytes). Raises on anything unexpected
-    (the helper then fails)."""
+    """The helper's work: the batches of the events after the chunk the reader ends in block
+    ``split`` (:meth:`KinetoFile.skip_to_block`), written to ``fh`` as an Arrow IPC stream as
+    they are made, then a pickle of (where they begin, side, header) and its length (8 bytes).
+    Raises on anything unexpected (the helper then fails)."""
     kf = KinetoFile(path, max_event_bytes=max_bytes).open()
     try:
         began = kf.skip_to_block(split)
