@@ -359,3 +359,20 @@ def test_hermes_import_on_a_terminal_still_has_its_helper(tmp_path: Path) -> Non
     r = _run(ON_A_TERMINAL, str(src), "32768", "0.5", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.splitlines()[-1].split() == ["result", "0", "1", "True"]
+
+
+@needs_fork
+def test_a_pipe_is_read_by_one_process_only(tmp_path: Path) -> None:
+    """A named pipe is not a file a second reader may open (it would take the first's data,
+    or wait for a writer): no helper, and its size is not even looked for in it."""
+    fifo = tmp_path / "trace.json.gz"
+    os.mkfifo(fifo)
+    code = ("import sys; from pathlib import Path\n"
+            "from hermes.collectors.importers.kineto import halves\n"
+            "from hermes.trace.comm_patterns import default\n"
+            "p = Path(sys.argv[1])\n"
+            "print(halves.text_bytes(p), halves.start(p, default(), 1 << 26))")
+    r = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["0", "None"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import stat
 import struct
 import sys
 import threading
@@ -52,9 +53,13 @@ HELPER_SHARE = 0.5
 
 def text_bytes(path: Path) -> int:
     """The file's JSON text in bytes, as its size tells: a gzip file's trailer says it (modulo
-    4 GiB, of the last member only: a guess, which only sets where the split falls)."""
+    4 GiB, of the last member only: a guess, which only sets where the split falls); 0 for
+    what is not a regular file (a second reader would take a pipe's data from the first)."""
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a pipe or device: read once, by one process
+            return 0
+        size = st.st_size
         if not is_gz(path):
             return size
         with open(path, "rb") as fh:
