@@ -376,3 +376,23 @@ def test_a_pipe_is_read_by_one_process_only(tmp_path: Path) -> None:
                        cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["0", "None"]
+
+
+OTHER_FILE = SMALL + """
+real = reader.KinetoFile.identity
+me = os.getpid()
+def identity(self):  # the helper sees another file (the path renamed over, or grown meanwhile)
+    got = real(self)
+    return got if os.getpid() == me else (*got[:2], got[2] + 1, got[3])
+reader.KinetoFile.identity = identity
+a, b = (imp.run([src], src.with_name("x.parquet"), {"in_memory": "arrow", "helpers": h})
+        for h in (0, 1))
+print(b.trace.equals(a.trace), halves.merged)
+"""
+
+
+@needs_fork
+def test_a_helper_that_read_another_file_is_not_used() -> None:
+    r = _run(OTHER_FILE, str(KINETO / "gpt_balanced.pt.trace.json.gz"), "32768", "0.5")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "0"]

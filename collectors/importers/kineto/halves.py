@@ -86,7 +86,8 @@ class Helper:
         self.pending = pending
         self.split = split
 
-    def take(self, at: int, mapped: bool = True) -> Part | None:
+    def take(self, at: int, mapped: bool = True, ident: tuple[int, ...] | None = None
+             ) -> Part | None:
         """Wait for the helper: what it read, or None where it failed or began elsewhere than
         at ``at`` (the offset of the text after this process's events): read the rest here
         then. ``mapped``: its batches stay mapped from its output (no copy: for a trace held
@@ -100,8 +101,8 @@ class Helper:
             src.seek(size - 8)
             (length,) = struct.unpack("<Q", src.read(8))
             src.seek(size - 8 - length)
-            began, side, header = pickle.loads(src.read(length))
-            if began != at:
+            began, read, side, header = pickle.loads(src.read(length))
+            if began != at or ident is None or read != ident:
                 return None
             src.seek(len(child._MAGIC))
             stream = pa.ipc.open_stream(src)
@@ -162,7 +163,8 @@ def _second_half(path: Path, split: int, comm: CommPatterns, max_bytes: int, par
                  fh: BinaryIO) -> None:
     """The helper's work: the batches of the events after the chunk the reader ends in block
     ``split`` (:meth:`KinetoFile.skip_to_block`), written to ``fh`` as an Arrow IPC stream as
-    they are made, then a pickle of (where they begin, side, header) and its length (8 bytes).
+    they are made, then a pickle of (where they begin, the file's identity, side, header) and
+    its length (8 bytes).
     Raises on anything unexpected (the helper then fails)."""
     kf = KinetoFile(path, max_event_bytes=max_bytes).open()
     try:
@@ -179,10 +181,11 @@ def _second_half(path: Path, split: int, comm: CommPatterns, max_bytes: int, par
                     out.write_batch(batch)
                 del chunk, batch
         header = kf.header
+        read = kf.identity()  # (the file read to its end: unchanged meanwhile if the same)
     finally:
         kf.close()
     side.comm = None  # type: ignore[assignment] # the parent's own, not pickled
-    blob = pickle.dumps((began, side, header), protocol=pickle.HIGHEST_PROTOCOL)
+    blob = pickle.dumps((began, read, side, header), protocol=pickle.HIGHEST_PROTOCOL)
     fh.write(blob)
     fh.write(struct.pack("<Q", len(blob)))
 

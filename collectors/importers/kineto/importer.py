@@ -270,7 +270,8 @@ def _phase1(path: Path, spool: Path | list[pa.RecordBatch],
 
     def at_split() -> bool:  # the events up to the helper's boundary are read: its part
         nonlocal taken
-        taken = helper.take(kf.offset, mapped=isinstance(spool, list)) if helper else None
+        taken = helper.take(kf.offset, mapped=isinstance(spool, list),
+                            ident=kf.identity()) if helper else None
         if taken is not None and progress is not None:  # the rest of the file is read too
             progress(path.stat().st_size)
         return taken is not None

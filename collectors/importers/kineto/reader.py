@@ -14,6 +14,7 @@ Timestamps stay raw here; ``times`` converts them to exact integer nanoseconds.
 from __future__ import annotations
 
 import gzip
+import os
 import queue
 import re
 import threading
@@ -191,6 +192,15 @@ class KinetoFile:
             self.close()
             raise
         return self
+
+    def identity(self) -> tuple[int, ...] | None:
+        """(device, inode, size, modification ns) of the open file: another reader of the
+        same path reads the same bytes only where its file's identity is this one."""
+        try:
+            st = os.fstat(self._raw.fileno()) if self._raw is not None else None
+        except (OSError, ValueError):
+            return None
+        return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def close(self) -> None:
         self._stop.set()
