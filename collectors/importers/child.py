@@ -19,12 +19,15 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+#: the first line of a child's output (what follows is the child's: Arrow IPC here)
 _MAGIC = b"HERMES-ARROW\n"
 #: what the child writes to its pipe once all of its output is in the file
 _WRITTEN = b"\x01"
 
+
 class Pending:
-    """A forked import under way; :meth:`result` waits for it, :meth:`cancel` ends it."""
+    """A forked child's work under way: :meth:`output` waits for its output (:meth:`result`:
+    the forked import's trace), :meth:`done` tells without waiting, :meth:`cancel` ends it."""
 
     def __init__(self, pid: int, fd: int, ready: int = -1) -> None:
         self.pid = pid
