@@ -181,11 +181,7 @@ class KinetoFile:
         except OSError as exc:
             raise ImportFormatError(f"cannot read: {exc.strerror}", path=self.path) from None
         self._stream = _gzip.GzipFile(fileobj=self._raw) if is_gz(self.path) else self._raw
-        self._blocks = queue.Queue(maxsize=_READ_AHEAD)
-        self._stop.clear()
-        self._pump = threading.Thread(target=self._pump_blocks, name="hermes-kineto-read",
-                                      daemon=True)
-        self._pump.start()
+        self._start_pump()
         try:
             self._find_events_array()
         except BaseException:
@@ -202,7 +198,14 @@ class KinetoFile:
             return None
         return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def close(self) -> None:
+    def _start_pump(self) -> None:
+        self._blocks = queue.Queue(maxsize=_READ_AHEAD)
+        self._stop.clear()
+        self._pump = threading.Thread(target=self._pump_blocks, name="hermes-kineto-read",
+                                      daemon=True)
+        self._pump.start()
+
+    def _stop_pump(self) -> None:
         self._stop.set()
         if self._pump is not None and self._blocks is not None:
             while self._pump.is_alive():  # unblock a reader waiting on a full queue
@@ -212,6 +215,9 @@ class KinetoFile:
                     pass
             self._pump.join()
         self._pump = None
+
+    def close(self) -> None:
+        self._stop_pump()
         for s in (self._stream, self._raw):
             if s is not None:
                 s.close()
@@ -323,6 +329,12 @@ class KinetoFile:
         the reader of the events before it can tell, by decoding them; so does ``halves``.)"""
         if self._blocks_read > block:  # read while looking for the events array
             return None
+        if self._stream is self._raw and self._raw is not None and block > self._blocks_read:
+            # plain text: its blocks are where the file's bytes are; go there, read none before
+            self._stop_pump()
+            self._raw.seek(block * _READ_BYTES)
+            self._blocks_read, self._decoded = block, block * _READ_BYTES
+            self._start_pump()
         last = b""
         while self._blocks_read <= block:
             last = self._read()
