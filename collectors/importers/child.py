@@ -19,6 +19,15 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (1 where the platform does not say)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return 1
+
+
 #: the first line of a child's output (what follows is the child's: Arrow IPC here)
 _MAGIC = b"HERMES-ARROW\n"
 #: what the child writes to its pipe once all of its output is in the file

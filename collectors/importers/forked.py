@@ -39,16 +39,10 @@ from hermes.collectors.importers.child import (  # noqa: F401 - _MAGIC: what tes
     fork_child,
     write_out,
 )
+from hermes.collectors.importers.child import usable_cpus as _cpus  # (tests replace it here)
 
 #: set to "0" to import in this process (no fork)
 ENV = "HERMES_FORKED_IMPORT"
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return 1
 
 
 def can_fork() -> bool:

@@ -128,10 +128,7 @@ def usable() -> int:
     if os.environ.get(ENV, "1") == "0" or not sys.platform.startswith("linux") or \
             threading.active_count() != 1:
         return 0
-    try:
-        return 1 if len(os.sched_getaffinity(0)) >= 2 else 0
-    except (AttributeError, OSError):
-        return 0
+    return 1 if child.usable_cpus() >= 2 else 0
 
 
 #: set to "0" to read every file in one process
