@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from hermes.trace.columns import lengths
+
 _TYPES = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(),
           np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64(),
           np.dtype(np.uint8): pa.uint8(), np.dtype(np.float64): pa.float64(),
@@ -45,7 +47,7 @@ def utf8_buffers(texts: Sequence[bytes], joined: bytes | None = None) -> pa.Arra
     per row (``joined``: that join, when the caller has it). Uses 64-bit offsets (large_string,
     cast back) only past 2 GB of text."""
     n = len(texts)
-    lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+    lens = lengths(texts)
     total = int(lens.sum())
     large = total >= 2 ** 31
     offsets = np.zeros(n + 1, dtype=np.int64 if large else np.int32)

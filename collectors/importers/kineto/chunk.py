@@ -46,16 +46,11 @@ from hermes.collectors.importers.kineto.mapping import (
 )
 from hermes.collectors.importers.kineto.reader import Chunk
 from hermes.collectors.importers.kineto.side import (
-    ARGS,
-    CAT,
     DUR,
     INTERMEDIATE,
-    NAME,
-    PH,
     ROLE_EVENT,
     ROLE_FLOW,
     ROLE_META,
-    TID,
     TS,
     Side,
     codes,
@@ -70,6 +65,7 @@ from hermes.trace.arrowbuf import (
     to_numpy,
     utf8_buffers,
 )
+from hermes.trace.columns import floats, objects
 
 _DMA_KINDS = {"HOST_TO_DEVICE": K["memcpy_h2d"], "DEVICE_TO_HOST": K["memcpy_d2h"],
               "DEVICE_TO_DEVICE": K["memcpy_d2d"]}
@@ -92,8 +88,8 @@ def _role(ph: str, cat: str | None) -> tuple[int, int, int, bool, bool]:
 
 def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | None:
     evs = chunk.events
-    ph_code, ph_dict = codes(list(map(PH, evs)))
-    cat_code, cat_dict = codes(list(map(CAT, evs)))
+    ph_code, ph_dict = codes(objects(evs, "ph"))
+    cat_code, cat_dict = codes(objects(evs, "cat"))
     n_cat = len(cat_dict)
     pair = ph_code * n_cat + cat_code
     n_pairs = len(ph_dict) * n_cat
@@ -147,14 +143,13 @@ def _float_times(rows: list) -> Times | int:
     """(ts ns, ts present, dur ns) of the times read as doubles (None: read as text), or the
     time mode to read the chunk again with when a double does not give the exact value."""
     mode = time_mode(rows)
-    n = len(rows)
     ts = dur = None
     if mode == BOTH_FLOAT:
-        ts = float_us_to_ns(np.fromiter(map(TS, rows), np.float64, n))
+        ts = float_us_to_ns(floats(rows, "ts"))
         if ts is None:
             return DUR_FLOAT
     if mode >= DUR_FLOAT:
-        dur = float_us_to_ns(np.fromiter(map(DUR, rows), np.float64, n))
+        dur = float_us_to_ns(floats(rows, "dur"))
         if dur is None:
             return TEXT
     return (ts[0] if ts else None, ts[1] if ts else None, dur[0] if dur else None)
@@ -211,9 +206,9 @@ def _times(rows: list, sel: np.ndarray, chunk: Chunk, side: Side, path: Path,
     try:
         ts, has_ts, dur = times
         if ts is None or has_ts is None:
-            ts, has_ts = us_text_to_ns(list(map(TS, rows)))
+            ts, has_ts = us_text_to_ns(objects(rows, "ts"))
         if dur is None:
-            dur, _ = us_text_to_ns(list(map(DUR, rows)))
+            dur, _ = us_text_to_ns(objects(rows, "dur"))
     except ValueError as exc:
         i = int(exc.args[0])
         where = f"event {where0 + int(sel[i])}"
@@ -299,7 +294,7 @@ def _streams(rows: list, dev_arr: np.ndarray, from_args: np.ndarray, arg_stream:
              base: np.ndarray, side: Side) -> tuple[pa.Array, pa.DictionaryArray]:
     """(stream column, lane labels). The device stream is the tid (CUDA writes the stream
     there), or args.stream where the category says so (MTIA) or the tid is not a number."""
-    tids = list(map(TID, rows))
+    tids = objects(rows, "tid")
     tid_int = ints(tids)
     if tid_int is not None:
         stream_v = np.where(from_args, arg_stream, tid_int)
@@ -439,11 +434,11 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
                   plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
                   ph_dict: list, chunk: Chunk, side: Side, path: Path,
                   times: Times = (None, None, None)) -> pa.RecordBatch:
-    name_idx, name_dict = _name_codes(list(map(NAME, rows)))
+    name_idx, name_dict = _name_codes(objects(rows, "name"))
     rows, sel, rpair, name_idx, times, memory = _repeat_memory(rows, sel, rpair, name_idx,
                                                                name_dict, times)
     ts, dur = _times(rows, sel, chunk, side, path, times)
-    raw_args = list(map(ARGS, rows))
+    raw_args = objects(rows, "args")
     joined: bytes | None = b"".join(raw_args)  # the args column's data, decoded as it is
     # the fields read for every event; the others only for the few events that read them
     # (from the args as read: raw_args gains keys below), unless they are many

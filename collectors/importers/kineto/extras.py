@@ -17,6 +17,7 @@ from hermes.collectors.importers.kineto.mapping import (
     with_key,
 )
 from hermes.collectors.importers.kineto.side import Side, codes
+from hermes.trace.columns import floats, ints
 
 _COLL_KEY = attrgetter("pg_name", "pg_desc", "in_nelems", "out_nelems", "dtype", "seq")
 
@@ -52,6 +53,10 @@ def column(args: list, field_name: str, dtype: type) -> np.ndarray:
     if isinstance(args, ArgsList) and args.lacks(field_name):
         return np.full(len(args), _DEFAULTS[field_name], dtype)
     try:
+        if dtype is np.float64:
+            return floats(args, field_name)
+        if dtype is np.int64:
+            return ints(args, field_name)
         return np.fromiter(map(attrgetter(field_name), args), dtype, len(args))
     except OverflowError:  # an integer past int64 (as _tolerant reads one): the default
         default = _DEFAULTS[field_name]

@@ -10,14 +10,14 @@ from hermes.collectors.importers.kineto.mapping import NO_INT, decode_args
 from hermes.collectors.importers.kineto.side import (
     ARGS,
     DEVICE_SEP,
-    NAME,
     PID,
-    TID,
     Side,
     codes,
     take,
 )
 from hermes.trace.arrowbuf import dictionary
+from hermes.trace.columns import ints as int64s
+from hermes.trace.columns import objects
 
 
 def thread_names(rows: list, side: Side) -> None:
@@ -25,11 +25,11 @@ def thread_names(rows: list, side: Side) -> None:
 
     Only the first event of each tid not named yet is decoded; the rare tid whose first name
     is empty has all its events looked at."""
-    name_idx, names = codes(list(map(NAME, rows)))
+    name_idx, names = codes(objects(rows, "name"))
     if "thread_name" not in names:
         return
     rows = take(rows, np.flatnonzero(name_idx == names.index("thread_name")))
-    tid_idx, tids = codes(list(map(TID, rows)))
+    tid_idx, tids = codes(objects(rows, "tid"))
     text = [str(t) for t in tids]
     if len(set(text)) < len(text):  # 7 and "7" are one tid
         canon, text = codes(text)
@@ -60,7 +60,7 @@ def thread_names(rows: list, side: Side) -> None:
 def ints(values: list) -> np.ndarray | None:
     """int64 array of Python ints; None when some value is not an int (string tids)."""
     try:
-        return np.fromiter(values, dtype=np.int64, count=len(values))
+        return int64s(values)
     except (TypeError, ValueError, OverflowError):
         return None
 

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from hermes.trace.columns import take
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS, UNITS
 
 KINDS: tuple[str, ...] = tuple(EVENT_KINDS)
@@ -310,10 +311,6 @@ def _one_per_event(decoder: Any, joined: bytes | None, n: int) -> list[Any] | No
     except msgspec.DecodeError:  # ValidationError included
         return None
     return values if len(values) == n else None
-
-
-def take(items: Sequence, rows: np.ndarray) -> list:
-    return list(map(items.__getitem__, rows.tolist()))
 
 
 def _tolerant(d: object) -> Args:

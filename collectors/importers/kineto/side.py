@@ -3,14 +3,14 @@ batch schema, and small coding helpers shared by the phase-1 modules."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
-from itertools import count
 from operator import attrgetter
 
 import numpy as np
 import pyarrow as pa
 
+from hermes.trace.columns import codes, take  # noqa: F401 (the importer's own names)
 from hermes.trace.comm_patterns import CommPatterns, default
 
 ROLE_FLOW, ROLE_META, ROLE_EVENT = 0, 1, 2
@@ -62,23 +62,9 @@ PID, TID, TS, DUR, ARGS = (attrgetter(a) for a in ("pid", "tid", "ts", "dur", "a
 DEVICE_SEP = "\x1f"
 
 
-def codes(values: list) -> tuple[np.ndarray, list]:
-    """Dictionary codes of hashable values (few distinct ones): (int32 codes, distinct values)."""
-    n = len(values)
-    if n and values[-1] == values[0] == values[n >> 1] and values.count(values[0]) == n:
-        return np.zeros(n, np.int32), [values[0]]  # one value (a chunk of metadata, say)
-    # one pass in C: a missing key gets the next number, in order of first appearance
-    keys: defaultdict = defaultdict(count().__next__)
-    return np.fromiter(map(keys.__getitem__, values), np.int32, n), list(keys)
-
-
 def member(values: np.ndarray, *members: int) -> np.ndarray:
     """``values`` in ``members`` (np.isin imports numpy.ma, ~40 ms, on first use)."""
     out = values == members[0]
     for m in members[1:]:
         out |= values == m
     return out
-
-
-def take(items: list, idx: np.ndarray) -> list:
-    return list(map(items.__getitem__, idx.tolist()))

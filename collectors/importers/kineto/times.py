@@ -13,6 +13,8 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from hermes.trace.columns import lengths
+
 _POW10 = np.array([10 ** k for k in range(19)], dtype=np.int64)
 
 
@@ -50,7 +52,7 @@ def us_text_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
     n = len(raws)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, bool)
-    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    lens = lengths(raws)
     present = lens > 0
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
