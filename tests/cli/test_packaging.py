@@ -41,6 +41,9 @@ def test_wheel_installs_and_runs_in_fresh_venv(tmp_path):
     assert "hermes/collectors/__init__.py" in names
     assert "hermes/analyzers/__init__.py" in names
     assert "hermes/rules/__init__.py" in names
+    # the compiled passes (setup.py; optional, but this machine has a C compiler)
+    assert any(n.startswith("hermes/trace/_columns.") and n.endswith((".so", ".pyd"))
+               for n in names), names
     # nothing generic lands at the top of site-packages
     tops = {n.split("/")[0] for n in names}
     assert tops <= {"hermes", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
@@ -57,6 +60,10 @@ def test_wheel_installs_and_runs_in_fresh_venv(tmp_path):
     where = subprocess.run([str(py), "-c", "import hermes; print(hermes.__file__)"],
                            check=True, capture_output=True, text=True, env=env, cwd=tmp_path).stdout
     assert str(env_dir) in where
+    native = subprocess.run([str(py), "-c", "from hermes.trace import columns; "
+                             "print(columns.NATIVE, columns._c.__file__)"],
+                            check=True, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert native.stdout.startswith("True " + str(env_dir)), native.stdout
     res = subprocess.run([str(env_dir / "bin" / "hermes"), "--help"], capture_output=True,
                          text=True, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
