@@ -196,3 +196,35 @@ def test_hold_and_release_leave_a_callers_own_setting_alone() -> None:
     finally:
         gc.enable()
     assert frozen > 0
+
+
+BLAS = """
+import os, sys
+def before():
+    tasks = [open(f"/proc/self/task/{t}/comm").read().strip()
+             for t in os.listdir("/proc/self/task")]
+    print("FORK", os.environ.get("OPENBLAS_NUM_THREADS"), tasks.count("python"), flush=True)
+os.register_at_fork(before=before)
+import hermes.cli
+def main():
+    print("CLI", os.environ.get("OPENBLAS_NUM_THREADS"), flush=True)
+    sys.exit(0)
+hermes.cli.main = main
+""" + LAUNCH
+
+
+@pytest.mark.skipif(not LINUX_2CPU, reason="forks only on Linux with >= 2 CPUs")
+@pytest.mark.parametrize("user", [None, "2"])
+def test_numpy_loads_with_one_blas_thread_and_the_environment_is_left_as_it_was(user):
+    """The early import loads numpy with OpenBLAS on one thread (no thread of its own spinning
+    beside the import until the fork, where OpenBLAS ends its threads); the variable is gone
+    from the environment once the import is started (a training script that ``hermes profile``
+    starts must not inherit it); a value the user set is the one used, and kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if user:
+        env["OPENBLAS_NUM_THREADS"] = user
+    r = subprocess.run([sys.executable, "-c", BLAS, "analyze", str(SRC)], capture_output=True,
+                       text=True, cwd=ROOT, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith(("FORK", "CLI"))]
+    assert lines == (["FORK 2 2", "CLI 2"] if user else ["FORK 1 1", "CLI None"])
