@@ -24,6 +24,11 @@ file read by one process against the default, a helper process reading a big fil
 half (``HERMES_IMPORT_HELPERS=0`` vs unset), alternated:
 
     python benchmarks/import_speed.py --helpers /tmp/small.pt.trace.json.gz --runs 7
+
+``--native FILE...`` the same with the importer's column passes in Python
+(``HERMES_NO_EXTENSION=1``) against compiled (``hermes.trace._columns``, the default):
+
+    python benchmarks/import_speed.py --native /tmp/small.pt.trace.json.gz --runs 7 --analyze
 """
 
 from __future__ import annotations
@@ -225,25 +230,48 @@ def bench_helpers(srcs: list[Path], runs: int, analyze: bool) -> None:
     medians of wall s, CPU s (user + system of the whole process tree) and the peak RSS of its
     largest process (``wait4``: the helper's own memory is not added to the reader's)."""
     print(f"one process vs a helper for the second half: {runs} runs each, alternated")
-    print(f"  {'file':38} {'command':8} {'wall one':>9} {'helper':>7} {'ratio':>6} "
-          f"{'CPU one':>8} {'helper':>7} {'RSS MB one':>10} {'helper':>7}")
+    _switched(srcs, runs, analyze, "HERMES_IMPORT_HELPERS", ("0", None), ("one", "helper"))
+
+
+def bench_native(srcs: list[Path], runs: int, analyze: bool) -> None:
+    """The same commands with the importer's column passes in Python
+    (``HERMES_NO_EXTENSION=1``, the baseline) and compiled (``hermes.trace._columns``, the
+    default), alternated; the same medians."""
+    from hermes.trace import columns
+
+    if not columns.NATIVE:
+        raise SystemExit("hermes.trace._columns is not compiled here (pip install -e . with a "
+                         "C compiler), or HERMES_NO_EXTENSION is set")
+    print(f"column passes in Python vs compiled: {runs} runs each, alternated")
+    _switched(srcs, runs, analyze, "HERMES_NO_EXTENSION", ("1", None), ("python", "native"))
+
+
+def _switched(srcs: list[Path], runs: int, analyze: bool, var: str,
+              values: tuple[str | None, str | None], labels: tuple[str, str]) -> None:
+    """Each command run with ``var`` set to each of ``values`` (None: not set), alternated run
+    by run; one row per file and command: medians and the ratio second/first."""
+    a, b = labels
+    print(f"  {'file':38} {'command':8} {'wall ' + a:>11} {b:>7} {'ratio':>6} "
+          f"{'CPU ' + a:>10} {b:>7} {'RSS MB ' + a:>13} {b:>7}")
     for src in srcs:
         cmds = {"import": ["import", str(src), "--out", "{tmp}/out.parquet"]}
         if analyze:
             cmds["analyze"] = ["analyze", str(src), "-o", "{tmp}/report.txt"]
         for name, args in cmds.items():
-            got: dict[str, list[tuple[float, float, float]]] = {"0": [], "1": []}
+            got: list[list[tuple[float, float, float]]] = [[], []]
             with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-                argv = [a.replace("{tmp}", tmp) for a in args]
+                argv = [x.replace("{tmp}", tmp) for x in args]
                 for i in range(runs):
-                    for flag in ("0", "1") if i % 2 == 0 else ("1", "0"):
-                        env = dict(os.environ, HERMES_IMPORT_HELPERS=flag)
-                        got[flag].append(_run_cpu([sys.executable, "-m", "hermes.cli", *argv],
-                                                  Path(tmp), env))
-            one, two = ([statistics.median(v[i] for v in got[f]) for i in (0, 1, 2)]
-                        for f in ("0", "1"))
-            print(f"  {src.name[:38]:38} {name:8} {one[0]:>9.3f} {two[0]:>7.3f} "
-                  f"{two[0] / one[0]:>6.3f} {one[1]:>8.3f} {two[1]:>7.3f} {one[2]:>10,.0f} "
+                    for k in (0, 1) if i % 2 == 0 else (1, 0):
+                        env = {n: v for n, v in os.environ.items() if n != var}
+                        if values[k] is not None:
+                            env[var] = values[k]  # type: ignore[assignment]
+                        got[k].append(_run_cpu([sys.executable, "-m", "hermes.cli", *argv],
+                                               Path(tmp), env))
+            one, two = ([statistics.median(v[i] for v in got[k]) for i in (0, 1, 2)]
+                        for k in (0, 1))
+            print(f"  {src.name[:38]:38} {name:8} {one[0]:>11.3f} {two[0]:>7.3f} "
+                  f"{two[0] / one[0]:>6.3f} {one[1]:>10.3f} {two[1]:>7.3f} {one[2]:>13,.0f} "
                   f"{two[2]:>7,.0f}")
 
 
@@ -278,16 +306,23 @@ def main() -> None:
     ap.add_argument("--helpers", type=Path, nargs="+", metavar="FILE",
                     help="time these files' import (and, with --analyze, analysis) read by "
                          "one process against a helper process for the second half")
-    ap.add_argument("--analyze", action="store_true", help="with --helpers: hermes analyze too")
+    ap.add_argument("--native", type=Path, nargs="+", metavar="FILE",
+                    help="time these files' import (and, with --analyze, analysis) with the "
+                         "column passes in Python (HERMES_NO_EXTENSION=1) against compiled")
+    ap.add_argument("--analyze", action="store_true",
+                    help="with --helpers or --native: hermes analyze too")
     args = ap.parse_args()
     if (args.source is None) != (args.before is None):
         ap.error("--source and --before go together")
     if args.source is not None:
         bench_before_after(args.source.resolve(), args.before, args.runs)
         return
-    if args.helpers:
+    if args.helpers or args.native:
         CACHE.mkdir(parents=True, exist_ok=True)
-        bench_helpers([p.resolve() for p in args.helpers], args.runs, args.analyze)
+        if args.helpers:
+            bench_helpers([p.resolve() for p in args.helpers], args.runs, args.analyze)
+        if args.native:
+            bench_native([p.resolve() for p in args.native], args.runs, args.analyze)
         return
     CACHE.mkdir(parents=True, exist_ok=True)
     files: list[tuple[str, Path, int]] = []
