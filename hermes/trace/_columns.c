@@ -96,6 +96,24 @@ get_out(PyObject *out, Py_buffer *view, Py_ssize_t n, Py_ssize_t itemsize, char 
     return 0;
 }
 
+/* ``seq`` is a list and ``out`` a writable buffer of len(seq) items of ``kind``: 'd' float64,
+ * 'q' int64 (numpy's is 'q', or 'l' where long is 64 bits), 'i' int32. */
+static int
+list_and_out(PyObject *seq, PyObject *out, Py_buffer *view, char kind)
+{
+    if (check_list(seq) < 0)
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(seq);
+    Py_ssize_t size = kind == 'd' ? (Py_ssize_t)sizeof(double)
+                      : kind == 'i' ? (Py_ssize_t)sizeof(int) : (Py_ssize_t)sizeof(long long);
+    if (get_out(out, view, n, size, kind) == 0)
+        return 0;
+    if (kind != 'q' || sizeof(long) != 8)
+        return -1;
+    PyErr_Clear();
+    return get_out(out, view, n, sizeof(long), 'l');
+}
+
 PyDoc_STRVAR(objects_doc,
 "objects(items: list, name: str) -> list\n\n"
 "[getattr(x, name) for x in items], as list(map(attrgetter(name), items)).");
@@ -139,12 +157,11 @@ static PyObject *
 floats(PyObject *self, PyObject *args)
 {
     PyObject *seq, *name, *out;
-    if (!PyArg_ParseTuple(args, "OUO:floats", &seq, &name, &out) || check_list(seq) < 0)
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(seq);
     Py_buffer view;
-    if (get_out(out, &view, n, sizeof(double), 'd') < 0)
+    if (!PyArg_ParseTuple(args, "OUO:floats", &seq, &name, &out) ||
+        list_and_out(seq, out, &view, 'd') < 0)
         return NULL;
+    Py_ssize_t n = view.len / (Py_ssize_t)sizeof(double);
     double *dst = (double *)view.buf;
     Reader r = {NULL, NULL};
     int ok = 1;
@@ -177,20 +194,16 @@ static PyObject *
 ints(PyObject *self, PyObject *args)
 {
     PyObject *seq, *name, *out;
-    if (!PyArg_ParseTuple(args, "OOO:ints", &seq, &name, &out) || check_list(seq) < 0)
+    if (!PyArg_ParseTuple(args, "OOO:ints", &seq, &name, &out))
         return NULL;
     if (name != Py_None && !PyUnicode_Check(name)) {
         PyErr_SetString(PyExc_TypeError, "name must be a str or None");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(seq);
     Py_buffer view;
-    if (get_out(out, &view, n, sizeof(long long), 'q') < 0) {
-        /* numpy's int64 may be 'l' where long is 64 bits */
-        PyErr_Clear();
-        if (sizeof(long) != 8 || get_out(out, &view, n, sizeof(long), 'l') < 0)
-            return NULL;
-    }
+    if (list_and_out(seq, out, &view, 'q') < 0)
+        return NULL;
+    Py_ssize_t n = view.len / 8;
     long long *dst = (long long *)view.buf;
     Reader r = {NULL, NULL};
     int ok = 1;
@@ -228,40 +241,33 @@ ints(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(lengths_doc,
 "lengths(items: list, out: int64 buffer) -> bool\n\n"
-"Fills out[i] with len(items[i]) where every item is bytes or supports the buffer protocol\n"
-"(msgspec.Raw); False as soon as one does not.");
+"Fills out[i] with len(items[i]); False, with out partly filled, as soon as one has no\n"
+"length (the caller's len() then raises its own error).");
 
 static PyObject *
 lengths(PyObject *self, PyObject *args)
 {
     PyObject *seq, *out;
-    if (!PyArg_ParseTuple(args, "OO:lengths", &seq, &out) || check_list(seq) < 0)
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(seq);
     Py_buffer view;
-    if (get_out(out, &view, n, sizeof(long long), 'q') < 0) {
-        PyErr_Clear();
-        if (sizeof(long) != 8 || get_out(out, &view, n, sizeof(long), 'l') < 0)
-            return NULL;
-    }
+    if (!PyArg_ParseTuple(args, "OO:lengths", &seq, &out) || list_and_out(seq, out, &view, 'q') < 0)
+        return NULL;
     long long *dst = (long long *)view.buf;
     int ok = 1;
-    PyTypeObject *sized = NULL; /* a type whose len() is its buffer's length */
-    for (Py_ssize_t i = 0; i < n && ok; i++) {
+    for (Py_ssize_t i = 0; i < view.len / 8 && ok; i++) {
+        if (i >= PyList_GET_SIZE(seq)) { ok = 0; break; } /* shrunk under a __len__ */
         PyObject *v = PyList_GET_ITEM(seq, i);
         if (PyBytes_CheckExact(v)) {
             dst[i] = PyBytes_GET_SIZE(v);
-        } else if (Py_TYPE(v) == sized || (sized == NULL && PyObject_CheckBuffer(v))) {
-            Py_ssize_t len = PyObject_Size(v);
-            if (len < 0) {
-                PyErr_Clear();
-                ok = 0;
-            } else {
-                dst[i] = len;
-                sized = Py_TYPE(v);
-            }
-        } else {
+            continue;
+        }
+        Py_INCREF(v); /* len() may run code that drops it from the list */
+        Py_ssize_t len = PyObject_Size(v); /* len() itself, whatever the type */
+        Py_DECREF(v);
+        if (len < 0) {
+            PyErr_Clear();
             ok = 0;
+        } else {
+            dst[i] = len;
         }
     }
     PyBuffer_Release(&view);
@@ -277,12 +283,10 @@ static PyObject *
 codes(PyObject *self, PyObject *args)
 {
     PyObject *seq, *out;
-    if (!PyArg_ParseTuple(args, "OO:codes", &seq, &out) || check_list(seq) < 0)
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(seq);
     Py_buffer view;
-    if (get_out(out, &view, n, sizeof(int), 'i') < 0)
+    if (!PyArg_ParseTuple(args, "OO:codes", &seq, &out) || list_and_out(seq, out, &view, 'i') < 0)
         return NULL;
+    Py_ssize_t n = view.len / (Py_ssize_t)sizeof(int);
     int *dst = (int *)view.buf;
     PyObject *last = NULL; /* runs of one value (the same object) skip the lookup */
     int last_code = 0;
