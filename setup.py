@@ -1,10 +1,13 @@
-"""The one compiled part of Hermes: ``hermes.trace._columns`` (C, no dependencies beyond
-Python's headers). Everything else is in pyproject.toml.
+"""The compiled parts of Hermes (C, no dependencies beyond Python's headers):
+``hermes.trace._columns`` (the Kineto import's column passes) and ``hermes.analyzers._lanes``
+(the critical path's and the replay's shortest distances). Everything else is in pyproject.toml.
 
-The extension is optional: where no C compiler is found the install goes on without it and
-``hermes.trace.columns`` runs the same passes in Python (slower, the same results)."""
+Both are optional: where no C compiler is found the install goes on without them and the same
+work runs in Python/numpy (slower, the same results)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("hermes.trace._columns", ["hermes/trace/_columns.c"],
-                             optional=True)])
+setup(ext_modules=[
+    Extension("hermes.trace._columns", ["hermes/trace/_columns.c"], optional=True),
+    Extension("hermes.analyzers._lanes", ["analyzers/_lanes.c"], optional=True),
+])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from hermes.analyzers import cpedges, cpgraph, dagpath, lanepass, stepgraph
 from hermes.analyzers.steps import step_windows
@@ -32,7 +33,7 @@ def test_tiny_lane_graph_by_hand():
     assert pred.tolist() == [4, 0, 0, 4]
 
 
-def test_a_path_across_lanes_needs_rounds():
+def test_a_path_across_lanes_needs_rounds(monkeypatch):
     # three lanes of two nodes; 1 -> 2 and 3 -> 4 cross edges of lost 0: D5 comes down only
     # after two rounds of relaxation (lane 0's end lowers lane 1, which lowers lane 2)
     chain = np.array([False, True, False, True, False, True])
@@ -41,6 +42,7 @@ def test_a_path_across_lanes_needs_rounds():
                                 np.array([0, 0]), np.array([0, 10, 10, 10, 10, 10]))
     assert d.tolist() == [0, 1, 1, 2, 2, 3]
     assert pred.tolist() == [6, 0, 1, 2, 3, 4]
+    monkeypatch.setattr(lanepass, "_lanes", None)  # the numpy rounds (the compiled pass has none)
     saved = lanepass.MAX_ROUNDS
     try:
         lanepass.MAX_ROUNDS = 1  # not settled in one round: the caller's fallback
@@ -180,6 +182,7 @@ def test_float_weights_are_solved_as_dijkstra_solves_them():
 def test_scans_by_slices_equal_scans_by_offsets(monkeypatch):
     # a few lanes are scanned slice by slice (lanepass.FEW_SEGMENTS), many in one pass with an
     # offset per lane: the same distances and predecessors, unreachable nodes included
+    monkeypatch.setattr(lanepass, "_lanes", None)  # the numpy scans themselves
     rng = np.random.default_rng(9)
     slices = 0
     for _ in range(200):
@@ -285,3 +288,43 @@ def test_dijkstra_gives_an_unreachable_node_the_least_int64_without_a_cast_warni
     least = np.iinfo(np.int64).min
     assert d.tolist() == d2.tolist() == [2, 7, least]
     assert pred.tolist() == [3, 0, -9999]
+
+
+@pytest.mark.skipif(lanepass._lanes is None, reason="hermes.analyzers._lanes not compiled")
+def test_compiled_pass_equals_the_numpy_rounds(monkeypatch):
+    """The compiled topological pass (``_lanes.c``) gives the numpy rounds' distances and, by
+    the same tie rule, predecessors, unreachable nodes included; on a graph with a cycle it
+    declines and the rounds solve it; where the rounds give up (more than ``MAX_ROUNDS``
+    lanes crossed in a row) it still solves the graph, by the same rule."""
+    rng = np.random.default_rng(28)
+    declined = deep = 0
+    for k in range(600):
+        g, n, u, v, lost, start = _with_starts(rng, 0.4 * rng.random())
+        ch = v == u + 1
+        chain = np.zeros(n, bool)
+        chain[v[ch]] = True
+        clost = np.zeros(n, np.int64)
+        clost[v[ch]] = lost[ch]
+        s, big, _ = cpgraph._int_start(start, lost)
+        args = (n, chain, clost, u[~ch], v[~ch], lost[~ch], s)
+        d = np.empty(n, np.int64)
+        c = np.where(chain, clost, 0)
+        c[0] = 0
+        ok = lanepass._lanes.distances(chain, c, *(np.ascontiguousarray(a, np.int64) for a in
+                                                   (u[~ch], v[~ch], lost[~ch], s)), big, d)
+        native = lanepass.shortest(*args, inf=big, preds=k % 2 == 0)
+        with monkeypatch.context() as m:
+            m.setattr(lanepass, "_lanes", None)
+            m.setattr(lanepass, "MAX_ROUNDS", 1 << 20 if k % 3 else lanepass.MAX_ROUNDS)
+            rounds = lanepass.shortest(*args, inf=big, preds=k % 2 == 0)
+        if not ok:
+            declined += 1  # a cycle: the numpy rounds answered, as before
+            assert native[0].tolist() == rounds[0].tolist()
+            continue
+        if rounds is None:
+            deep += 1
+            continue
+        assert native[0].tolist() == rounds[0].tolist() == d.tolist()
+        if k % 2 == 0:
+            assert native[1].tolist() == rounds[1].tolist()
+    assert declined > 0
