@@ -275,19 +275,27 @@ lengths(PyObject *self, PyObject *args)
 }
 
 PyDoc_STRVAR(codes_doc,
-"codes(values: list, out: int32 buffer) -> list\n\n"
-"Dictionary codes: out[i] is the number of values[i] among the distinct values in order of\n"
-"first appearance (equal values share one, as dict keys do); returns those values.");
+"codes(values: list, out: int32 buffer, name: str | None = None) -> list\n\n"
+"Dictionary codes: out[i] is the number of values[i] (with a name: of getattr(values[i],\n"
+"name)) among the distinct values in order of first appearance (equal values share one, as\n"
+"dict keys do); returns those values.");
 
 static PyObject *
 codes(PyObject *self, PyObject *args)
 {
-    PyObject *seq, *out;
+    PyObject *seq, *out, *name = Py_None;
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "OO:codes", &seq, &out) || list_and_out(seq, out, &view, 'i') < 0)
+    if (!PyArg_ParseTuple(args, "OO|O:codes", &seq, &out, &name))
+        return NULL;
+    if (name != Py_None && !PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "name must be a str or None");
+        return NULL;
+    }
+    if (list_and_out(seq, out, &view, 'i') < 0)
         return NULL;
     Py_ssize_t n = view.len / (Py_ssize_t)sizeof(int);
     int *dst = (int *)view.buf;
+    Reader r = {NULL, NULL};
     PyObject *last = NULL; /* runs of one value (the same object) skip the lookup */
     int last_code = 0;
     PyObject *index = PyDict_New();
@@ -300,11 +308,18 @@ codes(PyObject *self, PyObject *args)
             goto fail;
         }
         PyObject *v = PyList_GET_ITEM(seq, i);
+        if (name != Py_None) { /* the item's field: a new reference */
+            v = read_field(&r, v, name);
+            if (v == NULL)
+                goto fail;
+        } else {
+            Py_INCREF(v); /* hashing and comparing may run code that drops it from the list */
+        }
         if (v == last) {
+            Py_DECREF(v);
             dst[i] = last_code;
             continue;
         }
-        Py_INCREF(v); /* hashing and comparing may run code that drops it from the list */
         PyObject *code = PyDict_GetItemWithError(index, v); /* borrowed */
         long c;
         if (code == NULL) {
@@ -329,11 +344,13 @@ codes(PyObject *self, PyObject *args)
         Py_XSETREF(last, v); /* keeps the reference taken above */
         last_code = (int)c;
     }
+    reader_release(&r);
     Py_XDECREF(last);
     Py_DECREF(index);
     PyBuffer_Release(&view);
     return keys;
 fail:
+    reader_release(&r);
     Py_XDECREF(last);
     Py_XDECREF(index);
     Py_XDECREF(keys);

@@ -80,9 +80,15 @@ def lengths(items: list) -> np.ndarray:
     return np.fromiter(map(len, items), np.int64, n)
 
 
-def codes(values: list) -> tuple[np.ndarray, list]:
+def codes(values: list, name: str | None = None) -> tuple[np.ndarray, list]:
     """Dictionary codes of hashable values: (int32 codes, the distinct values in order of first
-    appearance); equal values share a code, as dict keys do (the first one met is kept)."""
+    appearance); equal values share a code, as dict keys do (the first one met is kept). With
+    ``name``: of ``objects(values, name)``, without making that list."""
+    if name is not None:
+        if _c is not None and _listlike(values):
+            out = np.empty(len(values), np.int32)
+            return out, _c.codes(values, out, name)
+        values = objects(values, name)
     n = len(values)
     if n and values[-1] == values[0] == values[n >> 1] and values.count(values[0]) == n:
         return np.zeros(n, np.int32), [values[0]]  # one value (a chunk of metadata, say)

@@ -150,6 +150,18 @@ def test_codes_share_a_code_as_dict_keys_do():
         columns.codes(["a", ["not", "hashable"]])
 
 
+@pytest.mark.parametrize("name", ["ph", "ts", "tid"])
+def test_codes_of_a_field_are_the_codes_of_its_list(name):
+    items = [e for e in _mixed() if hasattr(e, name)] * 3
+    got_codes, got_keys = columns.codes(items, name)
+    want_codes, want_keys = columns.codes(_py_objects(items, name))
+    assert got_codes.dtype == np.int32 and np.array_equal(got_codes, want_codes)
+    assert len(got_keys) == len(want_keys) and all(
+        a is b or (a != a and b != b) for a, b in zip(got_keys, want_keys, strict=True))
+    with pytest.raises(AttributeError, match="ph"):
+        columns.codes([Ev(), Computed()], "ph")
+
+
 def test_codes_of_one_value_and_of_none():
     assert columns.codes([])[1] == [] and len(columns.codes([])[0]) == 0
     c, k = columns.codes(["X"] * 5)

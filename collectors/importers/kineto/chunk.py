@@ -88,8 +88,8 @@ def _role(ph: str, cat: str | None) -> tuple[int, int, int, bool, bool]:
 
 def chunk_to_batch(chunk: Chunk, side: Side, path: Path) -> pa.RecordBatch | None:
     evs = chunk.events
-    ph_code, ph_dict = codes(objects(evs, "ph"))
-    cat_code, cat_dict = codes(objects(evs, "cat"))
+    ph_code, ph_dict = codes(evs, "ph")
+    cat_code, cat_dict = codes(evs, "cat")
     n_cat = len(cat_dict)
     pair = ph_code * n_cat + cat_code
     n_pairs = len(ph_dict) * n_cat
@@ -155,9 +155,9 @@ def _float_times(rows: list) -> Times | int:
     return (ts[0] if ts else None, ts[1] if ts else None, dur[0] if dur else None)
 
 
-def _name_codes(names: list) -> tuple[np.ndarray, list[str]]:
-    """Dictionary codes of event names as text (None -> '', numbers -> their text)."""
-    name_codes, uniq = codes(names)
+def _name_codes(rows: list) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes of the events' names as text (None -> '', numbers -> their text)."""
+    name_codes, uniq = codes(rows, "name")
     text = [u if isinstance(u, str) else "" if u is None else str(u) for u in uniq]
     if len(set(text)) < len(text):  # e.g. None and "" both read as ""
         canon, text = codes(text)
@@ -434,7 +434,7 @@ def _events_batch(rows: list, sel: np.ndarray, rpair: np.ndarray, pkind: np.ndar
                   plane: np.ndarray, punknown: np.ndarray, pargs: np.ndarray, cat_dict: list,
                   ph_dict: list, chunk: Chunk, side: Side, path: Path,
                   times: Times = (None, None, None)) -> pa.RecordBatch:
-    name_idx, name_dict = _name_codes(objects(rows, "name"))
+    name_idx, name_dict = _name_codes(rows)
     rows, sel, rpair, name_idx, times, memory = _repeat_memory(rows, sel, rpair, name_idx,
                                                                name_dict, times)
     ts, dur = _times(rows, sel, chunk, side, path, times)

@@ -17,7 +17,6 @@ from hermes.collectors.importers.kineto.side import (
 )
 from hermes.trace.arrowbuf import dictionary
 from hermes.trace.columns import ints as int64s
-from hermes.trace.columns import objects
 
 
 def thread_names(rows: list, side: Side) -> None:
@@ -25,11 +24,11 @@ def thread_names(rows: list, side: Side) -> None:
 
     Only the first event of each tid not named yet is decoded; the rare tid whose first name
     is empty has all its events looked at."""
-    name_idx, names = codes(objects(rows, "name"))
+    name_idx, names = codes(rows, "name")
     if "thread_name" not in names:
         return
     rows = take(rows, np.flatnonzero(name_idx == names.index("thread_name")))
-    tid_idx, tids = codes(objects(rows, "tid"))
+    tid_idx, tids = codes(rows, "tid")
     text = [str(t) for t in tids]
     if len(set(text)) < len(text):  # 7 and "7" are one tid
         canon, text = codes(text)
