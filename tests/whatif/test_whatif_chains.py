@@ -157,6 +157,7 @@ def test_dijkstra_takes_over_when_the_lane_pass_does_not_settle(monkeypatch) -> 
     calls = []
     real = chains._dijkstra
     monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
+    monkeypatch.setattr(lanepass, "_lanes", None)  # the numpy rounds (the compiled pass has none)
     monkeypatch.setattr(lanepass, "MAX_ROUNDS", 0)  # gives up at once
     np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
     assert calls == [1]
