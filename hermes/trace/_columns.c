@@ -1,4 +1,4 @@
-/* hermes._columns: columns out of lists of Python objects, in one C loop each.
+/* hermes.trace._columns: columns out of lists of Python objects, in one C loop each.
  *
  * The Kineto importer decodes events into msgspec structs and then reads each field of every
  * event into a numpy column: `np.fromiter(map(attrgetter("ts"), events), np.float64, n)`.
@@ -10,7 +10,7 @@
  * Every function gives exactly what the Python expression it replaces gives, or says it
  * cannot (returns False / None) and the caller runs that expression: values of another type
  * than the fast path takes (an int where a float is expected, a bool, a subclass) are never
- * converted here. hermes/columns.py holds the pure-Python equivalents and the dispatch.
+ * converted here. hermes/trace/columns.py holds the pure-Python equivalents and the dispatch.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
