@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, ClusterContext, register
+from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
 SLOW_RANK_RATIO = 0.05

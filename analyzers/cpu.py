@@ -32,21 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import hostcalls
-from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.critical_path import innermost_active, node_order
-from hermes.analyzers.hta_compat import precompile
-from hermes.analyzers.io import (
-    device_idle,
-    is_,
-    name_matches,
-    per_step_ns,
-    spans,
-    top_names,
-    windows_union,
-)
-from hermes.analyzers.steps import fine_windows, window_note
+from hermes.analyzers.common import hostcalls
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.nesting import innermost_active, node_order
+from hermes.analyzers.common.spans import device_idle, per_step_ns, spans, top_names, windows_union
+from hermes.analyzers.common.steps import fine_windows, window_note
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import Finding
 from hermes.trace.schema import NOT_WORK_KINDS
 
@@ -79,7 +71,6 @@ OTHER_CPU_NAME = r"(?i)cpu.*(other|steal|contention|external|foreign|background)
 #: Leaf host calls whose cost should not vary by call (allocation and tiling are bimodal by nature:
 #: cache hit vs miss), so a call far above its name's median was slowed from outside.
 LEAF_KINDS = ("launch", "runtime", "infer_shape")
-precompile(BLOCKING_NAME, OTHER_CPU_NAME)
 #: Recorded environment settings (``meta.extra`` ``settings``/``environment``/``env``) that make
 #: every host call pay for logging: DESIGN's "log level" environment cause
 #: (ASCEND_GLOBAL_LOG_LEVEL 0/1 = debug/info).

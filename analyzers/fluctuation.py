@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.hta_compat import precompile
-from hermes.analyzers.io import data_wait_mask, is_, name_matches, per_step_ns, spans
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.spans import data_wait_mask, per_step_ns, spans
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import Finding
 from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
 
@@ -45,7 +45,6 @@ MIN_EXCESS = 0.10
 MIN_EXPLAINED = 0.5
 MIN_SHARE = 0.01
 CHECKPOINT_NAME = r"(?i)checkpoint|ckpt|torch\.save|save_state|state_dict_save"
-precompile(CHECKPOINT_NAME)
 
 #: component -> (category, cause) of the finding it leads to. Data waits are filed under the io
 #: analyzer's leading cause when it has one.

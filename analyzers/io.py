@@ -27,151 +27,59 @@ computes them itself when overlap did not run). Definitions (formulas in ``docs/
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import intervals as iv
-from hermes.analyzers import opinfo
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.hta_compat import codes_in, precompile
-from hermes.analyzers.kernelstats import desc_order
-from hermes.analyzers.steps import WARMUP_MIN_STEPS, fine_windows
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common import opinfo
+from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.spans import (
+    data_wait_mask,
+    device_idle,
+    per_step_ns,
+    spans,
+    top_names,
+    windows_union,
+)
+from hermes.analyzers.common.steps import WARMUP_MIN_STEPS, fine_windows
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import Finding
 from hermes.trace.args import args_of, has_args
-from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
+from hermes.trace.schema import DEVICE_LANES
 
 MIN_SHARE = 0.01
 #: With at least this many steps the first one is left out: the loader starts with empty
 #: queues, so the first step's wait measures start-up, not the pipeline's steady-state rate.
-TOP_N = 10
 QUEUES = ("data_queue", "host_queue", "device_queue")
 CAUSE_OF = {"reading": "slow_data_reading", "processing": "slow_data_processing",
             "fetching": "slow_data_fetching"}
-#: PyTorch's DataLoader iterator (Kineto user annotation ``enumerate(DataLoader)#...__next__``).
-DATA_WAIT_NAME = r"DataLoader.*__next__|_next_data\b"
 #: Host/loader functions that read storage rather than compute (reading evidence).
 READ_NAME = r"(?i)(^|[^a-z])(read|readinto|open|fread|pread|recv|get_object|download|imread|" \
             r"decompress|unzip|untar|tarfile|zipfile)([^a-z]|$)"
 FETCH_NAME = r"(?i)pin_memory|HtoD|H2D"
 PAGEABLE = r"(?i)pageable|\"pinned\"\s*:\s*false"
-precompile(DATA_WAIT_NAME, READ_NAME, FETCH_NAME, PAGEABLE)
 
 
 # ------------------------------------------------------------------ helpers shared with cpu.py
-def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
-    """``re.search`` of ``pattern`` on each name, evaluated once per distinct name."""
-    if len(names) == 0:
-        return np.zeros(0, bool)
-    rx = re.compile(pattern)
-    if isinstance(names.dtype, pd.CategoricalDtype):  # (a few matching names: compared codes)
-        return codes_in(names, [bool(rx.search(str(c))) for c in names.dtype.categories.tolist()])
-    # (as its categories would: each distinct value once, missing ones never match)
-    codes, uniq = pd.factorize(names, use_na_sentinel=True)
-    hit = np.array([bool(rx.search(str(c))) for c in uniq], dtype=bool)
-    return np.append(hit, False)[codes]  # code -1 (missing) reads the trailing False
-
-
-def col(events: pd.DataFrame, name: str) -> np.ndarray:
-    """A string column as a numpy object array. Categoricals are expanded from their categories
-    (``astype(str)`` of a million-row categorical costs seconds under pandas 3's Arrow strings)."""
-    if len(events) == 0:
-        return np.empty(0, object)
-    s = events[name]
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        cats = np.array([str(c) for c in s.dtype.categories.tolist()] + ["nan"], dtype=object)
-        return cats[s.array.codes]  # code -1 (missing) picks the trailing "nan"
-    return s.astype(str).to_numpy(dtype=object)
-
-
-def is_(events: pd.DataFrame, name: str, *values: str) -> np.ndarray:
-    """Mask of the rows whose string column ``name`` is one of ``values`` (as
-    ``np.isin(col(events, name), values)``), decided once per category: no per-row strings."""
-    s = events[name] if len(events) else None
-    if s is None or not isinstance(s.dtype, pd.CategoricalDtype):
-        return np.isin(col(events, name), values) if len(events) else np.zeros(0, bool)
-    return codes_in(s, [str(c) in values for c in s.dtype.categories.tolist()], "nan" in values)
 
 
 
-def spans(events: pd.DataFrame, mask: np.ndarray | None = None) -> iv.Union:
-    """Union of the events' [ts, ts + dur) (those selected by ``mask``)."""
-    if mask is not None and not mask.any():
-        return iv.EMPTY
-    s = events["ts_ns"].to_numpy(np.int64)
-    d = events["dur_ns"].to_numpy(np.int64)
-    if mask is not None:  # (the rows selected first: no end computed for the others)
-        s, d = s[mask], d[mask]
-    return iv.union(s, s + d)
 
 
-def windows_union(windows: pd.DataFrame) -> iv.Union:
-    return iv.union(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
 
 
-def device_idle(ctx: RankContext, windows: pd.DataFrame) -> iv.Union:
-    """Device-idle time inside the step windows (overlap's ``device_idle`` table when present)."""
-    ov = ctx.results.get("overlap")
-    if ov is not None and "device_idle" in ov.tables:
-        t = ov.tables["device_idle"]
-        return iv.union(t["start_ns"].to_numpy(np.int64), t["end_ns"].to_numpy(np.int64))
-    ev = ctx.events
-    dev = is_(ev, "lane_kind", *DEVICE_LANES) & ~is_(ev, "kind", *NOT_WORK_KINDS)
-    return iv.subtract(windows_union(windows), spans(ev, dev))
 
 
-def per_step_ns(u: iv.Union, windows: pd.DataFrame) -> np.ndarray:
-    return iv.overlap_per_interval(windows["start_ns"].to_numpy(np.int64),
-                                   windows["end_ns"].to_numpy(np.int64), u)
 
 
-def top_names(events: pd.DataFrame, mask: np.ndarray, n: int = TOP_N,
-              weights: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """Top event names by total duration (or by ``weights``, one per event, e.g. self time):
-    ``[{name, time_ns, count}]``."""
-    if not mask.any():
-        return []
-    w = (events["dur_ns"].to_numpy(np.int64) if weights is None else weights)[mask]
-    names = events["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype) and w.dtype.kind in "iu":
-        # summed per category code, then by text (as the per-row strings would group): no
-        # string per event
-        code = names.array.codes[mask].astype(np.int64)
-        keep = code >= 0  # a missing name is no group (as the strings' groupby drops it)
-        order = np.argsort(code[keep], kind="stable")
-        code, w = code[keep][order], w[keep][order].astype(np.int64)
-        if code.size == 0:
-            return []
-        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-        text = np.array([str(c) for c in names.dtype.categories.tolist()], dtype=object)
-        keys, sums = text[code[first]], np.add.reduceat(w, first)
-        counts = np.diff(np.r_[first, len(code)])
-        if len(set(keys.tolist())) == keys.size:  # (distinct texts: the groups as they are)
-            # = the groupby by name (sorted names), then sort_values("sum", ascending=False)
-            # (pandas' quicksort: desc_order) and head(n), without the frames
-            by_name = np.argsort(keys, kind="stable")
-            top = by_name[desc_order(sums[by_name], kind="quicksort")[:n]]
-            return [{"name": str(keys[i]), "time_ns": int(sums[i]), "count": int(counts[i])}
-                    for i in top]
-        sub = pd.DataFrame({"name": keys, "sum": sums, "count": counts})
-        g = sub.groupby("name")[["sum", "count"]].sum()
-    else:
-        sub = pd.DataFrame({"name": names[mask].astype(str).to_numpy(), "dur_ns": w})
-        g = sub.groupby("name", observed=True)["dur_ns"].agg(["sum", "count"])
-    g = g.sort_values("sum", ascending=False).head(n)
-    return [{"name": str(k), "time_ns": int(r["sum"]), "count": int(r["count"])}
-            for k, r in g.iterrows()]
 
 
-def data_wait_mask(events: pd.DataFrame) -> np.ndarray:
-    """Host-lane data waits: ``data_wait`` events and DataLoader ``__next__`` ranges."""
-    if len(events) == 0:
-        return np.zeros(0, bool)
-    host = is_(events, "lane_kind", "host")
-    return host & (is_(events, "kind", "data_wait") | name_matches(events["name"],
-                                                                       DATA_WAIT_NAME))
+
+
+
+
 
 
 # ------------------------------------------------------------------ queue rule

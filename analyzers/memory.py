@@ -13,12 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.hta_compat import precompile
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 
 TIMELINE_COLUMNS = ["ts_ns", "allocated_bytes", "reserved_bytes"]
 _COUNTER = r"^memory (?P<device>\S+) (?P<quantity>allocated|reserved)$"
-precompile(_COUNTER)
 
 
 def _samples(events: pd.DataFrame) -> pd.DataFrame:

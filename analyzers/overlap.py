@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import hostcalls, hta_compat
-from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.steps import fine_windows, split_by_windows, step_windows, window_note
+from hermes.analyzers.common import hostcalls, hta_compat
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.steps import fine_windows, split_by_windows, step_windows, window_note
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, HOST_LANES, NOT_WORK_KINDS
 
 PARTS = ("computation_only", "communication_only", "overlapped", "host_bound", "free")

@@ -362,9 +362,9 @@ def per_analyzer(path: Path) -> None:
     """One in-process run, timed stage by stage: the load, each rank analyzer (in the executor's
     order, as ``run.run_rank`` calls them) and the cluster reduce; seconds and share of the
     total, largest first."""
-    from hermes.analyzers.base import AnalyzerResult, RankContext, ordered
-    from hermes.analyzers.run import _reduce, load_analyzers, load_rank
-    from hermes.analyzers.steps import drop_warmup, step_windows
+    from hermes.analyzers.common.steps import drop_warmup, step_windows
+    from hermes.analyzers.engine.base import AnalyzerResult, RankContext, ordered
+    from hermes.analyzers.engine.run import _reduce, load_analyzers, load_rank
     from hermes.trace.reader import read_ranks
 
     load_analyzers()

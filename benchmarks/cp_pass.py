@@ -54,9 +54,9 @@ print(time.perf_counter() - t)
 
 
 def _graphs(path: Path) -> tuple[list, pd.DataFrame, pd.DataFrame]:
-    from hermes.analyzers import critical_path as cp
-    from hermes.analyzers.run import load_analyzers
-    from hermes.analyzers.steps import drop_warmup, step_windows
+    from hermes.analyzers.common.steps import drop_warmup, step_windows
+    from hermes.analyzers.critical_path import analysis as cp
+    from hermes.analyzers.engine.run import load_analyzers
     from hermes.trace import load
 
     load_analyzers()
@@ -73,9 +73,9 @@ def _graphs(path: Path) -> tuple[list, pd.DataFrame, pd.DataFrame]:
 
 CHILD = """
 import sys, time, tracemalloc
-from hermes.analyzers.base import RankContext, get
-from hermes.analyzers.run import load_analyzers
-from hermes.analyzers.steps import drop_warmup
+from hermes.analyzers.engine.base import RankContext, get
+from hermes.analyzers.engine.run import load_analyzers
+from hermes.analyzers.common.steps import drop_warmup
 from hermes.trace import load
 load_analyzers()
 tr = load(sys.argv[1])
@@ -118,7 +118,7 @@ def analyzer(traces: list[str], before: str, repeat: int) -> None:
 
 
 def _timed(fn, dag: bool):
-    from hermes.analyzers import cpgraph
+    from hermes.analyzers.critical_path import graph as cpgraph
 
     cpgraph.DAG_MIN_NODES = 0 if dag else 1 << 62
     t = time.perf_counter()
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.analyzer:
         analyzer(args.analyzer, args.before, args.repeat)
         return 0
-    from hermes.analyzers import cpgraph, critical_path
+    from hermes.analyzers.critical_path import analysis as critical_path
+    from hermes.analyzers.critical_path import graph as cpgraph
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.keep) if args.keep else Path(tmp) / "synthetic.parquet"

@@ -81,7 +81,7 @@ def verdict(inject: list[str], opt: list[str]) -> str:
     import tempfile
     from pathlib import Path
 
-    from hermes.analyzers.run import analyze
+    from hermes.analyzers.engine.run import analyze
     from hermes.commands.emulate import trace_collector
     from hermes.npu.emulate import emulate, plan
 

@@ -72,7 +72,7 @@ def hta_side(files: list[Path]) -> dict[str, dict]:
 def hermes_side(f: Path, tmp: Path) -> dict:
     """Our figures per rank: import with the Kineto importer, then ``hta_compat``."""
     import hermes
-    from hermes.analyzers.hta_compat import hta_figures
+    from hermes.analyzers.common.hta_compat import hta_figures
     from hermes.collectors import importers
 
     t0 = time.perf_counter()

@@ -104,9 +104,9 @@ def _tload(*a, **k):
     mark("load Parquet")
     return out
 _tr.load = _tload
-import hermes.analyzers.run as run
+import hermes.analyzers.engine.run as run
 run.load_analyzers()
-from hermes.analyzers.base import ANALYZERS
+from hermes.analyzers.engine.base import ANALYZERS
 for a in list(ANALYZERS.values()):
     fn = a.fn
     def w(ctx, fn=fn, name=a.name, scope=a.scope):
@@ -114,10 +114,10 @@ for a in list(ANALYZERS.values()):
         mark(f"{scope}: {name}")
         return out
     object.__setattr__(a, "fn", w)
-after("hermes.analyzers.run", "drop_warmup", "drop_warmup")
-after("hermes.analyzers.run", "step_windows", "step windows")
-after("hermes.analyzers.run", "pack", "results packed")
-after("hermes.analyzers.run", "_reduce", "reduce (fold, verdict)")
+after("hermes.analyzers.engine.run", "drop_warmup", "drop_warmup")
+after("hermes.analyzers.engine.run", "step_windows", "step windows")
+after("hermes.analyzers.engine.run", "pack", "results packed")
+after("hermes.analyzers.engine.run", "_reduce", "reduce (fold, verdict)")
 after("hermes.pipeline", "advise", "advisor")
 from hermes.cli import app
 if os.environ.get("HERMES_SPLIT_VIA_PARQUET") == "1":  # import to a temporary Parquet first

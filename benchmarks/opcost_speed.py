@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from hermes.analyzers import opcost, opvec
+from hermes.analyzers.computation import opcost, opvec
 
 OPS = [("aten::add", 2), ("aten::mm", 2), ("aten::sum", 1), ("aten::addmm", 3),
        ("aten::layer_norm", 3), ("aten::_softmax", 1), ("aten::copy_", 2), ("aten::mul", 2)]

@@ -40,8 +40,8 @@ TARGET_RSS_GB = 2.0
 DRIVER = """
 import json, resource, sys, time
 def rss(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-from hermes.analyzers.executor import DaskExecutor, LocalExecutor
-from hermes.analyzers.run import analyze, load_analyzers
+from hermes.analyzers.engine.executor import DaskExecutor, LocalExecutor
+from hermes.analyzers.engine.run import analyze, load_analyzers
 load_analyzers()
 base = rss()
 path, kind, workers, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -67,8 +67,8 @@ REPLICA = """
 import functools, json, pickle, resource, sys, time
 def rss(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 from pathlib import Path
-from hermes.analyzers.executor import LocalExecutor
-from hermes.analyzers.run import _rank_results, _reduce, _trace_ranks, load_analyzers
+from hermes.analyzers.engine.executor import LocalExecutor
+from hermes.analyzers.engine.run import _rank_results, _reduce, _trace_ranks, load_analyzers
 load_analyzers()
 base = rss()
 path, workers, n, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

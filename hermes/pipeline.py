@@ -1,6 +1,6 @@
 """The public one-call path: ``hermes.analyze(trace) -> Analysis`` with recommendations attached.
 
-It composes the stages in DESIGN.md's order — :func:`hermes.analyzers.run.analyze` (trace ->
+It composes the stages in DESIGN.md's order — :func:`hermes.analyzers.engine.run.analyze` (trace ->
 findings), then :func:`hermes.advisor.advise` (findings -> recommendations) — and returns the
 analysis whose findings carry their recommendations, as ``hermes analyze`` reports them. Call the
 stages yourself to keep them apart (e.g. to advise from another rule table).
@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from hermes.advisor import Advice, advise
-from hermes.analyzers.executor import Executor
-from hermes.analyzers.result import Analysis
-from hermes.analyzers.run import Progress
-from hermes.analyzers.run import analyze as run_analysis
+from hermes.analyzers.engine.executor import Executor
+from hermes.analyzers.engine.result import Analysis
+from hermes.analyzers.engine.run import Progress
+from hermes.analyzers.engine.run import analyze as run_analysis
 from hermes.rules import RuleTable
 
 
@@ -37,7 +37,7 @@ def preload() -> None:
     (``hermes analyze`` while a forked child imports the file)."""
     import importlib
 
-    from hermes.analyzers.run import load_analyzers
+    from hermes.analyzers.engine.run import load_analyzers
 
     load_analyzers()
     importlib.import_module("hermes.advisor.replayed")

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.engine.result import Analysis
 from hermes.errors import HermesError
 from hermes.findings import Finding, Recommendation
 from hermes.rules import TABLE, Rule, RuleTable

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes.analyzers.result import missing_text
+from hermes.analyzers.engine.result import missing_text
 from hermes.check.budget import LIMITS, Budget
 from hermes.diff.compute import TraceDiff, diff
 from hermes.diff.runs import Run

@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
 
         Example: hermes analyze run.parquet --format json --out analysis.json
         """
-        from hermes.analyzers.executor import LocalExecutor, make_executor
+        from hermes.analyzers.engine.executor import LocalExecutor, make_executor
         from hermes.report import RENDERERS
 
         renderer = RENDERERS.get(fmt, flag="--format")
@@ -158,7 +158,7 @@ ALLOW_MISSING_HELP = ("Exit 0 even if some ranks could not be analyzed (they are
 def exit_code(result: Any, allow_missing: bool) -> int:
     """0, or 1 naming the ranks that could not be analyzed (unless ``--allow-missing``)."""
     if result.missing_ranks and not allow_missing:
-        from hermes.analyzers.result import unread_file
+        from hermes.analyzers.engine.result import unread_file
 
         # (a rank by its number, as `--rank` takes it; a file of unknown ranks by its name)
         named = ", ".join(f"{f'file {f}' if (f := unread_file(m)) else m['rank']} "

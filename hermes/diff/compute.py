@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.result import BREAKDOWN_KEYS, jsonable
+from hermes.analyzers.engine.result import BREAKDOWN_KEYS, jsonable
 from hermes.diff.runs import Run
 from hermes.diff.stats import RatioCI, mann_whitney, median_ratio_ci, min_p
 

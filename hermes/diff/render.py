@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from hermes.analyzers.result import missing_text
+from hermes.analyzers.engine.result import missing_text
 from hermes.diff.compute import TraceDiff
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.engine.result import Analysis
 from hermes.diff.names import normalize_series
 from hermes.errors import ImportFormatError
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS
@@ -174,7 +174,7 @@ def _totals(trace_path: Path, windows: pd.DataFrame, skip: Sequence[str] = ()
 
 def load_run(path: Path, label: str, analysis: Analysis | None = None) -> Run:
     """Analyze a Hermes trace (unless ``analysis`` is given) and gather its per-step totals."""
-    from hermes.analyzers.run import analyze
+    from hermes.analyzers.engine.run import analyze
 
     a = analysis if analysis is not None else analyze(path)
     windows = _windows(a)

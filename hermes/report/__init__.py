@@ -20,7 +20,7 @@ from hermes.registry import Registry
 
 if TYPE_CHECKING:
     from hermes.advisor import Advice
-    from hermes.analyzers.result import Analysis
+    from hermes.analyzers.engine.result import Analysis
     from hermes.trace import Trace
 
 

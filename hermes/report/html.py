@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.engine.result import Analysis
 from hermes.report import html_more, html_sections
 from hermes.report.common import DEFAULT_TOP
 from hermes.report.html_parts import CSS, SORT_JS, Figures, esc

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.engine.result import Analysis
 from hermes.report.html_parts import Figures, esc, label, omitted, section
 from hermes.report.html_sections import per_step_ms
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.result import Analysis, missing_text
+from hermes.analyzers.engine.result import Analysis, missing_text
 from hermes.report.common import (
     HTA,
     PARTS,

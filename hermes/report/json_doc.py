@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis
+from hermes.analyzers.engine.result import Analysis
 
 
 def render_json(analysis: Analysis, advice: Advice, top: int = 0) -> str:

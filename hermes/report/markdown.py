@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis, missing_what, missing_why
+from hermes.analyzers.engine.result import Analysis, missing_what, missing_why
 from hermes.report.common import (
     CP_LABELS,
     DEFAULT_TOP,

@@ -10,7 +10,7 @@ import io
 from typing import Any
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis, missing_text
+from hermes.analyzers.engine.result import Analysis, missing_text
 from hermes.report.common import (
     CP_LABELS,
     DEFAULT_TOP,

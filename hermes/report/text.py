@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hermes.advisor import Advice
-from hermes.analyzers.result import Analysis, missing_text
+from hermes.analyzers.engine.result import Analysis, missing_text
 from hermes.report.common import (
     CP_LABELS,
     DEFAULT_TOP,

@@ -1,7 +1,7 @@
 """What-if: predict a step's time after optimizations by replaying its dependency graph.
 
 Stage 3 (beside the advisor): takes a trace's events, builds each rank's step graph
-(:mod:`hermes.analyzers.stepgraph`, the critical path's graph), applies the transforms of the
+(:mod:`hermes.analyzers.critical_path.stepgraph`, the critical path's graph), applies the transforms of the
 named optimizations (:mod:`hermes.whatif.transforms`) and replays it (:mod:`.replay`).
 Figures are medians over steps; the run's step time is its slowest rank's (synchronous training
 goes at the pace of the slowest rank). ``graphs(..., median_only=True)`` replays only each
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common.steps import step_windows
 from hermes.trace.args import has_args
 from hermes.whatif import cluster
 from hermes.whatif import replay as rp

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hermes.analyzers import cpgraph, lanepass
+from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path import lanes as lanepass
 
 
 @dataclass

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpgraph
-from hermes.analyzers.communication import _P2P
+from hermes.analyzers.communication.rank import _P2P
+from hermes.analyzers.critical_path import graph as cpgraph
 from hermes.whatif import chains
 from hermes.whatif import replay as rp
 

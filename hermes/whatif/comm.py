@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes.analyzers import cpedges
+from hermes.analyzers.critical_path import edges as cpedges
 from hermes.whatif.facts import duration, kinds, number
 from hermes.whatif.replay import Change, StepGraph
 

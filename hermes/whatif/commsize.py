@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges
+from hermes.analyzers.critical_path import edges as cpedges
 from hermes.whatif.comm import _shrink_waits, _unqueue
 from hermes.whatif.facts import duration, number
 from hermes.whatif.replay import Change, StepGraph

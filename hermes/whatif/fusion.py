@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families, opinfo
+from hermes.analyzers.common import opinfo
+from hermes.analyzers.computation import families
 from hermes.whatif.facts import args_at, args_mention, duration, number
 from hermes.whatif.replay import Change, StepGraph
 

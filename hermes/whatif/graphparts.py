@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, cpgraph
+from hermes.analyzers.critical_path import edges as cpedges
+from hermes.analyzers.critical_path import graph as cpgraph
 
 
 def collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Replay of a rank's step graph (``hermes.analyzers.stepgraph``) with changed durations.
+"""Replay of a rank's step graph (``hermes.analyzers.critical_path.stepgraph``) with changed durations.
 
 Daydream (Zhu et al., ATC'20) and Lumos (Liang et al., MLSys'25) predict an optimization's gain by
 rebuilding the step's dependency graph from a trace, changing the tasks it touches and
@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpgraph, stepgraph
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path import stepgraph
 from hermes.whatif import chains
 from hermes.whatif.graphparts import collectives, fed_tasks
 

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 import hermes
-from hermes.analyzers import fold, run
-from hermes.analyzers.base import ANALYZERS, AnalyzerResult, RankContext, ordered
-from hermes.analyzers.invariants import InvariantError, check_result, problems
-from hermes.analyzers.verdict import verdict
+from hermes.analyzers.engine import fold, run
+from hermes.analyzers.engine.base import ANALYZERS, AnalyzerResult, RankContext, ordered
+from hermes.analyzers.engine.invariants import InvariantError, check_result, problems
+from hermes.analyzers.engine.verdict import verdict
 from hermes.findings import Finding
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace

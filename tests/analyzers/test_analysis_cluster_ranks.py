@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 
 from hermes import devices
-from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext
 from hermes.analyzers.cluster import cluster, imbalance, slow_ranks
-from hermes.analyzers.communication import communication
-from hermes.analyzers.communication_cluster import communication_cluster
-from hermes.analyzers.computation import computation
+from hermes.analyzers.communication.cluster import communication_cluster
+from hermes.analyzers.communication.rank import communication
+from hermes.analyzers.computation.analysis import computation
+from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, RankContext
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.schema import arrow_schema
@@ -36,7 +36,7 @@ def run(frames: dict[int, pd.DataFrame], extra: dict[int, dict] | None = None):
     cctx.results["communication_cluster"] = communication_cluster(cctx)
     res = cluster(cctx)
     try:
-        from hermes.analyzers.invariants import check_result
+        from hermes.analyzers.engine.invariants import check_result
     except ImportError:
         assert all(0 <= f.time_share <= 1 for f in res.findings)
     else:

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from hermes import devices
-from hermes.analyzers.base import ClusterContext, RankContext
-from hermes.analyzers.communication import communication
-from hermes.analyzers.communication_cluster import communication_cluster
+from hermes.analyzers.communication.cluster import communication_cluster
+from hermes.analyzers.communication.rank import communication
+from hermes.analyzers.engine.base import ClusterContext, RankContext
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.schema import arrow_schema
@@ -41,7 +41,7 @@ def step(rank: int = 0, dur: int = 1_000_000) -> dict:
 
 def check(result) -> None:
     try:
-        from hermes.analyzers.invariants import check_result
+        from hermes.analyzers.engine.invariants import check_result
     except ImportError:
         for f in result.findings:
             assert 0.0 <= f.time_share <= 1.0
@@ -152,7 +152,7 @@ def test_large_message_latency_bound_for_its_group() -> None:
 
 
 def test_world_size_from_metadata() -> None:
-    from hermes.analyzers.communication import world_size
+    from hermes.analyzers.communication.rank import world_size
 
     assert world_size(TraceMeta(ranks=(0, 1, 2))) == 3
     assert world_size(TraceMeta(ranks=(5,), extra={"world_size": 64})) == 64
@@ -278,7 +278,7 @@ def test_matrix_is_the_groupby_of_its_keys(seed) -> None:
     # missing peers as -1 and missing bytes as 0, counts and (compensated) float sums
     import numpy as np
 
-    from hermes.analyzers.communication import MATRIX_COLUMNS, _matrix
+    from hermes.analyzers.communication.rank import MATRIX_COLUMNS, _matrix
 
     rng = np.random.default_rng(seed)
     n = 300

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from hermes import devices
-from hermes.analyzers import families
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.computation import computation
+from hermes.analyzers.computation import families
+from hermes.analyzers.computation.analysis import computation
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.writer import to_table

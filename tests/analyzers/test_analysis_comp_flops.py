@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from hermes.analyzers.opcost import one_cost, op_costs
+from hermes.analyzers.computation.opcost import one_cost, op_costs
 
 BF16, F32, I64 = "c10::BFloat16", "float", "long int"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.computation import computation
-from hermes.analyzers.opinfo import gemm_flops
+from hermes.analyzers.common.opinfo import gemm_flops
+from hermes.analyzers.computation.analysis import computation
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.writer import to_table

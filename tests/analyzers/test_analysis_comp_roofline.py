@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from hermes import devices
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.computation import U_THRESHOLD, computation
+from hermes.analyzers.computation.analysis import U_THRESHOLD, computation
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import table_to_pandas
 from hermes.trace.schema import arrow_schema
@@ -34,7 +34,7 @@ def run(df: pd.DataFrame, meta: TraceMeta = H100):
 
 def check(result) -> None:
     try:
-        from hermes.analyzers.invariants import check_result
+        from hermes.analyzers.engine.invariants import check_result
     except ImportError:  # B's checker not merged yet: the basic invariants by hand
         for f in result.findings:
             assert 0.0 <= f.time_share <= 1.0

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import devicework
-from hermes.analyzers.kernelstats import KernelStats
-from hermes.analyzers.roofline import CLASSES
+from hermes.analyzers.computation import devicework
+from hermes.analyzers.computation.kernelstats import KernelStats
+from hermes.analyzers.computation.roofline import CLASSES
 from tests.analyzers.test_analysis_comp_families import run
 from tests.tracegen import ev
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hermes.analyzers.base import RankContext
 from hermes.analyzers.cpu import cpu
-from hermes.analyzers.invariants import check_result
+from hermes.analyzers.engine.base import RankContext
+from hermes.analyzers.engine.invariants import check_result
 from hermes.analyzers.overlap import analyze as overlap
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, frame

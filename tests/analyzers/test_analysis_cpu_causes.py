@@ -136,9 +136,9 @@ def test_contention_evidenced_by_other_processes_cpu_is_reported():
     # samples say other processes use 4000 % CPU: that half is contention, the rest dispatch.
     # Dispatch time 10 x 21 us = 210 us of a 1000 us step: contention 0.105, dispatch 0.105.
     # The evidence is the two counter samples (no call is inflated over its own median).
-    from hermes.analyzers.base import RankContext
     from hermes.analyzers.cpu import cpu
-    from hermes.analyzers.invariants import check_result
+    from hermes.analyzers.engine.base import RankContext
+    from hermes.analyzers.engine.invariants import check_result
     from hermes.analyzers.overlap import analyze as overlap
     from tests.tracegen import frame
 

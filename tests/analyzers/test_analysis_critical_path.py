@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import cpgraph
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.critical_path import analyze
-from hermes.analyzers.invariants import check_result
+from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path.analysis import analyze
+from hermes.analyzers.engine.base import RankContext
+from hermes.analyzers.engine.invariants import check_result
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events
 
@@ -284,8 +284,8 @@ def _same_graph(a, b):
 
 
 def test_replay_takes_the_graph_the_critical_path_built(monkeypatch):
-    from hermes.analyzers import stepgraph
-    from hermes.analyzers.steps import step_windows
+    from hermes.analyzers.common.steps import step_windows
+    from hermes.analyzers.critical_path import stepgraph
     from hermes.whatif import replay
 
     stepgraph._KEPT.clear()
@@ -309,8 +309,8 @@ def test_replay_takes_the_graph_the_critical_path_built(monkeypatch):
                                         ("name", ["a", "b", "c", "d", "e", "f"]),
                                         ("dur_ns", [100, 30, 5, 45, 10, 59])])
 def test_a_kept_graph_is_not_taken_for_other_events(col, value):
-    from hermes.analyzers import stepgraph
-    from hermes.analyzers.steps import step_windows
+    from hermes.analyzers.common.steps import step_windows
+    from hermes.analyzers.critical_path import stepgraph
 
     stepgraph._KEPT.clear()
     df = _sync_frame()
@@ -323,7 +323,7 @@ def test_a_kept_graph_is_not_taken_for_other_events(col, value):
 
 
 def test_kept_graphs_are_matched_on_exactly_the_same_inputs():
-    from hermes.analyzers.stepgraph import _same
+    from hermes.analyzers.critical_path.stepgraph import _same
 
     a = (np.array([1, 2]), np.array([np.nan, 1.0]), pd.Index(["x", "y"]))
     assert _same(a, (np.array([1, 2]), np.array([np.nan, 1.0]), pd.Index(["x", "y"])))

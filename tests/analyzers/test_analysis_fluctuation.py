@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.analyzers.base import RankContext
+from hermes.analyzers.engine.base import RankContext
+from hermes.analyzers.engine.invariants import check_result
 from hermes.analyzers.fluctuation import fluctuation, robust_z
-from hermes.analyzers.invariants import check_result
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, frame
 

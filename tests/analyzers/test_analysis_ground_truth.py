@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import hermes
-from hermes.analyzers.invariants import check_result
+from hermes.analyzers.engine.invariants import check_result
 
 CAUSES = ("io.slow_data_reading", "io.slow_data_processing", "cpu.operator_compilation",
           "cpu.garbage_collection", "cpu.environment_configuration")

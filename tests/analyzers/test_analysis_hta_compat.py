@@ -8,16 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers.hta_compat import (
+from hermes.analyzers.common.hta_compat import (
     KERNEL_TYPES,
-    codes_in,
     figures_of,
     gpu_events,
     hta_figures,
-    isin,
     kernel_type_codes_at,
     kernel_types,
 )
+from hermes.analyzers.common.names import codes_in, isin
 from tests.tracegen import ev, events
 
 US = 1000  # HTA rounds times to whole microseconds: the hand-made traces are in us
@@ -120,7 +119,7 @@ def test_hta_time_grid_rounds_start_up_and_end_down():
 
 
 def test_time_grid_replays_hta_float64_parsing_of_epoch_stamps():
-    from hermes.analyzers.hta_compat import hta_time_grid
+    from hermes.analyzers.common.hta_compat import hta_time_grid
 
     # Kineto text "1712195495505582.988" parses to the float64 ...583.0 (a quarter-us grid at
     # 1.7e15): ceil -> ...583; end 583.0 + 4.928 -> ~587.93 -> floor ...587... as float64 math

@@ -14,8 +14,8 @@ import statistics
 import pytest
 
 import hermes
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.invariants import check_result
+from hermes.analyzers.engine.base import RankContext
+from hermes.analyzers.engine.invariants import check_result
 from hermes.analyzers.overlap import analyze
 from hermes.errors import UsageError
 

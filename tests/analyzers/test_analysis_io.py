@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.invariants import check_result
+from hermes.analyzers.engine.base import RankContext
+from hermes.analyzers.engine.invariants import check_result
 from hermes.analyzers.io import classify_by_queues, io
 from hermes.analyzers.overlap import analyze as overlap
 from hermes.trace.meta import TraceMeta
@@ -143,7 +143,7 @@ def test_one_wait_event_is_the_whole_trace():
 def test_top_names_sums_per_name_by_hand():
     import pandas as pd
 
-    from hermes.analyzers.io import top_names
+    from hermes.analyzers.common.spans import top_names
 
     names = pd.Categorical(["read", "open", "read", "x", None, "open"])
     ev_ = pd.DataFrame({"name": names, "dur_ns": np.array([5, 7, 4, 100, 3, 2], np.int64)})
@@ -165,7 +165,7 @@ def test_top_names_of_categories_as_of_the_strings(seed):
     # the string path's groupby and descending sort, ties included
     import pandas as pd
 
-    from hermes.analyzers.io import top_names
+    from hermes.analyzers.common.spans import top_names
 
     rng = np.random.default_rng(seed)
     cats = [f"op{i:02d}" for i in range(50)]

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.invariants import check_result
+from hermes.analyzers.engine.base import RankContext
+from hermes.analyzers.engine.invariants import check_result
 from hermes.analyzers.overlap import PARTS, analyze
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hermes.analyzers.steps import in_step, step_windows
+from hermes.analyzers.common.steps import in_step, step_windows
 from tests.tracegen import ev, events
 
 

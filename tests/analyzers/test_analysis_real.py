@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hermes
-from hermes.analyzers.invariants import check_result
+from hermes.analyzers.engine.invariants import check_result
 
 NAMES = ("gpt_dataloader_starved", "gpt_balanced", "two_stream_prefetch", "big_matmul")
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import hostcalls, opinfo
-from hermes.analyzers.io import name_matches
-from hermes.analyzers.kernelstats import _fsums
+from hermes.analyzers.common import hostcalls, opinfo
+from hermes.analyzers.common.names import name_matches
+from hermes.analyzers.computation.kernelstats import _fsums
 
 ARROW = "string[pyarrow]"
 
@@ -97,8 +97,8 @@ def test_name_matches_plain_and_categorical_columns_agree() -> None:
 
 
 def test_top_ops_as_the_sorted_op_table() -> None:
-    from hermes.analyzers.computation import CLASSES, _top_ops
-    from hermes.analyzers.kernelstats import KernelStats
+    from hermes.analyzers.computation.analysis import CLASSES, _top_ops
+    from hermes.analyzers.computation.kernelstats import KernelStats
 
     rng = np.random.default_rng(7)
     n = 400

@@ -12,9 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import cpgraph, cpsteps, critical_path, stepgraph
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.steps import split_by_windows
+from hermes.analyzers.common.steps import split_by_windows
+from hermes.analyzers.critical_path import analysis as critical_path
+from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path import solve as cpsteps
+from hermes.analyzers.critical_path import stepgraph
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, frame
 
@@ -219,7 +222,7 @@ def test_compiled_passes_run_where_no_cache_can_be_written():
 
     code = ("import numba.core.caching as c, numpy as np\n"
             "c.CacheImpl._locator_classes = []\n"
-            "from hermes.analyzers import cpsteps, dagpath\n"
+            "from hermes.analyzers.critical_path import dagpath, solve as cpsteps\n"
             "ip, ind = np.array([0, 1, 1]), np.array([1])\n"
             "print(dagpath.order(2, ip, ind).tolist(), cpsteps.members(\n"
             "    np.array([0, 1], np.int32), np.array([2, 2], np.int32), np.array([0, 1]))[1]"

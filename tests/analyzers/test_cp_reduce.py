@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import critical_path
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.critical_path import analysis as critical_path
 from tests.analyzers.test_cp_chunks import _trace
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.analyzers import cpgraph, dagpath
+from hermes.analyzers.critical_path import dagpath
+from hermes.analyzers.critical_path import graph as cpgraph
 
 
 @pytest.fixture

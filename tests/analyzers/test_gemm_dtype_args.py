@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hermes import devices
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.computation import computation
+from hermes.analyzers.computation.analysis import computation
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace import load
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import TraceWriter

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes.analyzers import intervals as iv
+from hermes.analyzers.common import intervals as iv
 
 
 def brute(intervals, lo=0, hi=200):

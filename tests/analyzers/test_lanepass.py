@@ -9,8 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import cpedges, cpgraph, dagpath, lanepass, stepgraph
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.critical_path import dagpath, stepgraph
+from hermes.analyzers.critical_path import edges as cpedges
+from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path import lanes as lanepass
 from tests.analyzers.test_analysis_critical_path import SYNC
 from tests.analyzers.test_cpgraph import (
     _check_pred,
@@ -297,7 +300,7 @@ def test_dijkstra_gives_an_unreachable_node_the_least_int64_without_a_cast_warni
     assert pred.tolist() == [3, 0, -9999]
 
 
-@pytest.mark.skipif(lanepass._lanes is None, reason="hermes.analyzers._lanes not compiled")
+@pytest.mark.skipif(lanepass._lanes is None, reason="hermes.analyzers.critical_path._lanes not compiled")
 def test_compiled_pass_equals_the_numpy_rounds(monkeypatch):
     """The compiled topological pass (``_lanes.c``) gives the numpy rounds' distances and, by
     the same tie rule, predecessors, unreachable nodes included; on a graph with a cycle it
@@ -327,7 +330,7 @@ def test_compiled_pass_equals_the_numpy_rounds(monkeypatch):
     assert declined > 0
 
 
-@pytest.mark.skipif(lanepass._lanes is None, reason="hermes.analyzers._lanes not compiled")
+@pytest.mark.skipif(lanepass._lanes is None, reason="hermes.analyzers.critical_path._lanes not compiled")
 def test_compiled_pass_settles_what_the_rounds_give_up_on(monkeypatch):
     """A path across lanes that the rounds leave to the caller (``MAX_ROUNDS`` 1): the
     compiled pass solves it, by the lane pass's rule."""

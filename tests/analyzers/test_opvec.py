@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import opcost, opvec
+from hermes.analyzers.computation import opcost, opvec
 
 TYPES = ["float", "c10::BFloat16", "c10::Half", "double", "long int", "int", "bool", "Scalar",
          "ScalarList", "", "TensorList", "c10::Float8_e4m3fn", "unsigned char"]
@@ -120,7 +120,7 @@ def test_op_costs_matches_on_rows() -> None:
 
 
 def test_base_frame_keeps_text_args() -> None:
-    from hermes.analyzers.opinfo import base_frame
+    from hermes.analyzers.common.opinfo import base_frame
 
     ev = pd.DataFrame({"name": pd.Categorical(["a", "b", "c"]), "ts_ns": [0, 5, 9],
                        "dur_ns": [1, 2, 3],
@@ -135,7 +135,7 @@ def test_base_frame_keeps_text_args() -> None:
 
 def test_gemm_bytes_of_absurd_shapes_do_not_raise() -> None:
     # element counts past int64 (a hostile or corrupt trace): exact integers, no OverflowError
-    from hermes.analyzers import opinfo
+    from hermes.analyzers.common import opinfo
 
     big = 99_999_999_999
     s = pd.Series([f"[[{big}, {big}, {big}], [{big}, 7]]", "[[4, 8], [8, 2]]"])
@@ -146,7 +146,7 @@ def test_gemm_bytes_of_absurd_shapes_do_not_raise() -> None:
 
 
 def test_gemm_bytes_matches_opinfo() -> None:
-    from hermes.analyzers import opinfo
+    from hermes.analyzers.common import opinfo
     rng = random.Random(7)
     raws: list = [None, "", "[[64, 128], [128, 32]]", "[[64, 128], [32, 128]]", "[[5], [5]]",
                   "[[2, 3, 4], [4, 6]]", "[[4, 6], [2, 6, 8]]", "[[], [3, 4]]", "[[3, 4]]",
@@ -163,7 +163,7 @@ def test_gemm_bytes_matches_opinfo() -> None:
 
 
 def test_arg_keys_shared_lookups_match_plain_ones() -> None:
-    from hermes.analyzers import opinfo
+    from hermes.analyzers.common import opinfo
     rows = [json.dumps({"Group size": 8, "External id": i, "dtype": "BFloat16"}) for i in range(40)]
     rows += [json.dumps({"link": "RDMA", "wait_ns": 1500 + i, "peer": i % 3}) for i in range(40)]
     rows += [json.dumps({"name": "link", "group_size": "4"}), None, "not json", '{"link": 7',
@@ -220,7 +220,7 @@ def test_shared_traces_operator_costs_match(shared_traces) -> None:
 
 
 def test_misaligned_matches_opinfo() -> None:
-    from hermes.analyzers import opinfo
+    from hermes.analyzers.common import opinfo
     rng = random.Random(3)
     raws: list = [None, "", "[[64, 128], [128, 32]]", "[[64, 120], [120, 32]]", "[[], [3, 7]]",
                   "81920,4096;8192,510", "[[[1], [2]], [3]]", " [[1, 2], [2, 3]] ", "[[8]]"]

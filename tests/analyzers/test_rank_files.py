@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes.analyzers import rankfiles, run
+from hermes.analyzers.engine import rankfiles, run
 from hermes.trace import reader
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import write_trace

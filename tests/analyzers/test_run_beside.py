@@ -9,8 +9,8 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from hermes.analyzers import run
-from hermes.analyzers.base import ANALYZERS
+from hermes.analyzers.engine import run
+from hermes.analyzers.engine.base import ANALYZERS
 from hermes.diff.runs import import_in_memory
 from tests.conftest import DATA
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hermes.analyzers import run
+from hermes.analyzers.engine import run
 from hermes.diff.runs import import_in_memory
 from hermes.pipeline import analyze_and_advise
 from tests.conftest import DATA

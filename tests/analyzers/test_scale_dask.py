@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from hermes.analyzers.executor import DaskExecutor, LocalExecutor  # noqa: E402
-from hermes.analyzers.run import analyze  # noqa: E402
+from hermes.analyzers.engine.executor import DaskExecutor, LocalExecutor
+from hermes.analyzers.engine.run import analyze
 from tests.conftest import emulated_run, run_cli  # noqa: E402
 
 
@@ -81,7 +81,7 @@ def test_a_worker_killed_every_time_is_reported_missing(
         ranks16: Path, cluster: DaskExecutor, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "kill-5").write_text("always")
-    import hermes.analyzers.executor as executor
+    import hermes.analyzers.engine.executor as executor
 
     monkeypatch.setattr(executor, "make_executor",
                         lambda scheduler, workers: KillingExecutor(cluster, tmp_path))

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import result as result_mod
-from hermes.analyzers import run as run_mod
-from hermes.analyzers import steps
-from hermes.analyzers.base import AnalyzerResult
-from hermes.analyzers.result import PackedTables, _kernel_totals, pack
-from hermes.analyzers.run import analyze
+from hermes.analyzers.common import steps
+from hermes.analyzers.engine import result as result_mod
+from hermes.analyzers.engine import run as run_mod
+from hermes.analyzers.engine.base import AnalyzerResult
+from hermes.analyzers.engine.result import PackedTables, _kernel_totals, pack
+from hermes.analyzers.engine.run import analyze
 from hermes.trace import load
 from tests.conftest import emulated_run
 from tests.tracegen import ev, frame
@@ -72,7 +72,7 @@ def test_a_packed_rank_drops_the_per_task_table_before_the_next_analyzers(
     """run_rank(packed=True) packs a result once no analyzer still to run needs it: an
     analyzer after computation that does not need it sees it packed, without its per-task
     table; one that needs it sees the tables as computation made them."""
-    from hermes.analyzers.base import Analyzer, ordered
+    from hermes.analyzers.engine.base import Analyzer, ordered
 
     seen: dict[str, tuple[bool, bool]] = {}
 
@@ -103,7 +103,7 @@ def test_a_path_rank_lets_the_whole_frame_go_once_a_warm_up_is_dropped(
     import gc
     import weakref
 
-    from hermes.analyzers.base import Analyzer, ordered
+    from hermes.analyzers.engine.base import Analyzer, ordered
     from hermes.trace.meta import TraceMeta
     from hermes.trace.writer import TraceWriter
 

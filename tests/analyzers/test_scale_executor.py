@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hermes.analyzers.executor import Failure, LocalExecutor, make_executor, pool_size
+from hermes.analyzers.engine.executor import Failure, LocalExecutor, make_executor, pool_size
 from tests.conftest import emulated_run, negative_dur, run_cli
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers import stepgraph
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.critical_path import analyze
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.critical_path import stepgraph
+from hermes.analyzers.critical_path.analysis import analyze
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace.meta import TraceMeta
 from hermes.whatif import predict
 from hermes.whatif import replay as rp

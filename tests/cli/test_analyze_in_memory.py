@@ -75,7 +75,7 @@ def test_analysis_failure_in_memory_is_one_line(monkeypatch: pytest.MonkeyPatch)
     def broken(*args: object, **kwargs: object) -> None:
         raise ValueError("boom")
 
-    monkeypatch.setattr("hermes.analyzers.run.run_rank", broken)
+    monkeypatch.setattr("hermes.analyzers.engine.run.run_rank", broken)
     code, _, err = run_cli("analyze", str(KINETO / SOURCES[1]))
     assert code != 0
     lines = err.strip().splitlines()

@@ -140,7 +140,7 @@ seen = []
 orig = _util.release_gc
 def release():
     seen.append((gc.isenabled(), "pandas" in sys.modules,
-                 "hermes.analyzers.critical_path" in sys.modules,
+                 "hermes.analyzers.critical_path.analysis" in sys.modules,
                  "hermes.report.text" in sys.modules))
     orig()
     seen.append((gc.isenabled(), gc.get_freeze_count() > 0))

@@ -20,7 +20,7 @@ from tests.conftest import REPO
 
 #: the C extension modules setup.py builds, and their sources
 COMPILED = {"hermes.trace._columns": REPO / "hermes" / "trace" / "_columns.c",
-            "hermes.analyzers._lanes": REPO / "analyzers" / "_lanes.c"}
+            "hermes.analyzers.critical_path._lanes": REPO / "analyzers" / "critical_path" / "_lanes.c"}
 
 
 @pytest.mark.parametrize("mod", sorted(COMPILED))

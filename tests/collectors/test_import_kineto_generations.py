@@ -167,7 +167,7 @@ def test_memory_events_become_counters_and_peaks(tmp_path: Path) -> None:
     assert all(json.loads(a)["unit"] == "B" for a in counters["args"])
 
     trace = hermes.load(tmp_path / "t.parquet")
-    from hermes.analyzers.base import RankContext
+    from hermes.analyzers.engine.base import RankContext
     from hermes.analyzers.memory import memory
 
     res = memory(RankContext(0, trace.events, trace.meta))

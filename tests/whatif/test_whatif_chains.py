@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.analyzers import cpgraph
+from hermes.analyzers.critical_path import graph as cpgraph
 from hermes.whatif import chains
 
 
@@ -148,7 +148,7 @@ def test_the_lane_pass_solves_the_folded_graph_as_dijkstra(monkeypatch) -> None:
 
 
 def test_dijkstra_takes_over_when_the_lane_pass_does_not_settle(monkeypatch) -> None:
-    from hermes.analyzers import lanepass
+    from hermes.analyzers.critical_path import lanes as lanepass
 
     rng = np.random.default_rng(5)
     u, v, lost, start = _random_dag(rng, 3000, 400)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hermes.analyzers.stepgraph import serial_starts
+from hermes.analyzers.critical_path.stepgraph import serial_starts
 from hermes.trace.meta import TraceMeta
 from hermes.whatif import graphs, predict
 from hermes.whatif.commsize import Link, fit

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult
+from hermes.analyzers.engine.base import AnalyzerResult
 from hermes.findings import CAUSES
 
 PARTITION = ("computation_only", "communication_only", "overlapped", "host_bound", "free")

@@ -14,10 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hermes.analyzers import devicework, families
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.hta_compat import precompile
-from hermes.analyzers.opinfo import (
+from hermes.analyzers.common.opinfo import (
     arg_numbers,
     arg_values,
     base_frame,
@@ -30,7 +27,9 @@ from hermes.analyzers.opinfo import (
     step_of,
     take_num,
 )
-from hermes.analyzers.opvec import gemm_bytes
+from hermes.analyzers.computation import devicework, families
+from hermes.analyzers.computation.opvec import gemm_bytes
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace.args import args_of
 
 #: Utilization (achieved / peak) a task must reach to count as compute- or memory-bound. Hermes's
@@ -43,7 +42,6 @@ CLASSES = ("compute_bound", "memory_bound", "underutilized", "no_data")
 CLASS_DTYPE = pd.CategoricalDtype(list(CLASSES))
 _GEMM = re.compile(r"gemm|matmul|cutlass|xmma|nvjet|cublas|wgmma|BatchMatMul|\bmm\b|addmm|bmm",
                    re.I)
-precompile("freq", "AI_CPU", flags=re.I)  # (has(..., case=False) below)
 
 
 # ---------------------------------------------------------------- the roofline table

@@ -38,7 +38,7 @@ import numpy as np
 try:  # the same distances in one compiled pass where the graph is a DAG (``_lanes.c``)
     if os.environ.get("HERMES_NO_EXTENSION", "") not in ("", "0"):
         raise ImportError("HERMES_NO_EXTENSION is set")
-    from hermes.analyzers import _lanes
+    from hermes.analyzers.critical_path import _lanes
 except ImportError:  # not compiled (no C compiler at install time), or switched off
     _lanes = None
 

@@ -25,12 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import devicework, opvec
-from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.hta_compat import codes_in, precompile
-from hermes.analyzers.kernelstats import KernelStats, desc_order
-from hermes.analyzers.opinfo import (
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.names import codes_in, desc_order
+from hermes.analyzers.common.opinfo import (
     TOP_N,
     arg_values,
     clip_to_windows,
@@ -40,14 +37,17 @@ from hermes.analyzers.opinfo import (
     step_of,
     union_time,
 )
-from hermes.analyzers.roofline import (
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.computation import devicework, opvec
+from hermes.analyzers.computation.kernelstats import KernelStats
+from hermes.analyzers.computation.roofline import (
     CLASS_DTYPE,
     CLASSES,
     U_THRESHOLD,
     freq_samples,
     task_table,
 )
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import MIN_SHARE, Finding
 
 #: msprof-analyze's AI CPU checker: AI CPU tasks longer than 20 us are worth replacing.
@@ -65,7 +65,6 @@ ALIGNMENT: dict[str, tuple[int, int]] = {"npu": (256, 128), "gpu": (8, 8)}
 OVERRIDING_CAUSES = ("ai_cpu", "shape_affinity", "private_format")
 _FA = re.compile(r"flash|fmha|FlashAttention|scaled_dot_product|sdpa", re.I)
 _DYNAMIC = r"^\s*dynamic\s*$"
-precompile("TransData", _DYNAMIC, flags=re.I)
 
 
 # ---------------------------------------------------------------- underutilization causes

@@ -36,6 +36,8 @@ from types import ModuleType
 
 import numpy as np
 
+from hermes.analyzers.common.nesting import sort_by_key
+
 
 @dataclass(frozen=True)
 class Graph:
@@ -91,21 +93,6 @@ def edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _edges = edges
 
 
-def sort_by_key(key: np.ndarray, tie: np.ndarray) -> np.ndarray:
-    """The permutation of ``np.lexsort((tie, key))`` (stable: equal pairs keep their order),
-    computed as one stable argsort of ``key`` -- a merge of the already sorted runs the graph's
-    arrays consist of, far cheaper than lexsort's sorts of every key -- followed by a lexsort
-    of only the runs of equal keys."""
-    a = np.argsort(key, kind="stable")
-    ks = key[a]
-    eq = ks[1:] == ks[:-1]
-    if eq.any():
-        m = np.zeros(ks.size, bool)
-        m[1:] |= eq
-        m[:-1] |= eq
-        p = np.flatnonzero(m)
-        a[p] = a[p][np.lexsort((tie[a[p]], ks[p]))]
-    return a
 
 
 def _shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray
@@ -175,7 +162,7 @@ def _int_start(start: np.ndarray, lost: np.ndarray
 def _lane_shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
                    inf: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`_shortest` by :mod:`lanepass` (None: not settled, or a loop of predecessors)."""
-    from hermes.analyzers import lanepass
+    from hermes.analyzers.critical_path import lanes as lanepass
 
     u, v, lost = (np.asarray(a, np.int64) for a in (u, v, lost))
     ch = v == u + 1
@@ -214,7 +201,7 @@ DAG_MIN_NODES = 500_000
 
 def dagpath() -> ModuleType:
     """The :mod:`dagpath` module, imported on first use (importing numba takes ~0.4 s)."""
-    from hermes.analyzers import dagpath as mod
+    from hermes.analyzers.critical_path import dagpath as mod
     return mod
 
 
@@ -302,7 +289,7 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def lane_both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`both` by the numpy lane pass (:mod:`lanepass`: chain scans, rounds over the cross
     edges); None when it does not settle (the caller then runs another pass)."""
-    from hermes.analyzers import lanepass
+    from hermes.analyzers.critical_path import lanes as lanepass
 
     n = g.n
     t0, t1 = int(g.t.min()), int(g.t.max())

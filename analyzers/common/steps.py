@@ -145,7 +145,7 @@ def detailed(events: pd.DataFrame, windows: pd.DataFrame, meta: Any = None) -> n
     if isinstance(listed, (list, tuple)) and listed:
         return np.isin(windows["step"].to_numpy(np.int64), np.asarray(listed, np.int64))
     # no list recorded: the windows that some work event overlaps
-    from hermes.analyzers import intervals as iv
+    from hermes.analyzers.common import intervals as iv
 
     work = _work_mask(events) if len(events) else np.zeros(0, bool)
     ts = events["ts_ns"].to_numpy(np.int64)[work] if len(events) else np.empty(0, np.int64)

@@ -14,15 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, ClusterContext, register
-from hermes.analyzers.communication import (
+from hermes.analyzers.common.opinfo import top_ops
+from hermes.analyzers.communication.rank import (
     _P2P,
     COLUMNS,
     MATRIX_COLUMNS,
     _finding,
     transmission_costs,
 )
-from hermes.analyzers.opinfo import top_ops
+from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
 #: collectives-table columns the cluster reduce reads (sync_table, the per-rank waits,

@@ -21,10 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, cpgraph, hostcalls, hta_compat, opinfo
-from hermes.analyzers.io import name_matches
-from hermes.analyzers.stepkeep import _name_key, _same, same_events, same_values
-from hermes.analyzers.steps import split_by_windows, step_windows
+from hermes.analyzers.common import hostcalls, hta_compat, opinfo
+from hermes.analyzers.common.names import name_matches
+from hermes.analyzers.common.nesting import innermost_active, node_order
+from hermes.analyzers.common.steps import split_by_windows, step_windows
+from hermes.analyzers.critical_path import edges as cpedges
+from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path.stepkeep import _name_key, _same, same_events, same_values
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import (
     COMPUTE_KINDS,
@@ -195,7 +198,7 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
 def cpsteps() -> ModuleType:
     """The :mod:`cpsteps` module (compiled passes over groups of steps), imported on first use
     (it imports numba)."""
-    from hermes.analyzers import cpsteps as mod
+    from hermes.analyzers.critical_path import solve as mod
     return mod
 
 
@@ -446,52 +449,7 @@ def layout_order(s: np.ndarray, e: np.ndarray, lane: np.ndarray) -> np.ndarray:
     return cpgraph.sort_by_key(key, tie)
 
 
-def node_order(ev_id: np.ndarray | None, tie: np.ndarray, is_start: np.ndarray, t: np.ndarray,
-                lane: np.ndarray) -> np.ndarray:
-    """``np.lexsort((ev_id, tie, is_start, t, lane))`` for nodes laid out as [starts, ends] of
-    events 0..n-1 (so the input order is the ``ev_id`` order within equal other keys; None:
-    that layout's ids, ``[0..n-1, 0..n-1]``): one int64 key (lane, t, is_start) sorted stably,
-    ties by ``tie`` (``cpgraph.sort_by_key``)."""
-    if t.size == 0:
-        return np.empty(0, np.int64)
-    t0 = int(t.min())
-    span = int(t.max()) - t0 + 1
-    if (int(lane.max()) + 1) * span * 2 >= 2**62 or int(lane.min()) < 0:
-        if ev_id is None:
-            ev_id = np.tile(np.arange(t.size // 2), 2)
-        return np.lexsort((ev_id, tie, is_start, t, lane))
-    key = (lane * span + (t - t0)) * 2 + is_start
-    return cpgraph.sort_by_key(key, tie)
 
 
-def innermost_active(st: np.ndarray, nev: np.ndarray, ln: np.ndarray) -> np.ndarray:
-    """Innermost event active after each node of nodes sorted by (lane, time) — ``st`` 1 for a
-    start, 0 for an end, ``nev`` the node's event, ``ln`` its lane: after a start, that event;
-    after an end, the event of the latest earlier start at the same nesting depth on the lane
-    (the enclosing event); -1 where none. Vectorized: the starts sorted by (depth, position)
-    (a radix sort of the depths), one search for every end."""
-    n = st.size
-    if n >= cpgraph.DAG_MIN_NODES:  # (numba: the graph's pass imports it at this size anyway)
-        return cpgraph.dagpath().innermost(st, nev, ln)
-    is_start = st == 1
-    step = is_start.astype(np.int8)  # +1 at a start, -1 at an end
-    step += step
-    step -= 1
-    depth = np.cumsum(step, dtype=np.int32 if n < 2**31 else np.int64)
-    del step
-    active = np.where(is_start, nev, -1)
-    starts = np.flatnonzero(is_start)
-    q = np.flatnonzero(~is_start & (depth > 0))
-    if q.size == 0 or starts.size == 0:
-        return active
-    ds = depth[starts]
-    o = np.argsort(ds.astype(np.int16) if ds.max() < 2**15 else ds, kind="stable")
-    starts = starts[o]
-    k = np.searchsorted(ds[o].astype(np.int64) * n + starts,
-                        depth[q].astype(np.int64) * n + q) - 1
-    j = starts[np.maximum(k, 0)]
-    ok = (k >= 0) & (depth[j] == depth[q]) & (ln[j] == ln[q])
-    active[q[ok]] = nev[j[ok]]
-    return active
 
 

@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.opinfo import (
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.opinfo import (
     ArgKeys,
     arg_numbers,
     arg_values,
@@ -34,7 +33,8 @@ from hermes.analyzers.opinfo import (
     top_ops,
     union_time,
 )
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import MIN_SHARE, Finding
 
 #: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's

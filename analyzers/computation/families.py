@@ -72,6 +72,5 @@ def bounds(families: pd.Series) -> pd.Series:
                      dtype=object)
 
 
-# read and compiled when the module is imported, not on an analysis's first call (see
-# hta_compat.precompile)
+# read when the module is imported, not on an analysis's first call
 table()

@@ -34,10 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import cpedges, cpgraph, stepgraph
-from hermes.analyzers.base import AnalyzerResult, RankContext, register
-from hermes.analyzers.executor import usable_cpus
-from hermes.analyzers.steps import step_windows
+from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.critical_path import edges as cpedges
+from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path import stepgraph
+from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.engine.executor import usable_cpus
 
 COMPONENTS = stepgraph.COMPONENTS
 # annotations, counters and unknown events (Kineto's whole-capture "Trace" span) are no work
@@ -48,8 +50,6 @@ LINE_UP_NS = cpedges.LINE_UP_NS  # (cross-stream waits are inferred in cpedges)
 _Events = stepgraph.Events
 build = stepgraph.build
 _build = stepgraph.build_sel
-node_order = stepgraph.node_order
-innermost_active = stepgraph.innermost_active
 
 
 #: Steps are analyzed in groups of about this many events (clipped pieces): each group is one

@@ -24,7 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hermes.analyzers import opcost, opinfo
+from hermes.analyzers.common import opinfo
+from hermes.analyzers.computation import opcost
 
 MAX_INPUTS = 8
 MAX_RANK = 8

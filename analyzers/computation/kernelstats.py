@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families
+from hermes.analyzers.common.names import desc_order
+from hermes.analyzers.computation import families
 
 KERNEL_COLUMNS = ["name", "count", "total_ns", "mean_ns", "med_ns", "min_ns", "max_ns",
                   "std_ns", "share_pct", "family", "bound", "flops", "bytes", "tflops", "GBps"]
@@ -32,11 +33,6 @@ def rates(sums: np.ndarray, known_ns: np.ndarray, scale: float) -> np.ndarray:
         return np.where(known_ns > 0, sums / (known_ns * 1e-9) / scale, np.nan)
 
 
-def desc_order(x: np.ndarray, kind: str = "stable") -> np.ndarray:
-    """The order of ``DataFrame.sort_values(col, ascending=False, kind=kind)`` on ``x`` (no
-    NaN): pandas reverses, sorts ascending and reverses back."""
-    idx = np.arange(len(x))[::-1]
-    return idx[x[::-1].argsort(kind=kind)][::-1]
 
 
 def _codes(x: pd.Series) -> tuple[np.ndarray, pd.Index]:

@@ -1,5 +1,5 @@
 """Which files of a per-rank directory a rank is read from, and the checks that the rows read
-for a rank are that rank's alone (:mod:`hermes.analyzers.run`'s workers call these)."""
+for a rank are that rank's alone (:mod:`hermes.analyzers.engine.run`'s workers call these)."""
 
 from __future__ import annotations
 

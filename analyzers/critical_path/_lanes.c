@@ -1,4 +1,4 @@
-/* hermes.analyzers._lanes: the lane graph's shortest distances in one topological pass (C).
+/* hermes.analyzers.critical_path._lanes: the lane graph's shortest distances in one topological pass (C).
  *
  * The problem is analyzers/lanepass.py's: nodes 0..n-1, a chain edge k-1 -> k where chain[k]
  * (lost chain_lost[k]), cross edges cu -> cv (lost cl), source weights start; find

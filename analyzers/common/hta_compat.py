@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import intervals as iv
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.names import codes_in, isin
 from hermes.trace.schema import DEVICE_KINDS, HOST_LANES, MEMORY_KINDS
 
 # HTA 0.5 hta/utils/utils.py, verbatim
@@ -48,17 +49,9 @@ MEMORY_KERNEL_RE = r"(^Memcpy)|(^Memset)|(^dma)"
 NON_COMPUTE_RE = r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)"
 
 
-def precompile(*patterns: str, flags: int = 0) -> None:
-    """Compile ``patterns`` now, when their module is imported: ``re`` keeps them in its cache,
-    where the name searches (``re.compile(pattern)``) find them, so an analysis pays no regex
-    compile on its first call in a process (~50 patterns, ~10 ms in all). Under ``hermes
-    analyze`` the import runs while the forked importer parses the trace."""
-    for p in patterns:
-        re.compile(p, flags)
 
 
 PROFILER_STEP = "ProfilerStep"
-precompile(NCCL_KERNEL_RE, MEMORY_KERNEL_RE, NON_COMPUTE_RE, f".*{PROFILER_STEP}")
 
 
 @dataclass(frozen=True)
@@ -92,38 +85,10 @@ class HtaFigures:
         return 100.0 * self.overlap_ns / self.comm_ns if self.comm_ns > 0 else float("nan")
 
 
-def isin(col: pd.Series, values: tuple[str, ...]) -> np.ndarray:
-    """``col.isin(values)`` as a numpy bool array; on categorical columns (how the reader loads
-    ``kind``/``lane_kind``/``name``) this compares category codes, not millions of strings."""
-    if isinstance(col.dtype, pd.CategoricalDtype):  # decided once per category
-        return codes_in(col, [c in values for c in col.dtype.categories.tolist()])
-    return col.isin(values).to_numpy(dtype=bool, na_value=False)
 
 
-#: marked codes :func:`codes_in` compares one by one rather than looks up in a table
-COMPARE_MAX = 12
 
 
-def codes_in(s: pd.Series, hit: list[bool], missing: bool = False) -> np.ndarray:
-    """Rows of the categorical ``s`` whose category is marked in ``hit`` (code -1, missing:
-    ``missing``). Up to ``COMPARE_MAX`` marked codes are compared directly (one pass over the
-    int8 codes each: ~0.015 ms per 200k rows), more are looked up in a table (a gather by
-    int8 codes: ~0.4 ms per 200k rows, whatever the number marked); when fewer codes are left
-    unmarked, those are compared instead (the complement)."""
-    codes = s.array.codes
-    marked = [i for i, h in enumerate(hit) if h] + ([-1] if missing else [])
-    if len(marked) > COMPARE_MAX:
-        unmarked = [i for i, h in enumerate(hit) if not h] + ([] if missing else [-1])
-        if len(unmarked) > COMPARE_MAX:
-            return np.array(hit + [missing], bool)[codes]  # code -1 reads the trailing entry
-        out = np.ones(len(codes), bool)
-        for m in unmarked:
-            out &= codes != m
-        return out
-    out = np.zeros(len(codes), bool)
-    for m in marked:
-        out |= codes == m
-    return out
 
 
 def _match(names: pd.Series, pattern: str) -> np.ndarray:

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import families
-from hermes.analyzers.kernelstats import KernelStats
-from hermes.analyzers.opinfo import base_frame, category, input_shapes, take_num
-from hermes.analyzers.opvec import op_costs
+from hermes.analyzers.common.opinfo import base_frame, category, input_shapes, take_num
+from hermes.analyzers.computation import families
+from hermes.analyzers.computation.kernelstats import KernelStats
+from hermes.analyzers.computation.opvec import op_costs
 from hermes.trace.args import args_of
 
 #: kernel families that carry a matrix operator's FLOPs (its other kernels, e.g. cuDNN's layout

@@ -30,8 +30,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.hta_compat import precompile
-from hermes.analyzers.io import data_wait_mask, is_, name_matches
+from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.spans import data_wait_mask
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, NOT_WORK_KINDS
 
@@ -136,7 +136,7 @@ def nested_in(ev: pd.DataFrame, outer: np.ndarray, candidates: np.ndarray) -> np
     span = int(end.max()) - t0 + 1
     key_s = lane * span + (ts - t0)
     key_e = lane * span + (end - t0)
-    from hermes.analyzers import intervals as iv
+    from hermes.analyzers.common import intervals as iv
 
     us, ue = iv.union(key_s[outer], key_e[outer])
     k = np.searchsorted(us, key_s, side="right") - 1
@@ -248,8 +248,6 @@ def helper_lanes(ev: pd.DataFrame) -> np.ndarray:
 #: Framework by its host operator names: PyTorch's ``aten::`` operators, MindSpore's full-scope
 #: names (``Default/network-...``) or its module names.
 FRAMEWORKS = (("pytorch", r"^aten::|^ProfilerStep#"), ("mindspore", r"(?i)mindspore|^Default/"))
-precompile(GC_NAME, COMPILE_NAME, SYNC_NAME, LOG_NAME, ALLOC_NAME, INIT_NAME,
-           PAGEABLE_D2H + r'|"pinned"\s*:\s*false', *(p for _, p in RUNTIMES + FRAMEWORKS))
 
 
 def framework_of(ev: pd.DataFrame) -> str:

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hermes import devices
-from hermes.analyzers import intervals as iv
-from hermes.analyzers.base import RankContext
-from hermes.analyzers.hta_compat import codes_in
+from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.names import codes_in
+from hermes.analyzers.engine.base import RankContext
 from hermes.trace.args import args_of, has_args
 
 TOP_N = 10

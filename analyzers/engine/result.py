@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult
-from hermes.analyzers.verdict import Verdict
+from hermes.analyzers.engine.base import AnalyzerResult
+from hermes.analyzers.engine.verdict import Verdict
 from hermes.errors import UsageError
 from hermes.findings import Finding
 

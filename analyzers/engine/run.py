@@ -4,8 +4,8 @@ Map/reduce over ranks, as DESIGN.md's *Scale* section asks: each rank's events a
 (``hermes.load(path, ranks=[r])`` for a directory of per-rank files, so no process holds every
 rank's events), the rank analyzers run on them in dependency order (``base.ordered("rank")``), and
 only their results — small tables, metrics, findings — are kept; then the cluster analyzers run over
-those per-rank results, and the findings are folded and merged (:mod:`hermes.analyzers.fold`).
-Ranks run on an executor (:mod:`hermes.analyzers.executor`): in-process one after the other by
+those per-rank results, and the findings are folded and merged (:mod:`hermes.analyzers.engine.fold`).
+Ranks run on an executor (:mod:`hermes.analyzers.engine.executor`): in-process one after the other by
 default, ``workers=N`` in a pool of N processes, or a Dask cluster; each worker reads its rank's
 files itself and sends back only the results. A rank that fails twice (load error, analysis error,
 dead worker) is named in ``Analysis.missing_ranks``, never silently left out.
@@ -24,21 +24,21 @@ from typing import Any
 
 import pandas as pd
 
-from hermes.analyzers.base import AnalyzerResult, ClusterContext, RankContext, ordered
-from hermes.analyzers.executor import Executor, Failure, LocalExecutor, usable_cpus
-from hermes.analyzers.fold import fold_symptoms, merge_findings
-from hermes.analyzers.rankfiles import check_copies, check_rank, load_rank, rank_where
-from hermes.analyzers.result import BREAKDOWN_KEYS, Analysis, missing_what, pack
-from hermes.analyzers.steps import drop_warmup, step_windows
-from hermes.analyzers.verdict import verdict
+from hermes.analyzers.common.steps import drop_warmup, step_windows
+from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, RankContext, ordered
+from hermes.analyzers.engine.executor import Executor, Failure, LocalExecutor, usable_cpus
+from hermes.analyzers.engine.fold import fold_symptoms, merge_findings
+from hermes.analyzers.engine.rankfiles import check_copies, check_rank, load_rank, rank_where
+from hermes.analyzers.engine.result import BREAKDOWN_KEYS, Analysis, missing_what, pack
+from hermes.analyzers.engine.verdict import verdict
 from hermes.errors import HermesError, TraceFormatError, UsageError
 from hermes.trace.validate import consistency_errors, time_errors
 
 #: Modules that register analyzers (importing one registers its analyzers).
 MODULES = (
-    "hermes.analyzers.overlap", "hermes.analyzers.critical_path", "hermes.analyzers.io",
-    "hermes.analyzers.cpu", "hermes.analyzers.fluctuation", "hermes.analyzers.computation",
-    "hermes.analyzers.communication", "hermes.analyzers.communication_cluster",
+    "hermes.analyzers.overlap", "hermes.analyzers.critical_path.analysis", "hermes.analyzers.io",
+    "hermes.analyzers.cpu", "hermes.analyzers.fluctuation", "hermes.analyzers.computation.analysis",
+    "hermes.analyzers.communication.rank", "hermes.analyzers.communication.cluster",
     "hermes.analyzers.cluster", "hermes.analyzers.memory",
 )
 
@@ -55,7 +55,7 @@ def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = Fal
              packed: bool = False) -> dict[str, AnalyzerResult]:
     """Every rank analyzer on one rank's events, in dependency order; a warm-up first step
     (``steps.drop_warmup``) is left out unless ``keep_warmup``. ``packed``: each result is
-    packed (:func:`hermes.analyzers.result.pack`: the worker-only tables dropped, the others
+    packed (:func:`hermes.analyzers.engine.result.pack`: the worker-only tables dropped, the others
     compressed) as soon as no analyzer still to run ``needs`` it, so a big table (the per-task
     table of computation) is not held while the later analyzers run."""
     _check_times(events)
@@ -376,7 +376,7 @@ def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
                per_rank: dict[int, dict[str, AnalyzerResult]], progress: Progress | None,
                keep_warmup: bool = False, packed: bool = False) -> None:
     """Ranks of events already in this process, one after the other; ``packed``: results kept
-    as a trace path's are (:func:`hermes.analyzers.result.pack`)."""
+    as a trace path's are (:func:`hermes.analyzers.engine.result.pack`)."""
     groups = _by_rank(events, todo)
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])

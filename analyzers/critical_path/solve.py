@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hermes.analyzers.dagpath import compiled
+from hermes.analyzers.critical_path.dagpath import compiled
 
 
 def _i64(a: np.ndarray) -> np.ndarray:

@@ -3,7 +3,7 @@
 ``Executor.map(fn, items)`` yields ``(item, result)`` or ``(item, Failure)`` for every item, in
 completion order. Each item is tried at most twice (``RETRIES`` = 1 retry): a rank whose file does
 not load, whose analysis raises, or whose worker process dies is run once more, then reported as a
-:class:`Failure` — the caller decides what a missing item means (:mod:`hermes.analyzers.run` lists
+:class:`Failure` — the caller decides what a missing item means (:mod:`hermes.analyzers.engine.run` lists
 it in ``Analysis.missing_ranks``); nothing is dropped silently.
 
 * :class:`LocalExecutor` — in this process (``workers`` <= 1), or a spawn process pool bounded by
