@@ -1,7 +1,11 @@
-"""Nsight Systems importer: the SQLite export of a report (``nsys export --type sqlite``).
+"""Nsight Systems importer: the SQLite export of a report (``nsys export --type sqlite
+report.nsys-rep``, or ``nsys profile --export=sqlite``); a ``.nsys-rep`` is exported first.
 
-Modules: ``detect`` (SQLite magic and Nsight's tables; light, runs for every source). This
-first version recognizes the exports and names them; the import follows.
+Modules: ``detect`` (SQLite magic and Nsight's tables; light, runs for every source),
+``sql`` (the export's tables and columns, chunked reads), ``context`` (processes -> ranks,
+lanes, steps, correlations), one mapping per kind of table (``gpu``, ``host``, ``nvtx``),
+``info`` (GPUs, versions, tables not read), ``report`` (``nsys export``), ``importer`` (the
+run) and ``synthetic`` (exports in the real schema for tests and the benchmark).
 """
 
 from __future__ import annotations
@@ -10,23 +14,27 @@ from pathlib import Path
 from typing import Any
 
 from hermes.collectors.importers.base import Importer, ImportResult
-from hermes.collectors.importers.nsys import detect as _detect
-from hermes.errors import ImportFormatError
-
-
-def explain(path: Path) -> str | None:
-    if _detect.detect(path):
-        return "an Nsight Systems export (SQLite)"
-    return _detect.explain(path)
+from hermes.collectors.importers.nsys.detect import detect, explain
 
 
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
-    raise ImportFormatError("an Nsight Systems export cannot be imported by this version",
-                            path=sources[0] if sources else None)
+    # imported on use: numpy/pyarrow are not needed to detect or to list importers
+    from hermes.collectors.importers.nsys.importer import run as run_import
+
+    return run_import(sources, out, options)
+
+
+def _device_profiles() -> None:
+    from hermes import devices
+
+    devices.profiles()
 
 
 IMPORTER = Importer(
     name="nsys",
-    description="Nsight Systems SQLite export (nsys export --type sqlite report.nsys-rep)",
+    description="Nsight Systems SQLite export (nsys export --type sqlite report.nsys-rep) "
+                "or the .nsys-rep itself (exported with nsys when it is on PATH)",
     patterns=("*.sqlite", "*.nsys-rep", "*.qdrep"),
-    detect=lambda path: False, run=run, explain=explain)
+    detect=detect, run=run, explain=explain, in_memory=True,
+    modules=("hermes.collectors.importers.nsys.importer", "hermes.devices"),
+    prepare=_device_profiles)

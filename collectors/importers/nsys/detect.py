@@ -4,8 +4,8 @@ database is an Nsight export when it holds ``StringIds`` and at least one of the
 Nsight export version writes for a GPU or NVTX capture (``CUPTI_ACTIVITY_KIND_KERNEL``,
 ``NVTX_EVENTS``, ``TARGET_INFO_GPU``, ...). No file name or suffix is consulted.
 
-A ``.nsys-rep`` report (Nsight's own binary format, not SQLite) is not detected: the
-``explain`` of the importer names it and the command that exports it.
+A ``.nsys-rep`` report (Nsight's own binary format, undocumented) is recognized by its
+suffix: the importer exports it with ``nsys`` first, or names the command to run.
 """
 
 from __future__ import annotations
@@ -50,12 +50,17 @@ def table_names(path: Path) -> set[str]:
     return {r[0] for r in rows}
 
 
-def detect(path: Path) -> bool:
+def is_export(path: Path) -> bool:
     """A SQLite file holding Nsight Systems' tables."""
     if not path.is_file() or not is_sqlite(path):
         return False
     names = table_names(path)
     return "StringIds" in names and bool(names & NSIGHT_TABLES)
+
+
+def detect(path: Path) -> bool:
+    """An Nsight Systems SQLite export, or a report the importer exports first."""
+    return is_export(path) or is_report(path)
 
 
 def is_report(path: Path) -> bool:
@@ -65,7 +70,8 @@ def is_report(path: Path) -> bool:
 
 
 def explain(path: Path) -> str | None:
-    if is_report(path):
-        return ("an Nsight Systems report; export it to SQLite first: "
-                f"nsys export --type sqlite --output {path.with_suffix('.sqlite')} {path}")
+    """A SQLite database that is not an Nsight export is named (a ``.sqlite`` of another
+    tool is a common wrong guess)."""
+    if path.is_file() and is_sqlite(path) and not is_export(path):
+        return "a SQLite database without Nsight Systems' tables (StringIds, CUPTI_*, NVTX_*)"
     return None
