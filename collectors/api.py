@@ -36,7 +36,7 @@ from time import perf_counter_ns
 from types import FrameType
 from typing import Any
 
-from hermes.collectors import pyhooks
+from hermes.collectors import pyhooks, pysample
 from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
 from hermes.collectors.fine import FineCollector
 from hermes.collectors.monitor import Monitor
@@ -52,6 +52,10 @@ MODES = {
 region = pyhooks.region
 _HOST_COLS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "args")
 _MAX_BUFFER = 16384  # host events held before an early flush (bounded memory)
+
+
+def on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def warn(message: str) -> None:
@@ -83,7 +87,8 @@ class Recording:
                  = None, trigger_signal: int | None = signal.SIGUSR1,
                  handle_signals: bool = True, z_threshold: float = 3.5,
                  min_ratio: float = 1.5, flush_steps: int = 64, flush_seconds: float = 1.0,
-                 extra: dict[str, Any] | None = None) -> None:
+                 extra: dict[str, Any] | None = None,
+                 sample_interval: float | None = pysample.DEFAULT_INTERVAL_S) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}", hint=f"valid: {', '.join(MODES)}")
         if window < 1:
@@ -156,6 +161,9 @@ class Recording:
         self.record("marker", "hermes.session_start", self._t_start, 0,
                     json.dumps({"argv": sys.argv, "mode": mode, "world_size": self.world_size}))
         self.detail = self.wants_detail(self.rank, self.step_no)
+        # fine / auto: the training thread's Python stack, sampled while a step is detailed
+        self.sampler = pysample.StackSampler(self, sample_interval) \
+            if mode != "monitor" and sample_interval and on_main_thread() else None
         if handle_signals:
             self._install_signals()
         pyhooks.activate(self)
@@ -224,6 +232,7 @@ class Recording:
                 self.step_no = info.step + 1
                 self._step_start = info.end_ns
                 self.detail = self.wants_detail(self.rank, self.step_no)
+                self._drain_samples()
                 for listener in self.step_listeners:
                     listener()
         finally:
@@ -254,6 +263,9 @@ class Recording:
         for listener in self.close_listeners:
             listener()
         self.closed = True
+        if self.sampler is not None:
+            self.sampler.stop()
+            self._drain_samples()
         pyhooks.activate(None)
         self._restore_signals()
         if self.trigger is not None:
@@ -269,6 +281,10 @@ class Recording:
                      "window": self.trigger.window if self.trigger else None,
                      "requests": self.trigger.requests if self.trigger else [],
                      **self.monitor.summary()}
+        if self.sampler is not None:
+            collector["python_sampler"] = {"interval_ns": self.sampler.interval_ns,
+                                           "samples": self.sampler.samples,
+                                           "busy_ns": self.sampler.busy_ns}
         updates = dict(meta_updates or {})
         collector.update(updates.pop("collector", {}) or {})
         updates["collector"] = collector
@@ -312,6 +328,17 @@ class Recording:
         h["args"].append(args)
         if len(h["rank"]) >= _MAX_BUFFER:
             self._flush_host()
+
+    def _drain_samples(self) -> None:
+        """The stack sampler's finished ``python`` events into this step's host rows (main
+        thread only: the sampler never touches the buffers)."""
+        if self.sampler is None:
+            return
+        h = self._host
+        for name, ts, dur, step, args in self.sampler.drain():
+            for col, value in zip(_HOST_COLS, (self.rank, self.lane, "host", "python", name,
+                                               ts, dur, step, args), strict=True):
+                h[col].append(value)
 
     def _flush_host(self) -> None:
         h = self._host

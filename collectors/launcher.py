@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes.collectors import launchers
 from hermes.errors import HermesError, OutputError, UsageError
 
 ENV = "HERMES_PROFILE"
@@ -44,14 +45,13 @@ class Invocation:
 
     python: str
     flags: tuple[str, ...]
-    target: str
-    is_module: bool
+    target: str  # a script path, a module name or the code of ``-c``
+    kind: str  # "--" (a script), "-m" (a module) or "-c" (code)
     args: tuple[str, ...]
 
     def argv(self) -> list[str]:
         """The argv to exec: the script's own argv follows the bootstrap."""
-        kind = "-m" if self.is_module else "--"
-        return [self.python, *self.flags, "-c", BOOTSTRAP, kind, self.target, *self.args]
+        return [self.python, *self.flags, "-c", BOOTSTRAP, self.kind, self.target, *self.args]
 
 
 def parse_command(cmd: list[str]) -> Invocation:
@@ -68,10 +68,13 @@ def parse_command(cmd: list[str]) -> Invocation:
     elif head.endswith(".py"):
         python, rest = sys.executable, [head, *rest]
     else:
-        raise UsageError(f"{head!r} is not a Python interpreter or a .py script",
-                         hint="hermes profile runs Python: -- python train.py ARGS...")
+        raise UsageError(f"{head!r} is not a Python interpreter, a .py script or a launcher "
+                         "Hermes wraps",
+                         hint="hermes profile runs Python: -- python train.py ARGS..., or a "
+                              f"launcher: -- {' | '.join(sorted(launchers.LAUNCHERS))} "
+                              "ARGS train.py ...")
     flags: list[str] = []
-    while rest and rest[0].startswith("-") and rest[0] != "-m":
+    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
         flag = rest.pop(0)
         if flag in _FLAGS_WITH_VALUE and rest:
             flags += [flag, rest.pop(0)]
@@ -83,15 +86,15 @@ def parse_command(cmd: list[str]) -> Invocation:
     if not rest:
         raise UsageError("no script given after the interpreter",
                          hint="usage: hermes profile -- python train.py ARGS...")
-    if rest[0] == "-m":
+    if rest[0] in ("-m", "-c"):
         if len(rest) < 2:
-            raise UsageError("-m needs a module name")
-        return Invocation(python, tuple(flags), rest[1], True, tuple(rest[2:]))
+            raise UsageError(f"{rest[0]} needs {'a module name' if rest[0] == '-m' else 'code'}")
+        return Invocation(python, tuple(flags), rest[1], rest[0], tuple(rest[2:]))
     script = rest[0]
     if not Path(script).is_file():
         raise UsageError(f"script {script!r} does not exist", where="hermes profile",
                          hint="check the path (relative to the current directory)")
-    return Invocation(python, tuple(flags), script, False, tuple(rest[1:]))
+    return Invocation(python, tuple(flags), script, "--", tuple(rest[1:]))
 
 
 def check_out_dir(out: Path) -> None:
@@ -115,13 +118,28 @@ def check_out_dir(out: Path) -> None:
                           path=parent, hint="choose another --out") from None
 
 
-def prepare(cmd: list[str], options: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    """Validate; return (argv, env) to exec. ``options`` are :class:`Recording` keywords."""
-    inv = parse_command(cmd)
+def prepare(cmd: list[str], options: dict[str, Any], epilogue: str = ""
+            ) -> tuple[list[str], dict[str, str]]:
+    """Validate; return (argv, env) to exec. ``options`` are :class:`Recording` keywords.
+
+    A launcher command (torchrun, ``accelerate launch``, ``deepspeed``: :mod:`launchers`) is
+    exec'd unchanged with the worker bootstrap in its environment (``epilogue``: printed by
+    rank 0's worker after its trace is published); anything else is a Python invocation."""
+    if not cmd:
+        parse_command(cmd)  # "nothing to run"
+    wrapped = launchers.wrap(cmd)
+    inv = parse_command(cmd) if wrapped is None else None
     out = Path(options["out"]).resolve()
+    if wrapped is not None and out.suffix == ".parquet":
+        raise UsageError(f"a {wrapped.launcher} job writes one file per rank: --out needs a "
+                         "directory, not a .parquet file", where=str(out),
+                         hint="pass --out DIR")
     check_out_dir(out)
     env = dict(os.environ)
     env[ENV] = json.dumps({**options, "out": str(out)})
+    if wrapped is not None:
+        return wrapped.argv, launchers.worker_env(wrapped, env, epilogue)
+    assert inv is not None
     return inv.argv(), env
 
 
@@ -140,7 +158,7 @@ def bootstrap() -> None:
 
     options = json.loads(os.environ.pop(ENV, "{}") or "{}")
     kind, target, *args = sys.argv[1:]
-    options.setdefault("extra", {})["command"] = [target, *args]
+    options.setdefault("extra", {})["command"] = ["-c" if kind == "-c" else target, *args]
     try:
         session: Any = api.profile(**options)
         torch_profiler.watch(session)
@@ -153,6 +171,9 @@ def bootstrap() -> None:
             sys.argv = [target, *args]
             sys.path.insert(0, os.getcwd())
             runpy.run_module(target, run_name="__main__", alter_sys=True)
+        elif kind == "-c":  # as `python -c CODE ARGS`: argv[0] is "-c", code in __main__
+            sys.argv = ["-c", *args]
+            exec(compile(target, "<string>", "exec"), sys.modules["__main__"].__dict__)  # noqa: S102
         else:
             sys.argv = [target, *args]
             sys.path[0] = os.path.dirname(os.path.abspath(target))
@@ -169,3 +190,47 @@ def bootstrap() -> None:
 def _close(session: Any, meta: dict[str, Any] | None = None) -> None:
     close = getattr(session, "close_quietly", session.close)
     close(meta)
+
+
+def worker_start(worker: dict[str, Any]) -> None:
+    """Start recording in a launcher's worker, before its script runs (called by
+    ``collectors/_boot/sitecustomize.py`` in the interpreter that runs the training script).
+
+    The session's exit handler publishes the trace when the interpreter exits; an uncaught
+    exception is noted (``extra.ended_by``) first. The variables are taken out of the
+    environment, so processes this worker starts are not profiled again."""
+    from hermes.collectors import api, torch_profiler
+
+    options = json.loads(os.environ.pop(ENV, "{}") or "{}")
+    os.environ.pop(launchers.WORKER_ENV, None)
+    options.setdefault("extra", {}).update(command=list(sys.argv),
+                                           launcher=worker.get("launcher"))
+    epilogue = worker.get("epilogue")
+    if epilogue and os.environ.get("RANK", "0") == "0":
+        # registered before the session's own handler, so it runs after the trace is out
+        import atexit
+
+        atexit.register(_say, epilogue)
+    try:
+        session: Any = api.profile(**options)
+        torch_profiler.watch(session)
+    except Exception as exc:  # noqa: BLE001 - never stop the user's job from starting
+        msg = exc.one_line() if isinstance(exc, HermesError) else f"{type(exc).__name__}: {exc}"
+        api.warn(f"profiling disabled in this worker: {msg}; running it unprofiled")
+        return
+    previous = sys.excepthook
+
+    def excepthook(typ: type[BaseException], value: BaseException, tb: Any) -> None:
+        if typ is not SystemExit:
+            _close(session, {"extra": {"ended_by": typ.__name__}})
+        previous(typ, value, tb)
+
+    sys.excepthook = excepthook
+
+
+def _say(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

@@ -16,6 +16,7 @@ torch never pays for importing it), the session gets:
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import json
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from hermes.collectors import pyhooks
+from hermes.collectors.torch_facts import Facts, loader_settings
 
 _BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
@@ -82,6 +84,7 @@ class TorchDriver:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
+        self.facts = Facts(torch)
         self._patch_dataloader()
         session.step_listeners.append(self._sync)
         session.close_listeners.append(self._finish)
@@ -89,6 +92,8 @@ class TorchDriver:
     # -- steps ----------------------------------------------------------------------------
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self.session.closed:
+            if not self.facts.dist:  # the process group exists by the first step
+                self.facts.read_dist()
             self.session.step(source="optimizer")
 
     def _sync(self) -> None:
@@ -116,9 +121,18 @@ class TorchDriver:
         self._hook.remove()
         if self.prof is not None:
             self._stop_and_merge()
+        extra = dict(self.session.fine.meta.extra)
         if self.warnings:
-            self.session.fine.meta = self.session.fine.meta.with_(
-                extra={**self.session.fine.meta.extra, "torch_warnings": self.warnings})
+            extra["torch_warnings"] = self.warnings
+        try:
+            facts = self.facts.meta()
+        except Exception as exc:  # noqa: BLE001 - the trace is worth more than these facts
+            self.warnings.append(f"framework facts not recorded: {type(exc).__name__}: {exc}")
+            facts = {}
+        if facts:
+            extra["framework"] = facts["framework"]
+            extra["settings"] = {**(extra.get("settings") or {}), **facts["settings"]}
+        self.session.fine.meta = self.session.fine.meta.with_(extra=extra)
 
     def _stop_and_merge(self) -> None:
         prof, self.prof = self.prof, None
@@ -163,18 +177,29 @@ class TorchDriver:
         cls = dataloader._BaseDataLoaderIter
         if getattr(cls.__next__, "_hermes", False):
             return
-        original = cls.__next__
+        original, init = cls.__next__, cls.__init__
+        facts = self.facts
+
+        def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+            init(it, loader, *args, **kwargs)
+            try:  # the loader's settings as the script built it (an iterator with
+                it._hermes_args = loader_settings(loader)  # __slots__ works them out later)
+            except AttributeError:
+                pass
 
         def __next__(it: Any) -> Any:  # noqa: N807 - replaces the dunder of the class
             t0 = perf_counter_ns()
             try:
                 return original(it)
             finally:
+                args = _loader_args(it)
+                facts.loader_batch(args)
                 pyhooks.note_data_wait("DataLoader.__next__", t0, perf_counter_ns() - t0,
-                                       _loader_args(it))
+                                       args)
 
         __next__._hermes = True  # type: ignore[attr-defined]
         cls.__next__ = __next__
+        cls.__init__ = functools.wraps(init)(__init__)
 
 
 def _loader_args(it: Any) -> str | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hermes.collectors.importers import ascend, kineto
+from hermes.collectors.importers import ascend, kineto, nsys
 from hermes.collectors.importers.base import Importer, ImportResult
 from hermes.registry import Registry
 
@@ -26,6 +26,7 @@ IMPORTERS: Registry[Importer] = Registry("importer")
 # detection asks them in this order: Kineto first (it reads the file's text, Ascend only names)
 IMPORTERS.add(kineto.IMPORTER.name, kineto.IMPORTER)
 IMPORTERS.add(ascend.IMPORTER.name, ascend.IMPORTER)
+IMPORTERS.add(nsys.IMPORTER.name, nsys.IMPORTER)
 
 
 def register(importer: Importer) -> Importer:

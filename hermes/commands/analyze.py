@@ -27,7 +27,8 @@ from hermes.commands._util import (
 from hermes.report import formats_help
 
 TRACE_HELP = ("Hermes trace (.parquet or per-rank directory), or profiler output to import "
-              "first: a PyTorch profiler (Kineto) .json/.json.gz or an Ascend profiler directory.")
+              "first: a PyTorch profiler (Kineto) .json/.json.gz or an Ascend profiler directory; "
+              "several profiler files are one per rank, as `hermes import` reads them.")
 SAVE_HELP = "Keep the trace imported from profiler output at this .parquet path."
 
 
@@ -40,7 +41,7 @@ def stdout_is_terminal() -> bool:
 def register(app: typer.Typer) -> None:
     @app.command("analyze")
     def analyze_cmd(
-        trace: Path = typer.Argument(..., help=TRACE_HELP),
+        traces: list[Path] = typer.Argument(..., help=TRACE_HELP, metavar="TRACE..."),
         fmt: str = typer.Option("text", "--format", "-f",
                                 help=f"Output format: {formats_help()}."),
         out: Path | None = typer.Option(None, "--out", "-o",
@@ -69,17 +70,21 @@ def register(app: typer.Typer) -> None:
         Example: hermes analyze trace.pt.trace.json.gz
 
         Example: hermes analyze run.parquet --format json --out analysis.json
+
+        Example: hermes analyze rank0.pt.trace.json.gz rank1.pt.trace.json.gz
         """
+        trace = traces[0]
         from hermes.analyzers.engine.executor import LocalExecutor, make_executor
         from hermes.report import RENDERERS
 
         renderer = RENDERERS.get(fmt, flag="--format")
         if out is not None:
-            check_output_path(out, [trace, *([save_trace] if save_trace else [])])
+            check_output_path(out, [*traces, *([save_trace] if save_trace else [])])
         executor = make_executor(scheduler, workers)
         # one process (no pool, no cluster): a profiler file is imported into memory, in a
         # forked process while this one imports what analyzes it (pandas, the analyzers)
-        here = isinstance(executor, LocalExecutor) and executor.workers <= 1
+        here = isinstance(executor, LocalExecutor) and executor.workers <= 1 \
+            and len(traces) == 1
         started = start_source(trace, save_trace) if here else None
         try:
             from hermes.pipeline import analyze_and_advise, preload
@@ -89,7 +94,7 @@ def register(app: typer.Typer) -> None:
                 renderer.load()
             source_of = functools.partial(hermes_source, started=started) if here else \
                 hermes_trace
-            with source_of(trace, save_trace) as source:
+            with sources(traces, save_trace, source_of) as source:
                 with progress("analyzing ranks") as bar, _as_rank_failure(source, trace):
                     result, advice = analyze_and_advise(
                         source, ranks=rank or None, workers=workers,
@@ -113,6 +118,20 @@ def register(app: typer.Typer) -> None:
         else:
             typer.echo(text, nl=False)
         return exit_code(result, allow_missing)
+
+
+@contextlib.contextmanager
+def sources(traces: list[Path], save: Path | None, one: Any = hermes_trace) -> Iterator[Any]:
+    """The trace to analyze: ``one(trace, save)`` of a single argument, or several profiler
+    files (one per rank) imported together as ``hermes import`` does."""
+    if len(traces) == 1:
+        with one(traces[0], save) as source:
+            yield source
+        return
+    from hermes.commands._many import imported
+
+    with imported(list(traces), save) as path:
+        yield path
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
     @app.command(
         "profile",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        options_metavar="[OPTIONS] -- python SCRIPT [ARGS]...",
+        options_metavar="[OPTIONS] -- python SCRIPT [ARGS]... | -- LAUNCHER [ARGS] SCRIPT ...",
     )
     def profile(
         ctx: typer.Context,
@@ -38,12 +38,18 @@ def register(app: typer.Typer) -> None:
             help="Seconds between saves of the completed steps (0: after every step): a job "
                  "killed by SIGKILL or abort keeps every step completed before the last save."),
     ) -> int:
-        """Run `python SCRIPT ARGS...` unchanged with Hermes profiling: argv, stdio, signals
-        and the exit code are the script's own. Steps come from hermes.step(), the emulated
-        NPU runtime or PyTorch optimizer steps. In auto mode, SIGUSR1 or the --trigger-file
-        captures the next K steps in detail.
+        """Run `python SCRIPT ARGS...` (or `python -m MODULE`, `python -c CODE`) unchanged
+        with Hermes profiling: argv, stdio, signals and the exit code are the script's own.
+        A launcher (torchrun, python -m torch.distributed.run, accelerate launch, deepspeed)
+        runs unchanged too: each worker it starts is profiled and writes its rank's file
+        into the one --out directory; the exit code is the launcher's. Steps come from
+        hermes.step(), the emulated NPU runtime or PyTorch optimizer steps. In auto mode,
+        SIGUSR1 or the --trigger-file captures the next K steps in detail; fine mode also
+        samples the Python stack of the training loop.
 
         Example: hermes profile --mode auto --out trace_dir -- python train.py --epochs 1
+
+        Example: hermes profile --mode fine --out job -- torchrun --nproc-per-node 2 train.py
         """
         from hermes.collectors import api, launcher
 
@@ -62,7 +68,7 @@ def register(app: typer.Typer) -> None:
 
             devices.get(device)  # an unknown name fails here, before the script starts
             options["device"] = device
-        argv, env = launcher.prepare(list(ctx.args), options)
+        argv, env = launcher.prepare(list(ctx.args), options, _epilogue(out, ranks=True))
         argv = _with_epilogue(argv, out)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -78,10 +84,18 @@ def _with_epilogue(argv: list[str], out: Path) -> list[str]:
     after it."""
     from hermes.collectors.launcher import BOOTSTRAP
 
-    msg = (f"\nhermes: trace written to {out}\n"
-           f"next: hermes analyze {out}   (or: hermes report {out} --open)\n")
+    msg = _epilogue(out)
     where = str(out.resolve())
     # said only when the trace exists (a script that failed to start wrote none)
     epilogue = (f"import atexit, os, sys; atexit.register(lambda: os.path.exists({where!r}) "
                 f"and sys.stderr.write({msg!r})); ")
     return [epilogue + a if a == BOOTSTRAP else a for a in argv]
+
+
+def _epilogue(out: Path, ranks: bool = False) -> str:
+    """Where the trace is and the next command (``ranks``: said by rank 0 of a launcher's job,
+    whose other ranks write their own files beside its)."""
+    what = "rank 0's trace written to" if ranks else "trace written to"
+    also = " (each rank writes its own rank-N.parquet there)" if ranks else ""
+    return (f"\nhermes: {what} {out}{also}\n"
+            f"next: hermes analyze {out}   (or: hermes report {out} --open)\n")

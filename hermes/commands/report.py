@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from hermes.commands._util import check_output_path, hermes_trace, progress, write_text_atomic
-from hermes.commands.analyze import ALLOW_MISSING_HELP, SAVE_HELP, TRACE_HELP, exit_code
+from hermes.commands._util import check_output_path, progress, write_text_atomic
+from hermes.commands.analyze import ALLOW_MISSING_HELP, SAVE_HELP, TRACE_HELP, exit_code, sources
 
 
 def _open(path: Path) -> None:
@@ -19,7 +19,7 @@ def _open(path: Path) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
-        trace: Path = typer.Argument(..., help=TRACE_HELP),
+        traces: list[Path] = typer.Argument(..., help=TRACE_HELP, metavar="TRACE..."),
         out: Path = typer.Option(Path("report.html"), "--out", "-o",
                                  help="The HTML file to write (one file, opens offline)."),
         open_it: bool = typer.Option(False, "--open", help="Open the report in a browser."),
@@ -37,14 +37,16 @@ def register(app: typer.Typer) -> None:
         embedded: the file opens offline.
 
         Example: hermes report trace.pt.trace.json.gz --out report.html --open
+
+        Example: hermes report rank0.pt.trace.json rank1.pt.trace.json --out report.html
         """
         from hermes.pipeline import analyze_and_advise
         from hermes.report import render
         from hermes.report.timeline import columns
         from hermes.trace import load
 
-        check_output_path(out, [trace, *([save_trace] if save_trace else [])])
-        with hermes_trace(trace, save_trace) as path:
+        check_output_path(out, [*traces, *([save_trace] if save_trace else [])])
+        with sources(traces, save_trace) as path:
             with progress("analyzing ranks") as bar:
                 analysis, advice = analyze_and_advise(
                     path, workers=workers, keep_warmup=keep_warmup,

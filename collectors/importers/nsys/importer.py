@@ -1,0 +1,203 @@
+"""Importer of Nsight Systems SQLite exports (``nsys export --type sqlite``), one file per
+capture: every process that ran device work is a rank, several GPUs in one file included.
+
+Per file, the passes are: the context (processes -> ranks, thread names), the step windows
+(NVTX step ranges), the runtime calls' correlation ids (so device rows get their launch's
+step), then the tables themselves, chunk by chunk, each through its mapping (``gpu``,
+``host``, ``nvtx``) into the writer every importer uses. Several files are ranks one after
+another (a multi-node capture: one file per node). What the export has that Hermes does not
+read is named in the import summary, never an error.
+
+Timestamps stay on Nsight's clock (integer ns; the capture's UTC start is kept in the
+metadata, ``extra.nsys``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hermes.collectors.importers.base import ImportResult
+from hermes.collectors.importers.nsys import context, gpu, host, info, nvtx, report
+from hermes.collectors.importers.nsys.detect import is_sqlite
+from hermes.collectors.importers.nsys.events import KINDS
+from hermes.collectors.importers.nsys.sql import Export
+from hermes.errors import ImportFormatError
+from hermes.trace import comm_patterns
+from hermes.trace.arrowbuf import to_numpy
+from hermes.trace.memory import MemoryWriter
+from hermes.trace.meta import TraceMeta
+from hermes.trace.writer import open_writer
+
+NAME = "nsys"
+ROW_GROUP_ROWS = 256 * 1024
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.by_kind: Counter[str] = Counter()
+        self.by_table: Counter[str] = Counter()
+
+
+def _write(writer: Any, cols: dict[str, Any] | None, table: str, counts: _Counts) -> int:
+    if cols is None:
+        return 0
+    kinds = np.bincount(to_numpy(cols["kind"].indices), minlength=len(KINDS))
+    for i in np.flatnonzero(kinds).tolist():
+        counts.by_kind[KINDS[i]] += int(kinds[i])
+    n = len(cols["ts_ns"])
+    counts.by_table[table] += n
+    writer.write(cols)
+    return n
+
+
+def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Callable[[], Any]]]:
+    """(table, a function giving its batches) of every table this export has and Hermes
+    reads, device tables first; a table without a column its mapping needs is named."""
+    def lacks(table: str, cols: list[str]) -> bool:
+        miss = export.missing(table, cols)
+        if miss and table in export.tables:
+            warnings.append(f"{export.path.name}: {table} has no {', '.join(miss)} column: "
+                            "not imported")
+        return bool(miss) or table not in export.tables
+
+    yield from ((s.table, s) for s in gpu.TABLES if not lacks(s.table, gpu.required(s)))
+    yield from ((s.table, s) for s in host.TABLES if not lacks(s.table, host.required(s)))
+    if not lacks(nvtx.TABLE, nvtx.required()):
+        yield nvtx.TABLE, None
+
+
+def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any],
+                counts: _Counts, warnings: list[str],
+                progress: Callable[[float], None]) -> tuple[list[int], dict[str, Any]]:
+    """Import one export; (its ranks, what the metadata says of it)."""
+    export = Export(path)
+    try:
+        ctx = context.build(export, rank_base)
+        if options.get("rank") is not None:
+            if len(ctx.ranks) == 1:
+                ctx.ranks = np.array([int(options["rank"])], np.int32)
+                ctx.devices = {int(options["rank"]): next(iter(ctx.devices.values()), [])}
+            else:
+                warnings.append(f"{path.name}: {len(ctx.ranks)} processes ran device work "
+                                "(one rank each): --rank not used")
+        if not len(ctx.pids):
+            raise ImportFormatError("the export holds no CUDA, NVTX or runtime events",
+                                    path=path, hint="capture with nsys profile -t cuda,nvtx")
+        nvtx.steps(export, ctx)
+        host.correlations(export, ctx)
+        patterns = options.get("comm_patterns") or comm_patterns.default()
+        dev = gpu.DeviceState(export, ctx, patterns)
+        gpu.kernel_seq(dev, "CUPTI_ACTIVITY_KIND_KERNEL")
+        hst = host.HostState(export, ctx)
+        domain_names = nvtx.domains(export)
+        plan = list(_tables(export, warnings))
+        total = sum(export.count(t) for t, _ in plan) or 1
+        done = 0
+        for table, spec in plan:
+            if table == nvtx.TABLE:
+                chunks = export.chunks(table, nvtx.exprs_of(export), where=nvtx.where())
+                make = lambda c: nvtx.to_batch(c, ctx, domain_names)  # noqa: E731
+            elif isinstance(spec, gpu.DeviceTable):
+                chunks = export.chunks(table, gpu.exprs_of(export, spec))
+                make = lambda c, s=spec: gpu.to_batch(c, s, dev)  # noqa: E731
+            else:
+                chunks = export.chunks(table, host.exprs_of(export, spec))
+                make = lambda c, s=spec: host.to_batch(c, s, hst)  # noqa: E731
+            for chunk in chunks:
+                done += chunk.num_rows
+                _write(writer, make(chunk), table, counts)
+                progress(done / total)
+        device, note = info.device_meta(export, options.get("device"))
+        if note:
+            warnings.append(note)
+        for table, n in sorted(ctx.skipped.items()):
+            warnings.append(f"{path.name}: {n:,} {table} row(s) of processes that ran no "
+                            "device work left out")
+        unread = info.unread_tables(export, {t for t, _ in plan})
+        ranks = ctx.all_ranks()
+        about = {"path": str(path), "ranks": ranks, "device": device,
+                 "export": info.export_info(export), "unread_tables": unread,
+                 "skipped_rows": dict(ctx.skipped),
+                 "processes": {str(r): {"pid": p, "name": n}
+                               for r, (p, n) in sorted(ctx.processes.items())},
+                 "steps": int(len(ctx.step_no))}
+        return ranks, about
+    finally:
+        export.close()
+
+
+def _sources(sources: list[Path], folder: Path | None) -> list[tuple[Path, Path]]:
+    """(what was given, the SQLite file to read) per source; reports are exported first."""
+    out = []
+    for src in sources:
+        if is_sqlite(src):
+            out.append((src, src))
+            continue
+        if folder is None:
+            raise ImportFormatError("an Nsight Systems report cannot be exported here",
+                                    path=src)
+        out.append((src, report.to_sqlite(src, folder)))
+    return out
+
+
+def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
+    bar = options.get("progress")
+    sizes = [s.stat().st_size for s in sources]
+    if options.get("in_memory"):
+        writer: Any = MemoryWriter(TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
+                                   arrow=options["in_memory"] == "arrow")
+    else:
+        writer = open_writer(out, TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
+                             threaded=True)
+    counts = _Counts()
+    warnings: list[str] = []
+    files: list[dict[str, Any]] = []
+    ranks: list[int] = []
+    device: dict[str, Any] = {}
+    try:
+        need_folder = any(not is_sqlite(s) for s in sources)
+        scratch: Any = tempfile.TemporaryDirectory(prefix="hermes-nsys-") if need_folder \
+            else contextlib.nullcontext(None)
+        with scratch as tmp:
+            for i, (given, path) in enumerate(_sources(sources, Path(tmp) if tmp else None)):
+                base = sum(sizes[:i])
+
+                def step(frac: float, base: int = base, size: int = sizes[i]) -> None:
+                    if bar is not None:
+                        bar(base + int(size * frac))
+
+                got, about = import_file(path, writer, max(ranks, default=-1) + 1, options,
+                                         counts, warnings, step)
+                dup = sorted(set(got) & set(ranks))
+                if dup:
+                    raise ImportFormatError(f"rank {dup[0]} appears twice", path=given,
+                                            hint="import the files separately")
+                ranks += got
+                about["path"] = str(given)
+                found = about.pop("device")
+                device = device or found
+                files.append(about)
+        summary = {"importer": NAME, "files": files, "by_kind": dict(counts.by_kind),
+                   "by_source_category": dict(counts.by_table), "unknown_kept": {}}
+        meta = TraceMeta(source=NAME, device=device, collector={"mode": "import"},
+                         ranks=tuple(sorted(ranks)), import_summary=summary,
+                         extra={"nsys": {f["path"]: f["export"] for f in files},
+                                "clock": "Nsight Systems' session clock, ns"})
+        written = writer.close(meta)
+    except BaseException:
+        writer.abort()
+        raise
+    trace = None
+    if isinstance(writer, MemoryWriter):
+        trace, written = written, out
+    return ImportResult(out=written, trace=trace, events=int(sum(counts.by_kind.values())),
+                        ranks=tuple(sorted(ranks)), by_kind=dict(counts.by_kind),
+                        by_source_category=dict(counts.by_table), unknown_kept={},
+                        warnings=tuple(warnings))

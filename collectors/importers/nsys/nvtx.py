@@ -1,0 +1,156 @@
+"""``NVTX_EVENTS`` -> steps, host operators and markers on thread lanes.
+
+Ranges (push/pop and start/end, ``eventType`` 59 and 60) and marks (34) become events; a
+range's text is its ``text`` or its registered string (``textId``). By text, computed in
+Arrow for the whole chunk:
+
+* ``ProfilerStep#N`` and user step markers (``context.STEP_PATTERNS``) -> ``step`` N; their
+  windows give every other event its step;
+* PyTorch's ``emit_nvtx`` operator ranges (``aten::mm, seq = 12, op_id = 40``) ->
+  ``host_op`` named by the operator (``aten::mm``), ``external_id`` its ``op_id``;
+* ranges of the NCCL domain (or named ``nccl<Call>``: ``ncclAllReduce``, ``ncclSend``) ->
+  ``host_op`` (the call that enqueues the collective kernel, as Kineto's ``nccl:*``
+  operators);
+* anything else -> ``marker``; marks are instants (``dur_ns`` 0).
+
+``args`` keeps the domain (``domain``, ``domain_name``), category and payload columns the
+export has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hermes.collectors.importers.nsys.context import STEP_PATTERNS, Context, step_number
+from hermes.collectors.importers.nsys.events import (
+    LK,
+    K,
+    Lanes,
+    batch,
+    bools,
+    col,
+    encode_strings,
+)
+from hermes.trace.arrowbuf import from_numpy, to_numpy
+from hermes.collectors.importers.nsys.sql import Export, text
+
+TABLE = "NVTX_EVENTS"
+MARK, PUSH_POP, START_END, DOMAIN_CREATE = 34, 59, 60, 75
+EVENT_TYPES = (MARK, PUSH_POP, START_END)
+_OP = r"^[^,]+, (?:seq|op_id) = \d+"
+_OP_NAME = r"^(?P<name>[^,]+)"
+_OP_ID = r", op_id = (?P<op>\d+)"
+_NCCL = r"^nccl[A-Z]"
+_STEP = "(?i)" + "|".join(f"(?:{p})" for p in STEP_PATTERNS)
+_STEP_NO = "(?i)" + "|".join(f"(?:{p.replace('(', f'(?P<s{i}>', 1)})"
+                             for i, p in enumerate(STEP_PATTERNS))
+_PAYLOADS = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
+             "floatValue", "jsonText")
+
+
+def text_expr(export: Export) -> str:
+    parts = [c for c in ("text",) if export.has(TABLE, c)]
+    if export.has(TABLE, "textId") and export.has("StringIds", "id", "value"):
+        parts.append("(SELECT value FROM StringIds WHERE id = textId)")
+    return f"coalesce({', '.join(parts)}, '')" if parts else "''"
+
+
+def domains(export: Export) -> dict[int, str]:
+    """domainId -> name, from the domain-creation rows."""
+    if not export.has(TABLE, "eventType", "domainId"):
+        return {}
+    rows = export.rows(f"SELECT domainId, {text_expr(export)} FROM {TABLE} "
+                       f"WHERE eventType = {DOMAIN_CREATE}")
+    return {int(d): str(t) for d, t in rows if d is not None and t}
+
+
+def steps(export: Export, ctx: Context) -> None:
+    """The step windows: ranges whose text is a step marker, per rank (the prefilter in SQL
+    keeps the rows read few; the patterns decide)."""
+    if not export.has(TABLE, "start", "end", "eventType", "globalTid"):
+        return
+    t = text_expr(export)
+    rows = export.rows(f"SELECT start, end, globalTid, {t} AS t FROM {TABLE} "
+                       f"WHERE eventType IN ({PUSH_POP}, {START_END}) AND end IS NOT NULL "
+                       "AND (t LIKE '%step%' OR t LIKE '%iter%')")
+    found = [(r[0], r[1], r[2], n) for r in rows if (n := step_number(r[3])) is not None]
+    if not found:
+        return
+    arr = np.array(found, np.int64)
+    rank = ctx.rank_of_tid(arr[:, 2])
+    ok = rank >= 0
+    arr, rank = arr[ok], rank[ok]
+    order = np.lexsort((arr[:, 0], rank))
+    ctx.step_rank, ctx.step_start = rank[order].astype(np.int32), arr[order, 0]
+    ctx.step_end, ctx.step_no = arr[order, 1], arr[order, 3].astype(np.int32)
+
+
+def exprs_of(export: Export) -> dict[str, str]:
+    fields = [(k, c) for k, c in (("domain", "domainId"), ("category", "category"))
+              if export.has(TABLE, c)]
+    payload = [c for c in _PAYLOADS if export.has(TABLE, c)]
+    obj = ", ".join(f"'{k}', {c}" for k, c in fields)
+    if payload:
+        obj += (", " if obj else "") + f"'payload', coalesce({', '.join(payload)})"
+    out = {"start": "start", "end": "end", "etype": "eventType", "tid": "globalTid",
+           "domain": "domainId" if export.has(TABLE, "domainId") else "NULL",
+           "text": text(text_expr(export)),
+           "args": text(f"json_object({obj})" if obj else "'{}'")}
+    return out
+
+
+def where() -> str:
+    return f"eventType IN ({', '.join(str(e) for e in EVENT_TYPES)})"
+
+
+def required() -> list[str]:
+    return ["start", "eventType", "globalTid"]
+
+
+def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str]
+             ) -> dict[str, Any] | None:
+    tid = col(chunk, "tid")
+    rank = ctx.rank_of_tid(tid)
+    keep = rank >= 0
+    if not keep.all():
+        ctx.skipped[TABLE] = ctx.skipped.get(TABLE, 0) + int((~keep).sum())
+        chunk = chunk.filter(pa.array(keep))
+        rank, tid = rank[keep], tid[keep]
+    n = chunk.num_rows
+    if not n:
+        return None
+    ts = col(chunk, "start")
+    etype = col(chunk, "etype")
+    end = np.where(etype == MARK, ts, col(chunk, "end"))
+    end = np.where(end < 0, ts, end)
+    txt = chunk.column("text").combine_chunks()
+    is_range = etype != MARK
+    is_step = bools(pc.match_substring_regex(txt, _STEP)) & is_range
+    is_op = bools(pc.match_substring_regex(txt, _OP))
+    domain = col(chunk, "domain")
+    nccl_ids = [d for d, name in domain_names.items() if name.upper() == "NCCL"]
+    is_nccl = bools(pc.match_substring_regex(txt, _NCCL)) | \
+        np.isin(domain, nccl_ids)
+    kind = np.where(is_step, K["step"], np.where((is_op | is_nccl) & is_range,
+                                                  K["host_op"], K["marker"]))
+    op_name = pc.struct_field(pc.extract_regex(txt, _OP_NAME), "name")
+    name = pc.if_else(pa.array(is_op & is_range), op_name, txt)
+    step_no = np.full(n, -1, np.int64)
+    if is_step.any():
+        groups = pc.extract_regex(txt, _STEP_NO)
+        found = pc.coalesce(*(pc.struct_field(groups, f"s{i}")
+                              for i in range(len(STEP_PATTERNS))))
+        step_no = np.where(is_step, to_numpy(pc.cast(found, pa.int64()).fill_null(-1)), -1)
+    op_id = pc.cast(pc.struct_field(pc.extract_regex(txt, _OP_ID), "op"), pa.int64())
+    op_id = np.where(is_op, to_numpy(op_id.fill_null(-1)), -1)
+    step = np.where(step_no >= 0, step_no, ctx.step_at(rank, ts))
+    lanes = Lanes.of(tid, ctx.thread_lane)
+    cols = batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["host"]), kind=kind,
+                 name=encode_strings(name), ts=ts, end=end, step=step,
+                 args=chunk.column("args").combine_chunks())
+    cols["external_id"] = from_numpy(op_id.astype(np.int64), op_id < 0)
+    return cols

@@ -1,0 +1,177 @@
+"""Python time by function and line: a low-overhead sampler of the training thread's stack.
+
+While a ``hermes profile`` session captures a step in detail (``fine`` mode: every step;
+``auto``: the triggered windows), a daemon thread reads the main thread's Python stack every
+``interval`` (2 ms by default) with ``sys._current_frames()``. Consecutive samples that share
+a frame extend one event of it, so the samples become a flame chart: one ``python`` event
+per frame activation seen, nested by depth, on the training thread's lane, named as the
+PyTorch profiler names its Python frames (``file.py(FIRST_LINE): function``), with ``args``:
+
+* ``source``: ``"hermes.sampler"``; ``samples``: the samples that saw it; ``depth`` (0 is the
+  outermost frame of the script);
+* ``line``: the line of the function seen in most of those samples (where the time went);
+* ``file``: the file's path; ``interval_ns``: the sampling interval.
+
+An event starts halfway between the last sample that did not see its frame and the first
+that did, and ends halfway between the last that saw it and the next: the frame began and
+ended somewhere in those gaps, so the midpoints are unbiased even when the sampler gets the
+interpreter lock late (a pure-Python loop holds it for up to ``sys.getswitchinterval()``). Frames of
+Hermes itself and of ``runpy`` are left out. The thread never runs Python code of the user's
+and takes the GIL once per sample (a stack walk of a few microseconds); between detailed
+steps it only wakes to check whether detail is on. Events are handed over on the main thread
+(:meth:`drain`, called at each step boundary and at the end), never written from the sampler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections import deque
+from pathlib import Path
+from time import perf_counter_ns, thread_time_ns
+from typing import Any
+
+DEFAULT_INTERVAL_S = 0.002
+MAX_DEPTH = 64
+#: frames of these files are Hermes's own or the interpreter's start-up: not the job's time
+_SKIP_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in
+                   (Path(__file__).parent, Path(__file__).parents[1] / "hermes"))
+_SKIP_FILES = ("<frozen runpy>", "runpy.py")
+
+
+def _skipped(filename: str) -> bool:
+    return filename.startswith(_SKIP_DIRS) or filename.endswith(_SKIP_FILES)
+
+
+def _short(filename: str) -> str:
+    """The name the frame's file goes by: after ``site-packages/``, else relative to the
+    working directory when inside it, else the path."""
+    cut = filename.rfind("site-packages" + os.sep)
+    if cut >= 0:
+        return filename[cut + len("site-packages") + 1:]
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+class _Open:
+    """A frame activation seen by consecutive samples."""
+
+    __slots__ = ("code", "frame", "t0", "n", "lines")
+
+    def __init__(self, code: Any, frame: Any, t0: int, line: int) -> None:
+        self.code, self.frame, self.t0, self.n = code, frame, t0, 1
+        self.lines = {line: 1}
+
+
+class StackSampler:
+    """Samples ``session``'s main thread while ``session.detail`` is on (see the module doc).
+
+    ``session`` needs ``detail``, ``closed`` and ``step_no``; :meth:`drain` returns the
+    finished events as ``(name, ts_ns, dur_ns, step, args)`` tuples."""
+
+    def __init__(self, session: Any, interval_s: float = DEFAULT_INTERVAL_S,
+                 idle_s: float = 0.02) -> None:
+        self.session = session
+        self.interval_s = max(0.0005, float(interval_s))
+        self.interval_ns = int(self.interval_s * 1e9)
+        self.idle_s = max(self.interval_s, idle_s)
+        self.samples = 0
+        self.busy_ns = 0  # the sampler thread's CPU time (its cost to the job)
+        self._tid = threading.main_thread().ident
+        self._done: deque[tuple[Any, int, int, int, tuple[int, int, int]]] = deque()
+        self._names: dict[Any, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling; the frames still open are closed now."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=1.0)
+
+    def drain(self) -> list[tuple[str, int, int, int, str]]:
+        """The events finished since the last call (main thread), as ``(name, ts_ns, dur_ns,
+        step, args JSON)``."""
+        out = []
+        while self._done:
+            code, t0, dur, step, (n, depth, line) = self._done.popleft()
+            out.append((self._name(code), t0, dur, step,
+                        json.dumps({"source": "hermes.sampler", "samples": n, "depth": depth,
+                                    "line": line, "file": code.co_filename,
+                                    "interval_ns": self.interval_ns})))
+        return out
+
+    # -- the sampling thread ----------------------------------------------------------
+    def _run(self) -> None:
+        stack: list[_Open] = []
+        step = -1
+        wait = self.idle_s
+        prev = 0  # the previous sample's time (0: none in this detailed stretch)
+        while not self._stop.wait(wait):
+            s = self.session
+            if s.closed or not s.detail:
+                if stack:
+                    self._close(stack, 0, perf_counter_ns() if not prev else prev, step)
+                wait, prev = self.idle_s, 0
+                continue
+            wait = self.interval_s
+            cpu0 = thread_time_ns()
+            t0 = perf_counter_ns()
+            frame = sys._current_frames().get(self._tid)
+            mid = (prev + t0) // 2 if prev else t0
+            if s.step_no != step:  # a new step: its frames are its own events
+                self._close(stack, 0, mid, step)
+                step = s.step_no
+            self._sample(stack, frame, mid, step)
+            prev = t0
+            self.samples += 1
+            self.busy_ns += thread_time_ns() - cpu0
+        self._close(stack, 0, prev or perf_counter_ns(), step)
+
+    def _sample(self, stack: list[_Open], frame: Any, now: int, step: int) -> None:
+        """One sample; ``now``: the midpoint since the previous sample (where frames that
+        appeared began and frames that are gone ended)."""
+        frames = []
+        while frame is not None:
+            if not _skipped(frame.f_code.co_filename):
+                frames.append(frame)
+            frame = frame.f_back
+        frames.reverse()  # outermost first
+        del frames[MAX_DEPTH:]
+        same = 0
+        for op, fr in zip(stack, frames):
+            if op.frame is not fr:
+                break
+            same += 1
+        self._close(stack, same, now, step)
+        for op in stack:
+            op.n += 1
+        for op, fr in zip(stack, frames):
+            line = fr.f_lineno or 0
+            op.lines[line] = op.lines.get(line, 0) + 1
+        for fr in frames[same:]:
+            stack.append(_Open(fr.f_code, fr, now, fr.f_lineno or 0))
+
+    def _close(self, stack: list[_Open], keep: int, now: int, step: int) -> None:
+        """Frames ``stack[keep:]`` ended at ``now``: their events, innermost first."""
+        while len(stack) > keep:
+            op = stack.pop()
+            line = max(op.lines, key=op.lines.__getitem__)
+            self._done.append((op.code, op.t0, max(0, now - op.t0), step,
+                               (op.n, len(stack), line)))
+            op.frame = None  # drop the reference: the frame's locals are freed with it
+
+    def _name(self, code: Any) -> str:
+        name = self._names.get(code)
+        if name is None:
+            qual = getattr(code, "co_qualname", code.co_name)
+            name = self._names[code] = (f"{_short(code.co_filename)}({code.co_firstlineno}): "
+                                        f"{qual}")
+        return name
