@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
 #: Commands that close everything they write before returning: a console run ends without the
 #: interpreter's teardown (~60 ms after an import: freeing every module and Arrow's pools;
-#: ~0.15-0.5 s after an analysis: its frames, results and the modules of pandas, scipy, numba).
+#: ~0.15-0.5 s after an analysis: its frames, results and the modules of pandas and scipy).
 _QUICK_EXIT = frozenset({"import", "analyze"})
 
 

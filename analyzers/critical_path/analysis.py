@@ -49,11 +49,10 @@ LINE_UP_NS = cpedges.LINE_UP_NS  # (cross-stream waits are inferred in cpedges)
 
 _Events = stepgraph.Events
 build = stepgraph.build
-_build = stepgraph.build_sel
 
 
 #: Steps are analyzed in groups of about this many events (clipped pieces): each group is one
-#: graph and one Dijkstra, so memory stays bounded on traces of tens of millions of events (steps
+#: graph and one solve, so memory stays bounded on traces of tens of millions of events (steps
 #: share no edge, so grouping does not change any path; each step's nodes keep their relative
 #: order, hence the pass's tie rule its choices).
 CHUNK_EVENTS = 750_000
@@ -83,11 +82,8 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0
     size = size or CHUNK_EVENTS
     nw = ws.size
     idx = np.int32 if nw < 2**31 - 1 else np.int64
-    if pre.ts.size > CHUNK_EVENTS:  # (several groups likely: numba's size) the same, compiled
-        lo, hi = stepgraph.cpsteps().bounds(pre.ts, pre.te, ws, we, idx)
-    else:
-        lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
-        hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before
+    lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
+    hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before
     inside = lo < hi
     if nw <= 1 or int(inside.sum()) <= size:
         return [(0, nw, np.flatnonzero(inside))], (lo, hi)
@@ -97,7 +93,7 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0
     del inside
     chunk = np.zeros(nw, np.int64)  # each window's group, 0, 1, ...
     chunk[1:] = np.cumsum(np.diff(group) != 0)
-    ptr, members = stepgraph.cpsteps().members(lo, hi, chunk)  # (> CHUNK_EVENTS: numba)
+    ptr, members = group_members(lo, hi, chunk)
     return [(a, b, members[ptr[c]:ptr[c + 1]])
             for c, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))], (lo, hi)
 
@@ -122,7 +118,7 @@ def _solved(ev: pd.DataFrame, windows: pd.DataFrame, pre: _Events, length: np.nd
 
     def one(a: int, b: int, sel: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, np.ndarray,
                                                       np.ndarray]:
-        g, info = _build(pre, sel, wsorted.iloc[a:b], bounds=(lo, hi, a, ws, we))
+        g, info = stepgraph.build_sel(pre, sel, wsorted.iloc[a:b], bounds=(lo, hi, a, ws, we))
         cp, slack = _solve(g, info, b - a, ln[a:b], gap[a:b])
         del g
         return info, o[a + info["win"].to_numpy(np.int64)], cp, slack
@@ -143,26 +139,10 @@ def _solved(ev: pd.DataFrame, windows: pd.DataFrame, pre: _Events, length: np.nd
     length[o], gap_ns[o] = ln, gap
 
 
-def paths(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
-                                                             pd.DataFrame]:
-    """Longest path of every step: (length ns per window, lane-gap ns on it per window,
-    per-event-copy table with cp_ns and slack_ns). Steps are independent: they are solved in
-    groups of consecutive steps (``CHUNK_EVENTS``), one graph each. The table has one row per
-    event copy: name, kind, component, dur_ns (clipped), win, cp_ns, slack_ns."""
-    length, gap_ns, pre, c, cats = _copies(ev, windows)
-    # copy=False: the arrays become the columns as they are (no consolidated copy)
-    info = pd.DataFrame({
-        "name": pre.name.take(c["src"].astype(np.intp)),
-        **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
-        "dur_ns": c["dur_ns"], "win": c["win"].astype(np.int64), "cp_ns": c["cp_ns"],
-        "slack_ns": c["slack_ns"]}, copy=False)
-    return length, gap_ns, info
-
-
-def _copies(ev: pd.DataFrame, windows: pd.DataFrame
+def copies(ev: pd.DataFrame, windows: pd.DataFrame
             ) -> tuple[np.ndarray, np.ndarray, _Events, dict[str, np.ndarray], dict[str, Any]]:
-    """:func:`paths` as arrays: (length, gap_ns, the per-event arrays, the columns of the
-    table as arrays -- ``_KEEP``, ``kind`` and ``component`` as category codes --, the
+    """The longest path of every step, as arrays: (length ns per window, lane-gap ns on it per
+    window, the per-event arrays, the columns of the per-event-copy table as arrays -- ``_KEEP``, ``kind`` and ``component`` as category codes --, the
     categories of those two)."""
     nw = len(windows)
     length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
@@ -194,77 +174,25 @@ def _copies(ev: pd.DataFrame, windows: pd.DataFrame
     return length, gap_ns, pre, c, cats
 
 
-def _load_compiled() -> None:
-    one = np.zeros(1, np.int64)
-    stepgraph.cpsteps().bounds(one, one, one, one, np.int32)
-
-
-def _grouped(ev: pd.DataFrame, windows: pd.DataFrame
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
-    """:func:`paths` reduced as :func:`analyze` needs it, group by group, in compiled passes
-    (``cpsteps.accumulate``, ``cpsteps.medians``; names categorical): (length, gap_ns, path
-    ns per (window, component), the ``ops`` table before its sort) -- the same numbers as
-    pandas' groupby of the whole table, without building it."""
-    nw = len(windows)
-    length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
-    # numba's import and once-per-process set-up (~0.5 s, from its cache) on a thread while
-    # the per-event arrays are made (numpy passes that release the GIL)
-    with ThreadPoolExecutor(1, thread_name_prefix="hermes-cp") as pool:
-        loaded = pool.submit(_load_compiled)
-        pre = _Events(ev)
-        loaded.result()
-    name = pre.name
-    ncode = np.asarray(name.codes)  # (as narrow as pandas keeps them: peak memory)
-    nk = len(stepgraph._KIND_NAMES)
-    nkeys = len(name.categories) * nk
-    count, dsum, csum, mn = (np.zeros(nkeys, np.int64) for _ in range(4))
-    by = np.zeros((nw, len(COMPONENTS)), np.int64)
-    keys, slacks = [], []
-    dp = stepgraph.cpsteps()
-    for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
-        nc = ncode[info["src"].to_numpy(np.int64)].astype(np.int64)
-        key = np.where(nc < 0, -1, nc * nk + info["kind"].cat.codes.to_numpy())  # -1: no name
-        dur = info["end"].to_numpy(np.int64) - info["start"].to_numpy(np.int64)
-        dp.accumulate(key, win, info["component"].cat.codes.to_numpy(), dur, cp, slack,
-                      count, dsum, csum, mn, by)
-        keys.append(key.astype(np.int32) if nkeys < 2**31 else key)
-        slacks.append(slack)
-        del info
-    key = np.concatenate(keys) if keys else np.empty(0, np.int32)
-    del keys  # (each list freed as soon as its array is whole: peak memory)
-    slack = np.concatenate(slacks) if slacks else np.empty(0, np.int64)
-    del slacks
-    med = dp.medians(key, slack, count)
-    del key, slack
-    k = np.flatnonzero(count)  # the groups in (name, kind) code order, as groupby's
-    if k.size == 0:
-        return length, gap_ns, by, _empty_ops()
-    ops = pd.DataFrame({
-        "name": pd.Categorical.from_codes(k // nk, dtype=name.dtype),
-        "kind": pd.Categorical.from_codes(k % nk, categories=list(stepgraph._KIND_NAMES)),
-        "count": count[k], "dur_ns": dsum[k], "cp_time_ns": csum[k], "min_slack_ns": mn[k],
-        "median_slack_ns": med[k]})
-    return length, gap_ns, by, ops
-
-
-def _reduced(pre: _Events, c: dict[str, np.ndarray], nw: int
+def reduce_copies(pre: _Events, c: dict[str, np.ndarray], nw: int
              ) -> tuple[np.ndarray, pd.DataFrame]:
     """(path ns per (window, component), the ``ops`` table before its sort) from
-    :func:`_copies`' arrays, in numpy on category codes (names categorical): the numbers of
-    ``np.add.at`` and of pandas' groupby of :func:`paths`' table by (name, kind) -- its groups
+    :func:`copies`' arrays, in numpy on category codes (names categorical): the numbers of
+    ``np.add.at`` and of pandas' groupby of the per-event-copy table by (name, kind) -- its groups
     in (name, kind) code order, its sums, least and median (of float64 values, the mean of the
     two middle ones for an even count) -- without building the table."""
+    name = pre.name if isinstance(pre.name, pd.Categorical) else pd.Categorical(pre.name)
     nc_, nk = len(COMPONENTS), len(stepgraph._KIND_NAMES)
     cp, slack, dur = c["cp_ns"], c["slack_ns"], c["dur_ns"]
-    by = _sums(c["win"].astype(np.int64) * nc_ + c["component"], cp, nw * nc_).reshape(nw, nc_)
+    by = group_sums(c["win"].astype(np.int64) * nc_ + c["component"], cp, nw * nc_).reshape(nw, nc_)
     if cp.size == 0:
         return by, _empty_ops()
-    key = np.asarray(pre.name.codes)[c["src"]].astype(np.int64)
+    key = np.asarray(name.codes)[c["src"]].astype(np.int64)
     named = key >= 0  # (groupby drops events with no name)
     key = key * nk + c["kind"]
     if not named.all():
         key, cp, slack, dur = key[named], cp[named], slack[named], dur[named]
-    nkeys = len(pre.name.categories) * nk
+    nkeys = len(name.categories) * nk
     if nkeys > 4 * key.size + 2**16:  # (many names: only those present get a slot)
         present, key = np.unique(key, return_inverse=True)
         nkeys = present.size
@@ -275,18 +203,18 @@ def _reduced(pre: _Events, c: dict[str, np.ndarray], nw: int
     mn = np.full(nkeys, np.iinfo(np.int64).max)
     np.minimum.at(mn, key, slack)
     cnt = count[k]
-    med = _medians(key, slack, nkeys, cnt)
+    med = group_medians(key, slack, nkeys, cnt)
     code = k if present is None else present[k]
     ops = pd.DataFrame({
-        "name": pd.Categorical.from_codes(code // nk, dtype=pre.name.dtype),
+        "name": pd.Categorical.from_codes(code // nk, dtype=name.dtype),
         "kind": pd.Categorical.from_codes(code % nk, categories=list(stepgraph._KIND_NAMES)),
-        "count": cnt.astype(np.int64), "dur_ns": _sums(key, dur, nkeys)[k],
-        "cp_time_ns": _sums(key, cp, nkeys)[k], "min_slack_ns": mn[k],
+        "count": cnt.astype(np.int64), "dur_ns": group_sums(key, dur, nkeys)[k],
+        "cp_time_ns": group_sums(key, cp, nkeys)[k], "min_slack_ns": mn[k],
         "median_slack_ns": med})
     return by, ops
 
 
-def _medians(key: np.ndarray, slack: np.ndarray, nkeys: int, cnt: np.ndarray) -> np.ndarray:
+def group_medians(key: np.ndarray, slack: np.ndarray, nkeys: int, cnt: np.ndarray) -> np.ndarray:
     """Median of ``slack`` per key (keys in 0..nkeys - 1; ``cnt``: the counts of the keys
     present, ascending), as pandas' groupby median: of the values as float64, the mean of the
     two middle ones for an even count."""
@@ -304,7 +232,7 @@ def _medians(key: np.ndarray, slack: np.ndarray, nkeys: int, cnt: np.ndarray) ->
     return (a.astype(np.float64) + z.astype(np.float64)) / 2
 
 
-def _sums(idx: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
+def group_sums(idx: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
     """Exact int64 sums of ``w`` per ``idx`` (``np.add.at``'s): ``np.bincount``'s float64
     sums where no partial sum can reach 2**53 (then every one is exact), else ``np.add.at``."""
     if w.size == 0 or int(np.abs(w).max()) * w.size < 2**53:
@@ -333,12 +261,6 @@ def _solve(g: cpgraph.Graph, info: pd.DataFrame, nw: int, length: np.ndarray,
     np.minimum.at(bounds, win, g.event_start)
     bounds = np.minimum.accumulate(bounds[::-1])[::-1]  # (a step with no node: empty)
     index = cpgraph.CrossIndex(g)
-    if g.n >= cpgraph.DAG_MIN_NODES:  # (compiled: numba's size) the same reading, in one pass
-        ln, gp, cpf = stepgraph.cpsteps().step_paths(
-            dist, pred, bounds, loader_node, g.lane, g.seg_event, g.w, index.key, index.ce,
-            index.cw, len(info))
-        length[:], gap_ns[:] = ln, gp
-        return _slack(g, dist, bwd, length, win, cpf.astype(np.int64))
     runs = cpgraph.chain_runs(pred)
     evs, wts = [], []
     for i in range(nw):
@@ -383,14 +305,6 @@ def _node_events(g: cpgraph.Graph) -> np.ndarray:
     return ev
 
 
-def _groupby_ops(info: pd.DataFrame) -> pd.DataFrame:
-    """The ``ops`` table (before its sort) by pandas' groupby of :func:`paths`' table (the
-    definition :func:`_reduced` and :func:`_grouped` compute without the table)."""
-    return info.groupby(["name", "kind"], as_index=False, observed=True).agg(
-        count=("cp_ns", "size"), dur_ns=("dur_ns", "sum"), cp_time_ns=("cp_ns", "sum"),
-        min_slack_ns=("slack_ns", "min"), median_slack_ns=("slack_ns", "median"))
-
-
 def _empty_ops() -> pd.DataFrame:
     return pd.DataFrame({"name": pd.Series(dtype=str), "kind": pd.Series(dtype=str),
                          "count": pd.Series(dtype=np.int64), "dur_ns": pd.Series(dtype=np.int64),
@@ -405,23 +319,9 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     ev = ctx.events
     windows = step_windows(ev)
     nw = len(windows)
-    if isinstance(ev["name"].array, pd.Categorical) and len(ev) >= cpgraph.DAG_MIN_NODES:
-        length, gap_ns, by, ops = _grouped(ev, windows)  # (compiled: numba's size)
-    elif isinstance(ev["name"].array, pd.Categorical):
-        length, gap_ns, pre, c, _ = _copies(ev, windows)
-        by, ops = _reduced(pre, c, nw)
-        del c
-    else:
-        length, gap_ns, info = paths(ev, windows)
-        # path time per (step, component)
-        by = np.zeros((nw, len(COMPONENTS)), np.int64)
-        ops = _empty_ops()
-        if len(info):
-            np.add.at(by, (info["win"].to_numpy(np.int64),
-                           info["component"].cat.codes.to_numpy()),
-                      info["cp_ns"].to_numpy(np.int64))
-            ops = _groupby_ops(info)
-        del info
+    length, gap_ns, pre, c, _ = copies(ev, windows)
+    by, ops = reduce_copies(pre, c, nw)
+    del c
     if len(ops):
         ops = ops.sort_values(["cp_time_ns", "dur_ns"], ascending=False, kind="stable")
         ops = ops.reset_index(drop=True)
@@ -451,3 +351,22 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     return AnalyzerResult(name="critical_path",
                           tables={"top_ops": top, "ops": ops, "per_step": per_step},
                           metrics=metrics)
+
+
+def group_members(lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Events of each group of windows: ``chunk`` is the group of each window (0, 1, ...,
+    non-decreasing), event i overlaps windows ``lo[i]..hi[i] - 1``; returns (indptr, events):
+    group c's events, ascending, are ``events[indptr[c]:indptr[c + 1]]`` (an event overlapping
+    windows of several groups is in each)."""
+    nc = int(chunk[-1]) + 1 if chunk.size else 0
+    inside = np.flatnonzero(lo < hi)
+    first = chunk[lo[inside]]
+    span = chunk[hi[inside] - 1] - first + 1  # groups each event is in (mostly 1)
+    ev = np.repeat(inside, span)
+    grp = np.repeat(first, span) + (np.arange(ev.size) - np.repeat(np.cumsum(span) - span, span))
+    o = np.argsort(grp, kind="stable")  # by group, events ascending within each
+    ptr = np.zeros(nc + 1, np.int64)
+    np.cumsum(np.bincount(grp, minlength=nc), out=ptr[1:])
+    dtype = np.int32 if lo.size < 2**31 - 1 else np.int64  # (narrow: peak memory)
+    return ptr, ev[o].astype(dtype)

@@ -1,32 +1,29 @@
-"""Shortest paths from a virtual source on a *lane graph*, in numpy: chain scans and rounds over
-the cross edges (no scipy, no numba: a graph of a few hundred thousand nodes is solved in
-milliseconds without paying either import).
+"""Shortest paths from a virtual source on a *lane graph*: the one solver of the step graph's
+distances (the critical path's longest paths and the what-if replay's step times).
 
-The problem is ``cpgraph``'s: ``D(v) = min(start[v], min over in-edges (D(u) + lost(u, v)))``
-with non-negative ``lost``. Nodes are laid out lane by lane; a **chain edge** links node
-``k - 1`` to node ``k`` (``chain[k]``), every other edge is a **cross edge**. Within a run of
-chain edges (a lane) the recurrence ``D(k) = min(X(k), D(k - 1) + lost_k)``, where ``X(k)`` is
-the best of the node's source weight and its cross in-edges, is a max-plus (here min-plus)
-prefix scan: with ``P`` the prefix sum of the chain's lost times,
-``D(k) = P(k) + min over j <= k in the lane (X(j) - P(j))`` -- one ``np.minimum.accumulate``.
-A round scans the lanes, then relaxes the cross edges out of the nodes whose ``D`` changed;
-only the lanes whose ``X`` improved are scanned again, from the first improved node on. Rounds
-stop when nothing changes (Bellman-Ford with whole lanes per step: exact for any non-negative
-weights, zero-lost cycles included); a graph whose paths cross lanes more than
-``MAX_ROUNDS`` times in a row returns None and the caller uses another pass.
+The problem: ``D(v) = min(start[v], min over in-edges (D(u) + lost(u, v)))`` with non-negative
+``lost`` (integer ns). Nodes are laid out lane by lane; a **chain edge** links node ``k - 1`` to
+node ``k`` (``chain[k]``), every other edge is a **cross edge**. Any edge list is a lane graph
+(an edge ``k - 1 -> k`` is a chain edge, the others cross edges).
 
-Predecessors follow Dijkstra's rules (``dagpath``'s docstring): the source wins a tie, then the
-in-neighbour with the least ``D(u)``; between in-neighbours of exactly equal ``D(u)`` the chain
-predecessor, then the cross edge's source with the least index.
+``D`` comes from one pass over the nodes in topological order, compiled (``_lanes.c``, built by
+``pip install``: depth-first along each lane, without the interpreter lock). Where the module
+is not compiled (optional: no C compiler at install time, or ``HERMES_NO_EXTENSION=1``), and on
+a graph with a cycle (equal-time edges closing a loop: the compiled pass declines it), ``D``
+comes from numpy rounds instead: within a lane ``D(k) = min(X(k), D(k - 1) + lost_k)``, where
+``X(k)`` is the best of the node's source weight and its cross in-edges, is a min-plus prefix
+scan (``P``: the prefix sum of the lane's lost times; ``D(k) = P(k) + min over j <= k (X(j) -
+P(j))``, one ``np.minimum.accumulate``); a round scans the lanes whose ``X`` improved, then
+relaxes the cross edges out of the nodes whose ``D`` changed, until nothing changes
+(Bellman-Ford with whole lanes per step: exact for any non-negative weights). Both give the
+same ``D``.
 
-Where it is compiled (``_lanes.c``, built by ``pip install``; optional), ``D`` comes from one
-pass in topological order instead of the rounds (C, without the interpreter lock: ~6 ms for a
-200k-event step's ~400k nodes, against ~20 ms of rounds), and the predecessors from ``D`` by
-the same rule (:func:`_preds`), so both give the same answer. The compiled pass declines a
-graph with a cycle (the rounds solve it, as before) and settles a graph whose paths cross
-lanes more than ``MAX_ROUNDS`` times in a row, which the rounds leave to the caller's
-Dijkstra: there the predecessors follow the rule above instead of Dijkstra's heap order (the
-two differ only between in-neighbours of equal ``D(u)``).
+**Tie rule** for the predecessors (:func:`preds`, computed from ``D`` whichever pass gave it):
+the source wins a tie; then the in-neighbour with the least ``D(u)``; between in-neighbours of
+equal ``D(u)`` the chain predecessor, then the cross edge's source with the least index. On a
+graph with a zero-lost cycle these choices can close a loop; the nodes whose predecessors do
+not lead to the source then take, among their in-neighbours attaining ``D``, one that does,
+in breadth-first order from those that do (least ``D(u)``, then least index, at each level).
 """
 
 from __future__ import annotations
@@ -41,10 +38,6 @@ try:  # the same distances in one compiled pass where the graph is a DAG (``_lan
     from hermes.analyzers.critical_path import _lanes
 except ImportError:  # not compiled (no C compiler at install time), or switched off
     _lanes = None
-
-#: rounds of cross-edge relaxation before giving up (the caller then runs the DAG pass or
-#: Dijkstra); a round is cheap once only a few lanes still change
-MAX_ROUNDS = 64
 
 _LIMIT = 2**62
 
@@ -119,8 +112,8 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     ``chain_lost[k]``; cross edges ``cu -> cv`` of lost ``cl`` (any order, duplicates allowed);
     ``start``: source weights (int64). ``pred`` (None unless ``preds``): ``n`` for the source.
     ``inf``: source weights at or above it mean no source edge; a node that stays unreachable
-    gets ``D = inf`` (and the source as predecessor). None when the rounds do not settle
-    within :data:`MAX_ROUNDS` or the numbers could overflow."""
+    gets ``D = inf`` (and the source as predecessor). None when the numbers could overflow
+    int64 (sums beyond 2**60 ns)."""
     start = np.asarray(start, np.int64)
     chain = np.asarray(chain, bool).copy()
     if n == 0:
@@ -129,15 +122,28 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     chain[0] = False
     c = np.where(chain, chain_lost, 0).astype(np.int64, copy=False)
     fin = start if inf is None else start[start < inf]
-    absmax = max(int(fin.max(initial=0)), -int(fin.min(initial=0)))  # (= |fin|.max())
-    if int(c.sum()) + absmax + int(cl.max(initial=0)) >= _LIMIT // 4 \
+    # distances relative to the least source weight (clocks in ns since the epoch are ~2**61):
+    # every D is some source weight plus lost times, so D - base is solved and base added back
+    base = int(fin.min()) if fin.size else 0
+    span = int(fin.max()) - base if fin.size else 0
+    if int(c.sum()) + span + int(cl.max(initial=0)) >= _LIMIT // 4 \
             or (inf is not None and inf > _LIMIT // 2):
         return None
+    if base:
+        got = shortest(n, chain, chain_lost, cu, cv, cl,
+                       np.where(start < inf, start - base, start) if inf is not None
+                       else start - base, preds=preds, inf=inf)
+        if got is None:
+            return None
+        d = got[0].copy()
+        d[d < (inf if inf is not None else _LIMIT)] += base
+        return d, got[1]
     cu, cv, cl = (np.asarray(a, np.int64) for a in (cu, cv, cl))
     if _lanes is not None:  # one compiled pass in topological order (not on a cycle)
         d = np.empty(n, np.int64)
         if _lanes.distances(*map(np.ascontiguousarray, (chain, c, cu, cv, cl, start)), inf, d):
-            return d, (_preds(n, d, chain, c, cu, cv, cl, start) if preds else None)
+            # (a DAG: every choice of the tie rule is free of loops)
+            return d, (preds_of(n, d, chain, c, cu, cv, cl, start) if preds else None)
     seg0 = np.flatnonzero(~chain)  # each lane's (segment's) first node
     seg_end = np.append(seg0[1:], n)
     # lane of each node: only the offset scan of many lanes needs it for every node
@@ -154,9 +160,7 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     optr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(cu, minlength=n), out=optr[1:])
     e = np.arange(cu.size)  # cross edges out of the nodes whose D changed (first: all)
-    for _ in range(MAX_ROUNDS):
-        if e.size == 0:
-            break
+    while e.size:  # (each round settles at least one more node: at most n rounds)
         tv = cv[e]
         cand = d[cu[e]] + cl[e]
         if inf is not None:
@@ -185,11 +189,12 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
             idx = idx[imp]
             d[idx] = nd[imp]
         e = _edges_out(optr, idx, cu)
-    else:
-        return None
     if not preds:
         return d, None
-    return d, _preds(n, d, chain, c, cu, cv, cl, start)
+    pred = preds_of(n, d, chain, c.copy(), cu, cv, cl, start)
+    if has_cycle(pred, d):
+        pred = _unloop(n, d, pred, chain, c, cu, cv, cl)
+    return d, pred
 
 
 def _rescan(x: np.ndarray, p: np.ndarray, d: np.ndarray, f: np.ndarray, fe: np.ndarray,
@@ -245,9 +250,11 @@ def _edges_out(optr: np.ndarray, idx: np.ndarray, cu: np.ndarray) -> np.ndarray:
     return lo[rid] + (np.arange(total) - off[rid])
 
 
-def _preds(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarray,
-           cv: np.ndarray, cl: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Each node's predecessor under the tie rule of the module docstring."""
+def preds_of(n: int, d: np.ndarray, chain: np.ndarray, c: np.ndarray, cu: np.ndarray,
+             cv: np.ndarray, cl: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each node's predecessor (``n``: the source) under the tie rule of the module docstring,
+    from the distances ``d``; the arguments as :func:`shortest` takes them, ``c`` the chain's
+    lost times (zero where no chain edge), which this overwrites."""
     pred = np.full(n, n, np.int64)
     tight = np.zeros(n, bool)  # the chain edge into the node attains D (chain[0] is False)
     c1 = np.add(c[1:], d[:-1], out=c[1:])  # (c is the caller's own, not needed after)
@@ -301,3 +308,37 @@ def has_cycle(pred: np.ndarray, d: np.ndarray) -> bool:
         p = p[p]
         steps *= 2
     return bool((p[z] != n).any())
+
+
+def _reaches_source(pred: np.ndarray) -> np.ndarray:
+    """Nodes whose predecessors lead to the source (``n``), by pointer doubling."""
+    n = pred.size
+    p = np.append(np.where((pred >= 0) & (pred <= n), pred, n), n)
+    for _ in range(max(1, int(n).bit_length())):
+        p = p[p]
+    return p[:n] == n
+
+
+def _unloop(n: int, d: np.ndarray, pred: np.ndarray, chain: np.ndarray, c: np.ndarray,
+            cu: np.ndarray, cv: np.ndarray, cl: np.ndarray) -> np.ndarray:
+    """The predecessors with their loops broken (the module docstring's last rule): level by
+    level from the nodes that reach the source, each node that does not takes the in-neighbour
+    attaining ``D`` among those already reached with the least (``D(u)``, index)."""
+    pred = pred.copy()
+    k = np.flatnonzero(chain[1:]) + 1  # chain edges k - 1 -> k
+    k = k[d[k - 1] + c[k] == d[k]]
+    t = np.flatnonzero(d[cu] + cl == d[cv])
+    tu = np.concatenate([k - 1, cu[t]])
+    tv = np.concatenate([k, cv[t]])
+    reached = _reaches_source(pred)
+    while not reached.all():
+        m = reached[tu] & ~reached[tv]
+        if not m.any():
+            break  # (cannot happen: every D is attained by some in-edge or the source)
+        u, v = tu[m], tv[m]
+        o = np.lexsort((u, d[u], v))
+        u, v = u[o], v[o]
+        first = np.r_[True, v[1:] != v[:-1]]
+        pred[v[first]] = u[first]
+        reached[v[first]] = True
+    return pred

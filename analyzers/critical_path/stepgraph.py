@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -195,13 +194,6 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     return out
 
 
-def cpsteps() -> ModuleType:
-    """The :mod:`cpsteps` module (compiled passes over groups of steps), imported on first use
-    (it imports numba)."""
-    from hermes.analyzers.critical_path import solve as mod
-    return mod
-
-
 def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
     """One graph for all steps: every event is cut at step borders and clipped to each step it
     overlaps; chains are per (step, lane) and cross edges stay within a step, so the steps are
@@ -215,13 +207,12 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     """:func:`build` on the events ``sel`` (indices into ``pre``, ascending). ``bounds``:
     (lo, hi, a, ws, we) when ``windows`` are the windows ``a..`` of the sorted windows
     starting at ``ws`` and ending at ``we`` and each event of ``pre`` overlaps the windows
-    ``lo..hi - 1`` of those (the cut is then one compiled pass on graphs of numba's size)."""
+    ``lo..hi - 1`` of those (the cut then uses them)."""
     # (dropped before the cut: the same pieces, fewer)
     sel = sel[pre.work[sel]].astype(np.int64, copy=False)
     if bounds is not None and bounds[0] is not None:  # (None: no windows)
         lo, hi, a, ws, we = bounds
-        cut = cpsteps().split if sel.size >= cpgraph.DAG_MIN_NODES else split_sel
-        s, e, win, src = cut(pre.ts, pre.te, sel, lo, hi, ws, we, a, a + len(windows))
+        s, e, win, src = split_sel(pre.ts, pre.te, sel, lo, hi, ws, we, a, a + len(windows))
     else:
         s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
         src = sel[src]
@@ -295,7 +286,7 @@ def kept_steps(ev: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame, pd.DataFr
 
 def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,
               ws: np.ndarray, we: np.ndarray, a: int, b: int) -> tuple[np.ndarray, ...]:
-    """``cpsteps.split`` in numpy (its contract: the pieces of ``steps.split_by_windows`` of
+    """The cut of the events at step borders (its contract: the pieces of ``steps.split_by_windows`` of
     the events ``sel`` on the windows ``a..b - 1`` of the sorted windows, from each event's
     first and end window ``lo``/``hi``, already searched): (start, end, window - a, event).
     Where no event spans two windows (the usual case), one piece per event, no repeat."""
@@ -365,14 +356,8 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     # nodes: start (is_start 1) and end (0) of every event, laid out [starts, ends]
     order = layout_order(s, e, lane)
     n_t = np.concatenate([s, e])
-    if order.size >= cpgraph.DAG_MIN_NODES:  # compiled (numba is imported at this size)
-        del n_t
-        t, ln, w, seg, start_node, end_node, first, prev_t = cpgraph.dagpath().nodes(
-            order, s, e, lane, kind == _KIND["sync"], host_ev, win, ws)
-        del order
-    else:
-        t, ln, w, seg, start_node, end_node, first, prev_t = _nodes(
-            order, n_t, lane, kind, host_ev, win, ws)
+    t, ln, w, seg, start_node, end_node, first, prev_t = _nodes(
+        order, n_t, lane, kind, host_ev, win, ws)
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
     cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
@@ -382,7 +367,7 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
 
 def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarray,
            host_ev: np.ndarray, win: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The node arrays in numpy (``dagpath.nodes``'s contract): t, lane, chain weight,
+    """The node arrays: t, lane, chain weight,
     attributed event, start and end node of each event, first-of-lane, previous time."""
     n_ev = order.size // 2
     t = n_t[order]

@@ -5,18 +5,15 @@ wait edge into it) and with no release of its own is at its predecessor's distan
 edge's lost time. So the distances are solved on the other nodes only -- the out-edges of a
 run's nodes leave from the run's first node, carrying the run's lost time so far -- and the
 folded nodes are filled in after: about 400k -> 67k nodes on a 200k-event rank. Lost times are
-integers, so every sum is exact and the distances are the same as on the whole graph. Graphs
-the DAG pass solves (``cpgraph.DAG_MIN_NODES``) and graphs with a node no release reaches are
-solved whole (``cpgraph._shortest``). The folding depends only on which edges and releases
-there are, so a :class:`Plan` serves every replay with the same ones.
+whole ns (fractional ones rounded, as :func:`hermes.analyzers.critical_path.graph.shortest`
+does), so every sum is exact and the distances are the same as on the whole graph. Graphs with
+a node no release reaches are solved whole (``cpgraph.shortest``). The folding depends only on
+which edges and releases there are, so a :class:`Plan` serves every replay with the same ones.
 
-The folded graph is still a lane graph (a kept node's chain predecessor is the kept node
-before it), so it is solved first by the critical path's numpy lane pass
-(``analyzers/lanepass.py``, distances only: no scipy import, ~30 ms at 67k nodes), and by
-scipy's Dijkstra only when the lane pass does not settle (paths that cross lanes more than
-``lanepass.MAX_ROUNDS`` times in a row) or the weights are not whole numbers. A replay's steps
-run in sequence (two rounds per step if solved at once): they are solved as parts
-(:class:`Parts`), every step at once. All are exact: the distances are the same.
+The folded graph is still a lane graph (a kept node's chain predecessor is the kept node before
+it), so it is solved by the critical path's solver (:mod:`hermes.analyzers.critical_path.lanes`,
+distances only). A replay's steps run in sequence: they are solved as parts (:class:`Parts`),
+every step at once. All are exact: the distances are the same.
 """
 
 from __future__ import annotations
@@ -49,10 +46,6 @@ class Plan:
     pairs: np.ndarray | None = None
     ku: np.ndarray | None = None
     kv: np.ndarray | None = None
-    #: the kept graph's CSR rows and columns, the virtual source's row last (as
-    #: ``cpgraph._dijkstra_csr`` lays them out): only the weights change between replays
-    indptr: np.ndarray | None = None
-    indices: np.ndarray | None = None
     #: per kept pair: a chain edge of the kept graph (``kv == ku + 1``), for the lane pass
     chain: np.ndarray | None = None
     #: the kept graph cut at its parts' entry nodes (:class:`Parts`; None: solved whole)
@@ -83,7 +76,7 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray,
     """The folding of the graph of edges ``u -> v`` (unique pairs) and releases ``start``
     (inf: none); ``part`` per node and ``cut``, each part's entry node: the graph's parts in
     sequence (:class:`Parts`; used when the edges keep to that shape)."""
-    if n >= cpgraph.DAG_MIN_NODES or u.size == 0:
+    if u.size == 0:
         return Plan(n, True)
     chain = v == u + 1
     indeg = np.bincount(v, minlength=n)
@@ -107,14 +100,7 @@ def plan(n: int, u: np.ndarray, v: np.ndarray, start: np.ndarray,
     pairs = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else \
         np.empty(0, np.int64)
     ku, kv = ku[order][pairs], kv[order][pairs]
-    idx = np.int32 if nk + 1 + kv.size < 2**31 - 1 else np.int64
-    indptr = np.empty(nk + 2, idx)
-    indptr[0] = 0
-    np.cumsum(np.bincount(ku, minlength=nk), out=indptr[1:nk + 1])
-    indptr[nk + 1] = indptr[nk] + nk
-    indices = np.concatenate([kv.astype(idx), np.arange(nk, dtype=idx)])
-    p = Plan(n, False, root, kept, new, into, m, order, pairs, ku, kv, indptr, indices,
-             kv == ku + 1)
+    p = Plan(n, False, root, kept, new, into, m, order, pairs, ku, kv, kv == ku + 1)
     if part is not None and cut is not None:
         p.parts = _parts(p, part[kept], new[cut], kept[cut])
     return p
@@ -147,7 +133,7 @@ def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.nda
     """Shortest distances (ns) of the graph ``p`` was made for, under lost times ``lost``
     (per edge) and releases ``start`` (finite where ``p``'s were)."""
     if p.whole:
-        return cpgraph._shortest(p.n, u, v, lost, start)[0]
+        return cpgraph.shortest(p.n, u, v, lost, start, preds=False)[0]
     assert p.root is not None and p.kept is not None and p.new is not None
     step = np.zeros(p.n, np.int64)
     step[v[p.into]] = lost[p.into]
@@ -157,42 +143,40 @@ def solve(p: Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.nda
     least = np.minimum.reduceat(kl[p.order], p.pairs) if p.pairs.size else kl
     d = _kept(p, least, start[p.kept])
     if d is None:  # (unreached: as the whole graph gives it)
-        return cpgraph._shortest(p.n, u, v, lost, start)[0]
+        return cpgraph.shortest(p.n, u, v, lost, start, preds=False)[0]
     return d[p.new[p.root]] + off
 
 
 def _kept(p: Plan, least: np.ndarray, start: np.ndarray) -> np.ndarray | None:
     """Distances (int64) of the kept graph under per pair lost times ``least`` and releases
-    ``start`` (inf: none): the lane pass, else Dijkstra; None when a node is unreached."""
+    ``start`` (inf: none): by parts where the plan has them, else one lane pass; None when a
+    node is unreached."""
     assert p.ku is not None and p.kv is not None and p.chain is not None
     nk = start.size
-    ints = cpgraph._int_start(start, least)
-    if ints is not None and p.parts is not None:
-        d = _by_parts(p.parts, p.ku, p.kv, ints[2], ints[0])
+    s, big, lost = cpgraph.int_weights(start, least)
+    if p.parts is not None:
+        d = _by_parts(p.parts, p.ku, p.kv, lost, s)
         if d is not None:
             return None if bool((d >= cpgraph.UNREACHED).any()) else d
-    if ints is not None:
-        s, big, lost = ints
-        ch = p.chain
-        chain = np.zeros(nk, bool)
-        chain[p.kv[ch]] = True
-        clost = np.zeros(nk, np.int64)
-        clost[p.kv[ch]] = lost[ch]
-        x = ~ch
-        got = lanepass.shortest(nk, chain, clost, p.ku[x], p.kv[x], lost[x], s, preds=False,
-                                inf=big)
-        if got is not None:
-            d = got[0]
-            return None if big is not None and bool((d >= big).any()) else d
-    d = _dijkstra(p, np.concatenate([least.astype(np.float64), start]))
-    return np.rint(d).astype(np.int64) if np.isfinite(d).all() else None
+    ch = p.chain
+    chain = np.zeros(nk, bool)
+    chain[p.kv[ch]] = True
+    clost = np.zeros(nk, np.int64)
+    clost[p.kv[ch]] = lost[ch]
+    x = ~ch
+    got = lanepass.shortest(nk, chain, clost, p.ku[x], p.kv[x], lost[x], s, preds=False,
+                            inf=big)
+    if got is None:
+        raise OverflowError("replay distances do not fit int64 ns")
+    d = got[0]
+    return None if big is not None and bool((d >= big).any()) else d
 
 
 def _by_parts(pt: Parts, ku: np.ndarray, kv: np.ndarray, lost: np.ndarray, start: np.ndarray
               ) -> np.ndarray | None:
     """Distances of a kept graph of parts (:class:`Parts`) under per pair ``lost`` and
     releases ``start`` (int64, :data:`cpgraph.UNREACHED`: none); reaching
-    ``cpgraph.UNREACHED``: unreached. None when a lane pass does not settle."""
+    ``cpgraph.UNREACHED``: unreached. None when the sums could overflow int64."""
     big = cpgraph.UNREACHED
     nk = start.size
     clost = np.zeros(nk, np.int64)
@@ -233,24 +217,9 @@ def _by_parts(pt: Parts, ku: np.ndarray, kv: np.ndarray, lost: np.ndarray, start
     return np.minimum(np.minimum(a, ent[pt.part] + b), big)
 
 
-def _dijkstra(p: Plan, data: np.ndarray) -> np.ndarray:
-    """Distances of the kept graph with edge weights ``data`` (its edges', then the virtual
-    source's to every node): ``cpgraph._dijkstra_csr``'s matrix and call, less the
-    predecessors (not needed here; the distances do not depend on them)."""
-    import scipy.sparse as sp  # (imported on use, as cpgraph does)
-    from scipy.sparse.csgraph import dijkstra
-
-    assert p.indptr is not None
-    nk = p.indptr.size - 2
-    mat = sp.csr_matrix((data, p.indices, p.indptr), shape=(nk + 1, nk + 1))
-    mat.has_sorted_indices = True
-    mat.has_canonical_format = True
-    return dijkstra(mat, directed=True, indices=nk, return_predecessors=False)[:nk]
-
-
 def shortest(n: int, u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray,
              part: np.ndarray | None = None, cut: np.ndarray | None = None) -> np.ndarray:
-    """``cpgraph._shortest``'s distances of one graph (:func:`plan` then :func:`solve`;
+    """``cpgraph.shortest``'s distances of one graph (:func:`plan` then :func:`solve`;
     ``part``, ``cut``: as :func:`plan` takes them)."""
     return solve(plan(n, u, v, start, part, cut), u, v, lost, start)
 
@@ -311,7 +280,7 @@ def raw_plan(n: int, ru: np.ndarray, rv: np.ndarray, use: np.ndarray, start: np.
     every = bool(use.all())  # (every edge counts: no index of them, no gathers)
     idx = None if every else np.flatnonzero(use)
     rp = RawPlan(Plan(n, True), idx, ru=ru, rv=rv)
-    if n >= cpgraph.DAG_MIN_NODES or (ru.size if idx is None else idx.size) == 0:
+    if (ru.size if idx is None else idx.size) == 0:
         return rp
     u, v = (ru, rv) if idx is None else (ru[idx], rv[idx])
     p = rp.plan = plan(n, u, v, start, part, cut)
@@ -331,7 +300,7 @@ def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray,
     p = rp.plan
     if p.whole or rp.into is None or rp.kept is None or rp.kept_starts is None:
         _, _, pu, pv = rp.pairs()
-        d = cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
+        d = cpgraph.shortest(p.n, pu, pv, rp.least(lost), start, preds=False)[0]
         return d if at is None else d[at]
     assert p.root is not None and p.kept is not None and p.new is not None
     step = np.zeros(p.n, np.int64)
@@ -344,7 +313,7 @@ def raw_solve(rp: RawPlan, ru: np.ndarray, lost: np.ndarray, start: np.ndarray,
     d = _kept(p, least, start[p.kept])
     if d is None:  # (unreached: as the whole graph gives it)
         _, _, pu, pv = rp.pairs()
-        d = cpgraph._shortest(p.n, pu, pv, rp.least(lost), start)[0]
+        d = cpgraph.shortest(p.n, pu, pv, rp.least(lost), start, preds=False)[0]
         return d if at is None else d[at]
     if at is None:
         return d[p.new[p.root]] + (cum - cum[p.root])

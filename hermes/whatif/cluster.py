@@ -14,8 +14,8 @@ Matching: by ``(coll_group, coll_seq)`` where the trace records them (Kineto
 ``record_param_comms`` args, Hermes ``args``), else by the order of the collectives of the same
 name and group within the same step number. Point-to-point transfers are left alone (they pair
 two ranks, not a group). Times across ranks are compared on one clock (``meta.clock_offsets_ns``
-added). All ranks' graphs and the virtual nodes are one shortest-path problem: one call of the
-compiled Dijkstra, as a single rank's replay (``replay``).
+added). All ranks' graphs and the virtual nodes are one shortest-path problem, solved by the
+critical path's solver (``cpgraph.shortest``) as a single rank's replay is (``replay``).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
         vs += [xid[cl.in_x], cl.out_v]
         losts += [cl.xt[cl.in_x] - t[cl.in_u], cl.out_w - out_w]
         # a rendezvous starts only when its participants arrive (no release of its own)
-        starts.append(np.full(m, 1e30))
+        starts.append(np.full(m, np.inf))
     u, v, lost = np.concatenate(us), np.concatenate(vs), np.concatenate(losts)
     n = cl.n + m
     if solo:  # (an arrival -> end edge may repeat a chain edge: pairs unique, least lost kept)

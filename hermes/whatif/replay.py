@@ -11,7 +11,7 @@ waits. A node's replayed time is the longest-start recurrence
 (``w' <= t[v] - t[u]``), so with the measured times as potentials the *lost* time
 ``(t[v] - t[u]) - w'`` is non-negative and ``R(v) = t[v] - D(v)``, ``D`` a shortest-path distance
 from a virtual source (edge weight ``t[v] - release(v)``), solved on the graph with its plain
-chain runs folded (:mod:`.chains`: the numpy lane pass, step by step, else scipy's Dijkstra) --
+chain runs folded (:mod:`.chains`: the critical path's lane solver, step by step) --
 the same trick as the critical path (``cpgraph``), no per-event Python loop.
 
 **Weights for a replay.** The critical path zeroes gaps that are no work for *its* question

@@ -246,27 +246,6 @@ def test_traced_stream_wait_event_links_the_recording_stream_to_the_waiting_one(
     assert res.metrics["components_pct"]["host"] == pytest.approx(80.0, abs=0.01)
 
 
-@pytest.mark.parametrize("name", ["gpt_balanced", "two_stream_prefetch"])
-def test_dag_pass_gives_dijkstras_answer_on_real_traces(shared_traces, tmp_path, monkeypatch,
-                                                        name):
-    # the same analysis with every graph through the DAG pass and every graph through Dijkstra
-    import hermes
-    from hermes.collectors import importers
-
-    out = tmp_path / "t.parquet"
-    importers.get("kineto").run([shared_traces / "kineto-h100" / f"{name}.pt.trace.json.gz"],
-                                out, {})
-    tr = hermes.load(out)
-    res = {}
-    for label, least in (("dag", 0), ("dijkstra", 1 << 62)):
-        monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", least)
-        res[label] = analyze(RankContext(rank=0, events=tr.events, meta=tr.meta))
-    assert res["dag"].metrics == res["dijkstra"].metrics
-    assert res["dag"].metrics["length_pct"] > 0
-    for t in ("top_ops", "ops", "per_step"):
-        pd.testing.assert_frame_equal(res["dag"].tables[t], res["dijkstra"].tables[t])
-
-
 def _sync_frame(**change):
     df = pd.DataFrame(events(*SYNC))
     for c in ("corr_id", "stream"):

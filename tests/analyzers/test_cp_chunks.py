@@ -1,7 +1,7 @@
-"""The critical path's grouping of steps (``critical_path.CHUNK_EVENTS``) and its compiled cut
-at step borders (``cpsteps.members``, ``cpsteps.split``): by hand, and the whole analysis in
-groups of a few events equal to the analysis in one group, on random traces whose events cross
-step borders."""
+"""The critical path's grouping of steps (``critical_path.CHUNK_EVENTS``) and its cut at step
+borders (``critical_path.group_members``, ``stepgraph.split_sel``): by hand, and the whole
+analysis in groups of a few events equal to the analysis in one group, on random traces whose
+events cross step borders."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ import pytest
 
 from hermes.analyzers.common.steps import split_by_windows
 from hermes.analyzers.critical_path import analysis as critical_path
-from hermes.analyzers.critical_path import graph as cpgraph
-from hermes.analyzers.critical_path import solve as cpsteps
 from hermes.analyzers.critical_path import stepgraph
 from hermes.analyzers.engine.base import RankContext
 from hermes.trace.meta import TraceMeta
@@ -27,7 +25,7 @@ def test_members_by_hand():
     # event 2 in none, event 3 in windows 0..3 (every group), event 4 in window 3
     lo = np.array([1, 1, 2, 0, 3], np.int32)
     hi = np.array([2, 3, 2, 4, 4], np.int32)
-    ptr, ev_ = cpsteps.members(lo, hi, np.array([0, 0, 1, 2]))
+    ptr, ev_ = critical_path.group_members(lo, hi, np.array([0, 0, 1, 2]))
     groups = [ev_[ptr[c]:ptr[c + 1]].tolist() for c in range(3)]
     assert groups == [[0, 1, 3], [1, 3], [3, 4]]
 
@@ -39,11 +37,11 @@ def test_split_by_hand_is_split_by_windows():
     ts, te = np.array([5, 12, 20, 28]), np.array([12, 27, 24, 40])
     lo = np.searchsorted(we, ts, side="right").astype(np.int32)
     hi = np.searchsorted(ws, te, side="left").astype(np.int32)
-    s, e, win, src = cpsteps.split(ts, te, np.arange(4), lo, hi, ws, we, 0, 3)
+    s, e, win, src = stepgraph.split_sel(ts, te, np.arange(4), lo, hi, ws, we, 0, 3)
     assert list(zip(s.tolist(), e.tolist(), win.tolist(), src.tolist(), strict=True)) == [
         (5, 10, 0, 0), (10, 12, 1, 0), (12, 20, 1, 1), (25, 27, 2, 1), (28, 30, 2, 3)]
     # only windows 1..2 (a group): window indices relative to the group's first
-    s, e, win, src = cpsteps.split(ts, te, np.array([0, 1, 3]), lo, hi, ws, we, 1, 3)
+    s, e, win, src = stepgraph.split_sel(ts, te, np.array([0, 1, 3]), lo, hi, ws, we, 1, 3)
     assert win.tolist() == [0, 0, 1, 1] and src.tolist() == [0, 1, 1, 3]
     rng = np.random.default_rng(3)
     for _ in range(50):
@@ -52,12 +50,11 @@ def test_split_by_hand_is_split_by_windows():
         sel = np.flatnonzero(rng.random(30) < 0.7)
         lo = np.searchsorted(we, ts, side="right").astype(np.int32)
         hi = np.searchsorted(ws, te, side="left").astype(np.int32)
-        got = cpsteps.split(ts, te, sel, lo, hi, ws, we, 0, 3)
+        got = stepgraph.split_sel(ts, te, sel, lo, hi, ws, we, 0, 3)
         w = pd.DataFrame({"start_ns": ws, "end_ns": we})
         ref = split_by_windows(ts[sel], te[sel], w)
         ref = (*ref[:3], sel[ref[3]])
         assert [a.tolist() for a in got] == [a.tolist() for a in ref]
-        # the numpy cut (stepgraph.split_sel, graphs under DAG_MIN_NODES): the same pieces,
         # the same dtypes (the kept graphs' digest reads them), on all windows and on 1..2
         for a, b in ((0, 3), (1, 3)):
             np_ = stepgraph.split_sel(ts, te, sel, lo, hi, ws, we, a, b)
@@ -73,7 +70,7 @@ def test_split_by_hand_is_split_by_windows():
         (1, 9, 0, 0), (12, 18, 1, 1), (26, 29, 2, 2)]
 
 
-def _trace(rng: np.random.Generator, steps: int) -> pd.DataFrame:
+def random_trace(rng: np.random.Generator, steps: int) -> pd.DataFrame:
     """Steps of 100 ns; host ops, launches and their kernels on two streams, syncs; some
     events reach across step borders."""
     rows = [ev("step", f"ProfilerStep#{i}", 100 * i, 100) for i in range(steps)]
@@ -112,27 +109,26 @@ def _analyze(df: pd.DataFrame):
 @pytest.mark.parametrize("seed", range(6))
 def test_groups_of_steps_give_the_one_graph_answer(monkeypatch, seed):
     rng = np.random.default_rng(seed)
-    df = _trace(rng, int(rng.integers(3, 9)))
+    df = random_trace(rng, int(rng.integers(3, 9)))
     # names as a loaded trace has them (categorical, with a category no event has, in no
-    # sorted order): the compiled reduction (critical_path._grouped) then replaces the groupby
+    # sorted order)
     names = sorted(set(df["name"])) + ["unused"]
     df["name"] = pd.Categorical(df["name"], categories=names[::-1])
-    one = _analyze(df)  # one group, numpy passes (graphs under DAG_MIN_NODES), pandas groupby
+    one = _analyze(df)  # one group
     assert one.tables["ops"]["median_slack_ns"].to_numpy().round().tolist() != \
         one.tables["ops"]["median_slack_ns"].to_numpy().tolist() or seed != 0  # (even counts)
     monkeypatch.setattr(critical_path, "CHUNK_EVENTS", int(rng.integers(1, 12)))
-    monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 0)  # every cut and pass compiled
     monkeypatch.setattr(critical_path, "THREADS", 1)
     many = _analyze(df)
     # groups built and solved on two threads, results taken in order: the same answer
     monkeypatch.setattr(critical_path, "THREADS", 2)
-    ran, build = set(), critical_path._build
+    ran, build = set(), stepgraph.build_sel
 
     def on_thread(*a, **k):
         ran.add(threading.current_thread().name.split("_")[0])
         return build(*a, **k)
 
-    monkeypatch.setattr(critical_path, "_build", on_thread)
+    monkeypatch.setattr(stepgraph, "build_sel", on_thread)
     threaded = _analyze(df)
     assert ran == {"hermes-cp"}
     assert one.metrics == many.metrics == threaded.metrics
@@ -196,52 +192,3 @@ def test_serial_starts_is_the_lexsort_rule_on_random_lanes():
         assert got.tolist() == ref.tolist()
         moved += int((got != ts).sum())
     assert moved > 0
-
-
-def test_compiled_reading_ends_the_path_on_the_training_side(monkeypatch):
-    # test_analysis_critical_path's loader case, through the compiled passes: the loader's
-    # prefetch [45,100) ends last, yet the path ends on the training thread: process 40 ->
-    # data wait end (0) -> forward 10 = 50
-    monkeypatch.setattr(cpgraph, "DAG_MIN_NODES", 0)
-    df = frame(ev("step", "ProfilerStep#1", 0, 100),
-               ev("data_process", "process batch", 0, 40, lane="loader 0", lane_kind="loader"),
-               ev("data_process", "process batch", 45, 55, lane="loader 0", lane_kind="loader"),
-               ev("data_wait", "next(loader)", 10, 35), ev("host_op", "forward", 45, 10))
-    df["name"] = df["name"].astype("category")
-    res = _analyze(df)
-    assert res.tables["per_step"]["length_ns"].tolist() == [50]
-    ops = res.tables["ops"].set_index("name")["cp_time_ns"]
-    assert ops.to_dict() == {"process batch": 40, "forward": 10, "next(loader)": 0}
-
-
-def test_compiled_passes_run_where_no_cache_can_be_written():
-    # a read-only install with no writable cache directory: numba refuses cache=True (no cache
-    # locator); the passes are then compiled in the process and still give their answers
-    import subprocess
-    import sys
-
-    code = ("import numba.core.caching as c, numpy as np\n"
-            "c.CacheImpl._locator_classes = []\n"
-            "from hermes.analyzers.critical_path import dagpath, solve as cpsteps\n"
-            "ip, ind = np.array([0, 1, 1]), np.array([1])\n"
-            "print(dagpath.order(2, ip, ind).tolist(), cpsteps.members(\n"
-            "    np.array([0, 1], np.int32), np.array([2, 2], np.int32), np.array([0, 1]))[1]"
-            ".tolist())\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-500:]
-    assert r.stdout.split("\n")[0] == "[0, 1] [0, 0, 1]"  # (groups [0] and [0, 1])
-
-
-def test_bounds_are_searchsorted():
-    # windows [0,10) [10,20) [25,30) [30,30) (empty) [30,40); events in time order and not
-    ws, we = np.array([0, 10, 25, 30, 30]), np.array([10, 20, 30, 30, 40])
-    rng = np.random.default_rng(11)
-    for shuffled in (False, True):
-        ts = np.sort(rng.integers(-5, 45, size=400))
-        if shuffled:
-            rng.shuffle(ts)
-        te = ts + rng.integers(0, 12, size=ts.size)
-        lo, hi = cpsteps.bounds(ts, te, ws, we, np.int32)
-        assert lo.dtype == np.int32
-        assert lo.tolist() == np.searchsorted(we, ts, side="right").tolist()
-        assert hi.tolist() == np.searchsorted(ws, te, side="left").tolist()

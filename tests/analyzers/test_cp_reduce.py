@@ -1,6 +1,6 @@
-"""The critical path's tables reduced in numpy on category codes (``critical_path._reduced``,
-``_medians``, ``_sums``) equal their definition, pandas' groupby of the per-event-copy table
-(``critical_path._groupby_ops``) and ``np.add.at``: on random traces (names categorical, with
+"""The critical path's tables reduced in numpy on category codes (``critical_path.reduce_copies``,
+``group_medians``, ``group_sums``) equal their definition, pandas' groupby of the per-event-copy
+table and ``np.add.at`` (written here): on random traces (names categorical, with
 unused categories, events with no name, many categories), and on values that take the
 fallbacks (slacks too large for the one-key sort, sums too large for float64)."""
 
@@ -12,21 +12,29 @@ import pytest
 
 from hermes.analyzers.common.steps import step_windows
 from hermes.analyzers.critical_path import analysis as critical_path
-from tests.analyzers.test_cp_chunks import _trace
+from tests.analyzers.test_cp_chunks import random_trace
 
 
 def _reference(df: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    _, _, info = critical_path.paths(df, windows)
+    _, _, pre, c, cats = critical_path.copies(df, windows)
+    info = pd.DataFrame({
+        "name": pre.name.take(c["src"].astype(np.intp)),
+        **{k: pd.Categorical.from_codes(c[k], categories=cats[k]) for k in ("kind", "component")},
+        "dur_ns": c["dur_ns"], "win": c["win"].astype(np.int64), "cp_ns": c["cp_ns"],
+        "slack_ns": c["slack_ns"]})
     by = np.zeros((len(windows), len(critical_path.COMPONENTS)), np.int64)
     np.add.at(by, (info["win"].to_numpy(np.int64), info["component"].cat.codes.to_numpy()),
               info["cp_ns"].to_numpy(np.int64))
-    return by, critical_path._groupby_ops(info)
+    ops = info.groupby(["name", "kind"], as_index=False, observed=True).agg(
+        count=("cp_ns", "size"), dur_ns=("dur_ns", "sum"), cp_time_ns=("cp_ns", "sum"),
+        min_slack_ns=("slack_ns", "min"), median_slack_ns=("slack_ns", "median"))
+    return by, ops
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_reduced_is_the_groupby_of_the_table(seed):
     rng = np.random.default_rng(seed)
-    df = _trace(rng, int(rng.integers(3, 9)))
+    df = random_trace(rng, int(rng.integers(3, 9)))
     names = sorted(set(df["name"])) + ["unused"]
     if seed % 2:  # many categories: only the keys present get a slot
         names += [f"x{i}" for i in range(20_000)]
@@ -34,8 +42,8 @@ def test_reduced_is_the_groupby_of_the_table(seed):
     if seed % 4 == 3:  # some events have no name: in no group
         df.loc[rng.random(len(df)) < 0.3, "name"] = np.nan
     windows = step_windows(df)
-    _, _, pre, c, _ = critical_path._copies(df, windows)
-    by, ops = critical_path._reduced(pre, c, len(windows))
+    _, _, pre, c, _ = critical_path.copies(df, windows)
+    by, ops = critical_path.reduce_copies(pre, c, len(windows))
     ref_by, ref_ops = _reference(df, windows)
     assert len(ops) > 1 and by.sum() > 0
     np.testing.assert_array_equal(by, ref_by)
@@ -56,8 +64,8 @@ def test_medians_and_sums_are_pandas(big):
     ref = df.groupby("k")["s"].agg(["median", "sum"])
     cnt = np.bincount(key, minlength=nkeys)
     present = np.flatnonzero(cnt)
-    med = critical_path._medians(key, slack, nkeys, cnt[present])
+    med = critical_path.group_medians(key, slack, nkeys, cnt[present])
     assert big or (med != np.round(med)).any()  # even counts: means of two middle values
     np.testing.assert_array_equal(med, ref["median"].to_numpy())
-    np.testing.assert_array_equal(critical_path._sums(key, slack, nkeys)[present],
+    np.testing.assert_array_equal(critical_path.group_sums(key, slack, nkeys)[present],
                                   ref["sum"].to_numpy())

@@ -7,6 +7,7 @@ import pytest
 
 from hermes.analyzers.critical_path import graph as cpgraph
 from hermes.whatif import chains
+from tests.analyzers.test_cpgraph import oracle_distances
 
 
 def _graph(rows: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,7 +63,7 @@ def test_random_graphs_give_the_whole_graphs_distances() -> None:
     rng = np.random.default_rng(7)
     for _ in range(20):
         u, v, lost, start = _random_dag(rng, 3000, 400)
-        whole = cpgraph._shortest(3000, u, v, lost, start)[0]
+        whole = cpgraph.shortest(3000, u, v, lost, start)[0]
         p = chains.plan(3000, u, v, start)
         assert not p.kept.all()  # something was folded
         np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), whole)
@@ -70,14 +71,14 @@ def test_random_graphs_give_the_whole_graphs_distances() -> None:
         lost2 = rng.integers(0, 1000, u.size)
         start2 = np.where(np.isinf(start), np.inf, start + rng.integers(0, 100, start.size))
         np.testing.assert_array_equal(chains.solve(p, u, v, lost2, start2),
-                                      cpgraph._shortest(3000, u, v, lost2, start2)[0])
+                                      cpgraph.shortest(3000, u, v, lost2, start2)[0])
 
 
 def test_an_unreached_node_reads_as_on_the_whole_graph() -> None:
     u, v, lost = _graph([(0, 1, 1), (2, 3, 1), (3, 4, 2)])
     start = np.array([0.0, np.inf, np.inf, np.inf, np.inf])  # 2, 3, 4: nothing reaches them
     with np.errstate(invalid="ignore"):
-        whole = cpgraph._shortest(5, u, v, lost, start)[0]
+        whole = cpgraph.shortest(5, u, v, lost, start)[0]
         got = chains.shortest(5, u, v, lost, start)
     np.testing.assert_array_equal(got, whole)
     assert got[:2].tolist() == [0, 1]
@@ -102,7 +103,7 @@ def test_raw_edges_with_repeated_pairs_and_left_out_edges(left_out) -> None:
         one = np.r_[True, key[o][1:] != key[o][:-1]]
         pu, pv, pl = ru[use][o][one], rv[use][o][one], rlost[use][o][one]
         with np.errstate(invalid="ignore"):
-            whole = cpgraph._shortest(2000, pu, pv, pl, start)[0]
+            whole = cpgraph.shortest(2000, pu, pv, pl, start)[0]
             got = chains.raw_solve(p, ru, rlost, start)
         np.testing.assert_array_equal(got, whole)
         _, _, qu, qv = p.pairs()
@@ -116,51 +117,33 @@ def test_raw_edges_with_repeated_pairs_and_left_out_edges(left_out) -> None:
         pl2 = rlost2[use][cpgraph.sort_by_key(key, rlost2[use])][one]
         with np.errstate(invalid="ignore"):
             np.testing.assert_array_equal(chains.raw_solve(p, ru, rlost2, start),
-                                          cpgraph._shortest(2000, pu, pv, pl2, start)[0])
+                                          cpgraph.shortest(2000, pu, pv, pl2, start)[0])
 
 
-def _dijkstra_distances(p: chains.Plan, u: np.ndarray, v: np.ndarray, lost: np.ndarray,
-                        start: np.ndarray) -> np.ndarray:
-    """The folded graph solved by scipy's Dijkstra alone (what ``solve`` did before the lane
-    pass), unfolded as ``solve`` does."""
-    step = np.zeros(p.n, np.int64)
-    step[v[p.into]] = lost[p.into]
-    cum = np.cumsum(step)
-    off = cum - cum[p.root]
-    kl = lost[p.m] + off[u[p.m]]
-    least = np.minimum.reduceat(kl[p.order], p.pairs)
-    d = chains._dijkstra(p, np.concatenate([least.astype(np.float64), start[p.kept]]))
-    return np.rint(d).astype(np.int64)[p.new[p.root]] + off
+def oracle(u: np.ndarray, v: np.ndarray, lost: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The whole (unfolded) graph solved by scipy's Dijkstra (``test_cpgraph``'s oracle)."""
+    d = oracle_distances(start.size, u, v, lost, start)
+    return np.where(np.isfinite(d), d, np.iinfo(np.int64).min).astype(np.int64)
 
 
-def test_the_lane_pass_solves_the_folded_graph_as_dijkstra(monkeypatch) -> None:
+def test_the_folded_graph_gives_the_whole_graphs_distances() -> None:
     rng = np.random.default_rng(3)
-    calls = []
-    real = chains._dijkstra
-    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
     for _ in range(10):
         u, v, lost, start = _random_dag(rng, 3000, 400)
         p = chains.plan(3000, u, v, start)
-        want = _dijkstra_distances(p, u, v, lost, start)
-        calls.clear()
-        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
-        assert calls == []  # the lane pass settled: no Dijkstra (no scipy import)
+        assert not p.whole
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start),
+                                      oracle(u, v, lost, start))
 
 
-def test_dijkstra_takes_over_when_the_lane_pass_does_not_settle(monkeypatch) -> None:
+def test_the_numpy_rounds_give_the_same_folded_distances(monkeypatch) -> None:
     from hermes.analyzers.critical_path import lanes as lanepass
 
     rng = np.random.default_rng(5)
     u, v, lost, start = _random_dag(rng, 3000, 400)
     p = chains.plan(3000, u, v, start)
-    want = _dijkstra_distances(p, u, v, lost, start)
-    calls = []
-    real = chains._dijkstra
-    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
     monkeypatch.setattr(lanepass, "_lanes", None)  # the numpy rounds (the compiled pass has none)
-    monkeypatch.setattr(lanepass, "MAX_ROUNDS", 0)  # gives up at once
-    np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
-    assert calls == [1]
+    np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), oracle(u, v, lost, start))
 
 
 def _steps_graph(rng: np.random.Generator, steps: int, per: int
@@ -195,21 +178,16 @@ def _steps_graph(rng: np.random.Generator, steps: int, per: int
     return u, v, rng.integers(0, 1000, u.size), start, part, steps * per + np.arange(steps)
 
 
-def test_steps_in_sequence_are_solved_part_by_part_as_dijkstra(monkeypatch) -> None:
-    # many steps in a row: the lane pass on the whole would need two rounds per step (it
-    # gives up after lanepass.MAX_ROUNDS); by parts it takes one step's rounds
+def test_steps_in_sequence_are_solved_part_by_part() -> None:
+    # many steps in a row: the numpy rounds on the whole would need two rounds per step; by
+    # parts they take one step's rounds -- the same distances
     rng = np.random.default_rng(13)
-    calls = []
-    real = chains._dijkstra
-    monkeypatch.setattr(chains, "_dijkstra", lambda p, data: calls.append(1) or real(p, data))
 
-    def by_parts(u, v, lost, start, part, cut):  # solved by parts, as Dijkstra, no Dijkstra
+    def by_parts(u, v, lost, start, part, cut):
         p = chains.plan(start.size, u, v, start, part, cut)
         assert p.parts is not None
-        want = _dijkstra_distances(p, u, v, lost, start)
-        calls.clear()
-        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start), want)
-        assert calls == []
+        np.testing.assert_array_equal(chains.solve(p, u, v, lost, start),
+                                      oracle(u, v, lost, start))
         return p
 
     for steps in (2, 5, 60):
@@ -217,7 +195,7 @@ def test_steps_in_sequence_are_solved_part_by_part_as_dijkstra(monkeypatch) -> N
         p = by_parts(u, v, lost, start, part, cut)
         lost2 = rng.integers(0, 1000, u.size)
         np.testing.assert_array_equal(chains.solve(p, u, v, lost2, start),
-                                      _dijkstra_distances(p, u, v, lost2, start))
+                                      oracle(u, v, lost2, start))
         # the first entry released alone (no own clocks: the releases-only pass is skipped)
         first = np.full(start.size, np.inf)
         first[cut[0]] = 0.0
@@ -234,4 +212,4 @@ def test_an_edge_across_parts_solves_the_graph_whole() -> None:
     p = chains.plan(start.size, u, v, start, part, cut)
     assert p.parts is None
     np.testing.assert_array_equal(chains.solve(p, u, v, lost, start),
-                                  _dijkstra_distances(p, u, v, lost, start))
+                                  oracle(u, v, lost, start))
