@@ -35,9 +35,9 @@ import pyarrow as pa
 from hermes.collectors.importers.nsys.context import Context, correlation_keys
 from hermes.collectors.importers.nsys.events import (
     LK,
+    K,
     Lanes,
     U,
-    K,
     batch,
     col,
     dict_of,

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from hermes.collectors.importers.nsys.context import Context, correlation_keys
-from hermes.collectors.importers.nsys.events import LK, Lanes, K, batch, col, dict_of, texts
+from hermes.collectors.importers.nsys.events import LK, K, Lanes, batch, col, dict_of, texts
 from hermes.collectors.importers.nsys.gpu import json_printf
 from hermes.collectors.importers.nsys.sql import Export
 
