@@ -58,7 +58,7 @@ def components(events: pd.DataFrame) -> dict[str, iv.Union]:
     kind, lane_kind = events["kind"], events["lane_kind"]
     isin = hta_compat.isin
     device = ~isin(lane_kind, HOST_LANES)
-    nccl = hta_compat._match(events["name"], hta_compat.NCCL_KERNEL_RE) & isin(kind, ("kernel",))
+    nccl = hta_compat.match_names(events["name"], hta_compat.NCCL_KERNEL_RE) & isin(kind, ("kernel",))
     # collectives run by the host (Gloo, MPI: a host-lane collective) are communication too: the
     # step waits on them as it waits on a device collective, and they are not dispatch work
     host_comm = isin(lane_kind, ("host",)) & isin(kind, COMM_KINDS)

@@ -194,3 +194,109 @@ def test_modules_and_functions_are_small_or_say_why(name):
         assert REASON in "\n".join(lines[:30]), \
             f"{f} has {len(lines)} lines: split it or say why at its top ({REASON} ...)"
     assert _long_functions(ast.parse(text), lines) == []
+
+
+# ------------------------------------------------------------------ analyses keep to their rooms
+#: Folders of ``hermes.analyzers`` that are not analyses: the engine (how analyses run) and the
+#: shared frame helpers. Every other top-level module or folder there is one analysis (family).
+NOT_ANALYSES = ("engine", "common")
+
+
+def analysis_of(module: str) -> str | None:
+    """The analysis (family) a module of ``hermes.analyzers`` belongs to; None for the engine,
+    the shared helpers, the package itself and any module outside it."""
+    if not module.startswith("hermes.analyzers."):
+        return None
+    top = module.split(".")[2]
+    return None if top in NOT_ANALYSES else top
+
+
+def cross_analysis_imports(g: dict[str, set[str]]) -> list[str]:
+    """Imports from one analysis into another, and from the engine or the shared helpers into
+    any analysis: what one analysis needs of another comes through its declared ``needs``."""
+    bad = []
+    for a, bs in g.items():
+        fa = analysis_of(a)
+        inside = a.startswith("hermes.analyzers.")
+        for b in bs:
+            fb = analysis_of(b)
+            if fb is not None and inside and fa != fb:
+                bad.append(f"{a} -> {b}")
+    return sorted(bad)
+
+
+def test_no_analysis_imports_another():
+    assert cross_analysis_imports(graph()) == []
+
+
+def test_the_room_check_catches_a_cross_import():
+    g = {"hermes.analyzers.cpu": {"hermes.analyzers.critical_path.analysis",
+                                  "hermes.analyzers.common.names"},
+         "hermes.analyzers.common.spans": {"hermes.analyzers.io"},
+         "hermes.analyzers.computation.roofline": {"hermes.analyzers.computation.opvec"},
+         "hermes.whatif.replay": {"hermes.analyzers.critical_path.graph"}}
+    assert cross_analysis_imports(g) == [
+        "hermes.analyzers.common.spans -> hermes.analyzers.io",
+        "hermes.analyzers.cpu -> hermes.analyzers.critical_path.analysis"]
+
+
+# ------------------------------------------------------------------ no private coupling
+def private_uses(name: str, tree: ast.Module, mods: set[str]) -> list[str]:
+    """Uses of another module's ``_private`` names in module ``name``: ``from M import _x``
+    and ``alias._x`` where ``alias`` is an imported module. Modules themselves may be
+    imported by any name (``_launch``, the console script's; a compiled ``_lanes``): what a
+    module keeps private are the names inside it."""
+    pkg = name.rpartition(".")[0]
+    aliases: dict[str, str] = {}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in mods:
+                    aliases[a.asname or a.name.split(".")[0]] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                if sub in mods:  # a module (a ``_private`` one is its package's own file)
+                    aliases[a.asname or a.name] = sub
+                elif a.name.startswith("_") and not a.name.startswith("__") and \
+                        node.module.startswith(("hermes", "tests")) and node.module != name:
+                    out.append(f"{name}: from {node.module} import {a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.attr.startswith("_") and not node.attr.startswith("__") and \
+                node.value.id in aliases and aliases[node.value.id] != name:
+            out.append(f"{name}: {aliases[node.value.id]}.{node.attr}")
+    return sorted(set(out))
+
+
+def _test_modules() -> dict[str, Path]:
+    return {".".join(f.relative_to(ROOT).with_suffix("").parts): f
+            for f in (ROOT / "tests").rglob("*.py")}
+
+
+def test_no_module_uses_another_modules_private_names():
+    mods = modules()
+    everything = {**mods, **_test_modules()}
+    names = set(mods) | set(_test_modules())
+    bad = [u for m, f in everything.items()
+           for u in private_uses(m, ast.parse(f.read_text(), str(f)), names)]
+    assert bad == []
+
+
+def test_the_private_check_catches_both_forms():
+    src = ("from hermes.analyzers.critical_path import graph as cg\n"
+           "from hermes.analyzers.communication.rank import _P2P, COLUMNS\n"
+           "import hermes.analyzers.engine.run as run\n"
+           "from hermes.analyzers.critical_path import lanes\n"
+           "x = cg._shortest(1) + cg.edges(2) + run._reduce(3) + lanes._lanes\n")
+    mods = {"hermes.analyzers.critical_path.graph", "hermes.analyzers.communication.rank",
+            "hermes.analyzers.engine.run", "hermes.whatif.chains",
+            "hermes.analyzers.critical_path.lanes", "hermes.analyzers.critical_path._lanes"}
+    assert private_uses("hermes.whatif.chains", ast.parse(src), mods) == [
+        "hermes.whatif.chains: from hermes.analyzers.communication.rank import _P2P",
+        "hermes.whatif.chains: hermes.analyzers.critical_path.graph._shortest",
+        "hermes.whatif.chains: hermes.analyzers.critical_path.lanes._lanes",
+        "hermes.whatif.chains: hermes.analyzers.engine.run._reduce"]
+    inside = "from hermes.analyzers.critical_path import _lanes\n"
+    assert private_uses("hermes.analyzers.critical_path.lanes", ast.parse(inside), mods) == []

@@ -91,7 +91,7 @@ class HtaFigures:
 
 
 
-def _match(names: pd.Series, pattern: str) -> np.ndarray:
+def match_names(names: pd.Series, pattern: str) -> np.ndarray:
     """Anchored regex match per name (like ``re.match``), evaluated once per distinct name."""
     cat = names.astype("category")
     rx = re.compile(pattern)
@@ -136,7 +136,7 @@ def last_step_rows(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     those kept."""
     if rows.size == 0:
         return rows
-    is_ps = _match(events["name"], f".*{PROFILER_STEP}")
+    is_ps = match_names(events["name"], f".*{PROFILER_STEP}")
     if events["name"][is_ps].nunique() < 2:
         return rows
     last_start = int(events["ts_ns"].to_numpy(np.int64)[is_ps].max())
@@ -174,9 +174,9 @@ def kernel_type_codes_at(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     a string per event)."""
     kind = events["kind"]
     names = events["name"]
-    comm = (_match(names, NCCL_KERNEL_RE) | isin(kind, ("collective",)))[rows]
-    mem = ~comm & (_match(names, MEMORY_KERNEL_RE) | isin(kind, MEMORY_KINDS))[rows]
-    comp = ~comm & ~mem & (isin(kind, ("kernel",)) & ~_match(names, NON_COMPUTE_RE))[rows]
+    comm = (match_names(names, NCCL_KERNEL_RE) | isin(kind, ("collective",)))[rows]
+    mem = ~comm & (match_names(names, MEMORY_KERNEL_RE) | isin(kind, MEMORY_KINDS))[rows]
+    comp = ~comm & ~mem & (isin(kind, ("kernel",)) & ~match_names(names, NON_COMPUTE_RE))[rows]
     return np.select([comm, mem, comp], [0, 1, 2], 3).astype(np.int8)
 
 

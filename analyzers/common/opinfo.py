@@ -51,7 +51,7 @@ def arg_pattern(*keys: str) -> str:
     return rf'"(?:{alt})"\s*:\s*"?\s*([^",}}]*)'
 
 
-def _arrow(s: pd.Series) -> bool:
+def is_arrow(s: pd.Series) -> bool:
     """Strings stored as pyarrow (either missing-value convention)."""
     return isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow"
 
@@ -59,7 +59,7 @@ def _arrow(s: pd.Series) -> bool:
 def extract(s: pd.Series, pattern: str, flags: int = 0) -> pd.Series:
     """``s.str.extract(pattern, flags, expand=False)`` (one capture group); on pyarrow strings
     with pyarrow's regex kernel (the pandas one calls Python's ``re`` row by row)."""
-    if _arrow(s) and flags & ~re.I == 0:
+    if is_arrow(s) and flags & ~re.I == 0:
         rx = ("(?i)" if flags & re.I else "") + re.sub(r"(?<!\\)\((?!\?)", "(?P<v>", pattern,
                                                       count=1)
         try:
@@ -84,7 +84,7 @@ class ArgKeys:
         self.s = s
         self.codes: np.ndarray | None = None
         self.texts: list[str] = []
-        if group and _arrow(s) and len(s):
+        if group and is_arrow(s) and len(s):
             enc = pc.dictionary_encode(pc.replace_substring_regex(pa.array(s.array), "[0-9]+",
                                                                   "0"))
             if len(enc.dictionary) * 4 <= len(s):  # else a scan per key is as cheap
@@ -292,7 +292,7 @@ def input_shapes(args: pd.Series) -> pd.Series:
     s = args.dropna()
     if not isinstance(s.dtype, pd.StringDtype):
         s = s.astype("string[pyarrow]")
-    if _arrow(s):  # one scan for the three keys
+    if is_arrow(s):  # one scan for the three keys
         keep = pc.match_substring_regex(pa.array(s.array), "Input Dims|Input Shapes|input_shapes")
         s = s[keep.to_numpy(zero_copy_only=False)]
     else:

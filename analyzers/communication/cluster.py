@@ -16,10 +16,10 @@ import pandas as pd
 
 from hermes.analyzers.common.opinfo import top_ops
 from hermes.analyzers.communication.rank import (
-    _P2P,
     COLUMNS,
     MATRIX_COLUMNS,
-    _finding,
+    P2P,
+    comm_finding,
     transmission_costs,
 )
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
@@ -39,7 +39,7 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     cols = ["group", "seq", "op", "ranks", "T_wait_ns", "R_wait", "late_rank", "skew_ns",
             "transit_ns"]
     # point-to-point transfers pair two ranks, not a group: they are not matched by sequence
-    t = t[t["seq"].notna() & ~t["op"].astype(str).str.contains(_P2P)]
+    t = t[t["seq"].notna() & ~t["op"].astype(str).str.contains(P2P)]
     if len(t) == 0:
         return pd.DataFrame(columns=cols)
     g = t.groupby(["group", "seq"], sort=False)
@@ -152,5 +152,5 @@ def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict
         share = float(np.mean(shares)) if shares else 0.0
         if share >= MIN_SHARE:
             hit = tuple(int(r) for r, s in zip(ranks, shares, strict=True) if s > 0)
-            res.findings.append(_finding(cause, share, m[cost > 0], hit,
+            res.findings.append(comm_finding(cause, share, m[cost > 0], hit,
                                          cost_ns=int(cost.sum())))

@@ -70,7 +70,7 @@ BUS_FACTOR: dict[str, Any] = {
     "reducescatter": lambda n: (n - 1) / n,
     "alltoall": lambda n: (n - 1) / n,
 }
-_P2P = re.compile(r"send|recv|p2p", re.I)
+P2P = re.compile(r"send|recv|p2p", re.I)
 COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns", "wait_ns",
            "transit_ns", "link", "peer", "bw_GBps", "busbw_GBps", "expected_GBps", "prev_end_ns",
            "overlap_compute_ns", "small", "misaligned", "latency_bound"]
@@ -302,7 +302,7 @@ def _ops(sub: pd.DataFrame) -> list[dict[str, Any]]:
 MATRIX_COLUMNS = ["rank", "group", "op", "peer", "count", "bytes"]
 
 
-def _matrix(t: pd.DataFrame) -> pd.DataFrame:
+def comm_matrix(t: pd.DataFrame) -> pd.DataFrame:
     """Bytes sent per (rank, group, op, peer); peer = -1 for group collectives (every member)."""
     if len(t) == 0:
         return pd.DataFrame(columns=MATRIX_COLUMNS)
@@ -381,7 +381,7 @@ _TEXT = {
 }
 
 
-def _finding(cause: str, share: float, sub: pd.DataFrame, ranks: tuple[int, ...],
+def comm_finding(cause: str, share: float, sub: pd.DataFrame, ranks: tuple[int, ...],
              **evidence: Any) -> Finding:
     return Finding("communication", cause, float(min(1.0, max(0.0, share))),
                    f"{_TEXT[cause]}: {len(sub)} collectives, {100 * share:.1f}% of step time",
@@ -405,7 +405,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         cs, ce = clip_to_windows(t["arrive_ns"].to_numpy(np.int64) - offset,
                                  t["end_ns"].to_numpy(np.int64) - offset, windows)
         comm = iv.union(cs, ce)
-        p2p = t["op"].str.contains(_P2P).to_numpy()
+        p2p = t["op"].str.contains(P2P).to_numpy()
         bubble = iv.total(iv.subtract(iv.union(cs[p2p], ce[p2p]), comp))
         queued = _queued(t) & ~p2p
         queued_only = iv.total(iv.subtract(iv.union(cs[queued], ce[queued]), comp))
@@ -427,13 +427,13 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         "explicit_wait": bool(explicit),
         "bytes": int(t["bytes"].fillna(0).sum()) if len(t) else 0,
     })
-    res.tables["matrix"] = _matrix(t)
+    res.tables["matrix"] = comm_matrix(t)
     if len(t) == 0 or not step_total:
         return res
     if explicit:  # the importer split wait from transit (Ascend communication.json)
         share = float(t["wait_ns"].sum()) / step_total
         if share >= MIN_SHARE:
-            res.findings.append(_finding("synchronization_wait", share, t[t["wait_ns"] > 0],
+            res.findings.append(comm_finding("synchronization_wait", share, t[t["wait_ns"] > 0],
                                          ranks, wait_ns=int(t["wait_ns"].sum()),
                                          source="importer wait figures"))
     total_tr = float(tr.sum())
@@ -446,7 +446,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         share = float(cost.sum()) / step_total
         if share >= MIN_SHARE:
             lat = int((t["latency_bound"].astype(bool) & small).sum())
-            f = _finding("small_packet", share, t[small], ranks, cost_ns=int(cost.sum()),
+            f = comm_finding("small_packet", share, t[small], ranks, cost_ns=int(cost.sum()),
                          traffic_share=round(small_traffic, 4),
                          mean_bytes=float(t.loc[small, "bytes"].mean()),
                          **({"latency_bound": lat} if lat else {}))
@@ -465,7 +465,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         cost = _shortfall(t[mis], ref[mis])
         share = float(cost.sum()) / step_total
         if share >= MIN_SHARE:
-            res.findings.append(_finding(
+            res.findings.append(comm_finding(
                 "byte_alignment", share, t[mis], ranks, alignment_B=ALIGN_B,
                 cost_ns=int(cost.sum()),
                 sizes_B=sorted({int(b) for b in t.loc[mis, "bytes"]})[:10]))
@@ -475,7 +475,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         for cause, cost in transmission_costs(t).items():
             share = float(cost.sum()) / step_total
             if share >= MIN_SHARE:
-                res.findings.append(_finding(cause, share, t[cost > 0], ranks,
+                res.findings.append(comm_finding(cause, share, t[cost > 0], ranks,
                                              cost_ns=int(cost.sum())))
     return res
 

@@ -209,7 +209,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
                        "classes": classes, "per_step": per_step})
     top = []
     for c in ("compute_bound", "memory_bound", "underutilized"):
-        for op in _top_ops(ks, cls=CLASSES.index(c)):
+        for op in top_ops(ks, cls=CLASSES.index(c)):
             top.append({"class": c, **op})
     res.tables["top_ops"] = pd.DataFrame(top, columns=["class", "name", "time_ns", "count"])
     # every operator's time and count: the cluster analyzer compares the same operators across
@@ -225,7 +225,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         if not m.any():
             continue
         share = _clipped_time(clipped, m) / step_total if step_total else 0.0
-        ops = _top_ops(ks, m, n=50)
+        ops = top_ops(ks, m, n=50)
         for op in ops:
             cause_rows.append({"cause": reason, **op})
         named[reason] = {"share": round(min(1.0, share), 6), "text": _CAUSE_TEXT[reason],
@@ -253,7 +253,7 @@ def _starts_ends(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return k["ts_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
 
 
-def _top_ops(ks: KernelStats, mask: np.ndarray | None = None, n: int = TOP_N,
+def top_ops(ks: KernelStats, mask: np.ndarray | None = None, n: int = TOP_N,
              cls: int | None = None) -> list[dict[str, Any]]:
     """``opinfo.top_ops`` of the tasks in ``mask`` or of class ``cls``: [{name, time_ns,
     count}]."""
@@ -304,7 +304,7 @@ def _class_findings(res: AnalyzerResult, ks: KernelStats, classes: list[dict[str
             evidence={"share_of_device_time_pct": round(float(r["share_pct"]), 3),
                       "no_data_pct": round(res.metrics["no_data_pct"], 3),
                       "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                      "top_ops": _top_ops(ks, cls=ci), **ev},
+                      "top_ops": top_ops(ks, cls=ci), **ev},
             ranks=ranks, steps=steps))
 
 
@@ -333,7 +333,7 @@ def _underutilization(res: AnalyzerResult, ks: KernelStats, classes: list[dict[s
                   "share_of_device_time_pct": round(float(r["share_pct"]), 3),
                   "no_data_pct": round(res.metrics["no_data_pct"], 3),
                   "u_threshold": U_THRESHOLD, "kernels": int(r["kernels"]),
-                  "top_ops": _top_ops(ks, cls=ci),
+                  "top_ops": top_ops(ks, cls=ci),
                   **devicework.class_evidence(ks, ci, float(ks.dur.sum()) if ks.n else 0.0,
                                               pk)},
         ranks=ranks, steps=steps))

@@ -54,7 +54,7 @@ def _objects(a: np.ndarray) -> pd.Series:
     return pd.Series(a, dtype=object, copy=False)
 
 
-def _fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def fsums(key: np.ndarray, n: int, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per-group sums of float columns (NaN for a group without a value), rows with key < 0
     left out: pandas' group-by sum (compensated, in row order)."""
     out = {c: np.full(n, np.nan) for c in cols}
@@ -118,7 +118,7 @@ class KernelStats:
         g = {"count": _isums(codes, n), "total": _isums(codes, n, durf),
              "tf_ns": _isums(codes, n, np.where(self.flk, durf, 0.0)),
              "gb_ns": _isums(codes, n, np.where(self.byk, durf, 0.0)),
-             **_fsums(codes, n, {"flops": self.fl, "bytes": self.by})}
+             **fsums(codes, n, {"flops": self.fl, "bytes": self.by})}
         first = np.full(n + 1, -1, np.int64)
         idx = np.flatnonzero(codes >= 0)[::-1]
         first[codes[idx]] = idx                   # the first row of each group

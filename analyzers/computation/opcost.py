@@ -416,9 +416,9 @@ def one_cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, fl
     return float(flops), float(byts), op.first_elem(), fam[0]
 
 
-_DIMS = re.compile(r'"Input Dims"\s*:\s*(\[[^"]*\])')
-_TYPES = re.compile(r'"Input type"\s*:\s*(\[[^\]]*\])')
-_CONCRETE = re.compile(r'"Concrete Inputs"\s*:\s*(\[(?:"(?:[^"\\]|\\.)*"|[^\]"])*\])')
+DIMS_RE = re.compile(r'"Input Dims"\s*:\s*(\[[^"]*\])')
+TYPES_RE = re.compile(r'"Input type"\s*:\s*(\[[^\]]*\])')
+CONCRETE_RE = re.compile(r'"Concrete Inputs"\s*:\s*(\[(?:"(?:[^"\\]|\\.)*"|[^\]"])*\])')
 
 
 def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
@@ -436,9 +436,9 @@ def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
         return out
     s = args[sel].astype("string[pyarrow]")
     sig = pd.DataFrame({"n": names[sel].astype(str).to_numpy(),
-                        "d": s.str.extract(_DIMS, expand=False).to_numpy(object),
-                        "t": s.str.extract(_TYPES, expand=False).to_numpy(object),
-                        "c": s.str.extract(_CONCRETE, expand=False).to_numpy(object)},
+                        "d": s.str.extract(DIMS_RE, expand=False).to_numpy(object),
+                        "t": s.str.extract(TYPES_RE, expand=False).to_numpy(object),
+                        "c": s.str.extract(CONCRETE_RE, expand=False).to_numpy(object)},
                        index=s.index)
     codes, uniq_sig = pd.factorize(pd.MultiIndex.from_frame(sig.fillna("")))
     vals = [one_cost(*u) for u in uniq_sig]

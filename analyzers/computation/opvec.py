@@ -369,7 +369,7 @@ def _extract(s: pa.ChunkedArray, rx: Any) -> pa.ChunkedArray:
 
 
 #: ``s`` holds Arrow strings (pandas' pyarrow string dtypes): opinfo's test, shared
-_arrow_text = opinfo._arrow
+arrow_text = opinfo.is_arrow
 
 
 def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
@@ -386,12 +386,12 @@ def op_costs(names: pd.Series, args: pd.Series) -> pd.DataFrame:
     if not sel.any():
         return out
     sub = args[sel]
-    if _arrow_text(sub):  # the loaded trace's own Arrow strings: no Python string per row
+    if arrow_text(sub):  # the loaded trace's own Arrow strings: no Python string per row
         a = pa.chunked_array(pa.array(sub.array)).cast(pa.large_string())
     else:
         a = pa.chunked_array([pa.array(sub.astype(object).to_numpy(), pa.large_string())])
     n = pa.chunked_array([pa.array(nm[sel].to_numpy(object), pa.large_string())])
-    d, t, c = (_extract(a, rx) for rx in (opcost._DIMS, opcost._TYPES, opcost._CONCRETE))
+    d, t, c = (_extract(a, rx) for rx in (opcost.DIMS_RE, opcost.TYPES_RE, opcost.CONCRETE_RE))
     key = pc.binary_join_element_wise(n, d, t, c, pa.scalar("\x1f", pa.large_string()))
     codes, uniq = pd.factorize(pd.Series(key, dtype=pd.ArrowDtype(pa.large_string())))
     first = np.full(len(uniq), -1, np.int64)

@@ -148,7 +148,7 @@ def copies(ev: pd.DataFrame, windows: pd.DataFrame
     length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
     pre = _Events(ev)
     cols: dict[str, list[np.ndarray]] = {k: [] for k in _KEEP}
-    cats: dict[str, Any] = {k: list(v) for k, v in (("kind", stepgraph._KIND_NAMES),
+    cats: dict[str, Any] = {k: list(v) for k, v in (("kind", stepgraph.KIND_NAMES),
                                                      ("component", COMPONENTS))}
     idx = np.int32 if max(len(ev), nw) < 2**31 else np.int64
     for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
@@ -182,7 +182,7 @@ def reduce_copies(pre: _Events, c: dict[str, np.ndarray], nw: int
     in (name, kind) code order, its sums, least and median (of float64 values, the mean of the
     two middle ones for an even count) -- without building the table."""
     name = pre.name if isinstance(pre.name, pd.Categorical) else pd.Categorical(pre.name)
-    nc_, nk = len(COMPONENTS), len(stepgraph._KIND_NAMES)
+    nc_, nk = len(COMPONENTS), len(stepgraph.KIND_NAMES)
     cp, slack, dur = c["cp_ns"], c["slack_ns"], c["dur_ns"]
     by = group_sums(c["win"].astype(np.int64) * nc_ + c["component"], cp, nw * nc_).reshape(nw, nc_)
     if cp.size == 0:
@@ -207,7 +207,7 @@ def reduce_copies(pre: _Events, c: dict[str, np.ndarray], nw: int
     code = k if present is None else present[k]
     ops = pd.DataFrame({
         "name": pd.Categorical.from_codes(code // nk, dtype=name.dtype),
-        "kind": pd.Categorical.from_codes(code % nk, categories=list(stepgraph._KIND_NAMES)),
+        "kind": pd.Categorical.from_codes(code % nk, categories=list(stepgraph.KIND_NAMES)),
         "count": cnt.astype(np.int64), "dur_ns": group_sums(key, dur, nkeys)[k],
         "cp_time_ns": group_sums(key, cp, nkeys)[k], "min_slack_ns": mn[k],
         "median_slack_ns": med})

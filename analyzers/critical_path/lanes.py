@@ -39,6 +39,9 @@ try:  # the same distances in one compiled pass where the graph is a DAG (``_lan
 except ImportError:  # not compiled (no C compiler at install time), or switched off
     _lanes = None
 
+#: whether the compiled pass is loaded in this process
+COMPILED = _lanes is not None
+
 _LIMIT = 2**62
 
 

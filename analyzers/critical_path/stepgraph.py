@@ -26,7 +26,7 @@ from hermes.analyzers.common.nesting import innermost_active, node_order
 from hermes.analyzers.common.steps import split_by_windows, step_windows
 from hermes.analyzers.critical_path import edges as cpedges
 from hermes.analyzers.critical_path import graph as cpgraph
-from hermes.analyzers.critical_path.stepkeep import _name_key, _same, same_events, same_values
+from hermes.analyzers.critical_path.stepkeep import name_key, same_events, same_inputs, same_values
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import (
     COMPUTE_KINDS,
@@ -40,7 +40,7 @@ from hermes.trace.schema import (
 COMPONENTS = ("computation", "communication", "host", "io", "other")
 _KIND = {k: i for i, k in enumerate(EVENT_KINDS)}
 _LANE = {k: i for i, k in enumerate(LANE_KINDS)}
-_KIND_NAMES = (*EVENT_KINDS, "unknown")
+KIND_NAMES = (*EVENT_KINDS, "unknown")
 
 
 def _codes(col: pd.Series, vocab: dict[str, int]) -> np.ndarray:
@@ -105,7 +105,7 @@ class Events:
         self.te = self.ts + ev["dur_ns"].to_numpy(np.int64)
         self.kind = _codes(ev["kind"], _KIND).astype(np.int8, copy=False)
         self.lane_kind = _codes(ev["lane_kind"], _LANE).astype(np.int8, copy=False)
-        self.nccl = hta_compat._match(ev["name"], hta_compat.NCCL_KERNEL_RE)
+        self.nccl = hta_compat.match_names(ev["name"], hta_compat.NCCL_KERNEL_RE)
         lanes = ev["lane"].array
         lane_codes = np.asarray(lanes.codes if isinstance(lanes, pd.Categorical) else
                                 ev["lane"].astype("category").cat.codes)
@@ -233,11 +233,11 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
         # lane_kind8's, lane is win * lanes + lane_code
         made_of = (s, e, win, src, kind8, lane_kind8, nccl, lane_code, np.array(pre.lanes), corr,
                    windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64),
-                   *_name_key(pre.name, src), *(waits or ()))
+                   *name_key(pre.name, src), *(waits or ()))
         with _KEPT_LOCK:  # (groups of steps may be built on two threads)
             entries = list(_KEPT.items())
         for key, kept in entries:
-            if _same(kept[3], made_of):
+            if same_inputs(kept[3], made_of):
                 with _KEPT_LOCK:
                     if key in _KEPT:
                         _KEPT.move_to_end(key)
@@ -342,8 +342,8 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     span = int((windows["end_ns"] - windows["start_ns"]).to_numpy(np.int64).max(initial=0)) + 1
     comp = _component(kind, lane_kind, nccl, _inside_data(lane, s - ws[win], e - ws[win], kind,
                                                           span))
-    kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(_KIND_NAMES) - 1, kind),
-                                         categories=list(_KIND_NAMES))
+    kind_cat = pd.Categorical.from_codes(np.where(kind < 0, len(KIND_NAMES) - 1, kind),
+                                         categories=list(KIND_NAMES))
     host_ev = _in(lane_kind, _LANE, HOST_LANES)
     info = pd.DataFrame({"name": pre.name.take(src), "kind": kind_cat,
                          "component": comp, "start": s, "end": e, "win": win,
@@ -438,3 +438,16 @@ def layout_order(s: np.ndarray, e: np.ndarray, lane: np.ndarray) -> np.ndarray:
 
 
 
+
+
+def kept() -> list[tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...], Any]]:
+    """The graphs kept in this process (:data:`KEEP_MAX_EVENTS`), least recently used first:
+    (graph, event copies, events, what it is made of, its whole steps or None)."""
+    with _KEPT_LOCK:
+        return list(_KEPT.values())
+
+
+def forget_kept() -> None:
+    """Drop every kept graph (their memory is freed once no user holds them)."""
+    with _KEPT_LOCK:
+        _KEPT.clear()

@@ -1,5 +1,5 @@
 """What a kept step graph is matched by (``stepgraph``'s kept graphs): a build's inputs
-compared exactly with a kept graph's (``_same``), and two frames of events compared on what a
+compared exactly with a kept graph's (``same_inputs``), and two frames of events compared on what a
 graph and its steps are made of (``same_events``)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 
 from hermes.trace.args import ROW, SOURCE, has_args
 
-__all__ = ["SOURCE_COLUMNS", "_name_key", "_same", "same_events", "same_values"]
+__all__ = ["SOURCE_COLUMNS", "name_key", "same_inputs", "same_events", "same_values"]
 
 
 #: the event columns a step graph and its steps are made of (:class:`Events`,
@@ -61,7 +61,7 @@ def same_events(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return a.attrs.get(SOURCE) is b.attrs.get(SOURCE) and _same_column(a[ROW], b[ROW])
 
 
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def same_inputs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Whether two graphs' inputs (:func:`build_sel`'s ``made_of``) are the same: arrays of
     the same dtype, shape and values (NaN equal to NaN), indexes equal. Compared exactly,
     cheapest first (the first difference ends it): no digest of every array on each build."""
@@ -80,7 +80,7 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return True
 
 
-def _name_key(name: Any, src: np.ndarray) -> tuple[Any, ...]:
+def name_key(name: Any, src: np.ndarray) -> tuple[Any, ...]:
     """The names of the events ``src`` as what to compare: category codes and the categories
     when categorical, else the names' hashes."""
     if isinstance(name, pd.Categorical):

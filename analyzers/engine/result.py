@@ -244,7 +244,7 @@ class Analysis:
                     for r, rr in self.per_rank.items() if "computation" in rr]
         per_rank = [row for row in per_rank if row.get("achieved_tflops") is not None]
         top: list[dict[str, Any]] = []
-        agg = _kernel_totals([rr["computation"].tables.get("kernels") for rr in
+        agg = kernel_totals([rr["computation"].tables.get("kernels") for rr in
                               self.per_rank.values() if "computation" in rr])
         if agg is not None and len(agg):
             agg["mean_ns"] = agg["total_ns"] / agg["count"]
@@ -301,7 +301,7 @@ def _kernel_sums(k: pd.DataFrame) -> pd.DataFrame:
                          "bound": g["bound"].first()})
 
 
-def _kernel_totals(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
+def kernel_totals(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
     """``_kernel_sums`` of every rank's kernel table, in rank order, ``KERNEL_CHUNK`` ranks at a
     time (sums of integer sums, max of maxima and first of firsts are the one-pass figures)."""
     cols = ["name", "count", "total_ns", "max_ns", "family", "bound"]

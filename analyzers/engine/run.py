@@ -114,7 +114,7 @@ def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, 
 BESIDE = "critical_path"
 
 
-class _Beside:
+class Beside:
     """One analyzer running on its own thread; :meth:`result` waits for it (its error is
     raised there, in the caller's thread)."""
 
@@ -142,14 +142,14 @@ class _Beside:
         return self._out
 
 
-def _beside(todo: list[Any], rank: int, events: pd.DataFrame, meta: Any) -> _Beside | None:
+def _beside(todo: list[Any], rank: int, events: pd.DataFrame, meta: Any) -> Beside | None:
     """:data:`BESIDE` started on its own thread, where it is independent of every other
     analyzer in ``todo`` and this process has two or more CPUs; else None (run in order)."""
     a = next((a for a in todo if a.name == BESIDE), None)
     if a is None or a.needs or any(BESIDE in b.needs for b in todo) or usable_cpus() < 2:
         return None
     ctx = RankContext(rank=rank, events=events, meta=meta, results={})
-    return _Beside(a.name, functools.partial(a.fn, ctx))
+    return Beside(a.name, functools.partial(a.fn, ctx))
 
 
 #: A rank of at least this many events gives the memory each analyzer freed back to the OS
@@ -176,7 +176,7 @@ def release_memory() -> None:
         pass
 
 
-def _rank_job(path: str, rank: int, keep_warmup: bool = False
+def rank_job(path: str, rank: int, keep_warmup: bool = False
               ) -> tuple[int, dict[str, AnalyzerResult]]:
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
     them; only the results go back to the driver."""
@@ -195,8 +195,8 @@ def _rank_job(path: str, rank: int, keep_warmup: bool = False
 
 
 def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, AnalyzerResult]:
-    """``_rank_job`` with the rank last, for ``Executor.map`` (a partial of it pickles)."""
-    return _rank_job(path, rank, keep_warmup)[1]
+    """``rank_job`` with the rank last, for ``Executor.map`` (a partial of it pickles)."""
+    return rank_job(path, rank, keep_warmup)[1]
 
 
 def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]]:
@@ -377,17 +377,17 @@ def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
                keep_warmup: bool = False, packed: bool = False) -> None:
     """Ranks of events already in this process, one after the other; ``packed``: results kept
     as a trace path's are (:func:`hermes.analyzers.engine.result.pack`)."""
-    groups = _by_rank(events, todo)
+    groups = by_rank(events, todo)
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])
-        if not _numbered(ev):
+        if not numbered(ev):
             ev = ev.reset_index(drop=True)
         per_rank[r] = run_rank(r, ev, meta, keep_warmup, packed)
         if progress:
             progress(i + 1, len(todo))
 
 
-def _by_rank(events: pd.DataFrame, todo: list[int]) -> dict[int, pd.DataFrame]:
+def by_rank(events: pd.DataFrame, todo: list[int]) -> dict[int, pd.DataFrame]:
     """``events`` split by rank; the frame itself (no copy) when it holds one rank only, the one
     wanted: the analyzers read their events, and a frame that is the trace's own lets the
     advice's replay take the critical path's step graph without comparing the events."""
@@ -399,7 +399,7 @@ def _by_rank(events: pd.DataFrame, todo: list[int]) -> dict[int, pd.DataFrame]:
     return {int(k): g for k, g in events.groupby("rank", observed=True, sort=True)}
 
 
-def _numbered(events: pd.DataFrame) -> bool:
+def numbered(events: pd.DataFrame) -> bool:
     """Whether the frame's index is already 0, 1, ..., n-1 (what ``reset_index`` makes)."""
     ix = events.index
     return isinstance(ix, pd.RangeIndex) and ix.start == 0 and ix.step == 1

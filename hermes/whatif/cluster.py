@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.communication.rank import _P2P
+from hermes.analyzers.communication.rank import P2P
 from hermes.analyzers.critical_path import graph as cpgraph
 from hermes.whatif import chains
 from hermes.whatif import replay as rp
@@ -63,7 +63,7 @@ def _keys(sg: rp.StepGraph, rank: int) -> pd.DataFrame:
     c = sg.coll
     if c is None or len(c) == 0:
         return pd.DataFrame(columns=["rank", "ev", "key", "start", "step"])
-    c = c[~c["name"].str.contains(_P2P)].sort_values("start", kind="stable")
+    c = c[~c["name"].str.contains(P2P)].sort_values("start", kind="stable")
     by_seq = c["seq"].to_numpy(np.int64) >= 0
     key = ("s|" + c["group"] + "|" + c["seq"].astype(str)).to_numpy(object)
     if not by_seq.all():

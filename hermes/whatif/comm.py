@@ -31,7 +31,7 @@ def _repeats(b: np.ndarray) -> int:
     return 1
 
 
-def _link_ns(sg: StepGraph, params: Mapping[str, Any], sel: np.ndarray) -> np.ndarray:
+def link_ns(sg: StepGraph, params: Mapping[str, Any], sel: np.ndarray) -> np.ndarray:
     """Link time (ns) of the collectives ``sel`` on an idle link: ring algorithm over the run's
     ranks, the device profile's intra-node bandwidth and latency (NaN where unknown)."""
     dev = params.get("device") or {}
@@ -73,7 +73,7 @@ def reschedule_comm(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
         r = _repeats(np.nan_to_num(nbytes[idx], nan=-1.0))
         if r > 1:
             ch.scale[idx[: idx.size - idx.size // r]] = 0.0
-    _unqueue(sg, ch, coll)
+    unqueue(sg, ch, coll)
     dur = np.maximum(duration(sg), 1.0)
     known = np.flatnonzero(coll & (nbytes > 0))
     if known.size:
@@ -83,13 +83,13 @@ def reschedule_comm(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> Non
         bigger = np.minimum.accumulate(dur[o][::-1])[::-1]
         new = np.full(len(dur), np.nan)
         new[o] = np.minimum(nbytes[o] / best, bigger)
-        new = np.fmax(new, _link_ns(sg, params, coll))
+        new = np.fmax(new, link_ns(sg, params, coll))
         ok = np.isfinite(new)
         ch.scale[ok] = np.minimum(ch.scale[ok], np.minimum(new[ok] / dur[ok], 1.0))
-    _shrink_waits(sg, ch, coll)
+    shrink_waits(sg, ch, coll)
 
 
-def _unqueue(sg: StepGraph, ch: Change, tasks: np.ndarray) -> None:
+def unqueue(sg: StepGraph, ch: Change, tasks: np.ndarray) -> None:
     """A task that started as the one before it on its lane ended (queued behind it, within
     ``cpedges.LINE_UP_NS``) waited for the lane, not for what its cross edges say: those
     edges (weighted with the measured delay, the queueing included) are dropped, so it
@@ -106,7 +106,7 @@ def _unqueue(sg: StepGraph, ch: Change, tasks: np.ndarray) -> None:
     ch.drop |= is_start[sg.g.cv]
 
 
-def _shrink_waits(sg: StepGraph, ch: Change, tasks: np.ndarray,
+def shrink_waits(sg: StepGraph, ch: Change, tasks: np.ndarray,
                   waits: np.ndarray | None = None) -> None:
     """A wait (default: a device stream's wait for other streams, a sync event on a device
     lane) shrinks by the time the ``tasks`` it overlaps lost (where the trace has no edge from

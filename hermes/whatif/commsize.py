@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.critical_path import edges as cpedges
-from hermes.whatif.comm import _shrink_waits, _unqueue
+from hermes.whatif.comm import shrink_waits, unqueue
 from hermes.whatif.facts import duration, number
 from hermes.whatif.replay import Change, StepGraph
 
@@ -183,8 +183,8 @@ def _apply(sg: StepGraph, ch: Change, sel: np.ndarray, f: np.ndarray) -> None:
     if ch.tx is None:
         ch.tx = np.ones(len(sg.info))
     ch.tx[sel] = np.minimum(ch.tx[sel], f[sel])
-    _unqueue(sg, ch, _colls(sg))
-    _shrink_waits(sg, ch, sel, _loose_waits(sg, ch))
+    unqueue(sg, ch, _colls(sg))
+    shrink_waits(sg, ch, sel, _loose_waits(sg, ch))
 
 
 def _loose_waits(sg: StepGraph, ch: Change) -> np.ndarray:

@@ -177,7 +177,7 @@ def replay_nodes(sg: StepGraph, change: Change | None = None, w: np.ndarray | No
         fr, lost, gone, start = _raw(sg, change, w=w)
         return fr.t - chains.raw_solve(_raw_plan(sg, fr, gone, start), fr.ru, lost, start)
     u, v, lost, start = edges(sg, change)
-    return times(sg) - chains.shortest(size(sg), u, v, lost, start, *_steps(sg))
+    return times(sg) - chains.shortest(size(sg), u, v, lost, start, *step_spans(sg))
 
 
 def _raw_plan(sg: StepGraph, fr: _Frame, gone: np.ndarray, start: np.ndarray
@@ -186,12 +186,12 @@ def _raw_plan(sg: StepGraph, fr: _Frame, gone: np.ndarray, start: np.ndarray
     that drops no edge and makes no task early), kept in the graph's memo."""
     deps, plan = sg.memo.get("plan", ((), None))
     if plan is None or not all(a is b for a, b in zip(deps, (sg.g, fr), strict=True)):
-        plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *_steps(sg))
+        plan = chains.raw_plan(size(sg), fr.ru, fr.rv, ~gone, start, *step_spans(sg))
         sg.memo["plan"] = ((sg.g, fr), plan)
     return plan
 
 
-def _steps(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
+def step_spans(sg: StepGraph) -> tuple[np.ndarray, np.ndarray]:
     """The replay's steps as ``chains`` parts in sequence: each node's step (a step's start
     node, :func:`edges`, in its own), and each step's start node (the part's entry)."""
     nw = len(sg.windows)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.whatif import commsize
-from hermes.whatif.comm import _shrink_waits, reschedule_comm
+from hermes.whatif.comm import reschedule_comm, shrink_waits
 from hermes.whatif.facts import args_at, duration, kinds, number
 from hermes.whatif.fusion import DISPATCH_KINDS, fuse_elementwise
 from hermes.whatif.replay import Change, StepGraph
@@ -234,7 +234,7 @@ def pin_memory(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     new = number(sg, "bytes") / bw * 1e9
     ch.scale[copies] *= np.clip(new[copies] / dur[copies], 0.0, 1.0)
     host = sg.info["host"].to_numpy(bool)
-    _shrink_waits(sg, ch, copies, np.isin(kinds(sg), ("data_wait", "sync")) & host)
+    shrink_waits(sg, ch, copies, np.isin(kinds(sg), ("data_wait", "sync")) & host)
 
 
 def scale_dispatch(factor: float) -> Callable[[StepGraph, Change, Mapping[str, Any]], None]:

@@ -278,7 +278,7 @@ def test_matrix_is_the_groupby_of_its_keys(seed) -> None:
     # missing peers as -1 and missing bytes as 0, counts and (compensated) float sums
     import numpy as np
 
-    from hermes.analyzers.communication.rank import MATRIX_COLUMNS, _matrix
+    from hermes.analyzers.communication.rank import MATRIX_COLUMNS, comm_matrix
 
     rng = np.random.default_rng(seed)
     n = 300
@@ -295,4 +295,4 @@ def test_matrix_is_the_groupby_of_its_keys(seed) -> None:
     want.insert(0, "count", g.size())
     want = want.reset_index()[MATRIX_COLUMNS]
     assert len(want) > 12
-    pd.testing.assert_frame_equal(_matrix(t), want, check_exact=True)
+    pd.testing.assert_frame_equal(comm_matrix(t), want, check_exact=True)

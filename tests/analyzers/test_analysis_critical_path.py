@@ -267,10 +267,10 @@ def test_replay_takes_the_graph_the_critical_path_built(monkeypatch):
     from hermes.analyzers.critical_path import stepgraph
     from hermes.whatif import replay
 
-    stepgraph._KEPT.clear()
+    stepgraph.forget_kept()
     df = _sync_frame()
     run(*SYNC)  # the critical path builds the graph and keeps it
-    kept = next(iter(stepgraph._KEPT.values()))
+    kept = stepgraph.kept()[0]
     sg = replay.build(df.copy(), step_windows(df))
     # the very arrays (nothing built again), and the same as a fresh build
     assert sg.g.t is kept[0].t and sg.info["start"].to_numpy().tolist() == [0, 10, 40, 85, 20]
@@ -291,18 +291,18 @@ def test_a_kept_graph_is_not_taken_for_other_events(col, value):
     from hermes.analyzers.common.steps import step_windows
     from hermes.analyzers.critical_path import stepgraph
 
-    stepgraph._KEPT.clear()
+    stepgraph.forget_kept()
     df = _sync_frame()
     stepgraph.build(df, step_windows(df))
     other = _sync_frame(**{col: value})
     g, info = stepgraph.build(other, step_windows(other))
-    assert len(stepgraph._KEPT) == 2  # built, not taken
-    stepgraph._KEPT.clear()
+    assert len(stepgraph.kept()) == 2  # built, not taken
+    stepgraph.forget_kept()
     _same_graph((g, info), stepgraph.build(other, step_windows(other)))
 
 
 def test_kept_graphs_are_matched_on_exactly_the_same_inputs():
-    from hermes.analyzers.critical_path.stepgraph import _same
+    from hermes.analyzers.critical_path.stepkeep import same_inputs as _same
 
     a = (np.array([1, 2]), np.array([np.nan, 1.0]), pd.Index(["x", "y"]))
     assert _same(a, (np.array([1, 2]), np.array([np.nan, 1.0]), pd.Index(["x", "y"])))

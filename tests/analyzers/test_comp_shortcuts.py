@@ -12,7 +12,7 @@ import pytest
 
 from hermes.analyzers.common import hostcalls, opinfo
 from hermes.analyzers.common.names import name_matches
-from hermes.analyzers.computation.kernelstats import _fsums
+from hermes.analyzers.computation.kernelstats import fsums
 
 ARROW = "string[pyarrow]"
 
@@ -63,7 +63,7 @@ def test_dtype_bytes_without_and_with_a_dtype() -> None:
 
 def test_fsums_all_nan_column_and_nan_rows() -> None:
     key = np.array([0, 1, 0, -1, 1])
-    out = _fsums(key, 3, {"f": np.array([1.5, np.nan, 2.0, 9.0, np.nan]),
+    out = fsums(key, 3, {"f": np.array([1.5, np.nan, 2.0, 9.0, np.nan]),
                           "b": np.full(5, np.nan)})
     np.testing.assert_array_equal(out["f"], [3.5, np.nan, np.nan])
     assert np.isnan(out["b"]).all()
@@ -97,7 +97,7 @@ def test_name_matches_plain_and_categorical_columns_agree() -> None:
 
 
 def test_top_ops_as_the_sorted_op_table() -> None:
-    from hermes.analyzers.computation.analysis import CLASSES, _top_ops
+    from hermes.analyzers.computation.analysis import CLASSES, top_ops
     from hermes.analyzers.computation.kernelstats import KernelStats
 
     rng = np.random.default_rng(7)
@@ -115,4 +115,4 @@ def test_top_ops_as_the_sorted_op_table() -> None:
         g = ks.op_table(kw.get("mask"), kw.get("cls")).sort_values("sum", ascending=False)
         want = [{"name": str(a), "time_ns": int(r["sum"]), "count": int(r["count"])}
                 for a, r in g.head(kw.get("n", 10)).iterrows()]
-        assert _top_ops(ks, **kw) == want
+        assert top_ops(ks, **kw) == want

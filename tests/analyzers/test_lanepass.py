@@ -19,6 +19,11 @@ from tests.analyzers.test_cpgraph import oracle_distances, random_lane_graph
 from tests.tracegen import events
 
 
+def compiled_distances(*args):
+    from hermes.analyzers.critical_path import _lanes
+    return _lanes.distances(*args)
+
+
 def test_tiny_lane_graph_by_hand():
     # lane A = nodes 0 -> 1 -> 2 (chain lost 0, 5), lane B = node 3; cross 0 -> 2 (lost 1),
     # 3 -> 1 (lost 0); start = [0, 4, 9, 2]
@@ -225,7 +230,7 @@ def test_innermost_active_is_the_stack_definition():
         assert nesting.innermost_active(st == 1, nev, ln).tolist() == ref
 
 
-@pytest.mark.skipif(lanepass._lanes is None, reason="hermes.analyzers.critical_path._lanes not compiled")
+@pytest.mark.skipif(not lanepass.COMPILED, reason="hermes.analyzers.critical_path._lanes not compiled")
 def test_compiled_pass_equals_the_numpy_rounds(monkeypatch):
     """The compiled topological pass (``_lanes.c``) gives the numpy rounds' distances and, by
     the same tie rule, predecessors, unreachable nodes included; on a graph with a cycle it
@@ -236,7 +241,7 @@ def test_compiled_pass_equals_the_numpy_rounds(monkeypatch):
         args, big = _lane_args(*_with_starts(rng, 0.4 * rng.random())[1:])
         n, chain, clost, cu, cv, cl, s = args
         d = np.empty(n, np.int64)
-        ok = lanepass._lanes.distances(chain, np.where(chain, clost, 0),
+        ok = compiled_distances(chain, np.where(chain, clost, 0),
                                        *(np.ascontiguousarray(a, np.int64)
                                          for a in (cu, cv, cl, s)), big, d)
         native = lanepass.shortest(*args, inf=big, preds=k % 2 == 0)

@@ -111,10 +111,10 @@ def test_op_costs_matches_on_rows() -> None:
     # a loaded trace's Arrow-backed args (base_frame(text_args=True)) read straight: same
     for dtype in ("string[pyarrow]", pd.StringDtype("pyarrow", na_value=np.nan)):
         text = args.astype(dtype)
-        assert opvec._arrow_text(text)
+        assert opvec.arrow_text(text)
         pd.testing.assert_frame_equal(opvec.op_costs(names, text),
                                       opcost.op_costs(names, args))
-    assert not opvec._arrow_text(args.astype(object))
+    assert not opvec.arrow_text(args.astype(object))
     pd.testing.assert_frame_equal(opvec.op_costs(names, args.astype(object)),
                                   opcost.op_costs(names, args))
 
@@ -129,7 +129,7 @@ def test_base_frame_keeps_text_args() -> None:
     m = np.array([True, False, True])
     plain, text = base_frame(ev, m), base_frame(ev, m, text_args=True)
     assert plain["args"].tolist() == ['{"x": 1}', '{"y": 2}']
-    assert opvec._arrow_text(text["args"]) and text["args"].tolist() == plain["args"].tolist()
+    assert opvec.arrow_text(text["args"]) and text["args"].tolist() == plain["args"].tolist()
     assert text["ts_ns"].tolist() == [0, 9] and text["end_ns"].tolist() == [1, 12]
 
 

@@ -34,7 +34,7 @@ def test_each_rank_reads_its_own_file_and_the_footers_once(tmp_path, monkeypatch
         [f"rank-{r:05d}.parquet" for r in range(4)]
     assert len(calls) == 4  # four footers, read once for the four ranks
     # what the worker analyzes is that rank's events alone, as from the directory
-    r, res = run._rank_job(str(d), 2)
+    r, res = run.rank_job(str(d), 2)
     assert r == 2
     steps = res["steps"].tables["windows"]
     assert steps["dur_ns"].tolist() == [102]

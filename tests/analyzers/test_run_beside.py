@@ -37,13 +37,13 @@ def _swap(monkeypatch: pytest.MonkeyPatch, name: str, **changes: object) -> None
 def test_beside_gives_what_one_after_the_other_gives(monkeypatch: pytest.MonkeyPatch) -> None:
     tr = import_in_memory(SRC)
     started = []
-    orig = run._Beside.__init__
+    orig = run.Beside.__init__
 
     def spy(self, name, fn):  # type: ignore[no-untyped-def]
         started.append(name)
         orig(self, name, fn)
 
-    monkeypatch.setattr(run._Beside, "__init__", spy)
+    monkeypatch.setattr(run.Beside, "__init__", spy)
     monkeypatch.setattr(run, "usable_cpus", lambda: 2)
     both = run.run_rank(0, tr.events, tr.meta)
     assert started == [run.BESIDE]

@@ -19,23 +19,23 @@ def _frame(ranks: list[int]) -> pd.DataFrame:
 
 def test_one_rank_is_the_frame_itself() -> None:
     ev = _frame([3, 3, 3])
-    assert run._by_rank(ev, [3]) == {3: ev} and run._by_rank(ev, [3])[3] is ev
+    assert run.by_rank(ev, [3]) == {3: ev} and run.by_rank(ev, [3])[3] is ev
 
 
 def test_several_ranks_or_another_rank_are_split() -> None:
     ev = _frame([0, 1, 0, 1])
-    got = run._by_rank(ev, [0, 1])
+    got = run.by_rank(ev, [0, 1])
     assert sorted(got) == [0, 1]
     assert got[1]["ts_ns"].tolist() == [1, 3] and got[1].index.tolist() == [1, 3]
     one = _frame([2, 2])
-    assert list(run._by_rank(one, [5])) == [2]  # rank 5 absent: analyzed as empty
-    assert run._by_rank(_frame([]), [0]) == {}
+    assert list(run.by_rank(one, [5])) == [2]  # rank 5 absent: analyzed as empty
+    assert run.by_rank(_frame([]), [0]) == {}
 
 
 def test_numbered_means_a_range_index_from_zero() -> None:
-    assert run._numbered(_frame([0, 0]))
-    assert not run._numbered(_frame([0, 0, 0]).iloc[1:])  # RangeIndex(1, 3)
-    assert not run._numbered(_frame([0, 1, 0]).iloc[[0, 2]])
+    assert run.numbered(_frame([0, 0]))
+    assert not run.numbered(_frame([0, 0, 0]).iloc[1:])  # RangeIndex(1, 3)
+    assert not run.numbered(_frame([0, 1, 0]).iloc[[0, 2]])
 
 
 def test_the_analysis_leaves_the_traces_events_as_they_were() -> None:

@@ -14,7 +14,7 @@ from hermes.analyzers.common import steps
 from hermes.analyzers.engine import result as result_mod
 from hermes.analyzers.engine import run as run_mod
 from hermes.analyzers.engine.base import AnalyzerResult
-from hermes.analyzers.engine.result import PackedTables, _kernel_totals, pack
+from hermes.analyzers.engine.result import PackedTables, kernel_totals, pack
 from hermes.analyzers.engine.run import analyze
 from hermes.trace import load
 from tests.conftest import emulated_run
@@ -132,7 +132,7 @@ def test_a_path_rank_lets_the_whole_frame_go_once_a_warm_up_is_dropped(
     monkeypatch.setattr(run_mod, "drop_warmup", drop)
     monkeypatch.setattr(run_mod, "ordered", lambda scope: [*real, Analyzer("probe", "rank",
                                                                             probe)])
-    _, res = run_mod._rank_job(str(path), 0)
+    _, res = run_mod.rank_job(str(path), 0)
     assert res["steps"].metrics["warmup"]["events_left_out"] == 2  # the warm-up was dropped
     assert alive == [False]
 
@@ -146,14 +146,14 @@ def test_top_kernels_in_chunks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -
     frames = [kern(["b", "a"], [5, 7], [None, "x"]), kern(["a", "c"], [1, 2], ["y", "z"]),
               kern(["c", "b"], [4, 9], ["w", "v"])]
     monkeypatch.setattr(result_mod, "KERNEL_CHUNK", 1)
-    got = _kernel_totals([*frames, None])
+    got = kernel_totals([*frames, None])
     assert got is not None
     # first-seen order b, a, c; sums 14, 8, 6; max 9, 7, 4; first non-missing family v, x, z
     assert list(got.index) == ["b", "a", "c"]
     assert got["total_ns"].tolist() == [14, 8, 6] and got["count"].tolist() == [2, 2, 2]
     assert got["max_ns"].tolist() == [9, 7, 4] and got["family"].tolist() == ["v", "x", "z"]
     monkeypatch.setattr(result_mod, "KERNEL_CHUNK", 64)
-    pd.testing.assert_frame_equal(_kernel_totals(frames), got)
+    pd.testing.assert_frame_equal(kernel_totals(frames), got)
 
 
 def test_step_windows_merge_threads_and_are_found_once_per_frame() -> None:

@@ -40,14 +40,14 @@ def _frame(**change) -> pd.DataFrame:
 
 
 def _analyzed(df: pd.DataFrame) -> None:
-    stepgraph._KEPT.clear()
+    stepgraph.forget_kept()
     analyze(RankContext(rank=0, events=df, meta=TraceMeta()))
 
 
 def _fresh(df: pd.DataFrame, monkeypatch) -> rp.StepGraph:
     with monkeypatch.context() as m:
         m.setattr(stepgraph, "KEEP_MAX_EVENTS", 0)
-        stepgraph._KEPT.clear()
+        stepgraph.forget_kept()
         return rp.build(df)
 
 
@@ -62,7 +62,7 @@ def _same(a: rp.StepGraph, b: rp.StepGraph) -> None:
 def test_the_replay_takes_the_critical_paths_graph_of_the_same_events(monkeypatch):
     df = _frame()
     _analyzed(df)
-    (kept,) = stepgraph._KEPT.values()
+    (kept,) = stepgraph.kept()
     assert kept[4] is not None  # a graph of every step of its events
     with monkeypatch.context() as m:  # (equal events, another frame): nothing computed again
         m.setattr(stepgraph, "Events", None)

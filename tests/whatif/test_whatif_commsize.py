@@ -166,10 +166,10 @@ def test_serial_starts_moves_only_a_tick_of_overlap_on_a_device_lane():
 def test_link_time_reads_kineto_collective_names():
     # ``nccl:all_reduce`` is an allreduce: 2 ranks, 1 MiB on the 1 MiB / 1000 ns link, ring
     # factor 1: 1000 ns (the floor the rescheduling transform keeps)
-    from hermes.whatif.comm import _link_ns
+    from hermes.whatif.comm import link_ns
 
     g = graphs(frame(*comm_step([MiB], [2000])))[0]
     g.info["name"] = g.info["name"].astype(str).str.replace("allreduce", "nccl:all_reduce")
     coll = (g.info["kind"] == "collective").to_numpy(bool)
-    got = _link_ns(g, {"device": LINK, "ranks": 2}, coll)
+    got = link_ns(g, {"device": LINK, "ranks": 2}, coll)
     assert got[coll].tolist() == pytest.approx([1000.0])

@@ -247,7 +247,7 @@ def test_each_nodes_step_is_its_events_step(shared_traces):
     for sg in gs:
         nw = len(sg.windows)
         want = np.concatenate([sg.info["win"].to_numpy(np.int64)[sg.node_ev], np.arange(nw)])
-        part, cut = rp._steps(sg)
+        part, cut = rp.step_spans(sg)
         np.testing.assert_array_equal(part, want)
         np.testing.assert_array_equal(cut, sg.g.n + np.arange(nw))
     assert len(gs[0].windows) == 3 and (gs[0].info["name"] == "across").sum() == 2
