@@ -246,7 +246,6 @@ def private_uses(name: str, tree: ast.Module, mods: set[str]) -> list[str]:
     and ``alias._x`` where ``alias`` is an imported module. Modules themselves may be
     imported by any name (``_launch``, the console script's; a compiled ``_lanes``): what a
     module keeps private are the names inside it."""
-    pkg = name.rpartition(".")[0]
     aliases: dict[str, str] = {}
     out = []
     for node in ast.walk(tree):
