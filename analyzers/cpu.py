@@ -39,10 +39,9 @@ from hermes.analyzers.common.nesting import innermost_active, node_order
 from hermes.analyzers.common.spans import device_idle, per_step_ns, spans, top_names, windows_union
 from hermes.analyzers.common.steps import fine_windows, window_note
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
-from hermes.findings import Finding
+from hermes.findings import MIN_SHARE, Finding
 from hermes.trace.schema import NOT_WORK_KINDS
 
-MIN_SHARE = 0.01
 #: Compile / sync events worth reporting whatever their share (msprof-analyze: >= 20
 #: aclopCompileAndExecute calls; SyncBatchNorm > 20).
 STRONG_COUNT = 20

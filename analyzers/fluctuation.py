@@ -36,14 +36,13 @@ from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.spans import data_wait_mask, per_step_ns, spans
 from hermes.analyzers.common.steps import step_windows
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
-from hermes.findings import Finding
+from hermes.findings import MIN_SHARE, Finding
 from hermes.trace.schema import DEVICE_LANES, NOT_WORK_KINDS
 
 MIN_STEPS = 5
 Z_SPIKE = 3.5
 MIN_EXCESS = 0.10
 MIN_EXPLAINED = 0.5
-MIN_SHARE = 0.01
 CHECKPOINT_NAME = r"(?i)checkpoint|ckpt|torch\.save|save_state|state_dict_save"
 
 #: component -> (category, cause) of the finding it leads to. Data waits are filed under the io

@@ -45,11 +45,10 @@ from hermes.analyzers.common.spans import (
 )
 from hermes.analyzers.common.steps import WARMUP_MIN_STEPS, fine_windows
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
-from hermes.findings import Finding
+from hermes.findings import MIN_SHARE, Finding
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import DEVICE_LANES
 
-MIN_SHARE = 0.01
 #: With at least this many steps the first one is left out: the loader starts with empty
 #: queues, so the first step's wait measures start-up, not the pipeline's steady-state rate.
 QUEUES = ("data_queue", "host_queue", "device_queue")
