@@ -85,6 +85,7 @@ class StackSampler:
         self._tid = threading.main_thread().ident
         self._done: deque[tuple[Any, int, int, int, tuple[int, int, int]]] = deque()
         self._names: dict[Any, str] = {}
+        self._skip: dict[Any, bool] = {}  # code object -> a frame of Hermes's own
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
                                         daemon=True)
@@ -139,8 +140,13 @@ class StackSampler:
         """One sample; ``now``: the midpoint since the previous sample (where frames that
         appeared began and frames that are gone ended)."""
         frames = []
+        skip = self._skip
         while frame is not None:
-            if not _skipped(frame.f_code.co_filename):
+            code = frame.f_code
+            hide = skip.get(code)
+            if hide is None:
+                hide = skip[code] = _skipped(code.co_filename)
+            if not hide:
                 frames.append(frame)
             frame = frame.f_back
         frames.reverse()  # outermost first

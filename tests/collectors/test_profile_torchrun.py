@@ -1,0 +1,122 @@
+"""A real 2-rank DDP job over Gloo under `hermes profile -- torchrun ...` (PyTorch CPU build).
+
+Rank 1 spends a known amount of pure-Python time per step in ``slow_python`` (50 ms, which the
+job measures itself and writes beside the trace): every worker writes its own rank file into
+the one --out directory, the framework's facts land in the metadata, and fine mode's stack
+sampler records that Python time under the function's name, within 20 % of what the job
+measured. One job serves every test here (a torchrun start costs ~10 s of imports alone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hermes  # noqa: E402
+from hermes.trace.validate import validate  # noqa: E402
+
+STEPS = 8
+SLOW_MS = 50
+JOB = textwrap.dedent(f"""
+    import json, os, sys, time
+    import torch, torch.distributed as dist
+    from torch import nn
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def slow_python(ms):
+        end = time.perf_counter() + ms / 1000
+        x = 0
+        while time.perf_counter() < end:
+            x += 1
+        return x
+
+    spent = []
+    for step in range({STEPS}):
+        x = torch.randn(16, 32)
+        if rank == 1:
+            t0 = time.perf_counter_ns()
+            slow_python({SLOW_MS})
+            spent.append(time.perf_counter_ns() - t0)
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with open(sys.argv[1] + f".rank{{rank}}.json", "w") as fh:
+        json.dump(spent, fh)
+    dist.destroy_process_group()
+""")
+
+
+def _torchrun() -> list[str]:
+    exe = Path(sys.executable).with_name("torchrun")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "torch.distributed.run"]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    tmp = tmp_path_factory.mktemp("torchrun")
+    script = tmp / "ddp_job.py"
+    script.write_text(JOB)
+    out = tmp / "job"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "hermes.cli", "profile", "--mode", "fine",
+                        "--out", str(out), "--", *_torchrun(), "--nproc-per-node", "2",
+                        "--monitor-interval", "0.05", str(script), str(tmp / "spent")],
+                       capture_output=True, text=True, env=env, cwd=tmp, timeout=240)
+    spent = json.loads((tmp / "spent.rank1.json").read_text()) if r.returncode == 0 else []
+    return {"r": r, "out": out, "spent_ns": spent}
+
+
+def test_every_worker_writes_its_rank_into_the_one_directory(job: dict) -> None:
+    r, out = job["r"], job["out"]
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(f.name for f in out.glob("*.parquet")) == ["rank-00000.parquet",
+                                                            "rank-00001.parquet"]
+    assert validate(out).ok
+    trace = hermes.load(out)
+    assert trace.meta.ranks == (0, 1)
+    steps = trace.events[trace.events.kind == "step"]
+    assert steps.groupby("rank").size().tolist() == [STEPS, STEPS]  # one per optimizer step
+    assert r.stderr.count("hermes: rank 0's trace written to") == 1  # said once, by rank 0
+
+
+def test_the_framework_facts_are_in_the_metadata(job: dict) -> None:
+    meta = hermes.load(job["out"]).meta
+    fw, settings = meta.extra["framework"], meta.extra["settings"]
+    assert fw["torch_version"] == torch.__version__
+    assert fw["device_type"] == "cpu" and fw["device_name"] is None
+    assert fw["ddp"]["bucket_cap_mb"] == 25.0  # DDP's default
+    assert fw["compile"] is False and fw["autocast"] is None
+    assert settings == {"framework": "pytorch", "device_type": "cpu", "world_size": 2,
+                        "backend": "gloo", "compile": False}
+    assert meta.extra["launcher"] == "torchrun"
+
+
+def test_fine_mode_names_the_python_function_that_costs_rank_1(job: dict) -> None:
+    ev = hermes.load(job["out"]).events
+    py = ev[(ev.kind == "python") & ev.name.astype(str).str.endswith(": slow_python")]
+    assert set(py["rank"].astype(int)) == {1}  # rank 0 never calls it
+    args = [json.loads(a) for a in py.args]
+    assert {a["source"] for a in args} == {"hermes.sampler"}
+    assert {os.path.basename(a["file"]) for a in args} == {"ddp_job.py"}
+    # steps 1..STEPS-1 (step 0 is the job's set-up): the trace's time in slow_python against
+    # the job's own measurement of it
+    steady = py[(py.step >= 1) & (py.step < STEPS)]
+    recorded = steady.groupby("step").dur_ns.sum()
+    measured = job["spent_ns"][1:STEPS]
+    assert len(recorded) == len(measured) == STEPS - 1
+    ratio = recorded.sum() / sum(measured)
+    assert 0.8 <= ratio <= 1.2, ratio
