@@ -120,3 +120,19 @@ def test_fine_mode_names_the_python_function_that_costs_rank_1(job: dict) -> Non
     assert len(recorded) == len(measured) == STEPS - 1
     ratio = recorded.sum() / sum(measured)
     assert 0.8 <= ratio <= 1.2, ratio
+
+
+def test_the_launchers_exit_code_passes_through(tmp_path: Path) -> None:
+    """``python -m torch.distributed.run`` whose worker fails: the launcher's exit code (1,
+    torchrun's for a failed worker) is hermes profile's, and the worker's steps are kept."""
+    script = tmp_path / "fail.py"
+    script.write_text("import sys, hermes\nfor _ in range(3):\n    hermes.step()\nsys.exit(3)\n")
+    out = tmp_path / "job"
+    r = subprocess.run([sys.executable, "-m", "hermes.cli", "profile", "--mode", "monitor",
+                        "--out", str(out), "--", sys.executable, "-m", "torch.distributed.run",
+                        "--nproc-per-node", "1", "--monitor-interval", "0.05", str(script)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "exitcode  : 3" in r.stderr  # torchrun's own report of the worker
+    trace = hermes.load(out)
+    assert (trace.events.kind == "step").sum() == 3
