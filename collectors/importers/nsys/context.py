@@ -68,8 +68,8 @@ class Context:
     #: sorted (rank << KEY_SHIFT | correlationId) of the runtime calls, and their steps (-1)
     host_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
-    #: sorted keys of the device rows' correlation ids (filled by the device tables)
-    device_keys: list[np.ndarray] = field(default_factory=list)
+    #: the runtime calls' keys and steps as the runtime table is read (then sorted)
+    host_parts: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     #: rows left out because their process is not a rank, per table
     skipped: dict[str, int] = field(default_factory=dict)
     rank_base: int = 0
@@ -115,6 +115,18 @@ class Context:
         out[ok] = self.step_no[j[ok]]
         return out
 
+    def add_host(self, keys: np.ndarray, steps: np.ndarray) -> None:
+        self.host_parts.append((keys, steps))
+
+    def seal_host(self) -> None:
+        """Sort the runtime calls' keys (once the runtime table is read)."""
+        if self.host_parts:
+            k = np.concatenate([p[0] for p in self.host_parts] + [self.host_keys])
+            s = np.concatenate([p[1] for p in self.host_parts] + [self.host_steps])
+            order = np.argsort(k, kind="stable")
+            self.host_keys, self.host_steps = k[order], s[order].astype(np.int32)
+            self.host_parts = []
+
     def launch_step(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per device row key: whether its runtime call is in the export, and that call's
         step (-1 where none)."""
@@ -123,18 +135,6 @@ class Context:
         pos = np.minimum(np.searchsorted(self.host_keys, keys), len(self.host_keys) - 1)
         found = self.host_keys[pos] == keys
         return found, np.where(found, self.host_steps[pos], -1).astype(np.int32)
-
-    def reaches_device(self, keys: np.ndarray) -> np.ndarray:
-        """Per runtime call key: True when a device row has its correlation id."""
-        if not self.device_keys:
-            return np.zeros(len(keys), bool)
-        if len(self.device_keys) > 1:
-            self.device_keys = [np.unique(np.concatenate(self.device_keys))]
-        dev = self.device_keys[0]
-        if not len(dev):
-            return np.zeros(len(keys), bool)
-        pos = np.minimum(np.searchsorted(dev, keys), len(dev) - 1)
-        return dev[pos] == keys
 
 
 def correlation_keys(rank: np.ndarray, corr: np.ndarray) -> np.ndarray:

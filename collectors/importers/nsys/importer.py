@@ -67,8 +67,9 @@ def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Callable
                             "not imported")
         return bool(miss) or table not in export.tables
 
-    yield from ((s.table, s) for s in gpu.TABLES if not lacks(s.table, gpu.required(s)))
+    # runtime calls first: the device rows take their launch's step and correlation
     yield from ((s.table, s) for s in host.TABLES if not lacks(s.table, host.required(s)))
+    yield from ((s.table, s) for s in gpu.TABLES if not lacks(s.table, gpu.required(s)))
     if not lacks(nvtx.TABLE, nvtx.required()):
         yield nvtx.TABLE, None
 
@@ -91,21 +92,23 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
             raise ImportFormatError("the export holds no CUDA, NVTX or runtime events",
                                     path=path, hint="capture with nsys profile -t cuda,nvtx")
         nvtx.steps(export, ctx)
-        host.correlations(export, ctx)
         patterns = options.get("comm_patterns") or comm_patterns.default()
         dev = gpu.DeviceState(export, ctx, patterns)
         gpu.kernel_seq(dev, "CUPTI_ACTIVITY_KIND_KERNEL")
         hst = host.HostState(export, ctx)
         domain_names = nvtx.domains(export)
         plan = list(_tables(export, warnings))
-        total = sum(export.count(t) for t, _ in plan) or 1
+        total = sum(export.size(t) for t, _ in plan) or 1
         done = 0
         for table, spec in plan:
             if table == nvtx.TABLE:
-                chunks = export.chunks(table, nvtx.exprs_of(export), where=nvtx.where())
-                make = lambda c: nvtx.to_batch(c, ctx, domain_names)  # noqa: E731
+                exprs, arg_layout = nvtx.exprs_of(export)
+                chunks = export.chunks(table, exprs, where=nvtx.where())
+                make = lambda c, a=arg_layout: nvtx.to_batch(c, ctx, domain_names, a)  # noqa: E731
             elif isinstance(spec, gpu.DeviceTable):
-                chunks = export.chunks(table, gpu.exprs_of(export, spec))
+                ctx.seal_host()
+                chunks = export.chunks(table, gpu.exprs_of(export, spec,
+                                                            len(dev.coll_rowid) > 0))
                 make = lambda c, s=spec: gpu.to_batch(c, s, dev)  # noqa: E731
             else:
                 chunks = export.chunks(table, host.exprs_of(export, spec))
@@ -113,7 +116,7 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
             for chunk in chunks:
                 done += chunk.num_rows
                 _write(writer, make(chunk), table, counts)
-                progress(done / total)
+                progress(min(1.0, done / total))
         device, note = info.device_meta(export, options.get("device"))
         if note:
             warnings.append(note)

@@ -13,8 +13,7 @@ Arrow for the whole chunk:
   operators);
 * anything else -> ``marker``; marks are instants (``dur_ns`` 0).
 
-``args`` keeps the domain (``domain``, ``domain_name``), category and payload columns the
-export has.
+``args`` keeps the domain id, and the category and payload where the export fills them.
 """
 
 from __future__ import annotations
@@ -28,8 +27,11 @@ import pyarrow.compute as pc
 from hermes.collectors.importers.nsys.context import STEP_PATTERNS, Context, step_number
 from hermes.collectors.importers.nsys.events import (
     LK,
+    NULL,
     K,
     Lanes,
+    arg_fields,
+    args_json,
     batch,
     bools,
     col,
@@ -46,7 +48,8 @@ _OP_NAME = r"^(?P<name>[^,]+)"
 _OP_ID = r", op_id = (?P<op>\d+)"
 _NCCL = r"^nccl[A-Z]"
 _STEP = "(?i)" + "|".join(f"(?:{p})" for p in STEP_PATTERNS)
-_STEP_NO = "(?i)" + "|".join(f"(?:{p.replace('(', f'(?P<s{i}>', 1)})"
+_NUMBER = r"(\d+)"
+_STEP_NO = "(?i)" + "|".join("(?:" + p.replace(_NUMBER, f"(?P<s{i}>" + _NUMBER[1:], 1) + ")"
                              for i, p in enumerate(STEP_PATTERNS))
 _PAYLOADS = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
              "floatValue", "jsonText")
@@ -89,18 +92,43 @@ def steps(export: Export, ctx: Context) -> None:
     ctx.step_end, ctx.step_no = arr[order, 1], arr[order, 3].astype(np.int32)
 
 
-def exprs_of(export: Export) -> dict[str, str]:
-    fields = [(k, c) for k, c in (("domain", "domainId"), ("category", "category"))
-              if export.has(TABLE, c)]
-    payload = [c for c in _PAYLOADS if export.has(TABLE, c)]
-    obj = ", ".join(f"'{k}', {c}" for k, c in fields)
-    if payload:
-        obj += (", " if obj else "") + f"'payload', coalesce({', '.join(payload)})"
+def _arg_specs(export: Export) -> list[tuple[str, Any]]:
+    """The args columns read: those some row fills (a column of NULLs costs its read)."""
+    used = set(export.filled(TABLE, ["category", *_PAYLOADS]))
+
+    def filled(cols: list[str]) -> list[str]:
+        return [c for c in cols if c in used]
+
+    ints = filled(["uint64Value", "int64Value", "uint32Value", "int32Value"])
+    reals = filled(["doubleValue", "floatValue"])
+    specs: list[tuple[str, Any]] = [("category", c) for c in filled(["category"])]
+    if ints:
+        specs.append(("payload", f"coalesce({', '.join(ints)})"))
+    if reals:  # text: a REAL payload keeps its digits
+        specs.append(("payload_real", text(f"CAST(coalesce({', '.join(reals)}) AS TEXT)")))
+    specs += [("payload_json", text(c)) for c in filled(["jsonText"])]
+    return specs
+
+
+def exprs_of(export: Export) -> tuple[dict[str, str], list[Any]]:
+    """The columns to read, and the layout of the args among them."""
     out = {"start": "start", "end": "end", "etype": "eventType", "tid": "globalTid",
            "domain": "domainId" if export.has(TABLE, "domainId") else "NULL",
-           "text": text(text_expr(export)),
-           "args": text(f"json_object({obj})" if obj else "'{}'")}
-    return out
+           "text": text(text_expr(export))}
+    exprs, layout = arg_fields(_Cols(export), TABLE, _arg_specs(export))
+    out.update(exprs)
+    return out, layout
+
+
+class _Cols:
+    """The export as ``arg_fields`` sees it: an expression over present columns is
+    present."""
+
+    def __init__(self, export: Export) -> None:
+        self.export = export
+
+    def missing(self, table: str, cols: list[str]) -> list[str]:
+        return [c for c in cols if "(" not in c and not self.export.has(table, c)]
 
 
 def where() -> str:
@@ -111,8 +139,8 @@ def required() -> list[str]:
     return ["start", "eventType", "globalTid"]
 
 
-def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str]
-             ) -> dict[str, Any] | None:
+def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str],
+             arg_layout: list[Any]) -> dict[str, Any] | None:
     tid = col(chunk, "tid")
     rank = ctx.rank_of_tid(tid)
     keep = rank >= 0
@@ -151,6 +179,7 @@ def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str]
     lanes = Lanes.of(tid, ctx.thread_lane)
     cols = batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["host"]), kind=kind,
                  name=encode_strings(name), ts=ts, end=end, step=step,
-                 args=chunk.column("args").combine_chunks())
+                 args=args_json(chunk, arg_layout, [("domain", np.where(domain < 0, NULL,
+                                                                         domain))]))
     cols["external_id"] = from_numpy(op_id.astype(np.int64), op_id < 0)
     return cols
