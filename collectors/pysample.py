@@ -16,7 +16,8 @@ An event starts halfway between the last sample that did not see its frame and t
 that did, and ends halfway between the last that saw it and the next: the frame began and
 ended somewhere in those gaps, so the midpoints are unbiased even when the sampler gets the
 interpreter lock late (a pure-Python loop holds it for up to ``sys.getswitchinterval()``). Frames of
-Hermes itself and of ``runpy`` are left out. The thread never runs Python code of the user's
+Hermes itself and of ``runpy`` are left out, and while the session is inside one of its
+hooks (``_in_hook``: a step boundary's bookkeeping) so is whatever Hermes called. The thread never runs Python code of the user's
 and takes the GIL once per sample (a stack walk of a few microseconds); between detailed
 steps it only wakes to check whether detail is on. Events are handed over on the main thread
 (:meth:`drain`, called at each step boundary and at the end), never written from the sampler.
@@ -139,18 +140,26 @@ class StackSampler:
     def _sample(self, stack: list[_Open], frame: Any, now: int, step: int) -> None:
         """One sample; ``now``: the midpoint since the previous sample (where frames that
         appeared began and frames that are gone ended)."""
-        frames = []
+        walk = []
         skip = self._skip
         while frame is not None:
             code = frame.f_code
             hide = skip.get(code)
             if hide is None:
                 hide = skip[code] = _skipped(code.co_filename)
-            if not hide:
-                frames.append(frame)
+            walk.append((frame, hide))
             frame = frame.f_back
-        frames.reverse()  # outermost first
-        del frames[MAX_DEPTH:]
+        walk.reverse()  # outermost first
+        if getattr(self.session, "_in_hook", False):
+            # Hermes's own work (a step boundary's bookkeeping, merging a capture): the job's
+            # frames down to the first Hermes frame it called, nothing Hermes called
+            seen = False
+            for i, (_, hide) in enumerate(walk):
+                if hide and seen:
+                    del walk[i:]
+                    break
+                seen |= not hide
+        frames = [fr for fr, hide in walk if not hide][:MAX_DEPTH]
         same = 0
         for op, fr in zip(stack, frames):
             if op.frame is not fr:
