@@ -248,4 +248,11 @@ def validate(path: str | os.PathLike[str]) -> ValidationReport:
     report.summary = summarize(all_df)
     report.summary["source"] = source
     report.summary["files"] = len(frames)
+    repaired: dict[str, int] = {}
+    for _, meta, _ in metas:  # what the writers replaced to keep the files readable
+        for key, n in (meta.extra.get("repaired") or {}).items():
+            if isinstance(n, int):
+                repaired[key] = repaired.get(key, 0) + n
+    if repaired:
+        report.summary["repaired"] = repaired
     return report
