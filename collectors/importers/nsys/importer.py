@@ -124,6 +124,9 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
             warnings.append(f"{path.name}: {n:,} {table} row(s) of processes that ran no "
                             "device work left out")
         unread = info.unread_tables(export, {t for t, _ in plan})
+        if unread:
+            warnings.append(f"{path.name}: tables not imported: " + ", ".join(
+                f"{t} ({n:,} row(s))" for t, n in sorted(unread.items())))
         ranks = ctx.all_ranks()
         about = {"path": str(path), "ranks": ranks, "device": device,
                  "export": info.export_info(export), "unread_tables": unread,

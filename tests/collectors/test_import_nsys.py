@@ -1,0 +1,194 @@
+"""The Nsight Systems importer on synthetic exports in the real schema, every value known by
+construction (hermes.collectors.importers.nsys.synthetic's layout)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from hermes.collectors import importers
+from hermes.collectors.importers.nsys import synthetic as syn
+from hermes.collectors.importers.nsys.context import step_number
+from tests.conftest import run_cli
+
+KERNELS, STEPS, NCCL_EVERY, MEMCPY_EVERY = 20, 2, 5, 10
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return syn.write(tmp_path_factory.mktemp("nsys") / "two.sqlite", KERNELS, processes=2,
+                     steps=STEPS, nccl_every=NCCL_EVERY, memcpy_every=MEMCPY_EVERY)
+
+
+def _import(src: Path, out: Path, *extra: str) -> tuple[dict, object]:
+    code, text, err = run_cli("import", str(src), "--out", str(out), "--json", *extra)
+    assert code == 0, err
+    return json.loads(text), pq.read_table(out).to_pandas()
+
+
+@pytest.fixture(scope="module")
+def imported(export: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, object]:
+    return _import(export, tmp_path_factory.mktemp("out") / "t.parquet")
+
+
+def test_detected_by_content_not_name(export: Path, tmp_path: Path) -> None:
+    renamed = tmp_path / "capture.db"
+    renamed.write_bytes(export.read_bytes())
+    assert importers.detect(renamed).name == "nsys"
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t (a INTEGER)").connection.commit()
+    assert importers.detect(other) is None
+    code, _, err = run_cli("import", str(other), "--out", str(tmp_path / "x.parquet"))
+    assert code == 2 and "not a profiler trace" in err and "Nsight" in err
+
+
+def test_counts_per_kind_and_rank(imported: tuple[dict, object]) -> None:
+    summary, ev = imported
+    per_rank = KERNELS // NCCL_EVERY
+    assert summary["ranks"] == [0, 1]
+    assert summary["by_kind"] == {
+        "kernel": 2 * (KERNELS - per_rank), "collective": 2 * per_rank,
+        "launch": 2 * KERNELS, "host_op": 2 * KERNELS, "step": 2 * STEPS,
+        "memcpy_h2d": 2 * (KERNELS // MEMCPY_EVERY)}
+    assert summary["events"] == len(ev)
+
+
+def test_kernels_times_correlation_steps_args(imported: tuple[dict, object]) -> None:
+    _, ev = imported
+    k = ev[(ev["kind"].astype(str) == "kernel") & (ev["rank"] == 1)].sort_values("ts_ns")
+    first = k.iloc[0]
+    assert first["ts_ns"] == syn.T0 and first["dur_ns"] == syn.KERNEL_NS
+    assert first["corr_id"] == 1 and first["stream"] == 7 and first["unit"] == "sm"
+    assert str(first["lane"]) == "stream 7" and str(first["name"]) == "GEMM"
+    assert json.loads(first["args"]) == {"grid": [128, 1, 1], "block": [256, 1, 1],
+                                         "registers per thread": 32,
+                                         "static shared memory": 0,
+                                         "dynamic shared memory": 1024, "device": 1}
+    # kernel i belongs to step i // (KERNELS / STEPS), through its launch
+    i = ((k["ts_ns"] - syn.T0) // syn.PERIOD).astype(int)
+    assert (k["step"].astype(int) == i // (KERNELS // STEPS)).all()
+    launch = ev[(ev["kind"].astype(str) == "launch") & (ev["rank"] == 1)]
+    assert set(launch["name"].astype(str)) == {"cudaLaunchKernel"}
+    assert str(launch["lane"].iloc[0]) == "thread 2 (python3)"
+    joined = k.merge(launch, on="corr_id", suffixes=("", "_l"))
+    assert len(joined) == len(k)
+    assert ((joined["ts_ns"] - joined["ts_ns_l"]) == syn.LAUNCH_LEAD).all()
+
+
+def test_nccl_kernels_are_collectives_in_sequence(imported: tuple[dict, object]) -> None:
+    _, ev = imported
+    coll = ev[ev["kind"].astype(str) == "collective"]
+    assert set(coll["name"].astype(str)) == {syn.NCCL_NAME}
+    assert set(coll["coll_group"].astype(str)) == {"nccl"} and set(coll["unit"]) == {"link"}
+    for _, g in coll.groupby("rank"):
+        assert g.sort_values("ts_ns")["coll_seq"].astype(int).tolist() == [0, 1, 2, 3]
+
+
+def test_nvtx_steps_and_emit_nvtx_operators(imported: tuple[dict, object]) -> None:
+    _, ev = imported
+    steps = ev[(ev["kind"].astype(str) == "step") & (ev["rank"] == 0)].sort_values("ts_ns")
+    assert steps["name"].astype(str).tolist() == ["ProfilerStep#0", "ProfilerStep#1"]
+    assert steps["step"].astype(int).tolist() == [0, 1]
+    ops = ev[(ev["kind"].astype(str) == "host_op") & (ev["rank"] == 0)].sort_values("ts_ns")
+    assert set(ops["name"].astype(str)) == {"aten::mm"}
+    assert ops["external_id"].astype(int).tolist() == list(range(KERNELS))
+
+
+def test_device_named_from_target_info(imported: tuple[dict, object], tmp_path: Path,
+                                       export: Path) -> None:
+    summary, _ = imported
+    out = tmp_path / "t.parquet"
+    run_cli("import", str(export), "--out", str(out))
+    device = json.loads(pq.read_metadata(out).metadata[b"hermes.device"])
+    assert device["name"] == syn.GPU_NAME and device["display_name"].startswith("NVIDIA H100")
+    assert device["count"] == 2 and device["nsys"]["smCount"] == 132
+
+
+def test_older_device_table_and_no_device_table(tmp_path: Path) -> None:
+    src = syn.write(tmp_path / "old.sqlite", 4, gpu_table=False)
+    summary, _ = _import(src, tmp_path / "a.parquet")
+    assert any("--device" in w for w in summary["warnings"])
+    con = sqlite3.connect(src)
+    con.execute("CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INTEGER, cudaId INTEGER, "
+                "name TEXT, numMultiprocessors INTEGER)")
+    con.execute("INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (0, 0, 'NVIDIA H100 PCIe', 114)")
+    con.commit()
+    con.close()
+    out = tmp_path / "b.parquet"
+    summary, _ = _import(src, out)
+    device = json.loads(pq.read_metadata(out).metadata[b"hermes.device"])
+    assert device["name"] == "NVIDIA H100 PCIe" and device["nsys"]["numMultiprocessors"] == 114
+    assert not any("--device" in w for w in summary["warnings"])
+
+
+def test_dangling_correlation_kept_in_args(tmp_path: Path) -> None:
+    src = syn.write(tmp_path / "d.sqlite", 4, nccl_every=0, memcpy_every=0)
+    con = sqlite3.connect(src)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = 2")
+    con.commit()
+    con.close()
+    _, ev = _import(src, tmp_path / "d.parquet")
+    k = ev[ev["kind"].astype(str) == "kernel"].sort_values("ts_ns")
+    assert k["corr_id"].isna().tolist() == [False, True, False, False]
+    assert json.loads(k.iloc[1]["args"])["correlation"] == 2
+    assert "correlation" not in json.loads(k.iloc[0]["args"])
+
+
+def test_missing_columns_and_unknown_tables_are_named(tmp_path: Path) -> None:
+    src = syn.write(tmp_path / "v.sqlite", 4, nccl_every=0, memcpy_every=0)
+    con = sqlite3.connect(src)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN gridZ")
+    con.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN globalTid")
+    con.execute("CREATE TABLE FUTURE_ACTIVITY (start INTEGER, end INTEGER)")
+    con.execute("INSERT INTO FUTURE_ACTIVITY VALUES (1, 2)")
+    con.commit()
+    con.close()
+    summary, ev = _import(src, tmp_path / "v.parquet")
+    assert "NVTX_EVENTS has no globalTid column: not imported" in " ".join(summary["warnings"])
+    k = ev[ev["kind"].astype(str) == "kernel"]
+    assert len(k) == 4 and "grid" not in json.loads(k.iloc[0]["args"])
+    meta = json.loads(pq.read_metadata(tmp_path / "v.parquet").metadata[b"hermes.import"])
+    # the NVTX table is not read without its thread column: 4 operator and 4 step ranges
+    assert meta["files"][0]["unread_tables"] == {"FUTURE_ACTIVITY": 1, "NVTX_EVENTS": 8}
+    assert any("not imported: FUTURE_ACTIVITY (1 row(s))" in w for w in summary["warnings"])
+
+
+def test_report_without_nsys_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"\x00not sqlite")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, _, err = run_cli("import", str(rep), "--out", str(tmp_path / "x.parquet"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "nsys export --type sqlite --output" in err and "run.nsys-rep" in err
+
+
+def test_damaged_export_is_one_line(export: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(export.read_bytes()[:8192])
+    code, _, err = run_cli("import", str(bad), "--out", str(tmp_path / "x.parquet"),
+                           "--from", "nsys")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_in_memory_import_equals_the_file(export: Path, tmp_path: Path) -> None:
+    from hermes.trace import load
+
+    imp = importers.get("nsys")
+    res = imp.run([export], tmp_path / "m.parquet", {"in_memory": True})
+    out = tmp_path / "f.parquet"
+    imp.run([export], out, {})
+    a = res.trace.events.sort_values(["rank", "ts_ns", "kind"]).reset_index(drop=True)
+    b = load(out).events.sort_values(["rank", "ts_ns", "kind"]).reset_index(drop=True)
+    assert a.astype(str).equals(b.astype(str))
+
+
+@pytest.mark.parametrize("text,step", [("ProfilerStep#7", 7), ("step 3", 3), ("Step#12", 12),
+                                       ("train_step_4", 4), ("iteration 9", 9),
+                                       ("forward", None), ("stepper 2", None)])
+def test_step_markers(text: str, step: int | None) -> None:
+    assert step_number(text) == step
