@@ -341,6 +341,8 @@ class Recording:
                 h[col].append(value)
 
     def _flush_host(self) -> None:
+        if self.detail:
+            self.sampler.poke()
         h = self._host
         self._host_steps = 0
         if not h["rank"]:

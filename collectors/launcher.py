@@ -162,6 +162,7 @@ def bootstrap() -> None:
     try:
         session: Any = api.profile(**options)
         torch_profiler.watch(session)
+    pysample.skip_callers(sys._getframe(1))  # the `python -c BOOTSTRAP` frame: not the job's
     except Exception as exc:  # noqa: BLE001 - never stop the user's job from starting
         msg = exc.one_line() if isinstance(exc, HermesError) else f"{type(exc).__name__}: {exc}"
         api.warn(f"profiling disabled: {msg}; running the script unprofiled")

@@ -42,8 +42,21 @@ _SKIP_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in
 _SKIP_FILES = ("<frozen runpy>", "runpy.py")
 
 
-def _skipped(filename: str) -> bool:
-    return filename.startswith(_SKIP_DIRS) or filename.endswith(_SKIP_FILES)
+#: code objects that are not the job's though outside Hermes's files: the ``python -c``
+#: bootstrap frame Hermes starts a script from (:func:`skip_callers`)
+_SKIP_CODES: set[Any] = set()
+
+
+def skip_callers(frame: Any) -> None:
+    """Leave ``frame`` and its callers out of every sample (the frames that start the job)."""
+    while frame is not None:
+        _SKIP_CODES.add(frame.f_code)
+        frame = frame.f_back
+
+
+def _skipped(code: Any) -> bool:
+    name = code.co_filename
+    return code in _SKIP_CODES or name.startswith(_SKIP_DIRS) or name.endswith(_SKIP_FILES)
 
 
 def _short(filename: str) -> str:
@@ -88,13 +101,19 @@ class StackSampler:
         self._names: dict[Any, str] = {}
         self._skip: dict[Any, bool] = {}  # code object -> a frame of Hermes's own
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by :meth:`poke`: detail may have turned on
         self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
                                         daemon=True)
         self._thread.start()
 
+    def poke(self) -> None:
+        """Detail may have turned on (a step boundary): look now, not at the next idle poll."""
+        self._wake.set()
+
     def stop(self) -> None:
         """Stop sampling; the frames still open are closed now."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=1.0)
 
@@ -114,16 +133,21 @@ class StackSampler:
     def _run(self) -> None:
         stack: list[_Open] = []
         step = -1
-        wait = self.idle_s
         prev = 0  # the previous sample's time (0: none in this detailed stretch)
-        while not self._stop.wait(wait):
+        while not self._stop.is_set():
             s = self.session
             if s.closed or not s.detail:
                 if stack:
-                    self._close(stack, 0, perf_counter_ns() if not prev else prev, step)
-                wait, prev = self.idle_s, 0
+                    now = perf_counter_ns()
+                    self._close(stack, 0, (prev + now) // 2 if prev else now, step)
+                prev = 0
+                self._wake.wait(self.idle_s)
+                self._wake.clear()
                 continue
-            wait = self.interval_s
+            if prev and self._stop.wait(self.interval_s):
+                break
+            if s.closed or not s.detail:
+                continue
             cpu0 = thread_time_ns()
             t0 = perf_counter_ns()
             frame = sys._current_frames().get(self._tid)
@@ -146,7 +170,7 @@ class StackSampler:
             code = frame.f_code
             hide = skip.get(code)
             if hide is None:
-                hide = skip[code] = _skipped(code.co_filename)
+                hide = skip[code] = _skipped(code)
             walk.append((frame, hide))
             frame = frame.f_back
         walk.reverse()  # outermost first

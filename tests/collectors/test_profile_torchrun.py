@@ -94,6 +94,7 @@ def test_every_worker_writes_its_rank_into_the_one_directory(job: dict) -> None:
 
 
 def test_the_framework_facts_are_in_the_metadata(job: dict) -> None:
+    assert job["r"].returncode == 0, job["r"].stderr[-3000:]
     meta = hermes.load(job["out"]).meta
     fw, settings = meta.extra["framework"], meta.extra["settings"]
     assert fw["torch_version"] == torch.__version__
@@ -106,6 +107,7 @@ def test_the_framework_facts_are_in_the_metadata(job: dict) -> None:
 
 
 def test_fine_mode_names_the_python_function_that_costs_rank_1(job: dict) -> None:
+    assert job["r"].returncode == 0, job["r"].stderr[-3000:]
     ev = hermes.load(job["out"]).events
     py = ev[(ev.kind == "python") & ev.name.astype(str).str.endswith(": slow_python")]
     assert set(py["rank"].astype(int)) == {1}  # rank 0 never calls it
