@@ -154,7 +154,7 @@ def bootstrap() -> None:
     """Entry point inside the exec'd interpreter (``python -c BOOTSTRAP -- SCRIPT ARGS``)."""
     import runpy
 
-    from hermes.collectors import api, torch_profiler
+    from hermes.collectors import api, pysample, torch_profiler
 
     options = json.loads(os.environ.pop(ENV, "{}") or "{}")
     kind, target, *args = sys.argv[1:]
