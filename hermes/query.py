@@ -112,6 +112,19 @@ def _findings(src: Source) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def _operators(src: Source) -> pa.Table:
+    """Host operators per rank: count and inclusive time (the trace's host_op events)."""
+    import pyarrow.compute as pc
+
+    ev = src.events()
+    ops = ev.filter(pc.equal(ev.column("kind"), "host_op")).select(["rank", "name", "dur_ns"])
+    agg = ops.group_by(["rank", "name"]).aggregate(
+        [("dur_ns", "count"), ("dur_ns", "sum"), ("dur_ns", "mean"), ("dur_ns", "max")])
+    agg = agg.rename_columns({"dur_ns_count": "count", "dur_ns_sum": "total_ns",
+                              "dur_ns_mean": "mean_ns", "dur_ns_max": "max_ns"})
+    return agg.select(["rank", "name", "count", "total_ns", "mean_ns", "max_ns"])
+
+
 def _analysis(key: str) -> Callable[[Source], pa.Table]:
     return lambda src: src.analysis_table(key)
 
@@ -125,8 +138,8 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
     TableSpec("steps", "per rank and step: the step window", _analysis("steps.windows")),
     TableSpec("kernels", "per rank and kernel name: count, total/mean/max time, family, bound",
               _analysis("computation.kernels")),
-    TableSpec("operators", "per rank and host operator: device time of its kernels",
-              _analysis("computation.op_time")),
+    TableSpec("operators", "per rank and host operator: count, total/mean/max inclusive time",
+              _operators, analysis=False),
     TableSpec("collectives", "per rank and collective: group, seq, op, bytes, wait, bandwidth",
               _analysis("communication.collectives")),
     TableSpec("findings", "the diagnosed causes, ranked: id, severity, time share, summary",

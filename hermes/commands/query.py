@@ -50,9 +50,13 @@ def as_csv(table: Any) -> str:
 
 
 def as_json(table: Any) -> str:
+    from decimal import Decimal
+
     def plain(v: Any) -> Any:
         if isinstance(v, float) and math.isnan(v):
             return None
+        if isinstance(v, Decimal):  # DuckDB's sums of BIGINT are HUGEINT (decimal in Arrow)
+            return int(v) if v == v.to_integral_value() else float(v)
         if isinstance(v, int | float | str | bool) or v is None:
             return v
         return str(v)  # decimals, timestamps
