@@ -89,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy(src, trace)
         copy = root / f"copy-{src.name}"
         (shutil.copytree if src.is_dir() else shutil.copy)(trace, copy)
+        size = sum(f.stat().st_size for f in ([trace] if trace.is_file() else
+                                              trace.rglob("*")) if f.is_file())
         runs: list[dict[str, Any]] = [anyio.run(_session, root, trace, copy)
                                       for _ in range(repeat)]
     med = {k: statistics.median(r[k] for r in runs) for k in ("first", "second", "copy")}
-    size = sum(f.stat().st_size for f in ([src] if src.is_file() else src.rglob("*")))
     print(f"trace {src.name} ({size / 1e6:.1f} MB), {repeat} server(s), medians:")
     print(f"  first analyze call  {med['first'] * 1e3:9.1f} ms  (import + analysis + advice)")
     print(f"  second call         {med['second'] * 1e3:9.1f} ms  (cache hit: "
