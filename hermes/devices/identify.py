@@ -161,8 +161,9 @@ def _from_fields(device: dict[str, Any]) -> Identified | None:
     by_props = _by_props(props)
     if named is not None:
         # a name two parts share ("AMD Instinct MI250X/MI250"): the CU count decides
-        if by_props and by_props[1] and named not in by_props[1] and len(by_props[1]) == 1 and \
-                by_props[1][0].arch == named.arch:
+        sms = int(props.get("numSms") or 0)
+        if by_props and len(by_props[1]) == 1 and by_props[1][0].arch == named.arch and sms and \
+                int(named.fields.get("compute_units", sms)) != sms:
             named = by_props[1][0]
         text = next(n for n in names if n and match(n) is not None)
         return Identified(named, "trace field", f"device name {text!r}", named.vendor, named.arch)
