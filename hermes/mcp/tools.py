@@ -142,7 +142,6 @@ def whatif(ws: an.Workspace, trace: str, apply: list[str] | None = None) -> dict
             alone = {s: predict(gs, [s], meta).to_dict() for s in p.applied}
             doc["per_optimization"] = {s: {"predicted_ms": d["predicted_ms"],
                                            "speedup": d["speedup"]} for s, d in alone.items()}
-    doc["transforms"] = sorted(TRANSFORMS)
     return _bounded(ws, doc)
 
 
