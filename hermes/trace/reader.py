@@ -8,6 +8,7 @@ trace metadata. Older schema versions load with missing columns filled with null
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,11 +53,29 @@ class Trace:
         return len(self.events)
 
 
+#: a segment of ``hermes.trace.segments`` (``rank-00003.seg-PID-00001.parquet``)
+_SEGMENT = re.compile(r"^(?P<stem>.+)\.seg-\d+-\d+\.parquet$")
+
+
+def superseded(files: list[Path]) -> list[Path]:
+    """``files`` without the segments whose merged rank file is among them: a clean close
+    publishes the merged file, then removes its segments; a reader listing between the two
+    reads each step once."""
+    names = {f.name for f in files}
+    out = []
+    for f in files:
+        m = _SEGMENT.match(f.name)
+        if m is None or f"{m.group('stem')}.parquet" not in names:
+            out.append(f)
+    return out
+
+
 def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     """The Parquet files that make up a trace (one file, or ``*.parquet`` in a directory)."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.glob("*.parquet") if not f.name.startswith("."))
+        # segments a clean close merged, seen before it removed them, are read once (merged)
+        files = superseded(sorted(f for f in p.glob("*.parquet") if not f.name.startswith(".")))
         odd = [f for f in files if not f.is_file()]
         if odd:  # a FIFO would block, a directory cannot be read
             raise TraceFormatError("not a regular file (a directory, FIFO or device)",

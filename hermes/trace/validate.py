@@ -255,4 +255,9 @@ def validate(path: str | os.PathLike[str]) -> ValidationReport:
                 repaired[key] = repaired.get(key, 0) + n
     if repaired:
         report.summary["repaired"] = repaired
+    from hermes.trace.segments import interrupted, interrupted_note
+
+    if interrupted(path):  # a profiled run killed before it closed (or still running)
+        report.summary["interrupted"] = interrupted(path)
+        report.summary["interrupted_note"] = interrupted_note(path)
     return report
