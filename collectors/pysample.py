@@ -17,7 +17,9 @@ that did, and ends halfway between the last that saw it and the next: the frame 
 ended somewhere in those gaps, so the midpoints are unbiased even when the sampler gets the
 interpreter lock late (a pure-Python loop holds it for up to ``sys.getswitchinterval()``). Frames of
 Hermes itself and of ``runpy`` are left out, and while the session is inside one of its
-hooks (``_in_hook``: a step boundary's bookkeeping) so is whatever Hermes called. The thread never runs Python code of the user's
+hooks (``_in_hook``: a step boundary's bookkeeping) the stack ends at the hook's own frame:
+Hermes's time is named as Hermes's (``[hermes] collectors/api.py(...): Recording.step``), and
+what it called is left out. The thread never runs Python code of the user's
 and takes the GIL once per sample (a stack walk of a few microseconds); between detailed
 steps it only wakes to check whether detail is on. Events are handed over on the main thread
 (:meth:`drain`, called at each step boundary and at the end), never written from the sampler.
@@ -35,6 +37,8 @@ from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
 DEFAULT_INTERVAL_S = 0.002
+#: name prefix of a frame of Hermes's own hooks (the collector's time, not the job's)
+OWN = "[hermes] "
 MAX_DEPTH = 64
 #: frames of these files are Hermes's own or the interpreter's start-up: not the job's time
 _SKIP_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in
@@ -177,10 +181,13 @@ class StackSampler:
         if getattr(self.session, "_in_hook", False):
             # Hermes's own work (a step boundary's bookkeeping, merging a capture): the job's
             # frames down to the first Hermes frame it called, nothing Hermes called
+            # frames down to the first Hermes frame it called (kept: Hermes's own time goes
+            # by Hermes's name, not the caller's), nothing Hermes called
             seen = False
-            for i, (_, hide) in enumerate(walk):
+            for i, (fr, hide) in enumerate(walk):
                 if hide and seen:
-                    del walk[i:]
+                    del walk[i + 1:]
+                    walk[i] = (fr, False)
                     break
                 seen |= not hide
         frames = [fr for fr, hide in walk if not hide][:MAX_DEPTH]
@@ -208,9 +215,12 @@ class StackSampler:
             op.frame = None  # drop the reference: the frame's locals are freed with it
 
     def _name(self, code: Any) -> str:
+        """``file.py(FIRST_LINE): qualified name``; a frame of Hermes's own (a hook the job
+        called) is prefixed :data:`OWN` so that analyses tell the collector's time apart."""
         name = self._names.get(code)
         if name is None:
             qual = getattr(code, "co_qualname", code.co_name)
-            name = self._names[code] = (f"{_short(code.co_filename)}({code.co_firstlineno}): "
-                                        f"{qual}")
+            own = OWN if self._skip.get(code) else ""
+            name = self._names[code] = (f"{own}{_short(code.co_filename)}"
+                                        f"({code.co_firstlineno}): {qual}")
         return name

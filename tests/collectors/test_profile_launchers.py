@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hermes.collectors import launchers
+from hermes.collectors.launcher import parse_command
 from hermes.errors import UsageError
 from tests.conftest import run_cli
 
@@ -43,7 +44,7 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 ])
 def test_launcher_command_lines_name_the_workers_script(script: Path, cmd: list[str],
                                                         launcher: str, module: bool) -> None:
-    w = launchers.wrap(cmd)
+    w = launchers.wrap(cmd, parse_command)
     assert w is not None and w.launcher == launcher and w.argv == cmd
     assert w.is_module is module
     assert w.target == ("pkg.train" if module else os.path.realpath(script))
@@ -75,7 +76,7 @@ def test_plain_python_is_not_a_launcher(script: Path) -> None:
 def test_launchers_hermes_cannot_wrap_say_what_to_run_instead(script: Path, cmd: list[str],
                                                               needle: str, instead: str) -> None:
     with pytest.raises(UsageError) as info:
-        launchers.wrap(cmd)
+        launchers.wrap(cmd, parse_command)
     line = info.value.one_line()
     assert needle in line and instead in line and "\n" not in line
     code, _, err = run_cli("profile", "--out", "job", "--", *cmd)
