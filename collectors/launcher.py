@@ -127,7 +127,7 @@ def prepare(cmd: list[str], options: dict[str, Any], epilogue: str = ""
     rank 0's worker after its trace is published); anything else is a Python invocation."""
     if not cmd:
         parse_command(cmd)  # "nothing to run"
-    wrapped = launchers.wrap(cmd)
+    wrapped = launchers.wrap(cmd, parse_command)
     inv = parse_command(cmd) if wrapped is None else None
     out = Path(options["out"]).resolve()
     if wrapped is not None and out.suffix == ".parquet":
