@@ -192,3 +192,42 @@ def test_in_memory_import_equals_the_file(export: Path, tmp_path: Path) -> None:
                                        ("forward", None), ("stepper 2", None)])
 def test_step_markers(text: str, step: int | None) -> None:
     assert step_number(text) == step
+
+
+def test_os_runtime_marks_and_start_end_ranges(tmp_path: Path) -> None:
+    src = syn.write(tmp_path / "o.sqlite", 2, steps=1, nccl_every=0, memcpy_every=0)
+    gtid = (1 << 24) | 1
+    con = sqlite3.connect(src)
+    con.execute("CREATE TABLE OSRT_API (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                "eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER, "
+                "nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, "
+                "nestingLevel INTEGER, callchainId INTEGER)")
+    con.execute("INSERT INTO StringIds VALUES (50, 'pthread_cond_wait')")
+    con.execute("INSERT INTO OSRT_API VALUES (100, 600, 27, ?, NULL, 50, 0, 0, NULL)", (gtid,))
+    con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) "
+                "VALUES (700, NULL, 34, 'checkpoint', ?), (800, 900, 60, 'fwd', ?)",
+                (gtid, gtid))
+    con.commit()
+    con.close()
+    _, ev = _import(src, tmp_path / "o.parquet")
+    os_call = ev[ev["name"].astype(str) == "pthread_cond_wait"].iloc[0]
+    assert os_call["kind"] == "runtime" and os_call["dur_ns"] == 500
+    assert json.loads(os_call["args"]) == {"source_category": "os_runtime", "return": 0,
+                                           "nesting": 0}
+    mark = ev[ev["name"].astype(str) == "checkpoint"].iloc[0]
+    assert mark["kind"] == "marker" and mark["dur_ns"] == 0 and mark["ts_ns"] == 700
+    rng = ev[ev["name"].astype(str) == "fwd"].iloc[0]
+    assert rng["kind"] == "marker" and rng["dur_ns"] == 100
+
+
+def test_several_files_are_consecutive_ranks_and_rank_option(tmp_path: Path) -> None:
+    a = syn.write(tmp_path / "a.sqlite", 3, processes=2, steps=1, memcpy_every=0)
+    b = syn.write(tmp_path / "b.sqlite", 3, processes=1, steps=1, memcpy_every=0)
+    summary, ev = _import(a, tmp_path / "ab.parquet")
+    assert summary["ranks"] == [0, 1]
+    code, out, err = run_cli("import", str(a), str(b), "--out", str(tmp_path / "x.parquet"),
+                             "--json")
+    assert code == 0, err
+    assert json.loads(out)["ranks"] == [0, 1, 2]
+    summary, ev = _import(b, tmp_path / "r.parquet", "--rank", "5")
+    assert summary["ranks"] == [5] and set(ev["rank"]) == {5}
