@@ -6,7 +6,6 @@ CLI renders (``hermes analyze --format json``, ``hermes diff --format json``, ``
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from hermes.errors import UsageError
@@ -196,28 +195,31 @@ def query_tool() -> tuple[Any, str] | None:
 
 
 def query(ws: an.Workspace, trace: str, sql: str) -> dict[str, Any]:
-    """``hermes query TRACE SQL --format json`` of at most the row cap's rows."""
-    from hermes.analyzers.result import jsonable
-    from hermes.commands._util import hermes_source
+    """``hermes query TRACE SQL --format json`` of at most the row cap's rows: the trace as
+    that command reads it (profiler output imported to a Parquet), the analysis tables from the
+    cached analysis, the rows converted by its JSON renderer."""
+    import json
+
+    from hermes.commands._util import hermes_trace
+    from hermes.commands.query import as_json
 
     q = _query_module()
     path, digest = ws.trace(trace)
     a, _ = an.analyzed(ws, trace)
 
     def load() -> Any:
-        with hermes_source(path) as source:
-            src = q.Source(source, a.advice.attach(a.analysis))
+        with hermes_trace(path) as traced:
+            src = q.Source(traced, a.advice.attach(a.analysis))
             src.events()  # read now: a temporary import goes away with the context
         return src
 
     src, hit = ws.cache.get(("query", digest), load)
     with WORK:
         table, more = q.run(src, sql, ws.max_rows)
-    rows = jsonable(table.to_pylist())
-    doc = {"trace": trace, "columns": table.column_names, "rows": rows, "cached": hit}
+    doc = {"trace": trace, "columns": table.column_names, "rows": json.loads(as_json(table)),
+           "cached": hit}
     out = _bounded(ws, doc, main="rows", rest="add LIMIT/OFFSET to the SQL for other rows")
-    out["truncated"] = bool(out["truncated"] or more)
     if more:
-        out.setdefault("rest", "add LIMIT/OFFSET to the SQL (or a narrower WHERE) for "
-                               "other rows")
+        out.update(truncated=True, rest=f"the first {ws.max_rows} rows: add LIMIT/OFFSET (or "
+                                        "a narrower WHERE) to the SQL for the others")
     return out

@@ -289,6 +289,29 @@ def test_twenty_concurrent_calls_complete(server: Client, work: Path) -> None:
     assert len({json.dumps(r.structured_content["kernels"]) for r in results[12:16]}) == 1
 
 
+def test_query_matches_the_cli_where_hermes_query_exists(server: Client) -> None:
+    tools = {t.name for t in server.portal.call(server.session.list_tools).tools}
+    try:
+        import hermes.commands.query  # noqa: F401
+    except ImportError:
+        assert "query" not in tools
+        pytest.skip("hermes.query is not part of this installation")
+    assert "query" in tools
+    for trace, sql in ((ASCEND, "SELECT kind, count(*) AS n, sum(dur_ns) AS total FROM events "
+                                "GROUP BY kind ORDER BY kind"),  # the events
+                       (KINETO, "SELECT name, sum(total_ns) AS t FROM kernels GROUP BY name "
+                                "ORDER BY t DESC, name LIMIT 5")):  # an analysis table
+        got = server.call("query", trace=str(trace), sql=sql)
+        code, out, err = run_cli("query", str(trace), sql, "--format", "json")
+        assert code == 0, err
+        assert got["rows"] == json.loads(out) and got["truncated"] is False
+    every = server.call("query", trace=str(KINETO), sql="SELECT * FROM events")
+    assert every["truncated"] is True and len(every["rows"]) == 100
+    assert "LIMIT" in every["rest"]
+    assert "DROP refused: queries are read-only" in \
+        server.error("query", trace=str(KINETO), sql="DROP TABLE events")
+
+
 def test_resources_vocabulary_rules_and_docs(server: Client) -> None:
     from hermes.findings import CAUSE_IDS
 
