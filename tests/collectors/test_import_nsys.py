@@ -231,3 +231,18 @@ def test_several_files_are_consecutive_ranks_and_rank_option(tmp_path: Path) -> 
     assert json.loads(out)["ranks"] == [0, 1, 2]
     summary, ev = _import(b, tmp_path / "r.parquet", "--rank", "5")
     assert summary["ranks"] == [5] and set(ev["rank"]) == {5}
+
+
+def test_every_command_works_on_an_nsys_import(export: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.parquet"
+    _import(export, out)
+    for args in (["analyze", str(out), "--format", "json"],
+                 ["report", str(out), "--out", str(tmp_path / "r.html")],
+                 ["diff", str(out), str(export)],
+                 ["check", str(export), "--baseline", str(out)],
+                 ["whatif", str(out)],
+                 ["export", str(out), "--format", "chrome", "--out", str(tmp_path / "c.json")]):
+        code, _, err = run_cli(*args)
+        assert code == 0, (args[0], err)
+    assert json.loads(run_cli("analyze", str(export), "--format", "json")[1])["steps"][
+        "count"] == STEPS
