@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Serve Hermes to coding agents: a Model Context Protocol server on stdin/stdout with
         the tools analyze, findings, kernels, critical_path, memory, diff, check, whatif and
-        report (and query where installed), returning the numbers the CLI commands print,
+        report and query, returning the numbers the CLI commands print,
         bounded in rows and bytes, with the cause vocabulary, rule table and docs as
         resources. See docs/agents.md.
 

@@ -75,8 +75,8 @@ KERNEL_SORTS = {"total_ns": True, "count": True, "mean_ns": True, "max_ns": True
 
 def kernel_table(a: Analyzed) -> list[dict[str, Any]]:
     """Every kernel name over all ranks with the figures of ``computation.top_kernels`` (the
-    same aggregation, :func:`hermes.analyzers.engine.result._kernel_totals`, not cut at its 20 rows),
-    sorted as that table is: by total time, descending, ties in first-seen order."""
+    same aggregation, :func:`hermes.analyzers.engine.result._kernel_totals`, not cut at its
+    20 rows), sorted as that table is: by total time, descending, ties in first-seen order."""
     if a.kernels is not None:
         return a.kernels
     from hermes.analyzers.engine.result import KERNEL_KEYS, _kernel_totals, jsonable
