@@ -71,9 +71,8 @@ def _events_of(trace: Any) -> pa.Table:
 
 def _plain(table: pa.Table) -> pa.Table:
     """Dictionary columns as plain strings (DuckDB reads them as VARCHAR either way)."""
-    cols = []
-    for name, col in zip(table.column_names, table.columns, strict=True):
-        cols.append(col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col)
+    cols = [col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+            for col in table.columns]
     return pa.Table.from_arrays(cols, names=table.column_names)
 
 
@@ -257,11 +256,6 @@ def run(src: Source, sql: str, limit: int | None = None) -> tuple[pa.Table, bool
     finally:
         con.close()
     return table, more
-
-
-def describe(src: Source | None = None) -> list[dict[str, str]]:
-    """The named tables, for ``hermes query --tables``."""
-    return [{"table": t.name, "what": t.description} for t in TABLES.values()]
 
 
 def source(path: Path) -> Source:

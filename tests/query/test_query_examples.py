@@ -5,7 +5,6 @@ export, whose every time is known by construction, the answers are checked by ha
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

@@ -129,25 +129,26 @@ def arg_fields(export: Any, table: str, fields: Sequence[tuple[str, Any]]
     """The SQL expressions to read for ``args`` and their layout: ``fields`` are (key,
     column), (key, [columns]) for an array, or (key, sql.text(column)) for text; keys whose
     columns the table lacks are left out."""
-    from hermes.collectors.importers.nsys.sql import _is_text, _sql
+    from hermes.collectors.importers.nsys.sql import is_text, sql_of
 
     exprs: dict[str, str] = {}
     layout: list[ArgField] = []
     for key, cols in fields:
         group = cols if isinstance(cols, list) else [cols]
-        if export.missing(table, [_sql(c) for c in group]):
+        if export.missing(table, [sql_of(c) for c in group]):
             continue
         names = tuple(f"arg.{key}.{i}" for i in range(len(group)))
         exprs.update(zip(names, group, strict=True))
-        layout.append(ArgField(key, names, isinstance(cols, list), _is_text(group[0])))
+        layout.append(ArgField(key, names, isinstance(cols, list), is_text(group[0])))
     return exprs, layout
 
 
 def args_json(chunk: pa.Table, layout: Sequence[ArgField],
               extra: Sequence[tuple[str, np.ndarray | list[np.ndarray]]] = ()) -> pa.Array:
     """Each row's ``args`` JSON object from its ``layout`` columns (and ``extra`` integer
-    fields, a list of arrays for a JSON array; ``NULL`` = absent). Built once per distinct combination of values (kernels
-    repeat a few configurations), then spread over the rows by index."""
+    fields, a list of arrays for a JSON array; ``NULL`` = absent). Built once per distinct
+    combination of values (kernels repeat a few configurations), then spread over the rows
+    by index."""
     import json
 
     n = chunk.num_rows

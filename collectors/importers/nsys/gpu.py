@@ -18,9 +18,9 @@ table                                  events
 
 Names are ``StringIds`` entries (a kernel's ``demangledName``, else ``shortName``); the
 kernel's grid, block, registers and shared memory and the device go to ``args`` (built once
-per distinct configuration). A row's step is its runtime call's step (found by correlation id), else the
-step window holding its start. A correlation id whose runtime call is not in the export is
-left empty (``args.correlation`` keeps it), as the Kineto importer does.
+per distinct configuration). A row's step is its runtime call's step (found by correlation
+id), else the step window holding its start. A correlation id whose runtime call is not in
+the export is left empty (``args.correlation`` keeps it), as the Kineto importer does.
 """
 
 from __future__ import annotations

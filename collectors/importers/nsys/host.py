@@ -2,11 +2,11 @@
 
 ``CUPTI_ACTIVITY_KIND_RUNTIME`` holds CUDA runtime and driver calls (``eventClass``): named
 from ``StringIds`` without Nsight's version suffix (``cudaLaunchKernel_v7000`` ->
-``cudaLaunchKernel``, the name Kineto gives), they are, by the Kineto importer's name rules,
-``sync`` (``*Synchronize``, blocking copies), ``alloc`` (malloc/free), ``launch`` (calls
-that enqueue work: ``*Launch*``, async copies and memsets), else ``runtime``. ``OSRT_API`` (OS runtime calls:
-``pthread_cond_wait``, ``poll``, ``read``...) become ``runtime`` events whose
-``args.source_category`` is ``os_runtime``.
+``cudaLaunchKernel``, the name Kineto gives), they are, by the Kineto importer's name
+rules, ``sync`` (``*Synchronize``, blocking copies), ``alloc`` (malloc/free), ``launch``
+(calls that enqueue work: ``*Launch*``, async copies and memsets), else ``runtime``.
+``OSRT_API`` (OS runtime calls: ``pthread_cond_wait``, ``poll``, ``read``...) become
+``runtime`` events whose ``args.source_category`` is ``os_runtime``.
 
 The runtime table is read before the device tables: its calls' correlation ids and steps
 are kept (12 bytes a call), so a device row's step is its launch's, and a device row whose

@@ -37,8 +37,8 @@ from hermes.collectors.importers.nsys.events import (
     col,
     encode_strings,
 )
-from hermes.trace.arrowbuf import from_numpy, to_numpy
 from hermes.collectors.importers.nsys.sql import Export, text
+from hermes.trace.arrowbuf import from_numpy, to_numpy
 
 TABLE = "NVTX_EVENTS"
 MARK, PUSH_POP, START_END, DOMAIN_CREATE = 34, 59, 60, 75

@@ -123,9 +123,9 @@ class Export:
         :func:`text`)."""
         if not exprs:
             return
-        cols = ", ".join(f"{_sql(e)} AS {quote(n)}" for n, e in exprs.items())
+        cols = ", ".join(f"{sql_of(e)} AS {quote(n)}" for n, e in exprs.items())
         sql = f"SELECT {cols} FROM {quote(table)}" + (f" WHERE {where}" if where else "")
-        types = [pa.string() if _is_text(e) else pa.int64() for e in exprs.values()]
+        types = [pa.string() if is_text(e) else pa.int64() for e in exprs.values()]
         import adbc_driver_manager
 
         try:
@@ -176,12 +176,12 @@ def text(expr: str) -> str:
     return _TEXT + expr
 
 
-def _is_text(expr: str) -> bool:
+def is_text(expr: str) -> bool:
     return expr.startswith(_TEXT)
 
 
-def _sql(expr: str) -> str:
-    return expr[len(_TEXT):] if _is_text(expr) else expr
+def sql_of(expr: str) -> str:
+    return expr[len(_TEXT):] if is_text(expr) else expr
 
 
 def quote(name: str) -> str:
