@@ -77,10 +77,12 @@ def recorded_dtypes(types: pd.Series) -> pd.Series:
 
 
 def matmul_mix(names: pd.Series, dur_ns: Any, recorded: pd.Series | None = None,
-               matmul: Any = None) -> dict[str, Any]:
+               matmul: Any = None, fallback: pd.Series | None = None) -> dict[str, Any]:
     """Share of matmul time per dtype among the kernels ``names`` with durations ``dur_ns``;
     ``recorded`` the dtype text recorded with each kernel's operator (aligned, may be None),
-    ``matmul`` a mask of the matmul kernels (default ``is_matmul(names)``).
+    ``matmul`` a mask of the matmul kernels (default ``is_matmul(names)``), ``fallback`` a
+    dtype label per kernel for those neither recorded nor named (a recorded element size:
+    ``"fp16/bf16"``).
 
     Returns ``{"matmul_ns", "kernels", "shares": {dtype: share}, "unknown_share",
     "source": {"recorded": share, "kernel names": share}, "top": dtype or None}``; shares are of
@@ -102,14 +104,18 @@ def matmul_mix(names: pd.Series, dur_ns: Any, recorded: pd.Series | None = None,
     # a recorded fp32 that the kernel ran as TF32 (its name says so) counts as tf32
     rec = np.where(has_rec & (rec == "fp32") & (by_name == "tf32"), "tf32", rec)
     dt = np.where(has_rec, rec, by_name)
+    if fallback is not None:
+        fb = pd.Series(fallback).reset_index(drop=True)[mm].to_numpy(object)
+        dt = np.where(pd.isna(dt) & pd.notna(fb), fb, dt)
     d = dur[mm]
     frame = pd.DataFrame({"dt": pd.Series(dt, dtype=object).fillna("?"), "d": d})
     sums = frame.groupby("dt", sort=True)["d"].sum() / total
     shares = {k: float(v) for k, v in sums.sort_values(ascending=False).items() if k != "?"}
     out["shares"] = shares
     out["unknown_share"] = float(sums.get("?", 0.0))
-    out["source"] = {"recorded": float(d[has_rec].sum() / total),
-                     "kernel names": float(d[~has_rec & pd.notna(by_name)].sum() / total)}
+    named = ~has_rec & pd.notna(by_name)
+    out["source"] = {"recorded": float(d[has_rec | (~named & pd.notna(dt))].sum() / total),
+                     "kernel names": float(d[named].sum() / total)}
     out["top"] = next(iter(shares), None)
     return out
 
