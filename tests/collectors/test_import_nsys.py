@@ -246,3 +246,20 @@ def test_every_command_works_on_an_nsys_import(export: Path, tmp_path: Path) -> 
         assert code == 0, (args[0], err)
     assert json.loads(run_cli("analyze", str(export), "--format", "json")[1])["steps"][
         "count"] == STEPS
+
+
+def test_graph_launches_traced_whole(tmp_path: Path) -> None:
+    src = syn.write(tmp_path / "g.sqlite", 2, steps=1, nccl_every=0, memcpy_every=0)
+    con = sqlite3.connect(src)
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, "
+                "end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+                "greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, "
+                "globalPid INTEGER, graphId INTEGER, graphExecId INTEGER)")
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES "
+                "(5000, 9000, 0, 1, NULL, 9, NULL, ?, 3, 1)", (1 << 24,))
+    con.commit()
+    con.close()
+    _, ev = _import(src, tmp_path / "g.parquet")
+    g = ev[ev["name"].astype(str) == "CUDA graph 3"].iloc[0]
+    assert (g["kind"], str(g["lane"]), g["ts_ns"], g["dur_ns"]) == ("kernel", "stream 9",
+                                                                     5000, 4000)

@@ -27,7 +27,7 @@ KEY_SHIFT = 40
 #: device activity tables whose rows name their process (``globalPid``) and device
 DEVICE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                  "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-                 "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+                 "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
 #: host tables whose rows name their thread (``globalTid``)
 HOST_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 

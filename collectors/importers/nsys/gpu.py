@@ -13,6 +13,8 @@ table                                  events
                                        ``Memcpy HtoD (Pinned -> Device)``
 ``CUPTI_ACTIVITY_KIND_MEMSET``         ``memset`` (``bytes``)
 ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` ``sync`` (a stream or the host waiting)
+``CUPTI_ACTIVITY_KIND_GRAPH_TRACE``    ``kernel`` named ``CUDA graph N`` (a graph launch
+                                       traced whole: ``--cuda-graph-trace=graph``)
 ``CUPTI_ACTIVITY_KIND_CUDA_EVENT``     ``marker`` instants (``cudaEventRecord``)
 =====================================  =================================================
 
@@ -259,6 +261,15 @@ def _sync_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Array
     return np.full(len(types), K["sync"]), dict_of(inverse, names), {}
 
 
+def _graph_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Array,
+                                                             dict[str, Any]]:
+    graph = col(chunk, "graph")
+    uniq, inverse = np.unique(graph, return_inverse=True)
+    names = [f"CUDA graph {g}" if g >= 0 else "CUDA graph" for g in uniq.tolist()]
+    n = chunk.num_rows
+    return np.full(n, K["kernel"]), dict_of(inverse, names), {"unit": np.full(n, U["sm"])}
+
+
 def _event_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Array,
                                                              dict[str, Any]]:
     n = chunk.num_rows
@@ -281,6 +292,10 @@ TABLES: tuple[DeviceTable, ...] = (
     DeviceTable("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", lambda e: {"sync": "syncType"},
                 [("sync type", "syncType"), ("event", "eventId"),
                  ("event sync", "eventSyncId"), *_DEV_ARGS], _sync_events),
+    # a whole graph launch, when captured with --cuda-graph-trace=graph (one row a launch)
+    DeviceTable("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", lambda e: {
+        "graph": "graphId" if e.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "graphId") else "NULL"},
+        [("graph", "graphId"), *_DEV_ARGS], _graph_events),
     DeviceTable("CUPTI_ACTIVITY_KIND_CUDA_EVENT", lambda e: {},
                 [("event", "eventId"), ("event sync", "eventSyncId"), *_DEV_ARGS],
                 _event_events, instant=True),

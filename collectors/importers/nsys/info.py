@@ -29,7 +29,11 @@ _DESCRIPTIVE = {"StringIds", "ThreadNames", "PROCESSES", "ProcessStreams",
 
 def gpus(export: Export) -> list[dict[str, Any]]:
     """One dict per GPU the export describes (its columns), in id order; [] when none."""
-    for table in GPU_TABLES:
+    # the known tables first, then any other TARGET_INFO_* table describing GPUs by name
+    others = [t for t, cols in sorted(export.tables.items())
+              if t.startswith("TARGET_INFO_") and t not in GPU_TABLES and "name" in cols
+              and set(cols) & {"smCount", "numMultiprocessors", "computeMajor", "chipName"}]
+    for table in (*GPU_TABLES, *others):
         cols = export.tables.get(table)
         if cols and "name" in cols:
             rows = export.rows(f"SELECT * FROM {quote(table)}")
