@@ -103,7 +103,7 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
         for table, spec in plan:
             if table == nvtx.TABLE:
                 exprs, arg_layout = nvtx.exprs_of(export)
-                chunks = export.chunks(table, exprs, where=nvtx.where())
+                chunks = export.chunks(table, exprs, source=nvtx.source(export))
                 make = lambda c, a=arg_layout: nvtx.to_batch(c, ctx, domain_names, a)  # noqa: E731
             elif isinstance(spec, gpu.DeviceTable):
                 ctx.seal_host()

@@ -117,14 +117,15 @@ class Export:
         return int(self.rows(f"SELECT count(*) FROM {quote(table)}")[0][0])
 
     def chunks(self, table: str, exprs: dict[str, str], where: str = "",
-               chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+               chunk_rows: int = CHUNK_ROWS, source: str | None = None) -> Iterator[pa.Table]:
         """``table``'s rows, ``chunk_rows`` at a time, as Arrow tables with one column per
         entry of ``exprs`` (name -> SQL expression: int64, or string where declared with
-        :func:`text`)."""
+        :func:`text`). ``source``: a subquery to read instead of the table itself."""
         if not exprs:
             return
         cols = ", ".join(f"{sql_of(e)} AS {quote(n)}" for n, e in exprs.items())
-        sql = f"SELECT {cols} FROM {quote(table)}" + (f" WHERE {where}" if where else "")
+        sql = f"SELECT {cols} FROM {source or quote(table)}" + \
+            (f" WHERE {where}" if where else "")
         types = [pa.string() if is_text(e) else pa.int64() for e in exprs.values()]
         import adbc_driver_manager
 
