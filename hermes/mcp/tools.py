@@ -180,7 +180,7 @@ def _query_module() -> Any:
         q = importlib.import_module("hermes.query")
     except ImportError:
         return None
-    return q if all(hasattr(q, n) for n in ("Source", "run", "describe")) else None
+    return q if all(hasattr(q, n) for n in ("Source", "run", "TABLES")) else None
 
 
 def query_tool() -> tuple[Any, str] | None:
@@ -189,7 +189,7 @@ def query_tool() -> tuple[Any, str] | None:
     q = _query_module()
     if q is None:
         return None
-    tables = "; ".join(f"{d['table']}: {d['what']}" for d in q.describe())
+    tables = "; ".join(f"{t.name}: {t.description}" for t in q.TABLES.values())
     return query, (f"Tables: {tables}; and every analyzer table as <analyzer>_<table>. "
                    "See the resource hermes://docs/query.")
 

@@ -204,6 +204,17 @@ def test_ascend_trace_and_its_large_kernel_table(server: Client,
     assert totals == sorted(totals, reverse=True)
     assert sum(r["share_pct"] for r in page1["kernels"][:20]) == pytest.approx(
         sum(r["share_pct"] for r in top20))
+    cp = server.call("critical_path", trace=str(ASCEND))
+    assert cp["critical_path"] == ascend_doc["critical_path"]
+    assert server.call("memory", trace=str(ASCEND))["memory"] == \
+        ascend_doc.get("memory", {"per_rank": []})
+
+
+def test_whatif_on_the_ascend_trace_matches_the_cli(server: Client) -> None:
+    opts = ["cpu.sync_remove", "cpu.compile_static_shapes"]
+    w = server.call("whatif", trace=str(ASCEND), apply=opts)
+    cli = cli_json("whatif", str(ASCEND), "--apply", opts[0], "--apply", opts[1])
+    assert {k: w[k] for k in cli} == cli and w["applied"] == opts
 
 
 @pytest.mark.skipif(not SHARED_KINETO.is_file(), reason="shared traces not found")
