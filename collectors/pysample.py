@@ -86,6 +86,16 @@ class _Open:
         self.lines = {line: 1}
 
 
+def _common(stack: list[_Open], frames: list[Any]) -> int:
+    """How many outermost frames of a sample are the open ones (the same frame objects)."""
+    same = 0
+    for op, fr in zip(stack, frames):
+        if op.frame is not fr:
+            break
+        same += 1
+    return same
+
+
 class StackSampler:
     """Samples ``session``'s main thread while ``session.detail`` is on (see the module doc).
 
@@ -106,6 +116,7 @@ class StackSampler:
         self._skip: dict[Any, bool] = {}  # code object -> a frame of Hermes's own
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by :meth:`poke`: detail may have turned on
+        self._last_boundary = 0  # the last step boundary frames were cut at
         self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
                                         daemon=True)
         self._thread.start()
@@ -141,9 +152,14 @@ class StackSampler:
         while not self._stop.is_set():
             s = self.session
             if s.closed or not s.detail:
-                if stack:
+                if stack:  # detail ended: at the step boundary when one passed
                     now = perf_counter_ns()
-                    self._close(stack, 0, (prev + now) // 2 if prev else now, step)
+                    end = (prev + now) // 2 if prev else now
+                    cut = getattr(s, "_step_start", None)
+                    if s.step_no != step and isinstance(cut, int) and \
+                            self._last_boundary <= cut <= now:
+                        end = self._last_boundary = cut
+                    self._close(stack, 0, end, step)
                 prev = 0
                 self._wake.wait(self.idle_s)
                 self._wake.clear()
@@ -154,20 +170,18 @@ class StackSampler:
                 continue
             cpu0 = thread_time_ns()
             t0 = perf_counter_ns()
-            frame = sys._current_frames().get(self._tid)
+            frames = self._frames(sys._current_frames().get(self._tid))
             mid = (prev + t0) // 2 if prev else t0
             if s.step_no != step:  # a new step: its frames are its own events
-                self._close(stack, 0, mid, step)
-                step = s.step_no
-            self._sample(stack, frame, mid, step)
+                step = self._new_step(stack, frames, step, s, prev, t0, mid)
+            self._advance(stack, frames, mid, step)
             prev = t0
             self.samples += 1
             self.busy_ns += thread_time_ns() - cpu0
         self._close(stack, 0, prev or perf_counter_ns(), step)
 
-    def _sample(self, stack: list[_Open], frame: Any, now: int, step: int) -> None:
-        """One sample; ``now``: the midpoint since the previous sample (where frames that
-        appeared began and frames that are gone ended)."""
+    def _frames(self, frame: Any) -> list[Any]:
+        """The job's frames of a stack, outermost first."""
         walk = []
         skip = self._skip
         while frame is not None:
@@ -180,7 +194,6 @@ class StackSampler:
         walk.reverse()  # outermost first
         if getattr(self.session, "_in_hook", False):
             # Hermes's own work (a step boundary's bookkeeping, merging a capture): the job's
-            # frames down to the first Hermes frame it called, nothing Hermes called
             # frames down to the first Hermes frame it called (kept: Hermes's own time goes
             # by Hermes's name, not the caller's), nothing Hermes called
             seen = False
@@ -190,12 +203,12 @@ class StackSampler:
                     walk[i] = (fr, False)
                     break
                 seen |= not hide
-        frames = [fr for fr, hide in walk if not hide][:MAX_DEPTH]
-        same = 0
-        for op, fr in zip(stack, frames):
-            if op.frame is not fr:
-                break
-            same += 1
+        return [fr for fr, hide in walk if not hide][:MAX_DEPTH]
+
+    def _advance(self, stack: list[_Open], frames: list[Any], now: int, step: int) -> None:
+        """One sample's frames; ``now``: the midpoint since the previous sample (where frames
+        that appeared began and frames that are gone ended)."""
+        same = _common(stack, frames)
         self._close(stack, same, now, step)
         for op in stack:
             op.n += 1
@@ -205,12 +218,30 @@ class StackSampler:
         for fr in frames[same:]:
             stack.append(_Open(fr.f_code, fr, now, fr.f_lineno or 0))
 
+    def _new_step(self, stack: list[_Open], frames: list[Any], step: int, s: Any, prev: int,
+                  t0: int, mid: int) -> int:
+        """A step boundary passed since the last sample: the frames open then end at the
+        boundary (the session's ``_step_start``), and this sample's frames are the new step's
+        from the boundary on -- those still running go on, and a training loop starts its
+        next iteration right at the step's end (the sampler, waiting for the interpreter
+        lock, sees it late). Returns the new step."""
+        b = getattr(s, "_step_start", None)
+        # (the boundary may precede the previous sample: the step ends when the hook is
+        # entered, the step number changes when its bookkeeping is done)
+        if not isinstance(b, int) or not self._last_boundary <= b <= t0:
+            b = mid
+        self._last_boundary = b
+        self._close(stack, 0, b, step)
+        for fr in frames:
+            stack.append(_Open(fr.f_code, fr, b, fr.f_lineno or 0))
+        return int(s.step_no)
+
     def _close(self, stack: list[_Open], keep: int, now: int, step: int) -> None:
         """Frames ``stack[keep:]`` ended at ``now``: their events, innermost first."""
         while len(stack) > keep:
             op = stack.pop()
             line = max(op.lines, key=op.lines.__getitem__)
-            self._done.append((op.code, op.t0, max(0, now - op.t0), step,
+            self._done.append((op.code, min(op.t0, now), max(0, now - op.t0), step,
                                (op.n, len(stack), line)))
             op.frame = None  # drop the reference: the frame's locals are freed with it
 
