@@ -263,3 +263,23 @@ def test_graph_launches_traced_whole(tmp_path: Path) -> None:
     g = ev[ev["name"].astype(str) == "CUDA graph 3"].iloc[0]
     assert (g["kind"], str(g["lane"]), g["ts_ns"], g["dur_ns"]) == ("kernel", "stream 9",
                                                                      5000, 4000)
+
+
+def test_gpu_numbers_identify_an_unnamed_profile(tmp_path: Path) -> None:
+    """A GPU name no profile knows: its SM count, memory and compute capability, written as
+    Kineto's deviceProperties, let the analysis identify it."""
+    src = syn.write(tmp_path / "n.sqlite", 4, steps=1, nccl_every=0, memcpy_every=0)
+    con = sqlite3.connect(src)
+    con.execute("UPDATE TARGET_INFO_GPU SET name = 'Graphics Device 2330'")
+    con.commit()
+    con.close()
+    out = tmp_path / "n.parquet"
+    summary, _ = _import(src, out)
+    assert any("matches no shipped device profile" in w for w in summary["warnings"])
+    device = json.loads(pq.read_metadata(out).metadata[b"hermes.device"])
+    assert device["deviceProperties"] == [{
+        "name": "Graphics Device 2330", "numSms": 132, "totalGlobalMem": 85520809984,
+        "computeMajor": 9, "computeMinor": 0, "clockRate": 1980000000}]
+    code, text, err = run_cli("analyze", str(out), "--format", "json")
+    assert code == 0, err
+    assert json.loads(text)["device"]["profile"] == "h100"
