@@ -283,3 +283,15 @@ def test_gpu_numbers_identify_an_unnamed_profile(tmp_path: Path) -> None:
     code, text, err = run_cli("analyze", str(out), "--format", "json")
     assert code == 0, err
     assert json.loads(text)["device"]["profile"] == "h100"
+
+
+def test_one_process_driving_two_gpus_is_one_rank(tmp_path: Path) -> None:
+    src = syn.write(tmp_path / "p.sqlite", 4, steps=1, nccl_every=0, memcpy_every=0)
+    con = sqlite3.connect(src)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 1 WHERE correlationId > 2")
+    con.commit()
+    con.close()
+    summary, ev = _import(src, tmp_path / "p.parquet")
+    assert summary["ranks"] == [0]
+    k = ev[ev["kind"].astype(str) == "kernel"].sort_values("ts_ns")
+    assert k["lane"].astype(str).tolist() == ["gpu 0 stream 7"] * 2 + ["gpu 1 stream 7"] * 2
