@@ -308,7 +308,7 @@ def test_query_matches_the_cli_where_hermes_query_exists(server: Client) -> None
         assert "query" not in tools
         pytest.skip("hermes.query is not part of this installation")
     assert "query" in tools
-    for trace, sql in ((ASCEND, "SELECT kind, count(*) AS n, sum(dur_ns) AS total FROM events "
+    for trace, sql in ((KINETO, "SELECT kind, count(*) AS n, sum(dur_ns) AS total FROM events "
                                 "GROUP BY kind ORDER BY kind"),  # the events
                        (KINETO, "SELECT name, sum(total_ns) AS t FROM kernels GROUP BY name "
                                 "ORDER BY t DESC, name LIMIT 5")):  # an analysis table
