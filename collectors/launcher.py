@@ -106,6 +106,12 @@ def check_out_dir(out: Path) -> None:
     if target.exists() and not target.is_dir():
         raise OutputError("exists and is not a directory", path=target,
                           hint="choose another --out")
+    from hermes.trace.segments import busy
+
+    why = busy(out)  # a run writing there, or a killed one's saved steps: never mixed
+    if why:
+        raise OutputError(f"output {why}", path=out,
+                          hint="give each run its own --out (or move the old steps away)")
     parent = target if target.exists() else target.parent
     if not parent.is_dir():
         raise OutputError("output directory's parent does not exist", path=parent,
@@ -156,13 +162,13 @@ def bootstrap() -> None:
 
     from hermes.collectors import api, pysample, torch_profiler
 
+    pysample.skip_callers(sys._getframe(1))  # the `python -c BOOTSTRAP` frame: not the job's
     options = json.loads(os.environ.pop(ENV, "{}") or "{}")
     kind, target, *args = sys.argv[1:]
     options.setdefault("extra", {})["command"] = ["-c" if kind == "-c" else target, *args]
     try:
         session: Any = api.profile(**options)
         torch_profiler.watch(session)
-    pysample.skip_callers(sys._getframe(1))  # the `python -c BOOTSTRAP` frame: not the job's
     except Exception as exc:  # noqa: BLE001 - never stop the user's job from starting
         msg = exc.one_line() if isinstance(exc, HermesError) else f"{type(exc).__name__}: {exc}"
         api.warn(f"profiling disabled: {msg}; running the script unprofiled")
