@@ -237,13 +237,15 @@ class StackSampler:
         return int(s.step_no)
 
     def _close(self, stack: list[_Open], keep: int, now: int, step: int) -> None:
-        """Frames ``stack[keep:]`` ended at ``now``: their events, innermost first."""
-        while len(stack) > keep:
-            op = stack.pop()
+        """Frames ``stack[keep:]`` ended at ``now``: their events, outermost first (a caller
+        and its callee cut at the same instants nest in that order)."""
+        for depth in range(keep, len(stack)):
+            op = stack[depth]
             line = max(op.lines, key=op.lines.__getitem__)
             self._done.append((op.code, min(op.t0, now), max(0, now - op.t0), step,
-                               (op.n, len(stack), line)))
+                               (op.n, depth, line)))
             op.frame = None  # drop the reference: the frame's locals are freed with it
+        del stack[keep:]
 
     def _name(self, code: Any) -> str:
         """``file.py(FIRST_LINE): qualified name``; a frame of Hermes's own (a hook the job
