@@ -27,7 +27,8 @@ ELEM_DTYPE = {8.0: "fp64", 4.0: "fp32", 2.0: "fp16/bf16", 1.0: "fp8/int8"}
 P2P = (r"(?:^|[^a-z])(?:nccl|gloo|c10d|hccl|rccl|mpi)[:_]+(?:i?send|i?recv|batch_isend_irecv)"
        r"|hcom_send|hcom_receive|hcclsend|hcclrecv|(?:^|[^a-z])p2p(?:$|[^a-z])")
 #: Stage annotations and process-group names of pipeline / tensor parallelism.
-PIPELINE_NAMES = r"pipeline|pp_stage|(?:^|[^a-z])pp(?:_|$|\d)|(?:^|[^a-z])stage[_ ]?\d"
+PIPELINE_NAMES = (r"pipeline|pp_stage|pipe_stage|stage_id|(?:^|[^a-z])pp(?:_|$|\d)|"
+                  r"(?:send|recv)_(?:forward|backward)")
 TP_GROUPS = r"(?:^|[^a-z])tp(?:_|$|\d)|tensor|model_parallel|mp_group"
 LOADER = r"dataloader|_multiprocessingdataloaderiter|_singleprocessdataloaderiter"
 
@@ -79,16 +80,22 @@ def facts(ctx: RankContext, k: pd.DataFrame) -> dict[str, Any]:
         mix = matmul_mix(names, k["dur_ns"].to_numpy(np.float64), recorded=_recorded(ev, k, mm),
                          matmul=mm, fallback=elem)
     all_names = _distinct(ev, "name")
+    # host-side names only for annotations (kernel names carry tile "stage" counts)
+    host_names = all_names
+    if "kind" in ev.columns and "name" in ev.columns:
+        not_kernel = ev["kind"].astype(object).ne("kernel").to_numpy(bool)
+        host_names = _distinct(pd.DataFrame({"name": ev["name"][not_kernel]}), "name")
     groups = _distinct(ev, "coll_group")
     kinds = set(_distinct(ev, "kind"))
     p2p = all_names[all_names.str.contains(P2P, regex=True)]
-    stage = all_names[all_names.str.contains(PIPELINE_NAMES, regex=True)]
+    stage = host_names[host_names.str.contains(PIPELINE_NAMES, regex=True)]
     pp_groups = groups[groups.str.contains(PIPELINE_NAMES, regex=True)]
     tp_groups = groups[groups.str.contains(TP_GROUPS, regex=True)]
     loader = bool(kinds & {"data_read", "data_process", "data_fetch", "data_wait"}) or \
         bool(all_names.str.contains(LOADER, regex=True).any())
     return {
         "device": device.to_dict(), "matmul_mix": mix,
+        "kernel_ns": float(k["dur_ns"].sum()) if len(k) else 0.0,
         "accelerator": bool(len(k)) or bool(kinds & {"kernel", "collective"}),
         "collectives": "collective" in kinds,
         "loader": loader,
@@ -124,7 +131,9 @@ def combine(per_rank: dict[int, dict[str, Any]], option: str | None = None) -> d
         rec += w * m["source"]["recorded"]
         names += w * m["source"]["kernel names"]
     shares = dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+    kernel_ns = sum(float(g.get("kernel_ns", 0.0)) for g in got)
     mix = {"matmul_ms": round(total / 1e6, 3),
+           "device_share": round(total / kernel_ns, 4) if kernel_ns else 0.0,
            "shares": {d: round(v, 4) for d, v in shares.items()},
            "unknown_share": round(unknown, 4) if total else 0.0,
            "source": {"recorded": round(rec, 4), "kernel names": round(names, 4)},

@@ -110,6 +110,14 @@ class Identified:
             return None
         return next((d for d in pool[0].dtypes if d in ok), None)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Identified:
+        """Back from :meth:`to_dict` (profiles by name)."""
+        ps = profiles()
+        return cls(ps.get(str(d.get("profile"))), str(d.get("source") or "unknown"),
+                   str(d.get("evidence") or ""), d.get("vendor"), d.get("arch"),
+                   tuple(ps[c] for c in d.get("candidates") or () if c in ps))
+
     def to_dict(self) -> dict[str, Any]:
         pool = self._pool()
         dtypes = [d for d in supported_dtypes(pool[0].dtype_flops) if self.supports(d)] \
