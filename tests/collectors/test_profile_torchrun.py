@@ -138,3 +138,24 @@ def test_the_launchers_exit_code_passes_through(tmp_path: Path) -> None:
     assert "exitcode  : 3" in r.stderr  # torchrun's own report of the worker
     trace = hermes.load(out)
     assert (trace.events.kind == "step").sum() == 3
+
+
+def test_the_analysis_names_rank_1_and_the_function_that_costs_it(job: dict) -> None:
+    """The late rank of the collectives is rank 1, and its Python time between operators is
+    named ``slow_python`` at the rate the job measured (within 20 %)."""
+    assert job["r"].returncode == 0, job["r"].stderr[-3000:]
+    analysis = hermes.analyze(job["out"])
+    late = [f for f in analysis.findings if f.id == "communication.synchronization_wait"]
+    assert late and late[0].evidence["late_ranks"] == [1]
+    py = [f for f in analysis.findings if f.evidence.get("reason") == "python"]
+    assert len(py) == 1, [f.id for f in analysis.findings]
+    ev = py[0].evidence
+    shares = {int(r): s for r, s in ev["per_rank_share"].items()}
+    assert max(shares, key=shares.get) == 1
+    top = ev["functions"][0]
+    assert top["name"].endswith(": slow_python") and top["line"] is not None
+    assert "slow_python" in py[0].summary
+    measured_ms = sum(job["spent_ns"][1:STEPS]) / (STEPS - 1) / 1e6
+    assert 0.8 <= top["ms_per_step"] / measured_ms <= 1.2, (top, measured_ms)
+    rules = [r.rule for r in py[0].recommendations]
+    assert rules and rules[0] == "cpu.python_out_of_the_step"
