@@ -295,3 +295,29 @@ def test_one_process_driving_two_gpus_is_one_rank(tmp_path: Path) -> None:
     assert summary["ranks"] == [0]
     k = ev[ev["kind"].astype(str) == "kernel"].sort_values("ts_ns")
     assert k["lane"].astype(str).tolist() == ["gpu 0 stream 7"] * 2 + ["gpu 1 stream 7"] * 2
+
+
+def test_launches_and_kernels_carry_their_operators_id(imported: tuple[dict, object]) -> None:
+    """Kernel i's launch lies inside the emit_nvtx range 'aten::mm, ..., op_id = i' (nested
+    inside ProfilerStep#s): both carry external_id i, the Kineto link."""
+    _, ev = imported
+    for kind in ("launch", "kernel", "collective"):
+        rows = ev[ev["kind"].astype(str) == kind]
+        assert (rows["external_id"].astype(int) == rows["corr_id"].astype(int) - 1).all(), kind
+    steps = ev[ev["kind"].astype(str) == "step"]
+    assert steps["external_id"].isna().all()
+
+
+def test_innermost_operator_of_nested_ranges() -> None:
+    import numpy as np
+
+    from hermes.collectors.importers.nsys.operators import OpIndex
+
+    idx = OpIndex()
+    # thread 1: op 1 [0, 100] holds op 2 [10, 50], which holds op 3 [20, 30]; op 4 [60, 90]
+    idx.add(np.array([1, 1, 1, 1, 2]), np.array([0, 10, 20, 60, 0]),
+            np.array([100, 50, 30, 90, 5]), np.array([1, 2, 3, 4, 9]))
+    idx.seal()
+    got = idx.at(np.array([1, 1, 1, 1, 1, 1, 2, 2, 3]),
+                 np.array([5, 15, 25, 55, 70, 101, 3, 6, 3]))
+    assert got.tolist() == [1, 2, 3, 1, 4, -1, 9, -1, -1]

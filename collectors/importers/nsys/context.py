@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hermes.collectors.importers.nsys.operators import OpIndex
 from hermes.collectors.importers.nsys.sql import Export, quote
 
 TID_BITS = 24
@@ -69,7 +70,11 @@ class Context:
     host_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     #: the runtime calls' keys and steps as the runtime table is read (then sorted)
-    host_parts: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    host_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    #: and each call's operator (external id, -1: none)
+    host_ext: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: emit_nvtx operator ranges, for the runtime calls' external ids
+    ops: OpIndex = field(default_factory=OpIndex)
     #: rows left out because their process is not a rank, per table
     skipped: dict[str, int] = field(default_factory=dict)
     rank_base: int = 0
@@ -115,26 +120,30 @@ class Context:
         out[ok] = self.step_no[j[ok]]
         return out
 
-    def add_host(self, keys: np.ndarray, steps: np.ndarray) -> None:
-        self.host_parts.append((keys, steps))
+    def add_host(self, keys: np.ndarray, steps: np.ndarray, ext: np.ndarray) -> None:
+        self.host_parts.append((keys, steps, ext))
 
     def seal_host(self) -> None:
         """Sort the runtime calls' keys (once the runtime table is read)."""
         if self.host_parts:
             k = np.concatenate([p[0] for p in self.host_parts] + [self.host_keys])
             s = np.concatenate([p[1] for p in self.host_parts] + [self.host_steps])
+            x = np.concatenate([p[2] for p in self.host_parts] + [self.host_ext])
             order = np.argsort(k, kind="stable")
             self.host_keys, self.host_steps = k[order], s[order].astype(np.int32)
+            self.host_ext = x[order]
             self.host_parts = []
 
-    def launch_step(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per device row key: whether its runtime call is in the export, and that call's
-        step (-1 where none)."""
+    def launch_step(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per device row key: whether its runtime call is in the export, that call's step
+        and its operator's external id (-1 where none)."""
+        none = np.full(len(keys), -1, np.int64)
         if not len(self.host_keys):
-            return np.zeros(len(keys), bool), np.full(len(keys), -1, np.int32)
+            return np.zeros(len(keys), bool), none.astype(np.int32), none
         pos = np.minimum(np.searchsorted(self.host_keys, keys), len(self.host_keys) - 1)
         found = self.host_keys[pos] == keys
-        return found, np.where(found, self.host_steps[pos], -1).astype(np.int32)
+        return (found, np.where(found, self.host_steps[pos], -1).astype(np.int32),
+                np.where(found, self.host_ext[pos], -1))
 
 
 def correlation_keys(rank: np.ndarray, corr: np.ndarray) -> np.ndarray:

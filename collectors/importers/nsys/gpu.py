@@ -48,6 +48,7 @@ from hermes.collectors.importers.nsys.events import (
     dict_of,
 )
 from hermes.collectors.importers.nsys.sql import Export
+from hermes.trace.arrowbuf import from_numpy
 from hermes.trace.comm_patterns import CommPatterns
 
 #: copyKind (ENUM_CUDA_MEMCPY_OPER) -> (kind, Kineto's short name); unknown kinds: 'other'
@@ -337,7 +338,7 @@ def to_batch(chunk: pa.Table, spec: DeviceTable, st: DeviceState) -> dict[str, A
     ts, end = col(chunk, "start"), col(chunk, "end")
     dev, stream, corr = col(chunk, "dev", 0), col(chunk, "stream"), col(chunk, "corr")
     keys = correlation_keys(rank, corr)
-    found, step = st.ctx.launch_step(keys)
+    found, step, ext = st.ctx.launch_step(keys)
     found &= corr >= 0
     by_time = st.ctx.step_at(rank, ts)
     step = np.where(step >= 0, step, by_time)
@@ -350,6 +351,8 @@ def to_batch(chunk: pa.Table, spec: DeviceTable, st: DeviceState) -> dict[str, A
     # the correlation id of a row whose launch is not in the export stays in args
     dangling = np.where(~found & (corr >= 0), corr, NULL)
     args = args_json(chunk, st.layouts[spec.table], [*more_args, ("correlation", dangling)])
-    return batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["device"]), kind=kind,
+    cols = batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["device"]), kind=kind,
                  name=name, ts=ts, end=end, step=step, args=args,
                  corr=np.where(found, corr, -1), stream=stream, **extra)
+    cols["external_id"] = from_numpy(ext.astype(np.int64), ext < 0)
+    return cols

@@ -34,6 +34,7 @@ from hermes.collectors.importers.nsys.events import (
     dict_of,
 )
 from hermes.collectors.importers.nsys.sql import Export
+from hermes.trace.arrowbuf import from_numpy
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 OSRT = "OSRT_API"
@@ -118,18 +119,21 @@ def to_batch(chunk: pa.Table, spec: HostTable, st: HostState) -> dict[str, Any] 
     by_name = np.array([K[kind] for _, kind in named], np.int64)[inverse]
     corr = col(chunk, "corr")
     step = ctx.step_at(rank, ts)
+    ext = ctx.ops.at(tid, ts)
     if spec.table == RUNTIME:
         kind = by_name
         has = corr >= 0
-        ctx.add_host(correlation_keys(rank[has], corr[has]), step[has])
+        ctx.add_host(correlation_keys(rank[has], corr[has]), step[has], ext[has])
     else:
         kind = np.full(len(ts), K["runtime"])
         corr = np.full(len(ts), -1, np.int64)
     lanes = Lanes.of(tid, ctx.thread_lane)
     n = len(ts)
-    return batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["host"]), kind=kind,
+    cols = batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["host"]), kind=kind,
                  name=dict_of(inverse, [nm for nm, _ in named]), ts=ts, end=end,
                  step=step, args=_args(chunk, spec, st), corr=corr)
+    cols["external_id"] = from_numpy(ext.astype(np.int64), ext < 0)
+    return cols
 
 
 def _args(chunk: pa.Table, spec: HostTable, st: HostState) -> pa.Array:

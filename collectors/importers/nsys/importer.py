@@ -67,11 +67,12 @@ def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Callable
                             "not imported")
         return bool(miss) or table not in export.tables
 
-    # runtime calls first: the device rows take their launch's step and correlation
-    yield from ((s.table, s) for s in host.TABLES if not lacks(s.table, host.required(s)))
-    yield from ((s.table, s) for s in gpu.TABLES if not lacks(s.table, gpu.required(s)))
+    # NVTX first (the runtime calls take their operator's id), then the runtime calls (the
+    # device rows take their launch's step, correlation and operator)
     if not lacks(nvtx.TABLE, nvtx.required()):
         yield nvtx.TABLE, None
+    yield from ((s.table, s) for s in host.TABLES if not lacks(s.table, host.required(s)))
+    yield from ((s.table, s) for s in gpu.TABLES if not lacks(s.table, gpu.required(s)))
 
 
 def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any],
@@ -106,11 +107,13 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
                 chunks = export.chunks(table, exprs, source=nvtx.source(export))
                 make = lambda c, a=arg_layout: nvtx.to_batch(c, ctx, domain_names, a)  # noqa: E731
             elif isinstance(spec, gpu.DeviceTable):
+                ctx.ops.seal()
                 ctx.seal_host()
                 chunks = export.chunks(table, gpu.exprs_of(export, spec,
                                                             len(dev.coll_rowid) > 0))
                 make = lambda c, s=spec: gpu.to_batch(c, s, dev)  # noqa: E731
             else:
+                ctx.ops.seal()
                 chunks = export.chunks(table, host.exprs_of(export, spec))
                 make = lambda c, s=spec: host.to_batch(c, s, hst)  # noqa: E731
             for chunk in chunks:

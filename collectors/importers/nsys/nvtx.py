@@ -191,4 +191,5 @@ def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str],
                  args=args_json(chunk, arg_layout, [("domain", np.where(domain < 0, NULL,
                                                                          domain))]))
     cols["external_id"] = from_numpy(op_id.astype(np.int64), op_id < 0)
+    ctx.ops.add(tid, ts, end, op_id)
     return cols
