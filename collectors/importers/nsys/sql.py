@@ -117,13 +117,18 @@ class Export:
         return int(self.rows(f"SELECT count(*) FROM {quote(table)}")[0][0])
 
     def chunks(self, table: str, exprs: dict[str, str], where: str = "",
-               chunk_rows: int = CHUNK_ROWS, source: str | None = None) -> Iterator[pa.Table]:
+               chunk_rows: int | None = None, source: str | None = None
+               ) -> Iterator[pa.Table]:
         """``table``'s rows, ``chunk_rows`` at a time, as Arrow tables with one column per
         entry of ``exprs`` (name -> SQL expression: int64, or string where declared with
         :func:`text`). ``source``: a subquery to read instead of the table itself."""
         if not exprs:
             return
-        cols = ", ".join(f"{sql_of(e)} AS {quote(n)}" for n, e in exprs.items())
+        chunk_rows = chunk_rows or CHUNK_ROWS
+        # a text column is never NULL: ADBC's driver types a column by its first batch, and
+        # one of NULLs reads as integers, so a later text would not fit ('' stands for none)
+        cols = ", ".join((f"coalesce({sql_of(e)}, '')" if is_text(e) else sql_of(e)) +
+                         f" AS {quote(n)}" for n, e in exprs.items())
         sql = f"SELECT {cols} FROM {source or quote(table)}" + \
             (f" WHERE {where}" if where else "")
         types = [pa.string() if is_text(e) else pa.int64() for e in exprs.values()]
@@ -138,7 +143,8 @@ class Export:
                 for i, b in enumerate(reader):
                     if b.num_rows:
                         yield self._typed(b, list(exprs), types, table, i * chunk_rows)
-        except adbc_driver_manager.Error as exc:
+        except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
+            # (a row the driver cannot convert surfaces from Arrow's stream reader)
             msg = " ".join(str(exc).split("query:")[0].split())[:200]
             raise ImportFormatError(f"cannot read {table} ({msg})", path=self.path,
                                     hint="the file is damaged or not an Nsight export"
