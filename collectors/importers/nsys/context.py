@@ -30,7 +30,7 @@ DEVICE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                  "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
                  "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
 #: host tables whose rows name their thread (``globalTid``)
-HOST_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+HOST_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API")
 
 #: NVTX ranges that are training steps: PyTorch's ``ProfilerStep#N`` and common user markers
 #: (``step 3``, ``Step#3``, ``train_step_3``, ``iteration 12``, ``iter:5``)
