@@ -39,15 +39,24 @@ def _session(variant: str, out: Path, rank: int = 0, world: int = 1) -> Any:
     return session
 
 
-def _timed(step: Callable[[], None], steps: int) -> list[int]:
+Times = tuple[list[int], list[int]]
+
+
+def _timed(step: Callable[[], None], steps: int) -> Times:
+    """(wall ns, process CPU ns) of each step: the CPU time counts every thread of the
+    process (the collector's, the PyTorch profiler's) and barely moves when other processes
+    load the machine, the wall time is what the job feels."""
     marks = [time.perf_counter_ns()]
+    cpu = [time.process_time_ns()]
     for _ in range(steps):
         step()
         marks.append(time.perf_counter_ns())
-    return [b - a for a, b in zip(marks[:-1], marks[1:], strict=True)]
+        cpu.append(time.process_time_ns())
+    return ([b - a for a, b in zip(marks[:-1], marks[1:], strict=True)],
+            [b - a for a, b in zip(cpu[:-1], cpu[1:], strict=True)])
 
 
-def cnn(variant: str, steps: int, out: Path) -> list[int]:
+def cnn(variant: str, steps: int, out: Path) -> Times:
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -71,7 +80,7 @@ def cnn(variant: str, steps: int, out: Path) -> list[int]:
         return _timed(step, steps)
 
 
-def transformer(variant: str, steps: int, out: Path) -> list[int]:
+def transformer(variant: str, steps: int, out: Path) -> Times:
     import torch
     from torch import nn
 
@@ -120,7 +129,7 @@ def _ddp_rank(rank: int, init: str, plan: list[tuple[str, int]], out: str, queue
     dist.destroy_process_group()
 
 
-def ddp_rounds(plan: list[tuple[str, int]], out: Path) -> list[list[int]]:
+def ddp_rounds(plan: list[tuple[str, int]], out: Path) -> list[Times]:
     """Run every (variant, steps) of ``plan`` in order on 2 Gloo ranks; rank 0's step times."""
     import torch.multiprocessing as mp
 
@@ -140,5 +149,5 @@ def ddp_rounds(plan: list[tuple[str, int]], out: Path) -> list[list[int]]:
     return [results[i] for i in range(len(plan))]
 
 
-LOOPS: dict[str, Callable[[str, int, Path], list[int]]] = {"cnn": cnn,
+LOOPS: dict[str, Callable[[str, int, Path], Times]] = {"cnn": cnn,
                                                            "transformer": transformer}
