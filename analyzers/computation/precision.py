@@ -96,7 +96,7 @@ def facts(ctx: RankContext, k: pd.DataFrame) -> dict[str, Any]:
     return {
         "device": device.to_dict(), "matmul_mix": mix,
         "kernel_ns": float(k["dur_ns"].sum()) if len(k) else 0.0,
-        "accelerator": bool(len(k)) or bool(kinds & {"kernel", "collective"}),
+        "accelerator": bool(len(k)) or bool(kinds & {"kernel", "memcpy_h2d", "memcpy_d2h"}),
         "collectives": "collective" in kinds,
         "loader": loader,
         "pipeline": bool(len(p2p) or len(stage) or len(pp_groups)),
