@@ -18,6 +18,7 @@ import contextlib
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,47 @@ def _write(writer: Any, cols: dict[str, Any] | None, table: str, counts: _Counts
     return n
 
 
-def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Callable[[], Any]]]:
-    """(table, a function giving its batches) of every table this export has and Hermes
-    reads, device tables first; a table without a column its mapping needs is named."""
+@dataclass
+class _State:
+    """What the tables' readers share while one export is read."""
+
+    export: Export
+    ctx: context.Context
+    dev: gpu.DeviceState
+    hst: host.HostState
+    domains: dict[int, str]
+
+
+#: a table's reader: its chunks, and the function making a chunk's batch
+Reader = Callable[[_State], tuple[Iterator[Any], Callable[[Any], Any]]]
+
+
+def _nvtx_reader(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+    exprs, layout = nvtx.exprs_of(st.export)
+    chunks = st.export.chunks(nvtx.TABLE, exprs, source=nvtx.source(st.export))
+    return chunks, lambda c: nvtx.to_batch(c, st.ctx, st.domains, layout)
+
+
+def _host_reader(spec: host.HostTable) -> Reader:
+    def read(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+        st.ctx.ops.seal()  # the operator ranges are all read: NVTX came first
+        chunks = st.export.chunks(spec.table, host.exprs_of(st.export, spec))
+        return chunks, lambda c: host.to_batch(c, spec, st.hst)
+    return read
+
+
+def _device_reader(spec: gpu.DeviceTable) -> Reader:
+    def read(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+        st.ctx.ops.seal()
+        st.ctx.seal_host()  # the runtime calls are all read
+        exprs = gpu.exprs_of(st.export, spec, len(st.dev.coll_rowid) > 0)
+        return st.export.chunks(spec.table, exprs), lambda c: gpu.to_batch(c, spec, st.dev)
+    return read
+
+
+def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Reader]]:
+    """(table, its reader) of every table this export has and Hermes reads, in the order
+    the links need; a table without a column its mapping needs is named."""
     def lacks(table: str, cols: list[str]) -> bool:
         miss = export.missing(table, cols)
         if miss and table in export.tables:
@@ -70,9 +109,11 @@ def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Callable
     # NVTX first (the runtime calls take their operator's id), then the runtime calls (the
     # device rows take their launch's step, correlation and operator)
     if not lacks(nvtx.TABLE, nvtx.required()):
-        yield nvtx.TABLE, None
-    yield from ((s.table, s) for s in host.TABLES if not lacks(s.table, host.required(s)))
-    yield from ((s.table, s) for s in gpu.TABLES if not lacks(s.table, gpu.required(s)))
+        yield nvtx.TABLE, _nvtx_reader
+    yield from ((s.table, _host_reader(s)) for s in host.TABLES
+                if not lacks(s.table, host.required(s)))
+    yield from ((s.table, _device_reader(s)) for s in gpu.TABLES
+                if not lacks(s.table, gpu.required(s)))
 
 
 def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any],
@@ -94,28 +135,14 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
                                     path=path, hint="capture with nsys profile -t cuda,nvtx")
         nvtx.steps(export, ctx)
         patterns = options.get("comm_patterns") or comm_patterns.default()
-        dev = gpu.DeviceState(export, ctx, patterns)
-        gpu.kernel_seq(dev, "CUPTI_ACTIVITY_KIND_KERNEL")
-        hst = host.HostState(export, ctx)
-        domain_names = nvtx.domains(export)
+        st = _State(export, ctx, gpu.DeviceState(export, ctx, patterns),
+                    host.HostState(export, ctx), nvtx.domains(export))
+        gpu.kernel_seq(st.dev, "CUPTI_ACTIVITY_KIND_KERNEL")
         plan = list(_tables(export, warnings))
         total = sum(export.size(t) for t, _ in plan) or 1
         done = 0
-        for table, spec in plan:
-            if table == nvtx.TABLE:
-                exprs, arg_layout = nvtx.exprs_of(export)
-                chunks = export.chunks(table, exprs, source=nvtx.source(export))
-                make = lambda c, a=arg_layout: nvtx.to_batch(c, ctx, domain_names, a)  # noqa: E731
-            elif isinstance(spec, gpu.DeviceTable):
-                ctx.ops.seal()
-                ctx.seal_host()
-                chunks = export.chunks(table, gpu.exprs_of(export, spec,
-                                                            len(dev.coll_rowid) > 0))
-                make = lambda c, s=spec: gpu.to_batch(c, s, dev)  # noqa: E731
-            else:
-                ctx.ops.seal()
-                chunks = export.chunks(table, host.exprs_of(export, spec))
-                make = lambda c, s=spec: host.to_batch(c, s, hst)  # noqa: E731
+        for table, reader in plan:
+            chunks, make = reader(st)
             for chunk in chunks:
                 done += chunk.num_rows
                 _write(writer, make(chunk), table, counts)
