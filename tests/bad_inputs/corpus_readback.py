@@ -169,7 +169,7 @@ def _kineto_ts(ts: str, dur: str = "1") -> Build:
 def readback_cases() -> list[Case]:
     """Item 1 (text and numbers a writer must keep readable) and item 2 (limits)."""
     sup = "worker\u00b2"
-    return [
+    return [*fuzz_readback_cases(),
         # failed before: args bytes reached the Parquet file as they were (pyarrow's
         # to_pylist raised UnicodeDecodeError on the written file)
         Case("readback-kineto-args-invalid-utf8-import", "text", "import",
@@ -209,4 +209,35 @@ def readback_cases() -> list[Case]:
              _kineto_ts("9223372036854775", "1"), needle="ends past the int64"),
         Case("numbers-kineto-dur-past-int64", "numbers", "import",
              _kineto_ts("1", "9223372036854776"), needle="'dur'"),
+    ]
+
+
+def _comm_nelems(d: Path) -> list[str]:
+    ev = ('{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, '
+          '"ts": 120, "dur": 5, "args": {"External id": 9, "Collective name": "allreduce", '
+          '"dtype": "Float", "In msg nelems": %d, "Group size": 2, "Process Group Name": "0", '
+          '"rank": 0}}' % 2**62)
+    src = write(d, "r.pt.trace.json", kineto_with(ev))
+    return ["import", str(src), "--out", str(d / "o.parquet")]
+
+
+def _utf8_beside_text_args(d: Path) -> list[str]:
+    text = kineto_with('{"ph": "X", "cat": "cpu_op", "name": "t", "pid": 1, "tid": 1, '
+                       '"ts": 111, "dur": 1, "args": "just text"}')
+    text = text[: text.rindex("]")] + (', {"ph": "X", "cat": "cpu_op", "name": "u", "pid": 1, '
+                                       '"tid": 1, "ts": 112, "dur": 1, "args": {"x": "HOLE"}}]}')
+    src = write(d, "r.pt.trace.json", text.encode().replace(b"HOLE", b"a\xff\xfe"))
+    return ["analyze", str(src), "-f", "json", "--out", str(d / "a.json")]
+
+
+def fuzz_readback_cases() -> list[Case]:
+    """Defects the fuzzer's issue-38 mutations found (seed 3, family kineto), minimized."""
+    return [
+        # failed before: "malformed value (OverflowError: Python int too large ...)"
+        Case("fuzz-kineto-coll-nelems-past-int64", "numbers", "import", _comm_nelems,
+             codes=(0,), check=lambda d: _parquet_rows(d / "o.parquet") and None),
+        # failed before: "malformed value (DecodeError: Invalid UTF-8 encoded string)"
+        Case("fuzz-kineto-args-invalid-utf8-beside-text-args", "text", "analyze",
+             _utf8_beside_text_args, codes=(0,),
+             check=lambda d: _strict_json(d / "a.json") and None),
     ]
