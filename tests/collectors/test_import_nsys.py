@@ -337,3 +337,16 @@ def test_small_chunks_give_the_same_trace(export: Path, tmp_path: Path,
     a, b = (load(tmp_path / f"{x}.parquet").events.sort_values(["rank", "ts_ns", "kind", "name"])
             .reset_index(drop=True).astype(str) for x in "ab")
     assert a.equals(b) and (a["kind"] == "step").sum() == 2 * STEPS
+
+
+def test_a_folder_with_a_report_and_its_export_is_one_capture(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    syn.write(folder / "run.sqlite", 3, processes=2, steps=1, memcpy_every=0)
+    (folder / "run.nsys-rep").write_bytes(b"\x00report")
+    code, out, err = run_cli("import", str(folder), "--out", str(tmp_path / "t.parquet"),
+                             "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["ranks"] == [0, 1]
+    assert any("its SQLite export is imported instead" in w for w in summary["warnings"])

@@ -169,12 +169,18 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
         export.close()
 
 
-def _sources(sources: list[Path], folder: Path | None) -> list[tuple[Path, Path]]:
-    """(what was given, the SQLite file to read) per source; reports are exported first."""
+def _sources(sources: list[Path], folder: Path | None,
+             warnings: list[str]) -> list[tuple[Path, Path]]:
+    """(what was given, the SQLite file to read) per source; reports are exported first,
+    unless their export is among the sources too (a folder holding both: one capture)."""
     out = []
+    exported = {s.resolve().with_suffix("") for s in sources if is_sqlite(s)}
     for src in sources:
         if is_sqlite(src):
             out.append((src, src))
+            continue
+        if src.resolve().with_suffix("") in exported:
+            warnings.append(f"{src.name}: its SQLite export is imported instead")
             continue
         if folder is None:
             raise ImportFormatError("an Nsight Systems report cannot be exported here",
@@ -185,7 +191,6 @@ def _sources(sources: list[Path], folder: Path | None) -> list[tuple[Path, Path]
 
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
     bar = options.get("progress")
-    sizes = [s.stat().st_size for s in sources]
     if options.get("in_memory"):
         writer: Any = MemoryWriter(TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
                                    arrow=options["in_memory"] == "arrow")
@@ -202,7 +207,9 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
         scratch: Any = tempfile.TemporaryDirectory(prefix="hermes-nsys-") if need_folder \
             else contextlib.nullcontext(None)
         with scratch as tmp:
-            for i, (given, path) in enumerate(_sources(sources, Path(tmp) if tmp else None)):
+            pairs = _sources(sources, Path(tmp) if tmp else None, warnings)
+            sizes = [given.stat().st_size for given, _ in pairs]
+            for i, (given, path) in enumerate(pairs):
                 base = sum(sizes[:i])
 
                 def step(frac: float, base: int = base, size: int = sizes[i]) -> None:
