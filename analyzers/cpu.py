@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers import pytime
 from hermes.analyzers.common import hostcalls
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
@@ -84,6 +85,7 @@ CAUSE_TEXT = {
                          "the host: the caching allocator is off or thrashing",
     "environment_configuration": "host time goes to logging / environment overheads",
     "operator_dispatch": "the host dispatches operators slower than the device runs them",
+    "python": "the host runs Python code outside operators while the device waits",
     "resource_contention": "host calls run slower than their usual cost (CPU contention)",
 }
 #: Classes filed under a vocabulary id with a ``reason`` (findings of one id and different
@@ -94,6 +96,9 @@ CAUSE_TEXT = {
 #: accept ids it cannot inject.)
 FILED_AS: dict[str, tuple[str, dict[str, Any]]] = {
     "memory_allocation": ("operator_dispatch", {"reason": "memory_allocation"}),
+    # Python frames' own time between operators (``pytime``): the dispatch claim's part that
+    # no operator, runtime call or other host event covers, named by function and line
+    "python": ("operator_dispatch", {"reason": "python"}),
     "initialization": ("environment_configuration",
                        {"reason": "initialization", "initialization_share": 1.0}),
 }
@@ -350,6 +355,17 @@ def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[
                                for d in infl["names"]]
     if c == "initialization":
         evidence["initialization_ms"] = round(float(table["initialization_ns"].sum()) / 1e6, 3)
+    if c == "python":
+        fns = pytime.functions(ev, split.get("python_outside", iv.EMPTY), len(windows))
+        evidence["functions"] = fns
+        evidence["top_ops"] = [{"name": f["name"], "time_ns": int(f["time_ms"] * 1e6)}
+                               for f in fns]
+        if fns:
+            top = fns[0]
+            evidence.update({"top_function": top["name"], "top_line": top["line"] or 0,
+                             "top_ms_per_step": top["ms_per_step"]})
+            at = f", at line {top['line']}" if top["line"] else ""
+            text += f" -- most in {top['name']}{at}, {top['ms_per_step']:.3g} ms per step"
     if c == "memory_allocation":
         evidence["calls_per_step"] = round(n / max(len(windows), 1), 1)
     if c == "operator_compilation":
@@ -382,12 +398,17 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     helper = hostcalls.helper_lanes(ev)  # (read by both: computed once)
     cls = hostcalls.classes(ev, helper)
     claimed, hb = _claim(ev, idle, cls)
+    claimed["python"], claimed["operator_dispatch"], own = pytime.split(
+        ev, cls["operator_dispatch"], claimed["operator_dispatch"])
+    res.metrics["collector_ns"] = int(iv.total(own))  # Hermes's hooks: not the job's time
+    cls["python"] = cls["operator_dispatch"] & pytime.python_mask(ev)
     hb_total = int(iv.total(hb))
     specific = np.zeros(len(ev), bool)
     for other in SPECIFIC:
         specific |= cls[other]
     split = _dispatch_split(ev, ctx, cls["operator_dispatch"] & ~specific, idle)
-    times = {c: float(iv.total(claimed[c])) for c in hostcalls.CLAIM_ORDER}
+    split["python_outside"] = claimed["python"]
+    times = {c: float(iv.total(claimed[c])) for c in (*hostcalls.CLAIM_ORDER, "python")}
     dispatch_t = times["operator_dispatch"]
     times["environment_configuration"] += dispatch_t * split["env_frac"]
     times["resource_contention"] = dispatch_t * split["cont_frac"]

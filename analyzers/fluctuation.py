@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers import spikes as sp
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.spans import data_wait_mask, per_step_ns, spans
@@ -161,6 +162,7 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
     res.metrics["fluctuating_steps"] = int((np.abs(x - np.median(x)) > MIN_EXCESS
                                             * np.median(x)).sum())
     comp = components(ev, windows)
+    det = sp.detailed(ev, windows)  # a spike is compared with normal steps of its own kind
     z, med, mad = robust_z(x)
     spike = (z > Z_SPIKE) & (x > (1 + MIN_EXCESS) * med) if x.size >= MIN_STEPS \
         else np.zeros(x.size, bool)
@@ -174,8 +176,10 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
     for i in np.flatnonzero(spike):  # spikes are few by definition
         excess = x[i] - med
         best, best_ex = "", 0.0
+        base = normal & (det == det[i])
+        base = base if base.any() else normal
         for name, v in comp.items():
-            ex = float(v[i] - np.median(v[normal])) if normal.any() else float(v[i])
+            ex = float(v[i] - np.median(v[base])) if base.any() else float(v[i])
             if ex > best_ex:
                 best, best_ex = name, ex
         if best and best_ex >= MIN_EXPLAINED * excess:
@@ -185,6 +189,7 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
             grew_ns[best].append(best_ex)
         else:
             unexplained.append(int(windows["step"].iloc[i]))
+    after = _captured(ctx, windows, det, unexplained)
     table = {"step": windows["step"].to_numpy(np.int64), "dur_ns": x.astype(np.int64),
              "z": np.where(np.isinf(z), np.nan, z), "spike": spike, "attributed_to": attributed}
     table.update({f"{c}_ns": comp[c] for c in COMPONENTS})
@@ -212,6 +217,7 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
         if name in ("device", "host"):
             # kept apart from the steady-state findings of the same id when merged
             evidence["reason"] = "fluctuation"
+        evidence.update(_spike_context(ev, windows, normal, spikes_of[name], after))
         what = WHAT_GREW[name]
         first = spikes_of[name][0]
         more = f" and {len(spikes_of[name]) - 1} more" if len(spikes_of[name]) > 1 else ""
@@ -221,5 +227,85 @@ def fluctuation(ctx: RankContext) -> AnalyzerResult:
             f"{med / 1e6:.3g} ms: {what} grew by {grew_ns[name][0] / 1e6:.3g} ms "
             f"({100 * share:.1f}% of step time)", evidence=evidence, ranks=(int(ctx.rank),),
             steps=tuple(spikes_of[name])))
+    if unexplained:
+        res.findings.append(_unexplained(ctx, windows, x, med, normal, unexplained, total, after,
+                                         {s: c for c, v in spikes_of.items() for s in v}))
     return res
 
+
+def _captured(ctx: RankContext, windows: pd.DataFrame, det: np.ndarray,
+              unexplained: list[int]) -> dict[int, list[int]]:
+    """Spike step -> the steps the trigger captured in detail right after it."""
+    steps = windows["step"].to_numpy(np.int64)
+    detailed = {int(s) for s in steps[det]}
+    out = {s: sp.captured_after(ctx.meta, s, detailed) for s in unexplained}
+    return {s: v for s, v in out.items() if v}
+
+
+def _spike_context(ev: pd.DataFrame, windows: pd.DataFrame, normal: np.ndarray,
+                   steps: list[int], after: dict[int, list[int]]) -> dict[str, Any]:
+    """The monitor's counters in the spike steps, and the steps captured after them."""
+    out: dict[str, Any] = {}
+    normal_steps = windows["step"].to_numpy(np.int64)[normal]
+    monitor = sp.monitor_evidence(ev, steps, normal_steps)
+    if monitor:
+        out["monitor"] = monitor
+    captured = {str(s): after[s] for s in steps if s in after}
+    if captured:
+        out["captured_after"] = captured
+    return out
+
+
+def _unexplained(ctx: RankContext, windows: pd.DataFrame, x: np.ndarray, med: float,
+                 normal: np.ndarray, left: list[int], total: float,
+                 after: dict[int, list[int]], explained: dict[int, str]) -> Finding:
+    """Spikes their own records do not explain (monitored only, or nothing in them grew):
+    still a finding -- a monitor must catch them -- with what the monitor saw in them and what
+    the steps captured in detail right after them show (spikes too? what grew there, which
+    Python function spent most). Filed as ``computation.slow_node`` with ``reason =
+    "step_spike"`` (its own rule: capture them); ``time_share`` counts these spikes' excess
+    only (captured spikes count under their own cause), ``steps`` names both."""
+    steps = windows["step"].to_numpy(np.int64)
+    dur = [float(x[steps == s][0]) for s in left]
+    lost = sum(d - med for d in dur)
+    share = min(1.0, max(0.0, lost / total))
+    captured = sorted({t for s in left for t in after.get(s, [])})
+    slow_after = [t for t in captured if t in explained]
+    grew = sorted({WHAT_GREW[explained[t]] for t in slow_after})
+    evidence: dict[str, Any] = {
+        "reason": "step_spike", "component": "", "spike_steps": left,
+        "spike_step_ms": [round(d / 1e6, 3) for d in dur],
+        "median_step_ms": round(med / 1e6, 3), "lost_ms": round(lost / 1e6, 3),
+        "slower_x": [round(d / med, 2) if med else None for d in dur],
+        "slower_x_max": round(max(dur) / med, 2) if med else 0.0, "events": len(left),
+        "captured_slow_steps": slow_after, "captured_grew": grew,
+        **_spike_context(ctx.events, windows, normal, left, after)}
+    said = ""
+    if slow_after:
+        fns = _top_python(ctx.events, windows, slow_after)
+        evidence["captured_python"] = fns
+        where = f", most in {fns[0]['name']}" if fns else ""
+        said = (f"; step(s) {', '.join(map(str, slow_after))}, captured in detail after it, "
+                f"were slow too: {' and '.join(grew)} grew{where}")
+    elif captured:
+        said = "; the steps captured after it were not slow"
+    else:
+        said = "; none was captured in detail"
+    more = f" and {len(left) - 1} more" if len(left) > 1 else ""
+    return Finding("computation", "slow_node", share,
+                   f"step {left[0]}{more} took {max(dur) / 1e6:.3g} ms against a median of "
+                   f"{med / 1e6:.3g} ms ({max(dur) / max(med, 1.0):.2g}x), and nothing recorded "
+                   f"in it explains that{said} ({100 * share:.1f}% of step time)",
+                   evidence=evidence, ranks=(int(ctx.rank),),
+                   steps=tuple(sorted({*left, *slow_after})))
+
+
+def _top_python(ev: pd.DataFrame, windows: pd.DataFrame, steps: list[int]) -> list[Any]:
+    """The Python functions that spent most of the given steps (their frames' self time)."""
+    from hermes.analyzers import pytime
+
+    w = windows[windows["step"].isin(steps)]
+    if w.empty:
+        return []
+    return pytime.functions(ev, iv.union(w["start_ns"].to_numpy(np.int64),
+                                         w["end_ns"].to_numpy(np.int64)), len(w), top=3)

@@ -3,6 +3,7 @@ fine-grained collector; alternating runs; median step time ratios against no col
 
     python benchmarks/collector_overhead.py [--workload emulated|python] [--model bert-large]
                                             [--runs 7] [--steps 30]
+    python benchmarks/collector_overhead.py --torch [--runs 5] [--steps 40] [--smoke]
 
 Targets (issue 4): monitor <= 1.005, fine <= 1.05 (the Hermes paper: 85.19 s -> 85.20 s per
 step with its monitor; 1.77x with always-on detailed profiling).
@@ -19,6 +20,13 @@ step wall times in ns, measured by the workload itself, never by the collector):
 Runs alternate variant by variant (none, monitor, fine, none, ...), rotating the order each
 round, so drift of the shared machine hits every variant alike. Each variant's figure is the
 median over all its steps (after ``--warmup`` steps of each run); ratios are against ``none``.
+
+``--torch`` (issue 36): real PyTorch CPU training loops (``torch_loops.py``: a CNN with a
+DataLoader, a small transformer, 2-rank DDP over Gloo) under no collector, ``monitor``,
+``fine`` (the PyTorch profiler and the Python stack sampler on every step) and ``auto``; auto's
+figure leaves out the steps its trigger captured in detail (the target is its cost outside
+detail windows). Targets: monitor <= 1.01, auto <= 1.01, fine <= 1.05. ``--smoke``: one round
+of a few steps per loop, to check the command works (targets not judged).
 """
 
 from __future__ import annotations
@@ -86,7 +94,7 @@ def _emulated_workload(variant: str, steps: int, out: Path, model: str) -> list[
     """RealRuntime.run's loop, driven here so that each step's wall time is taken from one
     step's start to the next: the collector's work between steps (writing a detailed step's
     events) counts, as it does for a training job."""
-    from hermes.collectors.api import Session
+    from hermes.collectors.api import Recording
     from hermes.hooks import NullCollector
     from hermes.npu.graph import LINK, UNIT_NAMES
     from hermes.npu.real import Session as Npu
@@ -96,8 +104,8 @@ def _emulated_workload(variant: str, steps: int, out: Path, model: str) -> list[
     if variant == PRODUCER_ONLY:
         collector = _DetailToNowhere()
     elif variant != "none":
-        collector = Session(out / f"{variant}.parquet", variant, handle_signals=False,
-                            trigger_signal=None)
+        collector = Recording(out / f"{variant}.parquet", variant, handle_signals=False,
+                              trigger_signal=None)
     w = get(model)
     g = w.build(1, 1, 0)
     ops = [(str(g.name[i]), UNIT_NAMES[g.unit[i]], float(g.flops[i]), float(g.bytes[i]),
@@ -130,7 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=7, help="runs per variant (alternating)")
     ap.add_argument("--steps", type=int, default=30, help="steps per run")
     ap.add_argument("--warmup", type=int, default=5, help="steps dropped from each run")
+    ap.add_argument("--torch", action="store_true",
+                    help="real PyTorch CPU loops (cnn, transformer, 2-rank ddp) instead")
+    ap.add_argument("--smoke", action="store_true", help="--torch: one short round per loop")
     args = ap.parse_args(argv)
+    if args.torch:
+        from torch_overhead import main as torch_main
+
+        return torch_main(args.runs, args.steps, args.warmup, args.smoke)
     work = WORKLOADS[args.workload]
     variants = VARIANTS + ((PRODUCER_ONLY,) if args.workload == "emulated" else ())
     samples: dict[str, list[int]] = {v: [] for v in variants}

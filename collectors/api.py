@@ -17,8 +17,10 @@ Step boundaries come from one source per session, the first that reports: ``herm
 (user), a producer's ``on_step`` (the emulated runtime), or PyTorch optimizer steps.
 Output: ``out`` ending in ``.parquet`` -> one file; any other path -> a directory with one
 ``rank-NNNNN.parquet`` per rank (torchrun-style ``RANK``/``WORLD_SIZE`` are read from the
-environment). The file is published (temp then rename) on exit, on an exception, on SIGINT
-and on SIGTERM, with every step completed so far.
+environment). The file is published (temp then rename) on exit, on an exception, on SIGINT,
+SIGTERM and SIGABRT, with every step completed so far; the first completed step is saved at
+once and later ones every ``flush_seconds``, so a SIGKILL or a segfault loses at most the steps
+since, and each step's number is kept in a progress file that tells readers how far it got.
 """
 
 from __future__ import annotations
@@ -120,8 +122,10 @@ class Recording:
         # their own files into the same directory
         self.fine = FineCollector(self.out, meta, drop_kinds=("step",), replace=False,
                                   segmented=True)
+        self.fine.progress(self.rank, -1)  # claims the rank: a second run here is refused
         self.flush_seconds = max(0.0, float(flush_seconds))
         self._last_checkpoint = perf_counter_ns()
+        self._checkpoints = 0
         self.monitor = Monitor(self._sink, peak_flops=peak_flops, z_threshold=z_threshold,
                                min_ratio=min_ratio, flush_steps=flush_steps)
         self.trigger: AutoTrigger | None = None
@@ -221,7 +225,10 @@ class Recording:
             self._host_steps += 1
             if self._host_steps >= self.flush_steps:  # batched: one table per many steps
                 self._flush_host()
-            if t0 - self._last_checkpoint >= self.flush_seconds * 1e9:
+            if info.rank == self.rank:  # how far the run got, even if it dies unsaved
+                self.fine.progress(info.rank, info.step)
+            # the first completed step is saved at once, later ones every flush_seconds
+            if not self._checkpoints or t0 - self._last_checkpoint >= self.flush_seconds * 1e9:
                 self._checkpoint(t0)
             if self.trigger is not None:
                 self.trigger.step_ended(info.step)
@@ -334,6 +341,8 @@ class Recording:
         thread only: the sampler never touches the buffers)."""
         if self.sampler is None:
             return
+        if self.detail:
+            self.sampler.poke()
         h = self._host
         for name, ts, dur, step, args in self.sampler.drain():
             for col, value in zip(_HOST_COLS, (self.rank, self.lane, "host", "python", name,
@@ -357,6 +366,7 @@ class Recording:
         leaves is a valid trace. Failing to write (the directory removed, disk full) is one
         warning: the user's job goes on, unrecorded."""
         self._last_checkpoint = now
+        self._checkpoints += 1
         try:
             self.monitor.flush()
             self._flush_host()
@@ -373,11 +383,13 @@ class Recording:
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        # SIGABRT from outside (kill -ABRT) is caught; os.abort() in C never returns to a
+        # Python handler: what it leaves is what the checkpoints saved
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGABRT):
             current = signal.getsignal(signum)
             if signum == signal.SIGINT and current is not signal.default_int_handler:
                 continue  # the script handles Ctrl-C itself: leave it alone
-            if signum == signal.SIGTERM and current not in (signal.SIG_DFL, None):
+            if signum != signal.SIGINT and current not in (signal.SIG_DFL, None):
                 continue
             self._old_handlers[signum] = current
             signal.signal(signum, self._on_signal)

@@ -107,6 +107,12 @@ class FineCollector:
     def on_step(self, info: StepInfo) -> None:
         self.steps_seen += 1
 
+    def progress(self, rank: int, step: int) -> None:
+        """Note that ``rank`` completed step ``step`` (segmented writers: a progress file a
+        reader of a killed run's segments finds; see ``hermes.trace.segments``)."""
+        if isinstance(self._writer, SegmentedTraceWriter) and not self.closed:
+            self._writer.progress(rank, step)
+
     def checkpoint(self) -> None:
         """Publish what was recorded so far (segmented writers only; others write on close)."""
         if isinstance(self._writer, SegmentedTraceWriter) and not self.closed:

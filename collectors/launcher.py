@@ -106,6 +106,12 @@ def check_out_dir(out: Path) -> None:
     if target.exists() and not target.is_dir():
         raise OutputError("exists and is not a directory", path=target,
                           hint="choose another --out")
+    from hermes.trace.segments import busy
+
+    why = busy(out)  # a run writing there, or a killed one's saved steps: never mixed
+    if why:
+        raise OutputError(f"output {why}", path=out,
+                          hint="give each run its own --out (or move the old steps away)")
     parent = target if target.exists() else target.parent
     if not parent.is_dir():
         raise OutputError("output directory's parent does not exist", path=parent,
@@ -127,7 +133,7 @@ def prepare(cmd: list[str], options: dict[str, Any], epilogue: str = ""
     rank 0's worker after its trace is published); anything else is a Python invocation."""
     if not cmd:
         parse_command(cmd)  # "nothing to run"
-    wrapped = launchers.wrap(cmd)
+    wrapped = launchers.wrap(cmd, parse_command)
     inv = parse_command(cmd) if wrapped is None else None
     out = Path(options["out"]).resolve()
     if wrapped is not None and out.suffix == ".parquet":
@@ -154,8 +160,9 @@ def bootstrap() -> None:
     """Entry point inside the exec'd interpreter (``python -c BOOTSTRAP -- SCRIPT ARGS``)."""
     import runpy
 
-    from hermes.collectors import api, torch_profiler
+    from hermes.collectors import api, pysample, torch_profiler
 
+    pysample.skip_callers(sys._getframe(1))  # the `python -c BOOTSTRAP` frame: not the job's
     options = json.loads(os.environ.pop(ENV, "{}") or "{}")
     kind, target, *args = sys.argv[1:]
     options.setdefault("extra", {})["command"] = ["-c" if kind == "-c" else target, *args]

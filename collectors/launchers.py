@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hermes.errors import UsageError
 
@@ -136,10 +137,11 @@ def find(cmd: list[str]) -> tuple[str, list[str], list[str]] | None:
     return None
 
 
-def wrap(cmd: list[str]) -> Wrapped | None:
+def wrap(cmd: list[str], parse: Callable[[list[str]], Any] | None = None) -> Wrapped | None:
     """The launcher command ``cmd`` checked and its training script found, or None when ``cmd``
     is not a launcher (a plain ``python train.py``). A launcher command Hermes cannot wrap is a
-    :class:`UsageError` naming what to run instead."""
+    :class:`UsageError` naming what to run instead. ``parse``: how a Python command line is
+    read (``launcher.parse_command``), for ``--no-python python ...``."""
     found = find(cmd)
     if found is None:
         return None
@@ -154,7 +156,7 @@ def wrap(cmd: list[str]) -> Wrapped | None:
                          hint="run instead: " + instead(name, args, []))
     target, rest = args[pos], args[pos + 1:]
     if no_python:
-        return _no_python(name, cmd, args[:pos], target, rest)
+        return _no_python(name, cmd, args[:pos], target, rest, parse)
     if module:
         return Wrapped(name, cmd, target, True)
     if not Path(target).is_file():
@@ -187,7 +189,7 @@ def _positional(spec: Launcher, args: list[str]) -> tuple[int | None, bool, bool
 
 
 def _no_python(name: str, cmd: list[str], before: list[str], program: str,
-               rest: list[str]) -> Wrapped:
+               rest: list[str], parse: Callable[[list[str]], Any] | None) -> Wrapped:
     """``--no-python PROGRAM ARGS``: wrapped when PROGRAM is a Python interpreter running a
     script (or a .py with a shebang); refused otherwise."""
     base = Path(program).name
@@ -196,10 +198,8 @@ def _no_python(name: str, cmd: list[str], before: list[str], program: str,
                          hint=f"drop the outer `hermes profile`: run {name} ... as it is")
     if base.endswith(".py") and Path(program).is_file():
         return Wrapped(name, cmd, os.path.realpath(program), False)
-    if _PYTHON.match(base):
-        from hermes.collectors.launcher import parse_command
-
-        inv = parse_command([program, *rest])
+    if _PYTHON.match(base) and parse is not None:
+        inv = parse([program, *rest])
         if inv.kind != "-c":
             target = inv.target if inv.kind == "-m" else os.path.realpath(inv.target)
             return Wrapped(name, cmd, target, inv.kind == "-m")

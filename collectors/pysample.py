@@ -16,7 +16,10 @@ An event starts halfway between the last sample that did not see its frame and t
 that did, and ends halfway between the last that saw it and the next: the frame began and
 ended somewhere in those gaps, so the midpoints are unbiased even when the sampler gets the
 interpreter lock late (a pure-Python loop holds it for up to ``sys.getswitchinterval()``). Frames of
-Hermes itself and of ``runpy`` are left out. The thread never runs Python code of the user's
+Hermes itself and of ``runpy`` are left out, and while the session is inside one of its
+hooks (``_in_hook``: a step boundary's bookkeeping) the stack ends at the hook's own frame:
+Hermes's time is named as Hermes's (``[hermes] collectors/api.py(...): Recording.step``), and
+what it called is left out. The thread never runs Python code of the user's
 and takes the GIL once per sample (a stack walk of a few microseconds); between detailed
 steps it only wakes to check whether detail is on. Events are handed over on the main thread
 (:meth:`drain`, called at each step boundary and at the end), never written from the sampler.
@@ -34,6 +37,8 @@ from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
 DEFAULT_INTERVAL_S = 0.002
+#: name prefix of a frame of Hermes's own hooks (the collector's time, not the job's)
+OWN = "[hermes] "
 MAX_DEPTH = 64
 #: frames of these files are Hermes's own or the interpreter's start-up: not the job's time
 _SKIP_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in
@@ -41,8 +46,21 @@ _SKIP_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in
 _SKIP_FILES = ("<frozen runpy>", "runpy.py")
 
 
-def _skipped(filename: str) -> bool:
-    return filename.startswith(_SKIP_DIRS) or filename.endswith(_SKIP_FILES)
+#: code objects that are not the job's though outside Hermes's files: the ``python -c``
+#: bootstrap frame Hermes starts a script from (:func:`skip_callers`)
+_SKIP_CODES: set[Any] = set()
+
+
+def skip_callers(frame: Any) -> None:
+    """Leave ``frame`` and its callers out of every sample (the frames that start the job)."""
+    while frame is not None:
+        _SKIP_CODES.add(frame.f_code)
+        frame = frame.f_back
+
+
+def _skipped(code: Any) -> bool:
+    name = code.co_filename
+    return code in _SKIP_CODES or name.startswith(_SKIP_DIRS) or name.endswith(_SKIP_FILES)
 
 
 def _short(filename: str) -> str:
@@ -68,6 +86,16 @@ class _Open:
         self.lines = {line: 1}
 
 
+def _common(stack: list[_Open], frames: list[Any]) -> int:
+    """How many outermost frames of a sample are the open ones (the same frame objects)."""
+    same = 0
+    for op, fr in zip(stack, frames):
+        if op.frame is not fr:
+            break
+        same += 1
+    return same
+
+
 class StackSampler:
     """Samples ``session``'s main thread while ``session.detail`` is on (see the module doc).
 
@@ -85,14 +113,22 @@ class StackSampler:
         self._tid = threading.main_thread().ident
         self._done: deque[tuple[Any, int, int, int, tuple[int, int, int]]] = deque()
         self._names: dict[Any, str] = {}
+        self._skip: dict[Any, bool] = {}  # code object -> a frame of Hermes's own
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by :meth:`poke`: detail may have turned on
+        self._last_boundary = 0  # the last step boundary frames were cut at
         self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
                                         daemon=True)
         self._thread.start()
 
+    def poke(self) -> None:
+        """Detail may have turned on (a step boundary): look now, not at the next idle poll."""
+        self._wake.set()
+
     def stop(self) -> None:
         """Stop sampling; the frames still open are closed now."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=1.0)
 
@@ -112,44 +148,67 @@ class StackSampler:
     def _run(self) -> None:
         stack: list[_Open] = []
         step = -1
-        wait = self.idle_s
         prev = 0  # the previous sample's time (0: none in this detailed stretch)
-        while not self._stop.wait(wait):
+        while not self._stop.is_set():
             s = self.session
             if s.closed or not s.detail:
-                if stack:
-                    self._close(stack, 0, perf_counter_ns() if not prev else prev, step)
-                wait, prev = self.idle_s, 0
+                if stack:  # detail ended: at the step boundary when one passed
+                    now = perf_counter_ns()
+                    end = (prev + now) // 2 if prev else now
+                    cut = getattr(s, "_step_start", None)
+                    if s.step_no != step and isinstance(cut, int) and \
+                            self._last_boundary <= cut <= now:
+                        end = self._last_boundary = cut
+                    self._close(stack, 0, end, step)
+                prev = 0
+                self._wake.wait(self.idle_s)
+                self._wake.clear()
                 continue
-            wait = self.interval_s
+            if prev and self._stop.wait(self.interval_s):
+                break
+            if s.closed or not s.detail:
+                continue
             cpu0 = thread_time_ns()
             t0 = perf_counter_ns()
-            frame = sys._current_frames().get(self._tid)
+            frames = self._frames(sys._current_frames().get(self._tid))
             mid = (prev + t0) // 2 if prev else t0
             if s.step_no != step:  # a new step: its frames are its own events
-                self._close(stack, 0, mid, step)
-                step = s.step_no
-            self._sample(stack, frame, mid, step)
+                step = self._new_step(stack, frames, step, s, prev, t0, mid)
+            self._advance(stack, frames, mid, step)
             prev = t0
             self.samples += 1
             self.busy_ns += thread_time_ns() - cpu0
         self._close(stack, 0, prev or perf_counter_ns(), step)
 
-    def _sample(self, stack: list[_Open], frame: Any, now: int, step: int) -> None:
-        """One sample; ``now``: the midpoint since the previous sample (where frames that
-        appeared began and frames that are gone ended)."""
-        frames = []
+    def _frames(self, frame: Any) -> list[Any]:
+        """The job's frames of a stack, outermost first."""
+        walk = []
+        skip = self._skip
         while frame is not None:
-            if not _skipped(frame.f_code.co_filename):
-                frames.append(frame)
+            code = frame.f_code
+            hide = skip.get(code)
+            if hide is None:
+                hide = skip[code] = _skipped(code)
+            walk.append((frame, hide))
             frame = frame.f_back
-        frames.reverse()  # outermost first
-        del frames[MAX_DEPTH:]
-        same = 0
-        for op, fr in zip(stack, frames):
-            if op.frame is not fr:
-                break
-            same += 1
+        walk.reverse()  # outermost first
+        if getattr(self.session, "_in_hook", False):
+            # Hermes's own work (a step boundary's bookkeeping, merging a capture): the job's
+            # frames down to the first Hermes frame it called (kept: Hermes's own time goes
+            # by Hermes's name, not the caller's), nothing Hermes called
+            seen = False
+            for i, (fr, hide) in enumerate(walk):
+                if hide and seen:
+                    del walk[i + 1:]
+                    walk[i] = (fr, False)
+                    break
+                seen |= not hide
+        return [fr for fr, hide in walk if not hide][:MAX_DEPTH]
+
+    def _advance(self, stack: list[_Open], frames: list[Any], now: int, step: int) -> None:
+        """One sample's frames; ``now``: the midpoint since the previous sample (where frames
+        that appeared began and frames that are gone ended)."""
+        same = _common(stack, frames)
         self._close(stack, same, now, step)
         for op in stack:
             op.n += 1
@@ -159,19 +218,42 @@ class StackSampler:
         for fr in frames[same:]:
             stack.append(_Open(fr.f_code, fr, now, fr.f_lineno or 0))
 
+    def _new_step(self, stack: list[_Open], frames: list[Any], step: int, s: Any, prev: int,
+                  t0: int, mid: int) -> int:
+        """A step boundary passed since the last sample: the frames open then end at the
+        boundary (the session's ``_step_start``), and this sample's frames are the new step's
+        from the boundary on -- those still running go on, and a training loop starts its
+        next iteration right at the step's end (the sampler, waiting for the interpreter
+        lock, sees it late). Returns the new step."""
+        b = getattr(s, "_step_start", None)
+        # (the boundary may precede the previous sample: the step ends when the hook is
+        # entered, the step number changes when its bookkeeping is done)
+        if not isinstance(b, int) or not self._last_boundary <= b <= t0:
+            b = mid
+        self._last_boundary = b
+        self._close(stack, 0, b, step)
+        for fr in frames:
+            stack.append(_Open(fr.f_code, fr, b, fr.f_lineno or 0))
+        return int(s.step_no)
+
     def _close(self, stack: list[_Open], keep: int, now: int, step: int) -> None:
-        """Frames ``stack[keep:]`` ended at ``now``: their events, innermost first."""
-        while len(stack) > keep:
-            op = stack.pop()
+        """Frames ``stack[keep:]`` ended at ``now``: their events, outermost first (a caller
+        and its callee cut at the same instants nest in that order)."""
+        for depth in range(keep, len(stack)):
+            op = stack[depth]
             line = max(op.lines, key=op.lines.__getitem__)
-            self._done.append((op.code, op.t0, max(0, now - op.t0), step,
-                               (op.n, len(stack), line)))
+            self._done.append((op.code, min(op.t0, now), max(0, now - op.t0), step,
+                               (op.n, depth, line)))
             op.frame = None  # drop the reference: the frame's locals are freed with it
+        del stack[keep:]
 
     def _name(self, code: Any) -> str:
+        """``file.py(FIRST_LINE): qualified name``; a frame of Hermes's own (a hook the job
+        called) is prefixed :data:`OWN` so that analyses tell the collector's time apart."""
         name = self._names.get(code)
         if name is None:
             qual = getattr(code, "co_qualname", code.co_name)
-            name = self._names[code] = (f"{_short(code.co_filename)}({code.co_firstlineno}): "
-                                        f"{qual}")
+            own = OWN if self._skip.get(code) else ""
+            name = self._names[code] = (f"{own}{_short(code.co_filename)}"
+                                        f"({code.co_firstlineno}): {qual}")
         return name

@@ -29,6 +29,12 @@ from types import ModuleType
 from typing import Any
 
 _LOADER_KEYS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+#: the facts of the session running now: the patches (installed once per process) record here
+_current: Facts | None = None
+
+
+def current() -> Facts | None:
+    return _current
 
 
 class Facts:
@@ -41,24 +47,11 @@ class Facts:
         self.compile: dict[str, Any] | None = None
         self.ddp: dict[str, Any] | None = None
         self.dist: dict[str, Any] = {}
-        self._patch()
+        global _current
+        _current = self
+        _patch(torch)
 
     # -- recording ----------------------------------------------------------------------
-    def _patch(self) -> None:
-        torch = self.torch
-        amp = getattr(getattr(torch, "amp", None), "autocast_mode", None)
-        if amp is not None and not getattr(amp.autocast.__enter__, "_hermes", False):
-            amp.autocast.__enter__ = _after(amp.autocast.__enter__, self._on_autocast)
-        if callable(getattr(torch, "compile", None)) and \
-                not getattr(torch.compile, "_hermes", False):
-            torch.compile = _before(torch.compile, self._on_compile)
-        try:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-        except ImportError:
-            return
-        if not getattr(DDP.__init__, "_hermes", False):
-            DDP.__init__ = _after(DDP.__init__, self._on_ddp)
-
     def _on_autocast(self, ac: Any, *args: Any, **kwargs: Any) -> None:
         if self.autocast is None and getattr(ac, "_enabled", True):
             self.autocast = {"device_type": str(getattr(ac, "device", "")),
@@ -142,6 +135,22 @@ class Facts:
         return {"framework": fw, "settings": settings}
 
 
+def _patch(torch: ModuleType) -> None:
+    """Wrap autocast entry, ``torch.compile`` and DDP's constructor (once per process) to
+    record into the current :class:`Facts`."""
+    amp = getattr(getattr(torch, "amp", None), "autocast_mode", None)
+    if amp is not None and not getattr(amp.autocast.__enter__, "_hermes", False):
+        amp.autocast.__enter__ = _after(amp.autocast.__enter__, "_on_autocast")
+    if callable(getattr(torch, "compile", None)) and not getattr(torch.compile, "_hermes", False):
+        torch.compile = _before(torch.compile, "_on_compile")
+    try:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+    except ImportError:
+        return
+    if not getattr(DDP.__init__, "_hermes", False):
+        DDP.__init__ = _after(DDP.__init__, "_on_ddp")
+
+
 def loader_settings(loader: Any) -> str:
     """A DataLoader's settings as the script built it, as JSON (booleans and integers only)."""
     conf = {k: getattr(loader, k, None) for k in _LOADER_KEYS}
@@ -150,31 +159,34 @@ def loader_settings(loader: Any) -> str:
                       sort_keys=True)
 
 
-def _after(fn: Any, hook: Any) -> Any:
-    """``fn`` that calls ``hook(self, *args, **kwargs)`` after it (never failing the call)."""
+def _after(fn: Any, hook: str) -> Any:
+    """``fn`` that calls the current facts' ``hook(self, *args, **kwargs)`` after it (never
+    failing the call)."""
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = fn(self, *args, **kwargs)
-        try:
-            hook(self, *args, **kwargs)
-        except Exception:  # noqa: BLE001 - recording a fact never breaks the job
-            pass
+        if _current is not None:
+            try:
+                getattr(_current, hook)(self, *args, **kwargs)
+            except Exception:  # noqa: BLE001 - recording a fact never breaks the job
+                pass
         return out
 
     wrapper._hermes = True  # type: ignore[attr-defined]
     return wrapper
 
 
-def _before(fn: Any, hook: Any) -> Any:
-    """``fn`` that calls ``hook(*args, **kwargs)`` first (never failing the call)."""
+def _before(fn: Any, hook: str) -> Any:
+    """``fn`` that calls the current facts' ``hook(*args, **kwargs)`` first."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            hook(*args, **kwargs)
-        except Exception:  # noqa: BLE001
-            pass
+        if _current is not None:
+            try:
+                getattr(_current, hook)(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - recording a fact never breaks the job
+                pass
         return fn(*args, **kwargs)
 
     wrapper._hermes = True  # type: ignore[attr-defined]

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes.collectors import pyhooks
+from hermes.collectors import pyhooks, torch_facts
 from hermes.collectors.torch_facts import Facts, loader_settings
 
 _BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
@@ -178,7 +178,6 @@ class TorchDriver:
         if getattr(cls.__next__, "_hermes", False):
             return
         original, init = cls.__next__, cls.__init__
-        facts = self.facts
 
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
             init(it, loader, *args, **kwargs)
@@ -193,7 +192,9 @@ class TorchDriver:
                 return original(it)
             finally:
                 args = _loader_args(it)
-                facts.loader_batch(args)
+                facts = torch_facts.current()
+                if facts is not None:
+                    facts.loader_batch(args)
                 pyhooks.note_data_wait("DataLoader.__next__", t0, perf_counter_ns() - t0,
                                        args)
 

@@ -21,12 +21,21 @@ from hermes.rules import RuleTable
 
 def analyze_and_advise(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int = 0,
                        progress: Progress | None = None, keep_warmup: bool = False,
-                       table: RuleTable | None = None, executor: Executor | None = None
-                       ) -> tuple[Analysis, Advice]:
+                       table: RuleTable | None = None, executor: Executor | None = None,
+                       device: str | None = None) -> tuple[Analysis, Advice]:
     """The analysis of a trace (or trace path) and the advisor's recommendations for it;
-    ``executor`` runs its ranks (default: the embedded one of ``workers`` processes)."""
+    ``executor`` runs its ranks (default: the embedded one of ``workers`` processes);
+    ``device`` (``--device``): the device the user says ran it, which the advice is fitted to."""
+    if device:
+        from hermes import devices
+
+        devices.get(device)  # an unknown name: one line, exit 2, before any work
     analysis = run_analysis(trace_or_path, ranks=ranks, workers=workers, progress=progress,
                             keep_warmup=keep_warmup, executor=executor)
+    if device:
+        from dataclasses import replace
+
+        analysis = replace(analysis, device_option=device)
     # the trace travels on to the advisor so what-if can replay it (estimate = "replay")
     return analysis, advise(analysis, table, trace=trace_or_path if ranks is None else None)
 

@@ -25,6 +25,7 @@ from typing import Any
 from hermes.errors import HermesError
 from hermes.findings import CAUSE_IDS
 from hermes.rules.expr import Expr, ExprError, compile_expr
+from hermes.rules.preconditions import PRECONDITIONS
 
 RULES_PATH = Path(__file__).with_name("rules.toml")
 SCHEMA_VERSION = 1
@@ -32,7 +33,7 @@ DEVICE_KINDS = ("npu", "gpu")
 
 _ID = re.compile(r"[a-z0-9_.\-]+")
 _REQUIRED = ("id", "cause", "optimization", "how", "recover", "basis")
-_OPTIONAL = ("how_npu", "how_gpu", "emulator_opt", "when", "fallback", "params")
+_OPTIONAL = ("how_npu", "how_gpu", "emulator_opt", "when", "fallback", "params", "requires")
 
 
 class RuleError(HermesError):
@@ -54,6 +55,8 @@ class Rule:
     when: Expr | None = None
     fallback: float | None = None
     params: tuple[tuple[str, Expr], ...] = ()
+    #: preconditions (hermes.rules.preconditions) that must hold for the advice to apply
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,13 @@ def _rule(i: int, raw: Any, path: str, check_opts: bool = True) -> Rule:
             except ValueError as exc:
                 raise err(f, f"bad {{placeholder}}: {exc}", "write literal braces as {{ }}") \
                     from None
+    requires = raw.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise err("requires", "must be a list of precondition names")
+    bad = [r for r in requires if r not in PRECONDITIONS]
+    if bad:
+        raise err("requires", f"unknown precondition {bad[0]!r}",
+                  f"valid: {', '.join(PRECONDITIONS)}")
     if "emulator_opt" in raw and check_opts:
         _check_opt(raw["emulator_opt"], err)
     return Rule(id=raw["id"], cause=raw["cause"], optimization=raw["optimization"].strip(),
@@ -153,7 +163,8 @@ def _rule(i: int, raw: Any, path: str, check_opts: bool = True) -> Rule:
                              if f"how_{k}" in raw},
                 emulator_opt=raw.get("emulator_opt"),
                 when=expr("when", raw["when"]) if "when" in raw else None,
-                fallback=None if fallback is None else float(fallback), params=tuple(params))
+                fallback=None if fallback is None else float(fallback), params=tuple(params),
+                requires=tuple(requires))
 
 
 def load_rules(path: str | Path = RULES_PATH, *, require_all: bool | None = None,

@@ -23,7 +23,8 @@ STAGES = {
     "hermes.analyzers": 2,
     "hermes.rules": 3, "hermes.advisor": 3, "hermes.whatif": 3,
     "hermes.report": 4, "hermes.check": 4, "hermes.diff": 4, "hermes.pipeline": 4,
-    "hermes.commands": 5, "hermes.cli": 5,
+    "hermes.query": 4,
+    "hermes.commands": 5, "hermes.cli": 5, "hermes.mcp": 5,
 }
 SIBLINGS = {frozenset({"hermes.collectors", "hermes.npu"})}
 MAX_MODULE_LINES = 500

@@ -38,7 +38,7 @@ from hermes.analyzers.common.opinfo import (
     union_time,
 )
 from hermes.analyzers.common.steps import step_windows
-from hermes.analyzers.computation import devicework, opvec
+from hermes.analyzers.computation import devicework, opvec, precision
 from hermes.analyzers.computation.kernelstats import KernelStats
 from hermes.analyzers.computation.roofline import (
     CLASS_DTYPE,
@@ -201,6 +201,8 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         "family_basis_pct": 100.0 * float(ks.dur[ks.family_basis].sum())
         / total_dev if total_dev else 0.0,
         **devicework.mfu(k, step_total, pk),
+        # the device, the matmul dtype mix and the parallelism shown: the advice's preconditions
+        "precision": precision.facts(ctx, k),
     })
     res.tables.update({"tasks": k.drop(columns=["args", "host_row", "shape", "lane",
                                                 "coll_group", "coll_bytes", "coll_seq",

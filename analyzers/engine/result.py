@@ -162,6 +162,16 @@ class Analysis:
     #: name (its ranks are not known)
     missing_ranks: list[dict[str, Any]] = field(default_factory=list)
     _tables: Mapping[str, pd.DataFrame] | None = field(default=None, repr=False)
+    #: ``--device NAME``: the device the user says ran the trace (over what the trace shows)
+    device_option: str | None = None
+
+    @property
+    def machine(self) -> dict[str, Any]:
+        """The device (and how Hermes knows it), the matmul dtype mix and the parallelism the
+        trace shows (``analyzers/computation/precision.py``): what the advice is fitted to."""
+        from hermes.analyzers.computation.precision import combine
+
+        return combine(self.per_rank, self.device_option)
 
     @property
     def bound(self) -> str:
@@ -251,7 +261,8 @@ class Analysis:
             agg["share_pct"] = 100.0 * agg["total_ns"] / max(float(agg["total_ns"].sum()), 1.0)
             agg = agg.sort_values("total_ns", ascending=False, kind="stable").head(TOP_KERNELS_N)
             top = agg.reset_index()[["name", *KERNEL_KEYS]].to_dict("records")
-        return {"per_rank": per_rank, "top_kernels": top}
+        return {"per_rank": per_rank, "top_kernels": top,
+                "matmul_dtypes": self.machine["matmul_mix"]}
 
     @property
     def memory(self) -> list[dict[str, Any]]:
@@ -280,6 +291,7 @@ class Analysis:
             "breakdown": {"per_rank": self.breakdown_rows},
             "critical_path": self.critical_path,
             "findings": [f.to_dict() for f in self.findings],
+            "device": {**self.machine["device"], "shown": self.machine["shown"]},
             **extra,
         })
 

@@ -30,6 +30,8 @@ from hermes.errors import HermesError
 from hermes.findings import Finding, Recommendation
 from hermes.rules import TABLE, Rule, RuleTable
 from hermes.rules.expr import Unavailable
+from hermes.rules.preconditions import evaluate as check_requires
+from hermes.rules.preconditions import precision_plan, verify_text
 
 #: Device kind and vendor of traces whose metadata names no known device, by trace source.
 SOURCE_DEVICE = {"ascend": ("npu", "huawei"), "kineto": ("gpu", "nvidia")}
@@ -58,12 +60,72 @@ def advise(analysis: Analysis, table: RuleTable | None = None, trace: Any = None
     ``estimated_speedup`` from replaying the step graph (``estimate = "replay"``,
     :mod:`hermes.advisor.replayed`); the others keep the rule's formula."""
     table = table or TABLE
-    recs = {f.id: recommend(f, analysis.meta, table) for f in analysis.findings}
+    facts = machine_facts(analysis)
+    recs = {f.id: recommend(f, analysis.meta, table, facts) for f in analysis.findings}
     if trace is not None:
         from hermes.advisor.replayed import with_replay
 
         recs = with_replay(recs, trace, analysis, table.max_speedup)
     return Advice({k: tuple(v) for k, v in recs.items()}, table.path)
+
+
+def machine_facts(analysis: Any) -> dict[str, Any] | None:
+    """What the trace shows of the device, the matmul dtypes and the parallelism
+    (``Analysis.machine``), with the device's capability checks: the facts rule preconditions
+    (``requires``) are evaluated on. None for an analysis that has none."""
+    from hermes.devices.identify import Identified
+
+    m = getattr(analysis, "machine", None)
+    if not isinstance(m, Mapping):
+        return None
+    ident = Identified.from_dict(m.get("device") or {})
+    facts = {**m, "supports": ident.supports, "speedup": ident.speedup,
+             "matmul_device_share": float((m.get("matmul_mix") or {}).get("device_share")
+                                          or 0.0)}
+    facts["plan"] = precision_plan(facts)
+    return facts
+
+
+#: Words of each vendor's own stack, for ``{smi_clock}``, ``{smi_name}``, ``{torch_device}``.
+STACK = {
+    "nvidia": {"smi_clock": "nvidia-smi -q -d PERFORMANCE,CLOCK (throttle reasons)",
+               "smi_name": "nvidia-smi --query-gpu=name,compute_cap --format=csv",
+               "torch_device": "cuda"},
+    "amd": {"smi_clock": "rocm-smi --showclocks --showpower --showtemp",
+            "smi_name": "rocm-smi --showproductname", "torch_device": "cuda"},
+    "huawei": {"smi_clock": "npu-smi info -t power -i 0; npu-smi info -t temp -i 0",
+               "smi_name": "npu-smi info", "torch_device": "npu"},
+    "intel": {"smi_clock": "hl-smi -q -d CLOCK,POWER,TEMPERATURE", "smi_name": "hl-smi",
+              "torch_device": "hpu"},
+}
+#: Where the trace does not say whose device it is: no tool named.
+NO_STACK = {"smi_clock": "the vendor's device-management tool (clocks, power, temperature)",
+            "smi_name": "the device's model", "torch_device": "cuda"}
+
+
+def _precision_names(facts: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not facts:
+        return {}
+    plan, dev = facts.get("plan") or {}, facts.get("device") or {}
+    mix = facts.get("matmul_mix") or {}
+    vendor = str(dev.get("vendor") or "")
+    out: dict[str, Any] = {
+        "precision_current": plan.get("current") or "", "precision_target":
+            plan.get("target") or "", "precision_ratio": float(plan.get("ratio") or 0.0),
+        "matmul_share": float(mix.get("device_share") or 0.0),
+        "matmul_dtype_unknown": float(mix.get("unknown_share") or 0.0),
+        "device_arch": str(dev.get("arch") or ""), "device_name": str(dev.get("name") or ""),
+        "device_source": str(dev.get("source") or "unknown"), "device_vendor": vendor,
+        **STACK.get(vendor, NO_STACK)}
+    r, cur, tgt = out["precision_ratio"], out["precision_current"], out["precision_target"]
+    if r > 1 and tgt:
+        out["precision_gain"] = (f"device table: {tgt} {r:.1f}x the {cur} matrix peak; matmuls "
+                                 f"are {100 * out['matmul_share']:.0f}% of device time")
+    supports = facts.get("supports")
+    for d in ("bf16", "fp8", "tf32"):  # 1 yes, 0 no, -1 unknown
+        got = supports(d) if callable(supports) else None
+        out[f"device_has_{d}"] = -1 if got is None else int(bool(got))
+    return out
 
 
 def _scalar(v: Any) -> bool:
@@ -119,7 +181,8 @@ def _loader_workers(evidence: Mapping[str, Any], config: Mapping[str, Any], defa
     return default
 
 
-def context(finding: Any, meta: Any, table: RuleTable = TABLE) -> dict[str, Any]:
+def context(finding: Any, meta: Any, table: RuleTable = TABLE,
+            facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The names a rule's expressions see for ``finding`` (docs/rules.md lists them)."""
     evidence = dict(getattr(finding, "evidence", {}) or {})
     device = dict(getattr(meta, "device", {}) or {})
@@ -135,6 +198,14 @@ def context(finding: Any, meta: Any, table: RuleTable = TABLE) -> dict[str, Any]
     ns["ranks"] = len(getattr(meta, "ranks", ()) or ()) or max(1, len(finding.ranks))
     ns["num_workers"] = _loader_workers(evidence, config, table.defaults.get("num_workers", 1))
     ns["share"] = float(finding.time_share)
+    ns.update(_precision_names(facts))
+    if facts and ns.get("device_vendor"):  # the identified device's vendor over a guess
+        ns["vendor"] = ns["device_vendor"]
+    if not ns.get("device_vendor"):
+        ns["device_vendor"] = ns["vendor"]
+    ns.setdefault("smi_clock", NO_STACK["smi_clock"])
+    ns.setdefault("smi_name", NO_STACK["smi_name"])
+    ns.setdefault("torch_device", NO_STACK["torch_device"])
     return ns
 
 
@@ -225,14 +296,20 @@ def evaluate(rule: Rule, ns: Mapping[str, Any]) -> tuple[float, dict[str, Any]] 
     return min(max(r, 0.0), 1.0), params
 
 
-def recommend(finding: Finding, meta: Any = None, table: RuleTable | None = None
-              ) -> list[Recommendation]:
-    """Recommendations for one finding, sorted by estimated speedup (descending)."""
+def recommend(finding: Finding, meta: Any = None, table: RuleTable | None = None,
+              facts: Mapping[str, Any] | None = None) -> list[Recommendation]:
+    """Recommendations for one finding, sorted by estimated speedup (descending). With
+    ``facts`` (:func:`machine_facts`) a rule whose ``requires`` fails is left out, and one whose
+    preconditions are unknown is shown as conditional: its ``how`` starts with what to check."""
     table = table or TABLE
-    ns = context(finding, meta, table)
+    ns = context(finding, meta, table, facts)
     emulated = ns["emulated"]
     out: list[tuple[float, int, Recommendation]] = []
     for order, rule in enumerate(table.for_cause(finding.id)):
+        state, unknown = check_requires(rule.requires, facts) if facts and rule.requires \
+            else (True, [])
+        if state is False:
+            continue  # advice this run cannot apply (a capability or parallelism it lacks)
         got = evaluate(rule, ns)
         if got is None:
             continue
@@ -243,6 +320,12 @@ def recommend(finding: Finding, meta: Any = None, table: RuleTable | None = None
             opt = _fill(rule.emulator_opt, values) if rule.emulator_opt else None
         except Unavailable:
             continue
+        if state is None:
+            try:
+                check = _fill(verify_text(unknown, str(ns.get("device_vendor") or "")), values)
+            except Unavailable:
+                check = verify_text(unknown, "")
+            how = f"Conditional: the trace cannot tell; check {check} first. {how}"
         if opt is not None:
             if not emulated:
                 opt = None

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 
 from hermes.check.gates import FAIL, SKIP, Gate, Verdict
 from hermes.diff.render import fmt_p, fmt_us
+from hermes.trace.textsafe import xml_text
 
 
 def _responsible_lines(v: Verdict) -> list[str]:
@@ -88,5 +89,7 @@ def render_junit(v: Verdict) -> str:
     for g in v.gates:
         _case(suite, g, v)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
-        + "\n"
+    # XML 1.0 cannot hold control characters even escaped, nor lone surrogates: a gate or
+    # run label carrying one (a file name, a kernel name) would make the file unreadable
+    return xml_text('<?xml version="1.0" encoding="UTF-8"?>\n'
+                    + ET.tostring(root, encoding="unicode") + "\n")

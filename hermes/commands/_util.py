@@ -319,6 +319,11 @@ def hermes_trace(src: Path, save: Path | None = None) -> Iterator[Path]:
         if save is not None:
             raise OutputError("--save-trace keeps an imported trace; this is a Hermes trace "
                               "already", path=src)
+        from hermes.trace.segments import interrupted_note
+
+        note = interrupted_note(src)  # what a killed profiled run left: how far it got
+        if note:
+            print(f"hermes: note: {note}", file=sys.stderr)
         yield src
     elif save is not None:
         check_output_path(save, [src], flag="--save-trace")

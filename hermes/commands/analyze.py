@@ -62,6 +62,7 @@ def register(app: typer.Typer) -> None:
             help="Analyze a warm-up first step too (one over 10x the median of the others is "
                  "left out by default and reported)."),
         save_trace: Path | None = typer.Option(None, "--save-trace", help=SAVE_HELP),
+        device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
     ) -> int:
         """Find what holds a training run back: the verdict (host-, device-, io- or
         communication-bound), the step time breakdown and typed findings with evidence, sorted
@@ -72,6 +73,8 @@ def register(app: typer.Typer) -> None:
         Example: hermes analyze run.parquet --format json --out analysis.json
 
         Example: hermes analyze rank0.pt.trace.json.gz rank1.pt.trace.json.gz
+
+        Example: hermes analyze trace.pt.trace.json.gz --device a100-sxm4-80gb
         """
         trace = traces[0]
         from hermes.analyzers.engine.executor import LocalExecutor, make_executor
@@ -99,7 +102,7 @@ def register(app: typer.Typer) -> None:
                     result, advice = analyze_and_advise(
                         source, ranks=rank or None, workers=workers,
                         progress=lambda done, total: bar.update(completed=done, total=total),
-                        keep_warmup=keep_warmup, executor=executor)
+                        keep_warmup=keep_warmup, executor=executor, device=device)
                 loaded = _timeline_trace(source, rank, result) if renderer.wants_trace \
                     else None
         finally:
@@ -168,6 +171,11 @@ def _timeline_trace(source: Any, rank: list[int] | None, result: Any) -> Any:
         ev = ev.loc[ev["rank"].isin([int(r) for r in rank]).to_numpy()]
     return Trace(events=ev[columns()].reset_index(drop=True), meta=source.meta)
 
+
+#: ``--device``'s help (``analyze`` and ``report``)
+DEVICE_HELP = ("The device that ran the trace (a name or alias of `hermes devices`), over what "
+               "the trace shows: the advice is fitted to it (the roofline keeps the trace's own "
+               "device; `hermes import --device` sets that).")
 
 #: ``--allow-missing``'s help (``analyze`` and ``report``)
 ALLOW_MISSING_HELP = ("Exit 0 even if some ranks could not be analyzed (they are listed in the "

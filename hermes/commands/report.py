@@ -7,7 +7,14 @@ from pathlib import Path
 import typer
 
 from hermes.commands._util import check_output_path, progress, write_text_atomic
-from hermes.commands.analyze import ALLOW_MISSING_HELP, SAVE_HELP, TRACE_HELP, exit_code, sources
+from hermes.commands.analyze import (
+    ALLOW_MISSING_HELP,
+    DEVICE_HELP,
+    SAVE_HELP,
+    TRACE_HELP,
+    exit_code,
+    sources,
+)
 
 
 def _open(path: Path) -> None:
@@ -30,6 +37,7 @@ def register(app: typer.Typer) -> None:
                                          help="Analyze a warm-up first step too."),
         save_trace: Path | None = typer.Option(None, "--save-trace", help=SAVE_HELP),
         allow_missing: bool = typer.Option(False, "--allow-missing", help=ALLOW_MISSING_HELP),
+        device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
     ) -> int:
         """Write one HTML file with the verdict, findings and recommendations, step breakdown,
         an aggregated timeline with the critical path, roofline, sortable kernel and operator
@@ -49,7 +57,7 @@ def register(app: typer.Typer) -> None:
         with sources(traces, save_trace) as path:
             with progress("analyzing ranks") as bar:
                 analysis, advice = analyze_and_advise(
-                    path, workers=workers, keep_warmup=keep_warmup,
+                    path, workers=workers, keep_warmup=keep_warmup, device=device,
                     progress=lambda done, total: bar.update(completed=done, total=total))
             with progress("rendering"):
                 events = load(path, columns=columns(), skip=analysis.unread_files)

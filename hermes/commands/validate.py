@@ -23,6 +23,10 @@ def _fmt_summary(path: Path, s: dict) -> str:
                      f"min {st['min_ms']:.3f}, max {st['max_ms']:.3f})")
     else:
         lines.append("  steps: none marked")
+    if s.get("interrupted_note"):
+        lines.append(f"  note: {s['interrupted_note']}")
+    for key, n in sorted(s.get("repaired", {}).items()):
+        lines.append(f"  repaired when written: {n:,} value(s) ({key}; docs/trace-format.md)")
     lines.append("  events per kind:")
     for kind, n in sorted(s.get("kinds", {}).items(), key=lambda kv: -kv[1]):
         lines.append(f"    {kind:<14} {n:>12,}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hermes.registry import Registry
+from hermes.trace.textsafe import clean_text
 
 if TYPE_CHECKING:
     from hermes.advisor import Advice
@@ -45,8 +46,8 @@ class Renderer:
                  trace: Trace | None = None) -> str:
         fn = getattr(importlib.import_module(self.module), self.function)
         if self.wants_trace:
-            return str(fn(analysis, advice, top, trace=trace))
-        return str(fn(analysis, advice, top))
+            return clean_text(str(fn(analysis, advice, top, trace=trace)))
+        return clean_text(str(fn(analysis, advice, top)))
 
 
 RENDERERS: Registry[Renderer] = Registry("format")

@@ -79,6 +79,27 @@ def ranks_text(ranks: list[int]) -> str:
 
 
 
+def device_text(d: dict[str, Any]) -> str:
+    """``NVIDIA H100 80GB HBM3 (SXM) (trace field: device name '...')``: the device the advice
+    is fitted to and how Hermes knows it; empty where the analysis has no device facts."""
+    dev = d.get("device") or {}
+    if not dev.get("name"):
+        return ""
+    return f"{dev['name']} ({dev.get('source', 'unknown')}: {dev.get('evidence', '')})"
+
+
+def dtype_mix_text(comp: dict[str, Any]) -> str:
+    """``bf16 92%, fp32 8% of 120.5 ms of matmul time (60% of device time; dtype unknown
+    for 0%)``; empty without matmul time."""
+    mix = comp.get("matmul_dtypes") or {}
+    if not mix.get("matmul_ms"):
+        return ""
+    parts = ", ".join(f"{k} {100 * v:.0f}%" for k, v in mix["shares"].items()) or "dtype unknown"
+    return (f"{parts} of {mix['matmul_ms']:,.1f} ms of matmul time ("
+            f"{100 * mix.get('device_share', 0):.0f}% of device time; dtype unknown for "
+            f"{100 * mix.get('unknown_share', 0):.0f}%)")
+
+
 def mfu_text(comp: dict[str, Any]) -> str:
     """``MFU 67.8% (670.5 TFLOP/s achieved of 989.4 peak; FLOPs known for 98% of kernel
     time)`` for the rank with the lowest MFU; empty when no FLOPs are known."""

@@ -16,6 +16,8 @@ from hermes.analyzers.engine.result import Analysis, missing_text
 from hermes.report.common import (
     HTA,
     PARTS,
+    device_text,
+    dtype_mix_text,
     mfu_text,
     short_name,
     unique_short_names,
@@ -52,6 +54,10 @@ def summary(d: dict[str, Any], a: Analysis) -> str:
     if software:
         rows.append(("software", "; ".join(software)))
     comp = d.get("computation") or {}
+    if device_text(d):
+        rows.append(("device (advice)", device_text(d)))
+    if dtype_mix_text(comp):
+        rows.append(("matmul dtypes", dtype_mix_text(comp)))
     rows.append(("MFU", mfu_text(comp) or "not known: the trace gives no kernel FLOPs or no "
                                           "device peak"))
     rows += [("warm-up left out", warmup_text(w)) for w in d.get("warmup", [])]

@@ -14,6 +14,8 @@ from hermes.report.common import (
     PARTS,
     estimate_text,
     kernel_rows,
+    device_text,
+    dtype_mix_text,
     mfu_text,
     top_ops,
     warmup_text,
@@ -53,6 +55,10 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
                 f"{float(r.get(k) or 0):.1f}" for k, _ in PARTS + HTA) + " |")
         out.append("")
     comp = d.get("computation") or {}
+    if device_text(d):
+        out.append(f"- device: {device_text(d)}")
+    if dtype_mix_text(comp):
+        out.append(f"- matmul dtypes: {dtype_mix_text(comp)}")
     if mfu_text(comp):
         out += [f"- computation: {mfu_text(comp)}", ""]
     if comp.get("top_kernels"):

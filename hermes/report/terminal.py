@@ -19,6 +19,8 @@ from hermes.report.common import (
     PARTS,
     kernel_rows,
     mean_breakdown,
+    device_text,
+    dtype_mix_text,
     mfu_text,
     ranks_text,
     top_ops,
@@ -60,6 +62,10 @@ def _tables(d: dict[str, Any], top: int) -> list[Any]:
             _row(t, f"HTA {label}", f"{mean_breakdown(rows, key):.1f}")
         out.append(t)
     comp = d.get("computation") or {}
+    if device_text(d):
+        out.append(Text(f"Device: {device_text(d)}"))
+    if dtype_mix_text(comp):
+        out.append(Text(f"Matmul dtypes: {dtype_mix_text(comp)}"))
     if mfu_text(comp):
         out.append(Text(f"Computation: {mfu_text(comp)}"))
     if comp.get("top_kernels"):

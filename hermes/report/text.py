@@ -13,6 +13,8 @@ from hermes.report.common import (
     bar,
     kernel_rows,
     mean_breakdown,
+    device_text,
+    dtype_mix_text,
     mfu_text,
     ranks_text,
     short_name,
@@ -39,6 +41,12 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
         hta = ", ".join(f"{label} {mean_breakdown(rows, k):.1f}%" for k, label in HTA)
         lines += [f"  HTA-compatible: {hta}", ""]
     comp = d.get("computation") or {}
+    if device_text(d):
+        lines.append(f"Device: {device_text(d)}")
+    if dtype_mix_text(comp):
+        lines.append(f"Matmul dtypes: {dtype_mix_text(comp)}")
+    if device_text(d) or dtype_mix_text(comp):
+        lines.append("")
     if mfu_text(comp):
         lines += [f"Computation: {mfu_text(comp)}", ""]
     if comp.get("top_kernels"):

@@ -50,11 +50,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hermes.errors import OutputError
+from hermes.errors import OutputError, TraceFormatError
 from hermes.trace.chrome_text import FLOW_FIELDS, codes, format_batch, format_flows, mask_of
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import _check_columns, _open, conform, read_meta, trace_files
 from hermes.trace.schema import COLUMN_NAMES, DEVICE_LANES
+from hermes.trace.textsafe import clean_text, dumps
 from hermes.trace.unreadable import UNREADABLE, row_data_error
 
 BATCH_ROWS = 65_536
@@ -113,7 +114,10 @@ def _batches(pf: pq.ParquetFile, f: Path, columns: list[str]) -> Iterator[pa.Rec
 
 
 def _natural(name: str) -> tuple[Any, ...]:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+    """Sort key comparing ASCII digit runs as numbers ('thread 10' after 'thread 9'); other
+    digits ('²', '١') are text: ``int()`` refuses superscripts that ``str.isdigit`` accepts."""
+    return tuple(int(t) if t.isascii() and t.isdigit() else t
+                 for t in re.split(r"([0-9]+)", name))
 
 
 def collect_tracks(path: str | os.PathLike[str]) -> dict[tuple[int, str], tuple[int, str]]:
@@ -278,7 +282,7 @@ def _write(path: str | os.PathLike[str], tracks: dict[tuple[int, str], tuple[int
             mask = ranks == r
             lut = np.array([tracks.get((int(r), str(n)), (0, ""))[0] for n in lanes], np.int64)
             tids[mask] = lut[lane_i[mask]]
-            ts[mask] += shift.get(int(r), 0)
+            ts[mask] = _shifted(ts[mask], shift.get(int(r), 0), int(r))
         text = format_batch(batch, tids, ts)
         out.write_array(text)
         n_events += len(text)
@@ -290,12 +294,26 @@ def _write(path: str | os.PathLike[str], tracks: dict[tuple[int, str], tuple[int
     return n_events, n_flows
 
 
+def _shifted(ts: np.ndarray, offset: int, rank: int) -> np.ndarray:
+    """``ts + offset`` (rank ``rank``'s clock offset), refused where it leaves int64."""
+    if not offset:
+        return ts
+    out = ts + np.int64(offset)
+    over = (out < ts) if offset > 0 else (out > ts)
+    if over.any():
+        raise TraceFormatError(
+            f"rank {rank}: an event at ts_ns={int(ts[over][0])} plus the clock offset "
+            f"{offset} ns of metadata clock_offsets_ns lies beyond the int64 nanosecond range",
+            hint="the clock offsets do not belong to these timestamps")
+    return out
+
+
 def _header(meta: TraceMeta, path: str | os.PathLike[str]) -> bytes:
-    other = {"hermes_source": meta.source, "hermes_trace": str(path),
+    other = {"hermes_source": meta.source, "hermes_trace": clean_text(os.fsdecode(path)),
              "schema_version": meta.schema_version, "device": meta.device.get("name"),
              "clock_offsets_ns": {str(k): v for k, v in meta.clock_offsets_ns.items()}}
     return ('{"displayTimeUnit":"ns","otherData":'
-            + json.dumps(other, ensure_ascii=False, separators=_COMPACT)
+            + dumps(other, separators=_COMPACT)
             + ',"traceEvents":[').encode()
 
 

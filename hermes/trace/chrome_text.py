@@ -41,9 +41,11 @@ def us_text(ns: np.ndarray) -> pa.Array:
     """Integer nanoseconds -> exact microsecond decimal text with 3 decimals."""
     ns = np.asarray(ns, dtype=np.int64)
     neg = ns < 0
-    a = np.abs(ns)
-    whole = pc.cast(pa.array(a // 1000), pa.string())
-    frac = pc.utf8_lpad(pc.cast(pa.array(a % 1000), pa.string()), width=3, padding="0")
+    # the magnitude as uint64: np.abs(-2**63) would overflow back to -2**63 ("--..." text)
+    a = np.where(neg, ~ns.view(np.uint64) + np.uint64(1), ns.view(np.uint64))
+    thousand = np.uint64(1000)
+    whole = pc.cast(pa.array(a // thousand), pa.string())
+    frac = pc.utf8_lpad(pc.cast(pa.array(a % thousand), pa.string()), width=3, padding="0")
     text = pc.binary_join_element_wise(whole, frac, ".")
     if neg.any():
         text = pc.if_else(pa.array(neg), pc.binary_join_element_wise("-", text, ""), text)

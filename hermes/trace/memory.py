@@ -47,6 +47,7 @@ class MemoryWriter(BatchWriter):
         self._groups: list[int] = []
         self._buffered = 0
         self._ranks: set[int] = set()
+        self.repairs: dict[str, int] = {}
         self.trace: Any = None
 
     def _flush(self) -> None:
@@ -64,6 +65,8 @@ class MemoryWriter(BatchWriter):
             self.meta = meta
         self._flush()
         final = self.meta if self.meta.ranks else self.meta.with_(ranks=tuple(sorted(self._ranks)))
+        if self.repairs:
+            final = final.with_(extra={**final.extra, "repaired": dict(self.repairs)})
         kv = dict(self._first_kv)  # the file's key-value metadata wins over the schema's
         kv.update(final.to_kv())
         table = as_stored(self._buffer, self._groups).replace_schema_metadata(kv)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hermes.trace.schema import SCHEMA_VERSION
+from hermes.trace.textsafe import clean_text, dumps
 
 
 def _version() -> str:
@@ -89,17 +90,19 @@ class TraceMeta:
         return replace(self, **changes)
 
     def to_kv(self) -> dict[str, str]:
+        """The metadata as Parquet key-value pairs: valid UTF-8 and strict JSON (a NaN or a
+        lone surrogate in a caller's figures is stored as null / U+FFFD)."""
         kv = {
             "hermes.schema_version": str(self.schema_version),
-            "hermes.source": self.source,
-            "hermes.created_by": self.created_by,
-            "hermes.device": json.dumps(self.device, sort_keys=True),
+            "hermes.source": clean_text(self.source),
+            "hermes.created_by": clean_text(self.created_by),
+            "hermes.device": dumps(self.device, sort_keys=True, ensure_ascii=True),
             "hermes.clock_offsets_ns": json.dumps(
                 {str(k): int(v) for k, v in sorted(self.clock_offsets_ns.items())}),
-            "hermes.collector": json.dumps(self.collector, sort_keys=True),
+            "hermes.collector": dumps(self.collector, sort_keys=True, ensure_ascii=True),
             "hermes.ranks": json.dumps([int(r) for r in self.ranks]),
-            "hermes.import": json.dumps(self.import_summary, sort_keys=True),
-            "hermes.extra": json.dumps(self.extra, sort_keys=True),
+            "hermes.import": dumps(self.import_summary, sort_keys=True, ensure_ascii=True),
+            "hermes.extra": dumps(self.extra, sort_keys=True, ensure_ascii=True),
         }
         return kv
 

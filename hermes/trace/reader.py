@@ -8,10 +8,11 @@ trace metadata. Older schema versions load with missing columns filled with null
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator, Sequence
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -52,12 +53,34 @@ class Trace:
         return len(self.events)
 
 
+_T = TypeVar("_T")
+#: a segment of ``hermes.trace.segments`` (``rank-00003.seg-PID-00001.parquet``)
+_SEGMENT = re.compile(r"^(?P<stem>.+)\.seg-\d+-\d+\.parquet$")
+
+
+def superseded(files: list[Path]) -> list[Path]:
+    """``files`` without the segments whose merged rank file is among them: a clean close
+    publishes the merged file, then removes its segments; a reader listing between the two
+    reads each step once."""
+    names = {f.name for f in files}
+    out = []
+    for f in files:
+        m = _SEGMENT.match(f.name)
+        if m is None or f"{m.group('stem')}.parquet" not in names:
+            out.append(f)
+    return out
+
+
 def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     """The Parquet files that make up a trace (one file, or ``*.parquet`` in a directory)."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.glob("*.parquet") if not f.name.startswith("."))
+        # segments a clean close merged, seen before it removed them, are read once (merged)
+        files = superseded(sorted(f for f in p.glob("*.parquet") if not f.name.startswith(".")))
         odd = [f for f in files if not f.is_file()]
+        if any(not os.path.lexists(f) for f in odd):  # merged and removed since listed
+            raise TraceChanged("the trace changed while it was read (a file was removed)",
+                               path=p, hint="read it again")
         if odd:  # a FIFO would block, a directory cannot be read
             raise TraceFormatError("not a regular file (a directory, FIFO or device)",
                                    path=odd[0], hint="remove it from the trace directory")
@@ -71,10 +94,28 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
             raise TraceFormatError("no such file: the profiled run was interrupted", path=p,
                                    hint=f"its completed steps are in {partial}")
         raise TraceFormatError("no such file or directory", path=p)
+    if p.is_dir():  # created since it was looked at (a profiled run starting)
+        return trace_files(p)
     if not p.is_file():  # opening a FIFO would block until a writer comes
         raise TraceFormatError("not a regular file (a FIFO, socket or device)", path=p,
                                hint="point at a .parquet trace file")
     return [p]
+
+
+class TraceChanged(TraceFormatError):
+    """A segment listed a moment ago is gone: its run closed and merged it meanwhile. Reading
+    the trace again reads the merged file (:func:`reread` does)."""
+
+
+def reread(read: Callable[[], _T], tries: int = 32) -> _T:
+    """``read()``, again while the trace changes under it (a profiled run merging: at most
+    once per rank that closes meanwhile)."""
+    for _ in range(tries - 1):
+        try:
+            return read()
+        except TraceChanged:
+            continue
+    return read()
 
 
 def _open(f: Path) -> pq.ParquetFile:
@@ -82,6 +123,13 @@ def _open(f: Path) -> pq.ParquetFile:
 
     try:
         return pq.ParquetFile(f)
+    except FileNotFoundError:
+        m = _SEGMENT.match(f.name)
+        if m is not None and (f.parent / f"{m.group('stem')}.parquet").exists():
+            raise TraceChanged("the trace changed while it was read (its run merged its "
+                               "segments)", path=f, hint="read it again") from None
+        raise TraceFormatError("no such file (removed while the trace was read)", path=f,
+                               hint="read it again once its writer is done") from None
     except UNREADABLE as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise TraceFormatError(f"not a readable Parquet file ({msg})", path=f,
@@ -252,6 +300,11 @@ def load(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
     directory of several files loads them as usual. ``skip``: names of a directory's files to
     leave out, ones the caller knows cannot be read (``Analysis.missing_ranks``' files).
     """
+    return reread(lambda: _load(path, columns, ranks, lazy_args, skip))
+
+
+def _load(path: str | os.PathLike[str], columns: Sequence[str] | None,
+          ranks: Iterable[int] | None, lazy_args: bool, skip: Collection[str]) -> Trace:
     files = _files(path, skip)
     if len(files) == 1 and (columns is None or len(columns)):
         df, meta = _load_file(files[0], columns, ranks, lazy_args)

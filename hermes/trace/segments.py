@@ -12,12 +12,23 @@ Where segments live, so that what a crash leaves is itself a valid trace:
 - ``out`` a directory: ``out/rank-00003.seg-PID-00001.parquet`` beside the final
   ``rank-00003.parquet`` files (the reader reads every ``*.parquet`` of the directory);
 - ``out`` a ``.parquet`` file: ``out.partial/seg.seg-PID-00001.parquet``, a trace directory of its
-  own (``hermes validate run.parquet.partial``) until the clean close writes ``out``.
+  own (readers read it in place of the missing ``out``) until the clean close writes ``out``.
+
+Beside the segments, a progress file per rank (``.rank-00003.progress``, ``.seg.progress``)
+holds the number of the last step the rank completed, rewritten in place at every step (one
+``pwrite``), so a reader of what a killed run left can say how far it got
+(:func:`interrupted`). The writer holds an advisory lock (``flock``) on it while it runs: the
+kernel drops it when the process dies, however it dies, so a reader tells a run still
+writing from one that was killed, and a second run aimed at the same rank of the same output
+is refused (:class:`hermes.errors.OutputError`) instead of mixing its steps with the first's.
+A clean close merges the segments, then removes them and the progress file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -52,6 +63,61 @@ class SegmentedTraceWriter:
         self._segments: dict[int | None, list[Path]] = {}
         self._count = 0
         self._closed = False
+        self._progress: dict[int | None, int] = {}  # key -> fd of its locked progress file
+        self._steps: dict[int | None, int] = {}
+
+    def _progress_path(self, key: int | None) -> Path:
+        return self.seg_dir / f".{self._stem(key)}.progress"
+
+    def claim(self, key: int | None) -> int:
+        """Lock ``key``'s progress file (created if need be) for this process; an
+        :class:`OutputError` when another live run holds it or a killed run's saved steps
+        are there (they would be mixed with this run's)."""
+        fd = self._progress.get(key)
+        if fd is not None:
+            return fd
+        path = self._progress_path(key)
+        left = path.exists() and _holder(path) is None and _segments_of(self.seg_dir, key)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise OutputError(f"another run is writing {self._stem(key)} here (pid "
+                              f"{_record(path).get('pid', '?')})", path=self.seg_dir,
+                              hint="give each run its own --out") from None
+        if left:
+            os.close(fd)
+            raise OutputError(f"holds the saved steps of an interrupted run "
+                              f"({self._stem(key)}, pid {_record(path).get('pid', '?')})",
+                              path=self.seg_dir, hint="analyze them, move them away or "
+                                                      "give this run another --out")
+        self._progress[key] = fd
+        self.progress(key, -1)
+        return fd
+
+    def progress(self, key: int | None, step: int) -> None:
+        """Note that ``key`` (a rank; any for a single file) completed step ``step``; -1:
+        only claim it (:meth:`claim`)."""
+        key = None if self.single else key
+        fd = self._progress.get(key)
+        if fd is None:
+            fd = self.claim(key)
+        if step >= 0:
+            self._steps[key] = self._steps.get(key, 0) + 1
+        rec = (f'{{"rank": {"null" if key is None else key}, "pid": {os.getpid()}, '
+               f'"steps": {self._steps.get(key, 0)}, "last_step": {step}}}').encode()
+        with contextlib.suppress(OSError):  # a full disk must not stop the job
+            os.pwrite(fd, rec.ljust(_RECORD_BYTES), 0)
+
+    def _release(self, remove: bool) -> None:
+        for key, fd in self._progress.items():
+            if remove:
+                with contextlib.suppress(OSError):
+                    self._progress_path(key).unlink()
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._progress.clear()
 
     def _stem(self, key: int | None) -> str:
         return "seg" if key is None else f"rank-{key:05d}"
@@ -77,9 +143,11 @@ class SegmentedTraceWriter:
         if table.num_rows == 0:
             return
         if self.single:
+            self.claim(None)
             self._writer(None).write(table)
             return
         for r, part in by_rank(table):
+            self.claim(r)
             self._writer(r).write(part)
 
     def checkpoint(self, meta: TraceMeta | None = None) -> None:
@@ -111,6 +179,7 @@ class SegmentedTraceWriter:
             for seg in segs:  # only once the merged file is in place
                 with contextlib.suppress(OSError):
                     seg.unlink()
+        self._release(remove=True)
         if self.single:
             shutil.rmtree(self.seg_dir, ignore_errors=True)
         self._closed = True
@@ -121,4 +190,86 @@ class SegmentedTraceWriter:
         for w in self._open.values():
             w.abort()
         self._open.clear()
+        self._release(remove=False)
         self._closed = True
+
+
+_RECORD_BYTES = 128
+
+
+def _record(path: Path) -> dict[str, Any]:
+    """A progress file's record ({} if unreadable: written by a run that died mid-write)."""
+    try:
+        rec = json.loads(path.read_bytes().decode("utf-8", "replace").strip() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def _holder(path: Path) -> bool | None:
+    """True when a live process holds ``path``'s lock, None when none does."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return None
+
+
+def _segments_of(d: Path, key: int | None) -> list[Path]:
+    stem = "seg" if key is None else f"rank-{key:05d}"
+    return sorted(d.glob(f"{stem}.seg-*.parquet"))
+
+
+def progress_dir(path: str | os.PathLike[str]) -> Path | None:
+    """Where the progress files of a trace at ``path`` are (the directory, or the
+    ``.partial`` directory of a ``.parquet`` path), None when there is none."""
+    p = Path(path)
+    if p.suffix == ".parquet" or p.is_file():
+        part = p.with_name(p.name + ".partial")
+        return part if part.is_dir() else None
+    return p if p.is_dir() else None
+
+
+def interrupted(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The ranks of a profiled run at ``path`` that did not close: per rank its ``rank``,
+    ``pid``, ``steps`` (completed steps the monitor saw; the saved ones can be fewer: those
+    after the last checkpoint died with the process) and ``running`` (the writer is alive)."""
+    d = progress_dir(path)
+    if d is None:
+        return []
+    out = []
+    for f in sorted(d.glob(".*.progress")):
+        rec = _record(f)
+        out.append({"rank": rec.get("rank"), "pid": rec.get("pid"),
+                    "steps": rec.get("steps"), "running": bool(_holder(f))})
+    return out
+
+
+def busy(path: str | os.PathLike[str]) -> str | None:
+    """Why a new profiled run must not write to ``path`` (another run is writing there, or
+    an interrupted one left its steps), or None."""
+    for rec in interrupted(path):
+        what = "is being written by a running" if rec["running"] else \
+            "holds the saved steps of an interrupted"
+        return f"{what} hermes profile run (pid {rec['pid']}, rank {rec['rank']})"
+    return None
+
+
+def interrupted_note(path: str | os.PathLike[str]) -> str | None:
+    """One line saying how far an interrupted (or still running) profiled run got, or None."""
+    recs = interrupted(path)
+    if not recs:
+        return None
+    running = [r for r in recs if r["running"]]
+    reached = ", ".join(f"rank {r['rank'] if r['rank'] is not None else 0} "
+                        f"{r['steps']} step(s)" for r in recs[:8])
+    more = f" and {len(recs) - 8} more rank(s)" if len(recs) > 8 else ""
+    state = "is still running" if running else "was interrupted (killed before it closed)"
+    return (f"the profiled run {state}; the monitor saw {reached}{more} completed: the trace "
+            "holds the steps saved until then (the first at once, then every --flush-every)")

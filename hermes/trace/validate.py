@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.errors import TraceFormatError
-from hermes.trace.reader import iter_tables, table_to_pandas, trace_files
+from hermes.trace.reader import TraceChanged, iter_tables, reread, table_to_pandas, trace_files
 from hermes.trace.schema import DEVICE_LANES, EVENT_KINDS, LANE_KINDS, UNITS
 
 
@@ -210,6 +210,8 @@ def _tables(path: str | os.PathLike[str], report: ValidationReport
     for f in files:
         try:
             got = list(iter_tables(f, columns=None))
+        except TraceChanged:
+            raise
         except TraceFormatError as exc:
             first = first or exc
             report.errors.append(exc.one_line())
@@ -221,6 +223,12 @@ def _tables(path: str | os.PathLike[str], report: ValidationReport
 
 
 def validate(path: str | os.PathLike[str]) -> ValidationReport:
+    """:func:`validate_once`, again while the trace changes under it (a profiled run that
+    merges its segments as it is read)."""
+    return reread(lambda: validate_once(path))
+
+
+def validate_once(path: str | os.PathLike[str]) -> ValidationReport:
     """Validate a trace file or directory. Structural errors raise :class:`TraceFormatError`
     (the file cannot be read as a trace at all; in a directory, a file that cannot be read is
     an error of the report and the other files are checked); value errors are collected in
@@ -248,4 +256,16 @@ def validate(path: str | os.PathLike[str]) -> ValidationReport:
     report.summary = summarize(all_df)
     report.summary["source"] = source
     report.summary["files"] = len(frames)
+    repaired: dict[str, int] = {}
+    for _, meta, _ in metas:  # what the writers replaced to keep the files readable
+        for key, n in (meta.extra.get("repaired") or {}).items():
+            if isinstance(n, int):
+                repaired[key] = repaired.get(key, 0) + n
+    if repaired:
+        report.summary["repaired"] = repaired
+    from hermes.trace.segments import interrupted, interrupted_note
+
+    if interrupted(path):  # a profiled run killed before it closed (or still running)
+        report.summary["interrupted"] = interrupted(path)
+        report.summary["interrupted_note"] = interrupted_note(path)
     return report

@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from hermes.errors import OutputError, TraceFormatError
 from hermes.trace.meta import TraceMeta
+from hermes.trace.readable import readable
 from hermes.trace.schema import COLUMNS, arrow_schema
 
 if TYPE_CHECKING:  # imported where a file is written: an in-memory import never needs it
@@ -155,11 +156,13 @@ class BatchWriter:
     _buffer: list[pa.Table]
     _buffered: int
     _ranks: set[int]
+    repairs: dict[str, int]
 
     def write(self, batch: Mapping[str, Any] | pa.Table | Any) -> None:
         table = to_table(batch)
         if table.num_rows == 0:
             return
+        table = self._readable(table)
         self._ranks.update(_ranks(table))
         self._buffer.append(table)
         self._buffered += table.num_rows
@@ -168,6 +171,11 @@ class BatchWriter:
 
     def _flush(self) -> None:
         raise TypeError(f"{type(self).__name__} defines no _flush")
+
+    def _readable(self, table: pa.Table) -> pa.Table:
+        """``table`` as a reader can read it back (``hermes.trace.readable``); what was
+        changed is counted in ``self.repairs``, stored by close as ``extra.repaired``."""
+        return readable(table, self.repairs)
 
 
 class TraceWriter(BatchWriter):
@@ -197,6 +205,7 @@ class TraceWriter(BatchWriter):
         self._buffered = 0
         self.rows_written = 0
         self._ranks: set[int] = set()
+        self.repairs: dict[str, int] = {}
         self._closed = False
         self._queue: queue.Queue[pa.Table | None] | None = None
         self._thread: threading.Thread | None = None
@@ -266,6 +275,8 @@ class TraceWriter(BatchWriter):
         final = self.meta
         if not final.ranks:
             final = final.with_(ranks=tuple(sorted(self._ranks)))
+        if self.repairs:
+            final = final.with_(extra={**final.extra, "repaired": dict(self.repairs)})
         assert self._writer is not None
         try:
             self._writer.add_key_value_metadata(final.to_kv())

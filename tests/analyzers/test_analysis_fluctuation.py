@@ -42,9 +42,17 @@ def test_gc_spike_is_attributed_to_gc():
     assert res.tables["per_step"]["attributed_to"].tolist()[3] == "gc"
 
 
-def test_unexplained_spike_gives_no_finding():
+def test_unexplained_spike_is_still_a_finding():
+    """A spike nothing recorded explains is a step_spike finding (a monitor must catch it):
+    the step, how much slower, its cost (500 of 7500 ns), and no cause guessed."""
     res = run(*steps([1000, 1000, 1000, 1500, 1000, 1000, 1000]))
-    assert res.metrics["spikes"] == 1 and res.findings == []
+    assert res.metrics["spikes"] == 1 and res.metrics["unexplained_spikes"] == [3]
+    (f,) = res.findings
+    assert f.id == "computation.slow_node" and f.evidence["reason"] == "step_spike"
+    assert f.steps == (3,) and f.evidence["slower_x"] == [1.5]
+    assert f.time_share == pytest.approx(500 / 7500)
+    assert "nothing recorded in it explains that" in f.summary
+    assert "none was captured in detail" in f.summary
 
 
 def test_steady_run_and_too_few_steps():
@@ -132,4 +140,7 @@ def test_monitored_spike_is_a_finding_from_the_monitor_counters():
 
 def test_unexplained_spike_is_listed_not_guessed():
     res = run(*steps([1000, 1000, 1000, 1500, 1000, 1000, 1000]))
-    assert res.findings == [] and res.metrics["unexplained_spikes"] == [3]
+    assert res.metrics["unexplained_spikes"] == [3]
+    # its finding names no component: the reason says it was not explained
+    assert [(f.evidence["reason"], f.evidence["component"]) for f in res.findings] == \
+        [("step_spike", "")]

@@ -429,5 +429,7 @@ def fuzz_cases() -> list[Case]:
 
 
 def cases() -> list[Case]:
+    from tests.bad_inputs.corpus_readback import readback_cases
+
     return [*dataloss_cases(), *special_file_cases(), *resource_cases(), *option_cases(),
-            *size_cases(), *fuzz_cases()]
+            *size_cases(), *fuzz_cases(), *readback_cases()]

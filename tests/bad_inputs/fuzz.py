@@ -5,7 +5,8 @@ stderr captured and a time limit, and sorts the outcome:
 * ``ok``: exit 0 (or 1 from ``check``: a regression or budget verdict);
 * ``clean``: exit 2 with exactly one ``hermes: error:`` line, no traceback;
 * ``DEFECT``: ``hermes.cli.unexpected`` reached (recorded with its traceback), another exit
-  code, a traceback or several error lines, a timeout, or an input file changed.
+  code, a traceback or several error lines, a timeout, an input file changed, or an output
+  of a successful run that does not read back (:func:`unreadable_output`).
 
 Families: ``kineto`` (JSON-level mutations; import and analyze), ``kbytes`` (byte-level:
 truncate, flip, insert, gzip corruption), ``ascend-csv``, ``ascend-json``, ``parquet`` (columns
@@ -125,9 +126,43 @@ def run_cli_out(argv: list[str], inputs: Path, limit: int
         detail = f"{len(lines)} error lines"
     elif code not in (0, 2) and not (code == 1 and argv[0] in EXIT_1) and not detail:
         detail = f"exit {code}"
+    elif code in (0, 1):
+        detail = unreadable_output(argv, out.getvalue())
     if detail:
         return "DEFECT", code, out.getvalue(), text, detail
     return ("ok" if code in (0, 1) else "clean"), code, out.getvalue(), text, ""
+
+
+def _strict_json(text: str) -> Any:
+    def no(c: str) -> None:
+        raise ValueError(f"non-finite JSON constant {c}")
+    return json.loads(text, parse_constant=no)
+
+
+def unreadable_output(argv: list[str], stdout: str) -> str:
+    """Why what a successful run wrote does not read back with a standard reader ('' if it
+    does): a Parquet ``--out`` decoded value by value by pyarrow, every args value a JSON
+    object or null; a ``-f json`` report strict JSON (no NaN/Infinity); an HTML report valid
+    UTF-8 (issue 38: every file Hermes writes reads back)."""
+    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
+    try:
+        if out is not None and out.suffix == ".parquet" and out.is_file():
+            import pyarrow.parquet as pq
+
+            for a in pq.read_table(out, columns=["name", "lane", "args"]).column(
+                    "args").to_pylist():
+                if a is not None and not isinstance(json.loads(a), dict):
+                    return f"unreadable output: args {a[:60]!r} is not a JSON object"
+        fmt = argv[argv.index("-f") + 1] if "-f" in argv else None
+        if fmt == "json":
+            _strict_json(stdout)
+        if out is not None and out.suffix == ".html" and out.is_file():
+            out.read_bytes().decode("utf-8")
+    except (ValueError, UnicodeDecodeError, OSError) as exc:
+        return f"unreadable output: {type(exc).__name__}: {str(exc)[:120]}"
+    except Exception as exc:  # noqa: BLE001 - pyarrow's own errors: the file does not read
+        return f"unreadable output: {type(exc).__name__}: {str(exc)[:120]}"
+    return ""
 
 
 def _special(folder: str, names: list[str]) -> list[str]:

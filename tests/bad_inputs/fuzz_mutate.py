@@ -61,6 +61,8 @@ ARG_KEYS = ("correlation", "External id", "stream", "device", "Input Dims", "Inp
 TOP_KEYS = ("traceEvents", "deviceProperties", "distributedInfo", "baseTimeNanoseconds",
             "schemaVersion", "displayTimeUnit")
 LONG = "x" * 70_000
+#: a string :func:`dumps` writes as bytes that are not UTF-8
+BAD_UTF8 = "<<not-utf8>>"
 
 
 def odd_value(rng: random.Random) -> Any:
@@ -68,7 +70,11 @@ def odd_value(rng: random.Random) -> Any:
     return rng.choice([
         "", "x", "12", "1.5", "-1", "nan", "\u00b2", "\udc80", "\u202e\u0000", LONG, None, True,
         False, [], [1, 2], ["a"], {}, {"a": 1}, 0, -1, 1.5, -0.0, float("nan"), float("inf"),
-        float("-inf"), 1e308, -1e308, 2**31, 2**63, 2**64, -(2**63) - 1, 10**30])
+        float("-inf"), 1e308, -1e308, 2**31, 2**63, 2**64, -(2**63) - 1, 10**30,
+        # issue 38: just past int64 ns once in microseconds; bytes that are not UTF-8
+        # (BAD_UTF8, put into the file's bytes by dumps); lane names of superscripts only
+        9223372036854775, 9223372036854776, -9223372036854776, 9223372036854775.8075,
+        BAD_UTF8, "\u00b9\u00b2"])
 
 
 def same_type(rng: random.Random, key: str, old: Any) -> Any:
@@ -88,7 +94,7 @@ def same_type(rng: random.Random, key: str, old: Any) -> Any:
     if isinstance(old, str):
         return rng.choice(["", old * 2, old[:1], "-1", "0", "\u00e9", old + "#-1"])
     return rng.choice([0, -1, 1, 2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, -(2**63), 10**12,
-                       1e15, 0.5, -0.5, 1e-9])
+                       1e15, 0.5, -0.5, 1e-9, 9223372036854775, 9223372036854776])
 
 
 def mutate_event(rng: random.Random, ev: dict[str, Any]) -> None:
@@ -170,7 +176,7 @@ def dumps(doc: Any, rng: random.Random) -> bytes:
         i = text.find('"ph"')
         if i > 0:
             text = text[:i] + '"ph": "X", ' + text[i:]
-    return text.encode("utf-8", "surrogatepass")
+    return text.encode("utf-8", "surrogatepass").replace(BAD_UTF8.encode(), b"a\xff\xfe\xc3(")
 
 
 def mutate_bytes(rng: random.Random, data: bytes, gz: bool) -> bytes:

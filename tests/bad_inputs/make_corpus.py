@@ -52,6 +52,8 @@ class Case:
     #: a path (relative to dir) whose bytes must be unchanged by the command
     keep: str | None = None
     subprocess: bool = False
+    #: for a case that succeeds: check(dir) proves what it wrote reads back (raises if not)
+    check: Callable[[Path], None] | None = None
 
 
 def kineto_text(events: list[Any] | None = None, **top: Any) -> str:

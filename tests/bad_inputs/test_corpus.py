@@ -63,6 +63,8 @@ def test_case(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         assert not errors or code == 1, err
         leftovers = [k for k in after if ".tmp" in k or ".old-" in k]
         assert not leftovers, leftovers
+    if case.check is not None:
+        case.check(tmp_path)
     if case.keep:
         assert after.get(case.keep) == before.get(case.keep)
 

@@ -193,7 +193,8 @@ def test_args_decoded_from_their_joined_text_as_from_an_array(tmp_path: Path) ->
         op("a", "1"), op("b", "2"), op("c", '{"correlation": 5}')]) + "]}")
     get("kineto").run([src], tmp_path / "o.parquet", {})
     ev = hermes.load(tmp_path / "o.parquet").events.set_index("name")
-    assert ev["args"].tolist() == ["1", "2", '{"correlation": 5}']
+    # args that are not objects are stored wrapped (docs/trace-format.md, issue 38)
+    assert ev["args"].tolist() == ['{"value": 1}', '{"value": 2}', '{"correlation": 5}']
     assert ev.loc["c", "corr_id"] == 5 and ev[["corr_id"]].isna()["corr_id"].tolist() == \
         [True, True, False]
 

@@ -278,7 +278,11 @@ def decode_args(raws: Sequence[msgspec.Raw], joined: bytes | None = None) -> Arg
     try:
         out = ArgsList(_ARGS.decode(text))
     except msgspec.ValidationError:
-        out = ArgsList(_tolerant(d) for d in _WIDE.decode(text))
+        try:
+            out = ArgsList(_tolerant(d) for d in _WIDE.decode(text))
+        except msgspec.DecodeError:  # invalid UTF-8 in a string: read as U+FFFD (issue 38)
+            out = ArgsList(_tolerant(d) for d in _WIDE.decode(
+                text.decode("utf-8", "replace").encode()))
     out.text = text
     return out
 
@@ -355,7 +359,8 @@ def coll_bytes(a: Args) -> int | None:
     size = dtype_bytes(a.dtype)
     if nelems is None or size is None:
         return None
-    return int(nelems) * size
+    nbytes = int(nelems) * size
+    return nbytes if 0 <= nbytes < 2**63 else None  # past int64: unknown, never an overflow
 
 
 def coll_group(a: Args) -> str | None:

@@ -103,11 +103,16 @@ def _us_text_to_ns_numpy(raws: list[msgspec.Raw], n: int) -> tuple[np.ndarray, n
     exp = dotpos[:, None] - 1 - j[None, :] + (j[None, :] > dotpos[:, None]) + 3
     use = isdigit & (exp >= 0) & (exp <= 18)
     digits = (ch.astype(np.int64) - 48) * use
-    ns = (digits * _POW10[np.clip(exp, 0, 18)]).sum(axis=1)
+    # the magnitude in uint64 (at most 19 digits: < 1.9e19 < 2^64), so that a value just past
+    # int64 is seen, not wrapped around (9223372036854776 us was stored as a negative time)
+    mag = (digits.astype(np.uint64) * _POW10[np.clip(exp, 0, 18)].astype(np.uint64)).sum(
+        axis=1, dtype=np.uint64)
     round_up = (isdigit & (exp == -1) & (ch >= 53)).any(axis=1)
-    ns = ns + round_up
+    mag = mag + round_up.astype(np.uint64)
     too_big = (isdigit & (exp > 18)).any(axis=1)
+    too_big |= mag > np.where(neg, np.uint64(2**63), np.uint64(2**63 - 1))
     slow |= too_big
+    ns = np.where(too_big, 0, mag).astype(np.int64)
     ns = np.where(neg, -ns, ns)
     for i in np.flatnonzero(slow & present):
         ns[i] = _slow_ns(bytes(raws[i]), int(i))
@@ -119,6 +124,9 @@ def _slow_ns(text: bytes, i: int) -> int:
         value = Decimal(text.decode("ascii")) * 1000
     except (InvalidOperation, UnicodeDecodeError):
         raise ValueError(i) from None
-    if not value.is_finite() or abs(value) >= 2 ** 63:
+    if not value.is_finite():
         raise ValueError(i)
-    return int(value.to_integral_value())
+    ns = int(value.to_integral_value())  # rounded first: 2^63 - 0.5 ns rounds out of range
+    if not -(2 ** 63) <= ns < 2 ** 63:
+        raise ValueError(i)
+    return ns

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hermes.collectors.importers.nsys.operators import OpIndex
 from hermes.collectors.importers.nsys.sql import Export, quote
 
 TID_BITS = 24
@@ -27,9 +28,9 @@ KEY_SHIFT = 40
 #: device activity tables whose rows name their process (``globalPid``) and device
 DEVICE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                  "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-                 "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+                 "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
 #: host tables whose rows name their thread (``globalTid``)
-HOST_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+HOST_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API")
 
 #: NVTX ranges that are training steps: PyTorch's ``ProfilerStep#N`` and common user markers
 #: (``step 3``, ``Step#3``, ``train_step_3``, ``iteration 12``, ``iter:5``)
@@ -68,8 +69,12 @@ class Context:
     #: sorted (rank << KEY_SHIFT | correlationId) of the runtime calls, and their steps (-1)
     host_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
-    #: sorted keys of the device rows' correlation ids (filled by the device tables)
-    device_keys: list[np.ndarray] = field(default_factory=list)
+    #: the runtime calls' keys and steps as the runtime table is read (then sorted)
+    host_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    #: and each call's operator (external id, -1: none)
+    host_ext: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: emit_nvtx operator ranges, for the runtime calls' external ids
+    ops: OpIndex = field(default_factory=OpIndex)
     #: rows left out because their process is not a rank, per table
     skipped: dict[str, int] = field(default_factory=dict)
     rank_base: int = 0
@@ -115,26 +120,30 @@ class Context:
         out[ok] = self.step_no[j[ok]]
         return out
 
-    def launch_step(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per device row key: whether its runtime call is in the export, and that call's
-        step (-1 where none)."""
+    def add_host(self, keys: np.ndarray, steps: np.ndarray, ext: np.ndarray) -> None:
+        self.host_parts.append((keys, steps, ext))
+
+    def seal_host(self) -> None:
+        """Sort the runtime calls' keys (once the runtime table is read)."""
+        if self.host_parts:
+            k = np.concatenate([p[0] for p in self.host_parts] + [self.host_keys])
+            s = np.concatenate([p[1] for p in self.host_parts] + [self.host_steps])
+            x = np.concatenate([p[2] for p in self.host_parts] + [self.host_ext])
+            order = np.argsort(k, kind="stable")
+            self.host_keys, self.host_steps = k[order], s[order].astype(np.int32)
+            self.host_ext = x[order]
+            self.host_parts = []
+
+    def launch_step(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per device row key: whether its runtime call is in the export, that call's step
+        and its operator's external id (-1 where none)."""
+        none = np.full(len(keys), -1, np.int64)
         if not len(self.host_keys):
-            return np.zeros(len(keys), bool), np.full(len(keys), -1, np.int32)
+            return np.zeros(len(keys), bool), none.astype(np.int32), none
         pos = np.minimum(np.searchsorted(self.host_keys, keys), len(self.host_keys) - 1)
         found = self.host_keys[pos] == keys
-        return found, np.where(found, self.host_steps[pos], -1).astype(np.int32)
-
-    def reaches_device(self, keys: np.ndarray) -> np.ndarray:
-        """Per runtime call key: True when a device row has its correlation id."""
-        if not self.device_keys:
-            return np.zeros(len(keys), bool)
-        if len(self.device_keys) > 1:
-            self.device_keys = [np.unique(np.concatenate(self.device_keys))]
-        dev = self.device_keys[0]
-        if not len(dev):
-            return np.zeros(len(keys), bool)
-        pos = np.minimum(np.searchsorted(dev, keys), len(dev) - 1)
-        return dev[pos] == keys
+        return (found, np.where(found, self.host_steps[pos], -1).astype(np.int32),
+                np.where(found, self.host_ext[pos], -1))
 
 
 def correlation_keys(rank: np.ndarray, corr: np.ndarray) -> np.ndarray:

@@ -107,3 +107,88 @@ def batch(*, rank: np.ndarray, lanes: Lanes, lane_kind: np.ndarray, kind: np.nda
                                         codes < 0)
         cols["coll_seq"] = from_numpy(coll_seq.astype(np.int64), coll_seq < 0)
     return cols
+
+
+#: an integer column's null, in the arrays args are built from
+NULL = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class ArgField:
+    """One key of ``args``: its chunk columns (several: a JSON array, e.g. a grid), and
+    whether they are text."""
+
+    key: str
+    columns: tuple[str, ...]
+    array: bool
+    is_text: bool
+
+
+def arg_fields(export: Any, table: str, fields: Sequence[tuple[str, Any]]
+               ) -> tuple[dict[str, str], list[ArgField]]:
+    """The SQL expressions to read for ``args`` and their layout: ``fields`` are (key,
+    column), (key, [columns]) for an array, or (key, sql.text(column)) for text; keys whose
+    columns the table lacks are left out."""
+    from hermes.collectors.importers.nsys.sql import is_text, sql_of
+
+    exprs: dict[str, str] = {}
+    layout: list[ArgField] = []
+    for key, cols in fields:
+        group = cols if isinstance(cols, list) else [cols]
+        if export.missing(table, [sql_of(c) for c in group]):
+            continue
+        names = tuple(f"arg.{key}.{i}" for i in range(len(group)))
+        exprs.update(zip(names, group, strict=True))
+        layout.append(ArgField(key, names, isinstance(cols, list), is_text(group[0])))
+    return exprs, layout
+
+
+def args_json(chunk: pa.Table, layout: Sequence[ArgField],
+              extra: Sequence[tuple[str, np.ndarray | list[np.ndarray]]] = ()) -> pa.Array:
+    """Each row's ``args`` JSON object from its ``layout`` columns (and ``extra`` integer
+    fields, a list of arrays for a JSON array; ``NULL`` = absent). Built once per distinct
+    combination of values (kernels repeat a few configurations), then spread over the rows
+    by index."""
+    import json
+
+    n = chunk.num_rows
+    keys: list[tuple[str, int, bool, bool]] = []  # key, width, array, text
+    arrays: list[np.ndarray] = []
+    texts_: list[list[str]] = []
+    for f in layout:
+        for c in f.columns:
+            if f.is_text:
+                enc = chunk.column(c).combine_chunks().fill_null("").dictionary_encode()
+                arrays.append(to_numpy(enc.indices.cast(pa.int64())))
+                texts_.append(enc.dictionary.to_pylist())
+            else:
+                arrays.append(col(chunk, c, NULL))
+        keys.append((f.key, len(f.columns), f.array, f.is_text))
+    for key, values in extra:
+        group = values if isinstance(values, list) else [values]
+        arrays.extend(v.astype(np.int64) for v in group)
+        keys.append((key, len(group), isinstance(values, list), False))
+    if not arrays:
+        return dictionary(np.zeros(n, np.int32), ["{}"]).cast(pa.string())
+    mat = np.ascontiguousarray(np.stack(arrays, 1))
+    view = mat.view(np.dtype((np.void, mat.dtype.itemsize * mat.shape[1]))).ravel()
+    _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+    out = []
+    for row in mat[first].tolist():
+        parts, i, t = [], 0, 0
+        for key, width, array, is_text in keys:
+            vals = row[i:i + width]
+            i += width
+            if is_text:
+                vals = [texts_[t + j][v] for j, v in enumerate(vals)]
+                t += width
+                if not any(vals):
+                    continue
+                body = ",".join(json.dumps(v) for v in vals)
+            else:
+                if all(v == NULL for v in vals):
+                    continue
+                body = ",".join("null" if v == NULL else str(v) for v in vals)
+            parts.append(f'"{key}":' + (f"[{body}]" if array else body))
+        out.append("{" + ",".join(parts) + "}")
+    return dictionary(inverse.astype(np.int32), out).cast(pa.string())

@@ -13,14 +13,16 @@ table                                  events
                                        ``Memcpy HtoD (Pinned -> Device)``
 ``CUPTI_ACTIVITY_KIND_MEMSET``         ``memset`` (``bytes``)
 ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` ``sync`` (a stream or the host waiting)
+``CUPTI_ACTIVITY_KIND_GRAPH_TRACE``    ``kernel`` named ``CUDA graph N`` (a graph launch
+                                       traced whole: ``--cuda-graph-trace=graph``)
 ``CUPTI_ACTIVITY_KIND_CUDA_EVENT``     ``marker`` instants (``cudaEventRecord``)
 =====================================  =================================================
 
 Names are ``StringIds`` entries (a kernel's ``demangledName``, else ``shortName``); the
-kernel's grid, block, registers and shared memory, the device, context and correlation id
-go to ``args``. A row's step is its runtime call's step (found by correlation id), else the
-step window holding its start. A correlation id whose runtime call is not in the export is
-left empty (``args.correlation`` keeps it), as the Kineto importer does.
+kernel's grid, block, registers and shared memory and the device go to ``args`` (built once
+per distinct configuration). A row's step is its runtime call's step (found by correlation
+id), else the step window holding its start. A correlation id whose runtime call is not in
+the export is left empty (``args.correlation`` keeps it), as the Kineto importer does.
 """
 
 from __future__ import annotations
@@ -35,15 +37,18 @@ import pyarrow as pa
 from hermes.collectors.importers.nsys.context import Context, correlation_keys
 from hermes.collectors.importers.nsys.events import (
     LK,
+    NULL,
     K,
     Lanes,
     U,
+    arg_fields,
+    args_json,
     batch,
     col,
     dict_of,
-    texts,
 )
-from hermes.collectors.importers.nsys.sql import Export, text
+from hermes.collectors.importers.nsys.sql import Export
+from hermes.trace.arrowbuf import from_numpy
 from hermes.trace.comm_patterns import CommPatterns
 
 #: copyKind (ENUM_CUDA_MEMCPY_OPER) -> (kind, Kineto's short name); unknown kinds: 'other'
@@ -66,25 +71,6 @@ _COMMON = {"start": "start", "end": "end", "dev": "deviceId", "stream": "streamI
            "corr": "correlationId", "pid": "globalPid"}
 
 
-def json_printf(export: Export, table: str, fields: list[tuple[str, Any]],
-                consts: dict[str, str] | None = None) -> str:
-    """A SQL expression building a JSON object of the columns ``table`` has: ``fields`` are
-    (key, column) or (key, [columns]) for an array; absent columns are left out. ``consts``:
-    string fields every row has (plain ASCII words)."""
-    fmt: list[str] = [f'"{k}":"{v}"' for k, v in (consts or {}).items()]
-    args: list[str] = []
-    for key, cols in fields:
-        group = cols if isinstance(cols, list) else [cols]
-        if export.missing(table, group):
-            continue
-        slots = ",".join(["%s"] * len(group))
-        fmt.append(f'"{key}":' + (f"[{slots}]" if isinstance(cols, list) else slots))
-        args.extend(f"ifnull({c},'null')" for c in group)
-    if not args:
-        return text("'{" + ",".join(fmt) + "}'")
-    return text("printf('{" + ",".join(fmt) + "}'," + ",".join(args) + ")")
-
-
 @dataclass(frozen=True)
 class DeviceTable:
     """How one device activity table is read: its columns beyond the common ones, its args,
@@ -102,6 +88,8 @@ class DeviceState:
 
     def __init__(self, export: Export, ctx: Context, patterns: CommPatterns) -> None:
         self.export = export
+        self.layouts = {spec.table: arg_fields(export, spec.table, spec.args)[1]
+                        for spec in TABLES}
         self.ctx = ctx
         self.patterns = patterns
         ids, values = export.strings()
@@ -164,8 +152,45 @@ def kernel_seq(state: DeviceState, table: str) -> None:
     state.coll_rowid, state.coll_order = arr[by_rowid, 0], seq[by_rowid]
 
 
+#: a kernel's launch configuration packed into three integers by SQLite (fewer values to
+#: read: the read costs per value), within CUDA's limits: grid x < 2^31, y and z < 2^16;
+#: block x, y <= 1024, z <= 64; registers <= 255, shared memory < 16 MiB
+PACKED = {
+    "grid": (("gridX", "gridY", "gridZ"), (32, 16, 0)),
+    "block": (("blockX", "blockY", "blockZ"), (32, 16, 0)),
+    "res": (("registersPerThread", "staticSharedMemory", "dynamicSharedMemory"), (48, 24, 0)),
+}
+_RES_KEYS = ("registers per thread", "static shared memory", "dynamic shared memory")
+
+
+def _packed(export: Export) -> dict[str, str]:
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    return {k: " | ".join(f"({c} << {sh})" for c, sh in zip(cols, shifts, strict=True))
+            for k, (cols, shifts) in PACKED.items() if export.has(t, *cols)}
+
+
+def _unpack(values: np.ndarray, shifts: tuple[int, ...]) -> list[np.ndarray]:
+    out = []
+    top = 64
+    for sh in shifts:
+        part = (values >> sh) & ((1 << (top - sh)) - 1 if top - sh < 63 else -1)
+        out.append(np.where(values == NULL, NULL, part))
+        top = sh
+    return out
+
+
 def _kernel_exprs(export: Export) -> dict[str, str]:
-    return {"name": _kernel_name_column(export, "CUPTI_ACTIVITY_KIND_KERNEL"), "rowid": "rowid"}
+    return {"name": _kernel_name_column(export, "CUPTI_ACTIVITY_KIND_KERNEL"),
+            **_packed(export)}
+
+
+def _kernel_args(chunk: pa.Table) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, (_, shifts) in PACKED.items():
+        if key in chunk.column_names:
+            parts = _unpack(col(chunk, key, NULL), shifts)
+            out += [(key, parts)] if key != "res" else list(zip(_RES_KEYS, parts, strict=True))
+    return out
 
 
 def _kernel_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Array,
@@ -182,14 +207,14 @@ def _kernel_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Arr
     group = np.array([st.groups.index(lib) if lib else -1 for lib in libs],
                      np.int64)[inverse]
     seq = np.full(len(codes), -1, np.int64)
-    if lib_of.any() and len(st.coll_rowid):
+    if lib_of.any() and len(st.coll_rowid) and "rowid" in chunk.column_names:
         rowid = col(chunk, "rowid")[lib_of]
         pos = np.minimum(np.searchsorted(st.coll_rowid, rowid), len(st.coll_rowid) - 1)
         seq[lib_of] = np.where(st.coll_rowid[pos] == rowid, st.coll_order[pos], -1)
     names = [st.values[c] if c >= 0 else "(unnamed kernel)" for c in uniq.tolist()]
     name = dict_of(inverse, names) if len(uniq) else dict_of(codes, [])
     return kind, name, {"unit": unit, "coll_group": (group, list(st.groups)),
-                        "coll_seq": seq}
+                        "coll_seq": seq, "args": _kernel_args(chunk)}
 
 
 def _memcpy_exprs(export: Export) -> dict[str, str]:
@@ -237,23 +262,25 @@ def _sync_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Array
     return np.full(len(types), K["sync"]), dict_of(inverse, names), {}
 
 
+def _graph_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Array,
+                                                             dict[str, Any]]:
+    graph = col(chunk, "graph")
+    uniq, inverse = np.unique(graph, return_inverse=True)
+    names = [f"CUDA graph {g}" if g >= 0 else "CUDA graph" for g in uniq.tolist()]
+    n = chunk.num_rows
+    return np.full(n, K["kernel"]), dict_of(inverse, names), {"unit": np.full(n, U["sm"])}
+
+
 def _event_events(chunk: pa.Table, st: DeviceState) -> tuple[np.ndarray, pa.Array,
                                                              dict[str, Any]]:
     n = chunk.num_rows
     return np.full(n, K["marker"]), dict_of(np.zeros(n, np.int64), ["cudaEventRecord"]), {}
 
 
-_DEV_ARGS = [("device", "deviceId"), ("context", "contextId"), ("stream", "streamId"),
-             ("correlation", "correlationId")]
+_DEV_ARGS = [("device", "deviceId")]
 
 TABLES: tuple[DeviceTable, ...] = (
-    DeviceTable("CUPTI_ACTIVITY_KIND_KERNEL", _kernel_exprs, [
-        ("grid", ["gridX", "gridY", "gridZ"]), ("block", ["blockX", "blockY", "blockZ"]),
-        ("registers per thread", "registersPerThread"),
-        ("static shared memory", "staticSharedMemory"),
-        ("dynamic shared memory", "dynamicSharedMemory"),
-        ("cluster", ["clusterX", "clusterY", "clusterZ"]), ("graph node", "graphNodeId"),
-        ("grid id", "gridId"), *_DEV_ARGS], _kernel_events),
+    DeviceTable("CUPTI_ACTIVITY_KIND_KERNEL", _kernel_exprs, _DEV_ARGS, _kernel_events),
     DeviceTable("CUPTI_ACTIVITY_KIND_MEMCPY", _memcpy_exprs, [
         ("bytes", "bytes"), ("copy kind", "copyKind"), ("src kind", "srcKind"),
         ("dst kind", "dstKind"), ("src device", "srcDeviceId"), ("dst device", "dstDeviceId"),
@@ -266,6 +293,10 @@ TABLES: tuple[DeviceTable, ...] = (
     DeviceTable("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", lambda e: {"sync": "syncType"},
                 [("sync type", "syncType"), ("event", "eventId"),
                  ("event sync", "eventSyncId"), *_DEV_ARGS], _sync_events),
+    # a whole graph launch, when captured with --cuda-graph-trace=graph (one row a launch)
+    DeviceTable("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", lambda e: {
+        "graph": "graphId" if e.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "graphId") else "NULL"},
+        [("graph", "graphId"), *_DEV_ARGS], _graph_events),
     DeviceTable("CUPTI_ACTIVITY_KIND_CUDA_EVENT", lambda e: {},
                 [("event", "eventId"), ("event sync", "eventSyncId"), *_DEV_ARGS],
                 _event_events, instant=True),
@@ -277,13 +308,15 @@ def required(spec: DeviceTable) -> list[str]:
     return [*base, "streamId"]
 
 
-def exprs_of(export: Export, spec: DeviceTable) -> dict[str, str]:
+def exprs_of(export: Export, spec: DeviceTable, collectives: bool = False) -> dict[str, str]:
     common = dict(_COMMON)
     if spec.instant:
         common["start"] = common["end"] = "timestamp"
     out = {k: v for k, v in common.items() if export.has(spec.table, v)}
     out.update(spec.exprs(export))
-    out["args"] = json_printf(export, spec.table, spec.args)
+    if collectives:  # their sequence numbers are found by rowid
+        out["rowid"] = "rowid"
+    out.update(arg_fields(export, spec.table, spec.args)[0])
     return out
 
 
@@ -305,16 +338,21 @@ def to_batch(chunk: pa.Table, spec: DeviceTable, st: DeviceState) -> dict[str, A
     ts, end = col(chunk, "start"), col(chunk, "end")
     dev, stream, corr = col(chunk, "dev", 0), col(chunk, "stream"), col(chunk, "corr")
     keys = correlation_keys(rank, corr)
-    found, step = st.ctx.launch_step(keys)
+    found, step, ext = st.ctx.launch_step(keys)
     found &= corr >= 0
-    ctx.device_keys.append(np.unique(keys[found]))
     by_time = st.ctx.step_at(rank, ts)
     step = np.where(step >= 0, step, by_time)
     kind, name, extra = spec.to_events(chunk, st)
+    more_args = extra.pop("args", [])
     lane_key = (rank.astype(np.int64) << 44) | (dev << 32) | (stream & 0xFFFFFFFF)
     lanes = Lanes.of(lane_key, lambda k: ctx.stream_lane(k >> 44, (k >> 32) & 0xFFF,
                                                          k & 0xFFFFFFFF))
     n = chunk.num_rows
-    return batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["device"]), kind=kind,
-                 name=name, ts=ts, end=end, step=step, args=texts(chunk, "args"),
+    # the correlation id of a row whose launch is not in the export stays in args
+    dangling = np.where(~found & (corr >= 0), corr, NULL)
+    args = args_json(chunk, st.layouts[spec.table], [*more_args, ("correlation", dangling)])
+    cols = batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["device"]), kind=kind,
+                 name=name, ts=ts, end=end, step=step, args=args,
                  corr=np.where(found, corr, -1), stream=stream, **extra)
+    cols["external_id"] = from_numpy(ext.astype(np.int64), ext < 0)
+    return cols

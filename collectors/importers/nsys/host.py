@@ -2,15 +2,15 @@
 
 ``CUPTI_ACTIVITY_KIND_RUNTIME`` holds CUDA runtime and driver calls (``eventClass``): named
 from ``StringIds`` without Nsight's version suffix (``cudaLaunchKernel_v7000`` ->
-``cudaLaunchKernel``, the name Kineto gives), they are ``sync`` (``*Synchronize``, blocking
-copies), ``alloc`` (malloc/free), ``launch`` when a device row carries their correlation id
-(or their name says they enqueue work), else ``runtime``. ``OSRT_API`` (OS runtime calls:
-``pthread_cond_wait``, ``poll``, ``read``...) become ``runtime`` events whose
-``args.source_category`` is ``os_runtime``.
+``cudaLaunchKernel``, the name Kineto gives), they are, by the Kineto importer's name
+rules, ``sync`` (``*Synchronize``, blocking copies), ``alloc`` (malloc/free), ``launch``
+(calls that enqueue work: ``*Launch*``, async copies and memsets), else ``runtime``.
+``OSRT_API`` (OS runtime calls: ``pthread_cond_wait``, ``poll``, ``read``...) become
+``runtime`` events whose ``args.source_category`` is ``os_runtime``.
 
-Before the device tables are read, :func:`correlations` reads the runtime calls' correlation
-ids (three integer columns): the device rows' steps come from their launches, and a device
-row whose launch is not in the export has its ``corr_id`` left empty.
+The runtime table is read before the device tables: its calls' correlation ids and steps
+are kept (12 bytes a call), so a device row's step is its launch's, and a device row whose
+launch is not in the export has its ``corr_id`` left empty.
 """
 
 from __future__ import annotations
@@ -23,9 +23,18 @@ import numpy as np
 import pyarrow as pa
 
 from hermes.collectors.importers.nsys.context import Context, correlation_keys
-from hermes.collectors.importers.nsys.events import LK, K, Lanes, batch, col, dict_of, texts
-from hermes.collectors.importers.nsys.gpu import json_printf
+from hermes.collectors.importers.nsys.events import (
+    LK,
+    K,
+    Lanes,
+    arg_fields,
+    args_json,
+    batch,
+    col,
+    dict_of,
+)
 from hermes.collectors.importers.nsys.sql import Export
+from hermes.trace.arrowbuf import from_numpy
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 OSRT = "OSRT_API"
@@ -57,38 +66,16 @@ class HostTable:
 
 
 TABLES: tuple[HostTable, ...] = (
-    HostTable(RUNTIME, [("correlation", "correlationId"), ("class", "eventClass"),
-                        ("return", "returnValue")]),
+    HostTable(RUNTIME, [("class", "eventClass"), ("return", "returnValue")]),
     HostTable(OSRT, [("return", "returnValue"), ("nesting", "nestingLevel")], "os_runtime"),
 )
 
 
-def correlations(export: Export, ctx: Context) -> None:
-    """The runtime calls' (rank, correlation id) keys, sorted, with each call's step."""
-    if not export.has(RUNTIME, "start", "globalTid", "correlationId"):
-        return
-    keys, steps = [], []
-    for chunk in export.chunks(RUNTIME, {"start": "start", "tid": "globalTid",
-                                         "corr": "correlationId"},
-                               where="correlationId IS NOT NULL"):
-        rank = ctx.rank_of_tid(col(chunk, "tid"))
-        ok = rank >= 0
-        rank = rank[ok]
-        keys.append(correlation_keys(rank, col(chunk, "corr")[ok]))
-        steps.append(ctx.step_at(rank, col(chunk, "start")[ok]))
-    if keys:
-        k, s = np.concatenate(keys), np.concatenate(steps)
-        order = np.argsort(k, kind="stable")
-        ctx.host_keys, ctx.host_steps = k[order], s[order].astype(np.int32)
-
-
 def exprs_of(export: Export, spec: HostTable) -> dict[str, str]:
     out = {"start": "start", "end": "end", "tid": "globalTid", "name": "nameId"}
-    if export.has(spec.table, "correlationId") and spec.table == RUNTIME:
+    if spec.table == RUNTIME and export.has(spec.table, "correlationId"):
         out["corr"] = "correlationId"
-    expr = json_printf(export, spec.table, spec.args,
-                       {"source_category": spec.category} if spec.category else None)
-    out["args"] = expr
+    out.update(arg_fields(export, spec.table, spec.args)[0])
     return out
 
 
@@ -102,6 +89,8 @@ class HostState:
         self.ctx = ctx
         self.values = export.strings()[1]
         self._names: dict[int, tuple[str, str]] = {}
+        self.layouts = {spec.table: arg_fields(export, spec.table, spec.args)[1]
+                        for spec in TABLES}
 
     def name(self, code: int) -> tuple[str, str]:
         """(name, kind by name) of a string index."""
@@ -129,16 +118,32 @@ def to_batch(chunk: pa.Table, spec: HostTable, st: HostState) -> dict[str, Any] 
     named = [st.name(int(c)) for c in uniq.tolist()]
     by_name = np.array([K[kind] for _, kind in named], np.int64)[inverse]
     corr = col(chunk, "corr")
+    step = ctx.step_at(rank, ts)
+    ext = ctx.ops.at(tid, ts)
     if spec.table == RUNTIME:
-        reaches = ctx.reaches_device(correlation_keys(rank, corr)) & (corr >= 0)
-        kind = np.where((by_name != K["sync"]) & (by_name != K["alloc"]) & reaches,
-                        K["launch"], by_name)
-        kind = np.where((kind == K["launch"]) & ~reaches & (corr < 0), K["runtime"], kind)
+        kind = by_name
+        has = corr >= 0
+        ctx.add_host(correlation_keys(rank[has], corr[has]), step[has], ext[has])
     else:
         kind = np.full(len(ts), K["runtime"])
         corr = np.full(len(ts), -1, np.int64)
     lanes = Lanes.of(tid, ctx.thread_lane)
     n = len(ts)
-    return batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["host"]), kind=kind,
+    cols = batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["host"]), kind=kind,
                  name=dict_of(inverse, [nm for nm, _ in named]), ts=ts, end=end,
-                 step=ctx.step_at(rank, ts), args=texts(chunk, "args"), corr=corr)
+                 step=step, args=_args(chunk, spec, st), corr=corr)
+    cols["external_id"] = from_numpy(ext.astype(np.int64), ext < 0)
+    return cols
+
+
+def _args(chunk: pa.Table, spec: HostTable, st: HostState) -> pa.Array:
+    args = args_json(chunk, st.layouts[spec.table])
+    if spec.category is None:
+        return args
+    import pyarrow.compute as pc
+
+    # '{"source_category":"os_runtime",' + the rest (or '}' when args is empty)
+    head = f'{{"source_category":"{spec.category}"'
+    rest = pc.utf8_slice_codeunits(args, 1)
+    return pc.binary_join_element_wise(
+        head, pc.if_else(pc.equal(rest, "}"), "", ","), rest, "")

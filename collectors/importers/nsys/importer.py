@@ -18,6 +18,7 @@ import contextlib
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,47 @@ def _write(writer: Any, cols: dict[str, Any] | None, table: str, counts: _Counts
     return n
 
 
-def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Callable[[], Any]]]:
-    """(table, a function giving its batches) of every table this export has and Hermes
-    reads, device tables first; a table without a column its mapping needs is named."""
+@dataclass
+class _State:
+    """What the tables' readers share while one export is read."""
+
+    export: Export
+    ctx: context.Context
+    dev: gpu.DeviceState
+    hst: host.HostState
+    domains: dict[int, str]
+
+
+#: a table's reader: its chunks, and the function making a chunk's batch
+Reader = Callable[[_State], tuple[Iterator[Any], Callable[[Any], Any]]]
+
+
+def _nvtx_reader(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+    exprs, layout = nvtx.exprs_of(st.export)
+    chunks = st.export.chunks(nvtx.TABLE, exprs, source=nvtx.source(st.export))
+    return chunks, lambda c: nvtx.to_batch(c, st.ctx, st.domains, layout)
+
+
+def _host_reader(spec: host.HostTable) -> Reader:
+    def read(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+        st.ctx.ops.seal()  # the operator ranges are all read: NVTX came first
+        chunks = st.export.chunks(spec.table, host.exprs_of(st.export, spec))
+        return chunks, lambda c: host.to_batch(c, spec, st.hst)
+    return read
+
+
+def _device_reader(spec: gpu.DeviceTable) -> Reader:
+    def read(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+        st.ctx.ops.seal()
+        st.ctx.seal_host()  # the runtime calls are all read
+        exprs = gpu.exprs_of(st.export, spec, len(st.dev.coll_rowid) > 0)
+        return st.export.chunks(spec.table, exprs), lambda c: gpu.to_batch(c, spec, st.dev)
+    return read
+
+
+def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Reader]]:
+    """(table, its reader) of every table this export has and Hermes reads, in the order
+    the links need; a table without a column its mapping needs is named."""
     def lacks(table: str, cols: list[str]) -> bool:
         miss = export.missing(table, cols)
         if miss and table in export.tables:
@@ -67,10 +106,14 @@ def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Callable
                             "not imported")
         return bool(miss) or table not in export.tables
 
-    yield from ((s.table, s) for s in gpu.TABLES if not lacks(s.table, gpu.required(s)))
-    yield from ((s.table, s) for s in host.TABLES if not lacks(s.table, host.required(s)))
+    # NVTX first (the runtime calls take their operator's id), then the runtime calls (the
+    # device rows take their launch's step, correlation and operator)
     if not lacks(nvtx.TABLE, nvtx.required()):
-        yield nvtx.TABLE, None
+        yield nvtx.TABLE, _nvtx_reader
+    yield from ((s.table, _host_reader(s)) for s in host.TABLES
+                if not lacks(s.table, host.required(s)))
+    yield from ((s.table, _device_reader(s)) for s in gpu.TABLES
+                if not lacks(s.table, gpu.required(s)))
 
 
 def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any],
@@ -91,29 +134,19 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
             raise ImportFormatError("the export holds no CUDA, NVTX or runtime events",
                                     path=path, hint="capture with nsys profile -t cuda,nvtx")
         nvtx.steps(export, ctx)
-        host.correlations(export, ctx)
         patterns = options.get("comm_patterns") or comm_patterns.default()
-        dev = gpu.DeviceState(export, ctx, patterns)
-        gpu.kernel_seq(dev, "CUPTI_ACTIVITY_KIND_KERNEL")
-        hst = host.HostState(export, ctx)
-        domain_names = nvtx.domains(export)
+        st = _State(export, ctx, gpu.DeviceState(export, ctx, patterns),
+                    host.HostState(export, ctx), nvtx.domains(export))
+        gpu.kernel_seq(st.dev, "CUPTI_ACTIVITY_KIND_KERNEL")
         plan = list(_tables(export, warnings))
-        total = sum(export.count(t) for t, _ in plan) or 1
+        total = sum(export.size(t) for t, _ in plan) or 1
         done = 0
-        for table, spec in plan:
-            if table == nvtx.TABLE:
-                chunks = export.chunks(table, nvtx.exprs_of(export), where=nvtx.where())
-                make = lambda c: nvtx.to_batch(c, ctx, domain_names)  # noqa: E731
-            elif isinstance(spec, gpu.DeviceTable):
-                chunks = export.chunks(table, gpu.exprs_of(export, spec))
-                make = lambda c, s=spec: gpu.to_batch(c, s, dev)  # noqa: E731
-            else:
-                chunks = export.chunks(table, host.exprs_of(export, spec))
-                make = lambda c, s=spec: host.to_batch(c, s, hst)  # noqa: E731
+        for table, reader in plan:
+            chunks, make = reader(st)
             for chunk in chunks:
                 done += chunk.num_rows
                 _write(writer, make(chunk), table, counts)
-                progress(done / total)
+                progress(min(1.0, done / total))
         device, note = info.device_meta(export, options.get("device"))
         if note:
             warnings.append(note)
@@ -121,6 +154,9 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
             warnings.append(f"{path.name}: {n:,} {table} row(s) of processes that ran no "
                             "device work left out")
         unread = info.unread_tables(export, {t for t, _ in plan})
+        if unread:
+            warnings.append(f"{path.name}: tables not imported: " + ", ".join(
+                f"{t} ({n:,} row(s))" for t, n in sorted(unread.items())))
         ranks = ctx.all_ranks()
         about = {"path": str(path), "ranks": ranks, "device": device,
                  "export": info.export_info(export), "unread_tables": unread,
@@ -133,12 +169,18 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
         export.close()
 
 
-def _sources(sources: list[Path], folder: Path | None) -> list[tuple[Path, Path]]:
-    """(what was given, the SQLite file to read) per source; reports are exported first."""
+def _sources(sources: list[Path], folder: Path | None,
+             warnings: list[str]) -> list[tuple[Path, Path]]:
+    """(what was given, the SQLite file to read) per source; reports are exported first,
+    unless their export is among the sources too (a folder holding both: one capture)."""
     out = []
+    exported = {s.resolve().with_suffix("") for s in sources if is_sqlite(s)}
     for src in sources:
         if is_sqlite(src):
             out.append((src, src))
+            continue
+        if src.resolve().with_suffix("") in exported:
+            warnings.append(f"{src.name}: its SQLite export is imported instead")
             continue
         if folder is None:
             raise ImportFormatError("an Nsight Systems report cannot be exported here",
@@ -149,7 +191,6 @@ def _sources(sources: list[Path], folder: Path | None) -> list[tuple[Path, Path]
 
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
     bar = options.get("progress")
-    sizes = [s.stat().st_size for s in sources]
     if options.get("in_memory"):
         writer: Any = MemoryWriter(TraceMeta(source=NAME), row_group_rows=ROW_GROUP_ROWS,
                                    arrow=options["in_memory"] == "arrow")
@@ -166,7 +207,9 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
         scratch: Any = tempfile.TemporaryDirectory(prefix="hermes-nsys-") if need_folder \
             else contextlib.nullcontext(None)
         with scratch as tmp:
-            for i, (given, path) in enumerate(_sources(sources, Path(tmp) if tmp else None)):
+            pairs = _sources(sources, Path(tmp) if tmp else None, warnings)
+            sizes = [given.stat().st_size for given, _ in pairs]
+            for i, (given, path) in enumerate(pairs):
                 base = sum(sizes[:i])
 
                 def step(frac: float, base: int = base, size: int = sizes[i]) -> None:

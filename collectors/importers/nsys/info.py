@@ -29,7 +29,11 @@ _DESCRIPTIVE = {"StringIds", "ThreadNames", "PROCESSES", "ProcessStreams",
 
 def gpus(export: Export) -> list[dict[str, Any]]:
     """One dict per GPU the export describes (its columns), in id order; [] when none."""
-    for table in GPU_TABLES:
+    # the known tables first, then any other TARGET_INFO_* table describing GPUs by name
+    others = [t for t, cols in sorted(export.tables.items())
+              if t.startswith("TARGET_INFO_") and t not in GPU_TABLES and "name" in cols
+              and set(cols) & {"smCount", "numMultiprocessors", "computeMajor", "chipName"}]
+    for table in (*GPU_TABLES, *others):
         cols = export.tables.get(table)
         if cols and "name" in cols:
             rows = export.rows(f"SELECT * FROM {quote(table)}")
@@ -53,6 +57,25 @@ def gpus(export: Export) -> list[dict[str, Any]]:
     return []
 
 
+#: Kineto's deviceProperties keys -> the export's columns that hold them (by version)
+PROPERTIES = {"name": ("name",), "numSms": ("smCount", "numMultiprocessors"),
+              "totalGlobalMem": ("totalMemory", "totalGlobalMem", "globalMemorySize"),
+              "computeMajor": ("computeMajor", "computeCapabilityMajor"),
+              "computeMinor": ("computeMinor", "computeCapabilityMinor"),
+              "clockRate": ("clockRate",), "l2CacheSize": ("l2CacheSize",)}
+
+
+def properties(gpu: dict[str, Any]) -> dict[str, Any]:
+    """A GPU's columns as Kineto's ``deviceProperties`` name them, so the analysis identifies
+    the device by its numbers (SMs, memory, compute capability) as it does for Kineto."""
+    out = {}
+    for key, cols in PROPERTIES.items():
+        v = next((gpu[c] for c in cols if gpu.get(c) is not None), None)
+        if v is not None:
+            out[key] = v
+    return out
+
+
 def device_meta(export: Export, fallback: str | None) -> tuple[dict[str, Any], str | None]:
     """The trace's device metadata, and a note when the export names no GPU Hermes knows."""
     from hermes import devices
@@ -68,6 +91,7 @@ def device_meta(export: Export, fallback: str | None) -> tuple[dict[str, Any], s
     profile = devices.match(name) or (devices.get(fallback) if fallback else None)
     meta: dict[str, Any] = dict(profile.to_meta()) if profile is not None else {}
     meta.update({"name": name, "count": len(found),
+                 "deviceProperties": [properties(g) for g in found],
                  "nsys": {k: v for k, v in found[0].items() if isinstance(v, int | float | str)}})
     note = None if profile is not None else (
         f"{export.path.name}: GPU {name!r} matches no shipped device profile: pass --device")

@@ -35,6 +35,7 @@ def to_sqlite(report: Path, folder: Path) -> Path:
     if done.returncode != 0 or not target.is_file():
         lines = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
         why = lines[-1].strip()[:200] if lines else f"exit code {done.returncode}"
+        again = shlex.join(export_command(report, report.with_suffix(".sqlite")))
         raise ImportFormatError(f"nsys export failed: {why}", path=report,
-                                hint=f"run it yourself: {shlex.join(export_command(report, target))}")
+                                hint=f"run it yourself: {again}")
     return target

@@ -1,0 +1,143 @@
+"""What a rank's trace shows about the machine and the job, for advice that fits them: the device
+(``hermes.devices.identify``: trace fields, else kernel names), the matmul dtype mix
+(``hermes.devices.dtypes``), and the evidence rule preconditions need: an accelerator at all,
+collectives, a data loader, pipeline stages (point-to-point send/recv, stage annotations,
+process-group names) and tensor parallelism (its process-group names).
+
+All on distinct names and group names (categoricals' values), never per event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hermes.analyzers.engine.base import RankContext
+from hermes.devices.dtypes import is_matmul, matmul_mix
+from hermes.devices.identify import identify
+from hermes.trace.args import args_of, has_args
+
+#: Matrix-unit kernel families (analyzers/computation/families.toml).
+MATRIX_FAMILIES = ("gemm", "conv", "attention")
+#: A recorded input element size -> its dtype class, where the kernel name names no dtype.
+ELEM_DTYPE = {8.0: "fp64", 4.0: "fp32", 2.0: "fp16/bf16", 1.0: "fp8/int8"}
+#: Point-to-point communication (pipeline stages send activations to the next stage).
+P2P = (r"(?:^|[^a-z])(?:nccl|gloo|c10d|hccl|rccl|mpi)[:_]+(?:i?send|i?recv|batch_isend_irecv)"
+       r"|hcom_send|hcom_receive|hcclsend|hcclrecv|(?:^|[^a-z])p2p(?:$|[^a-z])")
+#: Stage annotations and process-group names of pipeline / tensor parallelism.
+PIPELINE_NAMES = (r"pipeline|pp_stage|pipe_stage|stage_id|(?:^|[^a-z])pp(?:_|$|\d)|"
+                  r"(?:send|recv)_(?:forward|backward)")
+TP_GROUPS = r"(?:^|[^a-z])tp(?:_|$|\d)|tensor|model_parallel|mp_group"
+LOADER = r"dataloader|_multiprocessingdataloaderiter|_singleprocessdataloaderiter"
+
+
+def _distinct(ev: pd.DataFrame, col: str) -> pd.Series:
+    if col not in ev.columns:
+        return pd.Series([], dtype=object)
+    s = ev[col]
+    vals = s.cat.categories[pd.unique(s.cat.codes[s.cat.codes >= 0])] \
+        if isinstance(s.dtype, pd.CategoricalDtype) else pd.unique(s.dropna())
+    return pd.Series(np.asarray(vals, dtype=object), dtype=object).astype(str).str.lower()
+
+
+def _recorded(ev: pd.DataFrame, k: pd.DataFrame, mm: np.ndarray) -> pd.Series:
+    """Per task: the ``Input type`` list its host operator recorded (``record_shapes``), else
+    None; read once per distinct host operator row."""
+    out = np.full(len(k), None, object)
+    if "host_row" not in k.columns or not has_args(ev):
+        return pd.Series(out, dtype=object)
+    hr = k["host_row"].to_numpy(np.int64)
+    ok = mm & (hr >= 0) & (hr < len(ev))
+    if ok.any():
+        rows, inv = np.unique(hr[ok], return_inverse=True)
+        txt = pd.Series(np.asarray(args_of(ev, rows).array, dtype=object), dtype=object
+                        ).astype(str)
+        out[ok] = txt.str.extract(r'"Input type"\s*:\s*(\[[^\]]*\])', expand=False
+                                  ).to_numpy(object)[inv]
+    return pd.Series(out, dtype=object)
+
+
+def facts(ctx: RankContext, k: pd.DataFrame) -> dict[str, Any]:
+    """The device, the matmul dtype mix and the parallelism the trace shows, for rank ``ctx``
+    whose device tasks are ``k`` (name, family, dur_ns, elem, unit)."""
+    ev = ctx.events
+    names = k["name"].astype(object) if len(k) else pd.Series([], dtype=object)
+    src = str(getattr(ctx.meta, "source", "") or "")
+    cores = None
+    if src == "ascend" and "unit" in k.columns:  # cube / vector / mix tasks of the importer
+        cores = k["unit"].astype(object).map({"vector": "AI_VECTOR_CORE", "mix": "MIX_AIC"})
+    device = identify(ctx.device, pd.unique(names), core_types=cores)
+    mix: dict[str, Any] = {"matmul_ns": 0.0, "kernels": 0, "shares": {}, "unknown_share": 0.0,
+                           "source": {"recorded": 0.0, "kernel names": 0.0}, "top": None}
+    if len(k):
+        fam = k["family"].astype(object).isin(MATRIX_FAMILIES).to_numpy(bool) \
+            if "family" in k.columns else np.zeros(len(k), bool)
+        mm = fam | is_matmul(names)
+        elem = pd.Series(k["elem"].to_numpy(np.float64) if "elem" in k.columns
+                         else np.full(len(k), np.nan)).map(ELEM_DTYPE)
+        mix = matmul_mix(names, k["dur_ns"].to_numpy(np.float64), recorded=_recorded(ev, k, mm),
+                         matmul=mm, fallback=elem)
+    all_names = _distinct(ev, "name")
+    # host-side names only for annotations (kernel names carry tile "stage" counts)
+    host_names = all_names
+    if "kind" in ev.columns and "name" in ev.columns:
+        not_kernel = ev["kind"].astype(object).ne("kernel").to_numpy(bool)
+        host_names = _distinct(pd.DataFrame({"name": ev["name"][not_kernel]}), "name")
+    groups = _distinct(ev, "coll_group")
+    kinds = set(_distinct(ev, "kind"))
+    p2p = all_names[all_names.str.contains(P2P, regex=True)]
+    stage = host_names[host_names.str.contains(PIPELINE_NAMES, regex=True)]
+    pp_groups = groups[groups.str.contains(PIPELINE_NAMES, regex=True)]
+    tp_groups = groups[groups.str.contains(TP_GROUPS, regex=True)]
+    loader = bool(kinds & {"data_read", "data_process", "data_fetch", "data_wait"}) or \
+        bool(all_names.str.contains(LOADER, regex=True).any())
+    return {
+        "device": device.to_dict(), "matmul_mix": mix,
+        "kernel_ns": float(k["dur_ns"].sum()) if len(k) else 0.0,
+        "accelerator": bool(len(k)) or bool(kinds & {"kernel", "memcpy_h2d", "memcpy_d2h"}),
+        "collectives": "collective" in kinds,
+        "loader": loader,
+        "pipeline": bool(len(p2p) or len(stage) or len(pp_groups)),
+        "tensor_parallel": bool(len(tp_groups)),
+        "parallel_evidence": {"p2p": p2p.head(3).tolist(), "stage_names": stage.head(3).tolist(),
+                              "groups": groups.head(8).tolist()},
+    }
+
+
+def combine(per_rank: dict[int, dict[str, Any]], option: str | None = None) -> dict[str, Any]:
+    """The analysis-wide facts from the ranks' ``precision`` metrics: the device (the user's
+    ``--device`` over what the first rank's trace shows), the matmul dtype mix over all ranks
+    (weighted by their matmul time) and what any rank shows of the job's parallelism."""
+    got = [rr["computation"].metrics.get("precision") for _, rr in sorted(per_rank.items())
+           if "computation" in rr]
+    got = [g for g in got if g]
+    if option:
+        device = identify(option=option).to_dict()
+    elif got:
+        device = dict(got[0]["device"])
+    else:
+        device = identify().to_dict()
+    total = sum(float(g["matmul_mix"]["matmul_ns"]) for g in got)
+    shares: dict[str, float] = {}
+    unknown = 0.0
+    rec = names = 0.0
+    for g in got:
+        m, w = g["matmul_mix"], float(g["matmul_mix"]["matmul_ns"]) / total if total else 0.0
+        for d, v in m["shares"].items():
+            shares[d] = shares.get(d, 0.0) + w * v
+        unknown += w * m["unknown_share"]
+        rec += w * m["source"]["recorded"]
+        names += w * m["source"]["kernel names"]
+    shares = dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+    kernel_ns = sum(float(g.get("kernel_ns", 0.0)) for g in got)
+    mix = {"matmul_ms": round(total / 1e6, 3),
+           "device_share": round(total / kernel_ns, 4) if kernel_ns else 0.0,
+           "shares": {d: round(v, 4) for d, v in shares.items()},
+           "unknown_share": round(unknown, 4) if total else 0.0,
+           "source": {"recorded": round(rec, 4), "kernel names": round(names, 4)},
+           "top": next(iter(shares), None)}
+    shown = {key: any(bool(g.get(key)) for g in got)
+             for key in ("accelerator", "collectives", "loader", "pipeline", "tensor_parallel")}
+    return {"device": device, "matmul_mix": mix, "shown": shown}

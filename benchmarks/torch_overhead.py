@@ -1,0 +1,109 @@
+"""``collector_overhead.py --torch``: Hermes's cost on real PyTorch CPU training loops.
+
+For each loop of ``torch_loops`` (cnn, transformer, ddp) the variants none / monitor / fine /
+auto run ``runs`` times each, interleaved and rotated round by round (drift of the shared
+machine hits every variant alike); each run's first ``warmup`` steps are dropped. Figures per
+variant, of the step's wall time and of the process's CPU time in the step (every thread:
+the collector's, the PyTorch profiler's): the pooled median and the paired ratio (median over
+rounds of run median / the same round's ``none`` run median). The CPU paired ratio is judged
+against the targets: on a shared machine the wall time moves with the other load far more than
+any collector costs. ``auto`` leaves out the steps its trigger captured in detail (``collector.requests``
+in its trace): its target is the cost outside detail windows.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch_loops
+from torch_loops import VARIANTS
+
+TARGETS = {"monitor": 1.01, "auto": 1.01, "fine": 1.05}
+
+
+def _detailed(trace: Path) -> set[int]:
+    """Steps an auto session captured in detail (its trigger's windows)."""
+    import hermes
+
+    meta = hermes.load(trace, columns=["rank"]).meta
+    return {s for r in meta.collector.get("requests", [])
+            for s in range(int(r["from_step"]), int(r["to_step"]) + 1)}
+
+
+def _plan(runs: int) -> list[str]:
+    order: list[str] = []
+    for r in range(runs):
+        k = r % len(VARIANTS)
+        order += list(VARIANTS[k:] + VARIANTS[:k])
+    return order
+
+
+def _paired(per_run: list[tuple[str, list[int]]]) -> tuple[dict[str, float], dict[str, float],
+                                                           dict[str, list[float]]]:
+    """(pooled median, paired ratio, run medians) per variant of one measure."""
+    pooled: dict[str, list[int]] = {v: [] for v in VARIANTS}
+    medians: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for variant, times in per_run:
+        pooled[variant] += times
+        medians[variant].append(statistics.median(times))
+    med = {v: statistics.median(pooled[v]) for v in VARIANTS}
+    paired = {v: statistics.median(m / n for m, n in zip(medians[v], medians["none"],
+                                                         strict=True)) for v in VARIANTS}
+    return med, paired, medians
+
+
+def _report(loop: str, per_run: list[tuple[str, list[int], list[int]]], smoke: bool) -> bool:
+    """Wall and CPU figures of one loop; the CPU paired ratio is judged (the wall time of a
+    shared machine moves with its other load far more than the collector costs)."""
+    wall, wpair, wruns = _paired([(v, w) for v, w, _ in per_run])
+    cpu, cpair, _ = _paired([(v, c) for v, _, c in per_run])
+    print(f"\n{loop}: {len(wruns['none'])} run(s)/variant")
+    print(f"{'variant':<9} {'wall/step ms':>13} {'wall paired':>12} {'cpu/step ms':>12} "
+          f"{'cpu paired':>11} {'target':>7}")
+    ok = True
+    for v in VARIANTS:
+        target = TARGETS.get(v)
+        flag = "" if target is None or smoke else ("ok" if cpair[v] <= target else "MISSED")
+        ok &= flag != "MISSED"
+        print(f"{v:<9} {wall[v] / 1e6:>13.3f} {wpair[v]:>12.4f} {cpu[v] / 1e6:>12.3f} "
+              f"{cpair[v]:>11.4f} {target or '':>7} {flag:>6}")
+    print("wall run medians (ms): " + "; ".join(
+        f"{v} " + " ".join(f"{m / 1e6:.2f}" for m in wruns[v]) for v in VARIANTS))
+    return ok
+
+
+def main(runs: int, steps: int, warmup: int, smoke: bool) -> int:
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    if smoke:
+        runs, steps, warmup = 1, 6, 2
+    order = _plan(runs)
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="hermes-torch-overhead-") as tmp:
+        out = Path(tmp)
+        for name, loop in torch_loops.LOOPS.items():
+            loop("none", warmup + 2, out)  # imports, caches: not counted
+            per_run = []
+            for variant in order:
+                gc.collect()
+                walls, cpus = loop(variant, steps, out)
+                skip = _detailed(out / f"{name}-auto.parquet") if variant == "auto" else set()
+                keep = [i for i in range(len(walls)) if i >= warmup and i not in skip]
+                per_run.append((variant, [walls[i] for i in keep], [cpus[i] for i in keep]))
+            ok &= _report(name, per_run, smoke)
+        plan = [(v, steps) for v in order]
+        rounds = torch_loops.ddp_rounds([("none", warmup + 2), *plan], out)[1:]
+        per_run = []
+        for i, (variant, (walls, cpus)) in enumerate(zip(order, rounds, strict=True)):
+            skip = _detailed(out / f"ddp-{i + 1}-auto") if variant == "auto" else set()
+            keep = [j for j in range(len(walls)) if j >= warmup and j not in skip]
+            per_run.append((variant, [walls[j] for j in keep], [cpus[j] for j in keep]))
+        ok &= _report("ddp (2 ranks, gloo; rank 0's steps)", per_run, smoke)
+    return 0 if ok or smoke else 1
