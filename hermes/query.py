@@ -166,7 +166,7 @@ def _tables_in(sql: str) -> set[str]:
     try:
         return {t.lower() for t in duckdb.get_table_names(sql)}
     except duckdb.Error as exc:
-        raise _sql_error(exc, sql) from None
+        raise _sql_error(exc) from None
 
 
 def _check_read_only(con: Any, sql: str) -> None:
@@ -175,7 +175,7 @@ def _check_read_only(con: Any, sql: str) -> None:
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
-        raise _sql_error(exc, sql) from None
+        raise _sql_error(exc) from None
     if len(statements) != 1:
         raise QueryError(f"one statement at a time ({len(statements)} given)", where="SQL")
     kind = statements[0].type.name
@@ -184,8 +184,9 @@ def _check_read_only(con: Any, sql: str) -> None:
                          where="SQL", hint="the trace and files are never written")
 
 
-def _sql_error(exc: Exception, sql: str) -> QueryError:
-    """One line: the DuckDB message, and the line and column it points at."""
+def _sql_error(exc: Exception, shift: int = 0) -> QueryError:
+    """One line: the DuckDB message, and the line and column it points at (``shift``: the
+    characters put before the statement's first line when it was run)."""
     text = str(exc)
     lines = text.splitlines()
     head = lines[0] if lines else type(exc).__name__
@@ -194,9 +195,12 @@ def _sql_error(exc: Exception, sql: str) -> QueryError:
         m = re.match(r"LINE (\d+): ", ln)
         if m and i + 1 < len(lines) and "^" in lines[i + 1]:
             col = lines[i + 1].index("^") - len(m.group(0)) + 1
+            if m.group(1) == "1":
+                col -= shift
             where = f"SQL line {m.group(1)}, column {max(col, 1)}"
             break
-    hint = None
+    hint = lines[1].strip() if len(lines) > 1 and lines[1].startswith(
+        "Candidate bindings") else None
     if "does not exist" in head and "Table" in head:
         hint = (f"tables: {', '.join(TABLES)}, and the analyzer tables "
                 "(hermes query TRACE --tables)")
@@ -252,10 +256,28 @@ def run(src: Source, sql: str, limit: int | None = None) -> tuple[pa.Table, bool
             n += b.num_rows
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except duckdb.Error as exc:
-        raise _sql_error(exc, sql) from None
+        raise _sql_error(*_positioned(con, sql, exc)) from None
     finally:
         con.close()
     return table, more
+
+
+def _positioned(con: Any, sql: str, exc: Exception) -> tuple[Exception, int]:
+    """The error as DuckDB's prepared-statement path words it, which names the line and
+    column (the relation API's message leaves them out), and how many characters the
+    statement was shifted on its first line; the original when it does not fail the same
+    way there."""
+    import duckdb
+
+    if "LINE " in str(exc):
+        return exc, 0
+    prefix = "PREPARE hermes_q AS "
+    try:
+        con.execute(prefix + sql)
+    except duckdb.Error as again:
+        if type(again) is type(exc):
+            return again, len(prefix)
+    return exc, 0
 
 
 def source(path: Path) -> Source:

@@ -53,6 +53,9 @@ def test_sql_error_names_the_position(trace: Path) -> None:
     code, _, err = run_cli("query", str(trace), "SELECT name FORM events")
     assert code == 2 and "SQL line 1, column" in err and "syntax error" in err
     assert len(err.strip().splitlines()) == 1
+    code, _, err = run_cli("query", str(trace), "SELECT name FROM events\nWHERE  nme = 1")
+    assert code == 2 and "SQL line 2, column 8: Binder Error" in err
+    assert 'Candidate bindings: "name"' in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli("query", str(trace), "SELECT * FROM evnts")
     assert code == 2 and "evnts" in err and "events" in err
 
