@@ -2,7 +2,7 @@
 
 While a ``hermes profile`` session captures a step in detail (``fine`` mode: every step;
 ``auto``: the triggered windows), a daemon thread reads the main thread's Python stack every
-``interval`` (2 ms by default) with ``sys._current_frames()``. Consecutive samples that share
+``interval`` (5 ms by default) with ``sys._current_frames()``. Consecutive samples that share
 a frame extend one event of it, so the samples become a flame chart: one ``python`` event
 per frame activation seen, nested by depth, on the training thread's lane, named as the
 PyTorch profiler names its Python frames (``file.py(FIRST_LINE): function``), with ``args``:
@@ -33,10 +33,10 @@ import sys
 import threading
 from collections import deque
 from pathlib import Path
-from time import perf_counter_ns, thread_time_ns
+from time import perf_counter_ns, sleep, thread_time_ns
 from typing import Any
 
-DEFAULT_INTERVAL_S = 0.002
+DEFAULT_INTERVAL_S = 0.005
 #: name prefix of a frame of Hermes's own hooks (the collector's time, not the job's)
 OWN = "[hermes] "
 MAX_DEPTH = 64
@@ -79,11 +79,11 @@ def _short(filename: str) -> str:
 class _Open:
     """A frame activation seen by consecutive samples."""
 
-    __slots__ = ("code", "frame", "t0", "n", "lines")
+    __slots__ = ("code", "frame", "t0", "first", "lines")
 
-    def __init__(self, code: Any, frame: Any, t0: int, line: int) -> None:
-        self.code, self.frame, self.t0, self.n = code, frame, t0, 1
-        self.lines = {line: 1}
+    def __init__(self, frame: Any, t0: int, first: int) -> None:
+        self.code, self.frame, self.t0, self.first = frame.f_code, frame, t0, first
+        self.lines: dict[int, int] = {}  # line -> samples that saw it the innermost frame
 
 
 def _common(stack: list[_Open], frames: list[Any]) -> int:
@@ -117,6 +117,9 @@ class StackSampler:
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by :meth:`poke`: detail may have turned on
         self._last_boundary = 0  # the last step boundary frames were cut at
+        self._ids: dict[int, int] = {}  # id of an open frame -> its depth
+        self._top: Any = None  # the innermost frame of the last sample (held: ids stay apart)
+        self._hook = False
         self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
                                         daemon=True)
         self._thread.start()
@@ -164,21 +167,67 @@ class StackSampler:
                 self._wake.wait(self.idle_s)
                 self._wake.clear()
                 continue
-            if prev and self._stop.wait(self.interval_s):
-                break
+            if prev:
+                sleep(self.interval_s)  # (cheaper than an Event's timed wait, in C)
+                if self._stop.is_set():
+                    break
             if s.closed or not s.detail:
                 continue
             cpu0 = thread_time_ns()
             t0 = perf_counter_ns()
-            frames = self._frames(sys._current_frames().get(self._tid))
+            top = sys._current_frames().get(self._tid)
+            hook = bool(getattr(s, "_in_hook", False))
             mid = (prev + t0) // 2 if prev else t0
             if s.step_no != step:  # a new step: its frames are its own events
-                step = self._new_step(stack, frames, step, s, prev, t0, mid)
-            self._advance(stack, frames, mid, step)
+                same, new = self._diff(stack, top, hook)
+                step = self._new_step(stack, [op.frame for op in stack[:same]] + new, step, s,
+                                      prev, t0, mid)
+            elif top is not self._top or hook != self._hook:
+                # (the same innermost frame object is the same stack: its callers are fixed)
+                same, new = self._diff(stack, top, hook)
+                self._close(stack, same, mid, step)
+                self._open(stack, new, mid)
+            self._top, self._hook = top, hook
+            if stack:
+                inner = stack[-1]
+                line = inner.frame.f_lineno or 0
+                inner.lines[line] = inner.lines.get(line, 0) + 1
             prev = t0
             self.samples += 1
             self.busy_ns += thread_time_ns() - cpu0
         self._close(stack, 0, prev or perf_counter_ns(), step)
+        self._top = None
+
+    def _diff(self, stack: list[_Open], top: Any, hook: bool) -> tuple[int, list[Any]]:
+        """(how many open frames the sample ``top`` still runs, its frames below them,
+        outermost first): walked from the innermost frame up to the first open one only."""
+        if hook:
+            frames = self._frames(top)
+            same = _common(stack, frames)
+            return same, frames[same:]
+        skip, ids = self._skip, self._ids
+        new: list[Any] = []
+        same = 0
+        fr = top
+        while fr is not None:
+            d = ids.get(id(fr))
+            if d is not None and d < len(stack) and stack[d].frame is fr:
+                same = d + 1
+                break
+            code = fr.f_code
+            hide = skip.get(code)
+            if hide is None:
+                hide = skip[code] = _skipped(code)
+            if not hide:
+                new.append(fr)
+            fr = fr.f_back
+        new.reverse()
+        return same, new[:max(0, MAX_DEPTH - same)]
+
+    def _open(self, stack: list[_Open], frames: list[Any], t0: int) -> None:
+        for fr in frames:
+            self._ids[id(fr)] = len(stack)
+            stack.append(_Open(fr, t0, self.samples))
 
     def _frames(self, frame: Any) -> list[Any]:
         """The job's frames of a stack, outermost first."""
@@ -205,19 +254,6 @@ class StackSampler:
                 seen |= not hide
         return [fr for fr, hide in walk if not hide][:MAX_DEPTH]
 
-    def _advance(self, stack: list[_Open], frames: list[Any], now: int, step: int) -> None:
-        """One sample's frames; ``now``: the midpoint since the previous sample (where frames
-        that appeared began and frames that are gone ended)."""
-        same = _common(stack, frames)
-        self._close(stack, same, now, step)
-        for op in stack:
-            op.n += 1
-        for op, fr in zip(stack, frames):
-            line = fr.f_lineno or 0
-            op.lines[line] = op.lines.get(line, 0) + 1
-        for fr in frames[same:]:
-            stack.append(_Open(fr.f_code, fr, now, fr.f_lineno or 0))
-
     def _new_step(self, stack: list[_Open], frames: list[Any], step: int, s: Any, prev: int,
                   t0: int, mid: int) -> int:
         """A step boundary passed since the last sample: the frames open then end at the
@@ -232,8 +268,7 @@ class StackSampler:
             b = mid
         self._last_boundary = b
         self._close(stack, 0, b, step)
-        for fr in frames:
-            stack.append(_Open(fr.f_code, fr, b, fr.f_lineno or 0))
+        self._open(stack, frames, b)
         return int(s.step_no)
 
     def _close(self, stack: list[_Open], keep: int, now: int, step: int) -> None:
@@ -241,9 +276,12 @@ class StackSampler:
         and its callee cut at the same instants nest in that order)."""
         for depth in range(keep, len(stack)):
             op = stack[depth]
-            line = max(op.lines, key=op.lines.__getitem__)
+            # the line where it spent its own time, else where it called the next frame
+            line = max(op.lines, key=op.lines.__getitem__) if op.lines else \
+                (op.frame.f_lineno or 0)
             self._done.append((op.code, min(op.t0, now), max(0, now - op.t0), step,
-                               (op.n, depth, line)))
+                               (max(1, self.samples - op.first), depth, line)))
+            self._ids.pop(id(op.frame), None)
             op.frame = None  # drop the reference: the frame's locals are freed with it
         del stack[keep:]
 
