@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from hermes.trace.textsafe import dumps
 
@@ -39,15 +39,30 @@ def wrapped(text: str) -> str | None:
     return dumps({"value": value})
 
 
+def _not_objects(chunk: pa.Array) -> np.ndarray:
+    """Rows of a string chunk that are not null and do not start with ``{``, read from the
+    Arrow buffers with numpy (pyarrow.compute costs an import a Kineto import never needs)."""
+    n = len(chunk)
+    validity, offsets, data = chunk.buffers()
+    width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+    off = np.frombuffer(offsets, width)[chunk.offset: chunk.offset + n + 1].astype(np.int64)
+    raw = np.frombuffer(data, np.uint8) if data is not None and data.size else \
+        np.zeros(1, np.uint8)
+    first = raw[np.minimum(off[:-1], len(raw) - 1)]
+    bad = (first != ord("{")) | (off[1:] == off[:-1])
+    if validity is not None and chunk.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        bad &= bits[chunk.offset: chunk.offset + n].astype(bool)
+    return np.flatnonzero(bad)
+
+
 def _wrap_chunk(chunk: pa.Array) -> tuple[pa.Array, int]:
     if chunk.null_count == len(chunk):
         return chunk, 0
-    bad = pc.invert(pc.fill_null(pc.starts_with(chunk, "{"), True))
-    n = int(pc.sum(bad).as_py() or 0)
-    if not n:
+    rows = _not_objects(chunk).tolist()
+    if not rows:
         return chunk, 0
     values = chunk.to_pylist()
-    rows = pc.indices_nonzero(bad).to_pylist()
     changed = 0
     for i in rows:
         new = wrapped(values[i])
