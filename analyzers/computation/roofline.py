@@ -129,8 +129,7 @@ def task_table(ctx: RankContext, windows: pd.DataFrame, freq: pd.DataFrame | Non
                 "u_compute": ach_f / peak_unit, "u_bandwidth": ach_b / hbm}
     cls = _classify(roof, args, n)
     klass, basis = _family_fallback(k["family"], cls)
-    # the new columns joined at once, without a copy (a column set at a time is copied twice:
-    # ~0.4 ms each on 66k tasks, more on fresh memory)
+    # the new columns joined at once, without a copy (a column set at a time is copied twice)
     new = pd.DataFrame({"clock": clock, **roof, "class": klass, "basis": basis,
                         "step": step_of(k["ts_ns"].to_numpy(np.int64), windows)},
                        index=k.index, copy=False)

@@ -107,8 +107,8 @@ def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, 
 #: The analyzer run on a thread of its own beside the others, for a rank analyzed in this
 #: process (a trace in memory) under :data:`RELEASE_MIN_EVENTS`: the longest one that needs no
 #: other's result and whose result no other needs. Its numpy passes let go of the interpreter
-#: lock part of the time, so some of it runs on a second core (200k events, ``hermes analyze``
-#: from the trace to the end: ~0.50 -> ~0.46 s on a 2-core machine). Not for a bigger rank
+#: lock part of the time, so some of it runs on a second core (docs/benchmarks.md has its
+#: measured gain). Not for a bigger rank
 #: (both would hold their memory at once) nor in a worker process (the other workers have the
 #: cores).
 BESIDE = "critical_path"
