@@ -59,6 +59,8 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
         out.append(f"- device: {device_text(d)}")
     if dtype_mix_text(comp):
         out.append(f"- matmul dtypes: {dtype_mix_text(comp)}")
+    if (device_text(d) or dtype_mix_text(comp)) and not mfu_text(comp):
+        out.append("")
     if mfu_text(comp):
         out += [f"- computation: {mfu_text(comp)}", ""]
     if comp.get("top_kernels"):
