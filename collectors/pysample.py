@@ -2,7 +2,8 @@
 
 While a ``hermes profile`` session captures a step in detail (``fine`` mode: every step;
 ``auto``: the triggered windows), a daemon thread reads the main thread's Python stack every
-``interval`` (5 ms by default) with ``sys._current_frames()``. Consecutive samples that share
+``interval`` (5 ms by default; longer when a sample costs more than :data:`BUDGET` of a
+core allows) with ``sys._current_frames()``. Consecutive samples that share
 a frame extend one event of it, so the samples become a flame chart: one ``python`` event
 per frame activation seen, nested by depth, on the training thread's lane, named as the
 PyTorch profiler names its Python frames (``file.py(FIRST_LINE): function``), with ``args``:
@@ -37,6 +38,9 @@ from time import perf_counter_ns, sleep, thread_time_ns
 from typing import Any
 
 DEFAULT_INTERVAL_S = 0.005
+#: the sampler's own CPU time is kept under this share of one core: the wait between samples
+#: grows to cost / BUDGET when a sample costs more (deep, fast-changing stacks)
+BUDGET = 0.02
 #: name prefix of a frame of Hermes's own hooks (the collector's time, not the job's)
 OWN = "[hermes] "
 MAX_DEPTH = 64
@@ -120,6 +124,7 @@ class StackSampler:
         self._ids: dict[int, int] = {}  # id of an open frame -> its depth
         self._top: Any = None  # the innermost frame of the last sample (held: ids stay apart)
         self._hook = False
+        self._cost_ns = 0.0  # running mean CPU cost of a sample (sets the wait: BUDGET)
         self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
                                         daemon=True)
         self._thread.start()
@@ -167,8 +172,8 @@ class StackSampler:
                 self._wake.wait(self.idle_s)
                 self._wake.clear()
                 continue
-            if prev:
-                sleep(self.interval_s)  # (cheaper than an Event's timed wait, in C)
+            if prev:  # (time.sleep: cheaper than an Event's timed wait, in C)
+                sleep(max(self.interval_s, self._cost_ns / BUDGET / 1e9))
                 if self._stop.is_set():
                     break
             if s.closed or not s.detail:
@@ -194,7 +199,9 @@ class StackSampler:
                 inner.lines[line] = inner.lines.get(line, 0) + 1
             prev = t0
             self.samples += 1
-            self.busy_ns += thread_time_ns() - cpu0
+            cost = thread_time_ns() - cpu0
+            self.busy_ns += cost
+            self._cost_ns += (cost - self._cost_ns) / 8  # a running mean of the last few
         self._close(stack, 0, prev or perf_counter_ns(), step)
         self._top = None
 
