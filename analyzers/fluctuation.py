@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers import spikes as sp
+from hermes.analyzers.common import spikes as sp
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.spans import data_wait_mask, per_step_ns, spans
@@ -302,7 +302,7 @@ def _unexplained(ctx: RankContext, windows: pd.DataFrame, x: np.ndarray, med: fl
 
 def _top_python(ev: pd.DataFrame, windows: pd.DataFrame, steps: list[int]) -> list[Any]:
     """The Python functions that spent most of the given steps (their frames' self time)."""
-    from hermes.analyzers import pytime
+    from hermes.analyzers.common import pytime
 
     w = windows[windows["step"].isin(steps)]
     if w.empty:

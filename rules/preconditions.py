@@ -1,6 +1,6 @@
 """Rule preconditions: what must hold for a rule's advice to apply, named in a rule's ``requires``
 list (rules.toml) and evaluated by the advisor against what the trace shows (the analysis'
-``device`` and ``computation.matmul_dtypes``: ``analyzers/computation/precision.py``).
+``device`` and ``computation.matmul_dtypes``: ``analyzers/common/precision.py``).
 
 Each precondition is True (the rule may be shown), False (it is not: advice the run cannot apply)
 or None (unknown: the device could not be identified; the rule is shown as conditional, with

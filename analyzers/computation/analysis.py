@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common import precision
 from hermes.analyzers.common.names import codes_in, desc_order
 from hermes.analyzers.common.opinfo import (
     TOP_N,
@@ -38,7 +39,7 @@ from hermes.analyzers.common.opinfo import (
     union_time,
 )
 from hermes.analyzers.common.steps import step_windows
-from hermes.analyzers.computation import devicework, opvec, precision
+from hermes.analyzers.computation import devicework, opvec
 from hermes.analyzers.computation.kernelstats import KernelStats
 from hermes.analyzers.computation.roofline import (
     CLASS_DTYPE,

@@ -168,8 +168,8 @@ class Analysis:
     @property
     def machine(self) -> dict[str, Any]:
         """The device (and how Hermes knows it), the matmul dtype mix and the parallelism the
-        trace shows (``analyzers/computation/precision.py``): what the advice is fitted to."""
-        from hermes.analyzers.computation.precision import combine
+        trace shows (``analyzers/common/precision.py``): what the advice is fitted to."""
+        from hermes.analyzers.common.precision import combine
 
         return combine(self.per_rank, self.device_option)
 

@@ -1,7 +1,7 @@
 """Hand-made one-rank traces over a grid of (device family x matmul dtype x parallelism shown):
 the events a rank analyzer sees (tests/tracegen.py) and its device task table, turned into the
 analysis' device facts by the same code the computation analyzer runs
-(``analyzers/computation/precision.py``), then every rule of the table is run on them."""
+(``analyzers/common/precision.py``), then every rule of the table is run on them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.advisor import machine_facts, recommend
-from hermes.analyzers.computation.precision import combine, facts
+from hermes.analyzers.common.precision import combine, facts
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext
 from hermes.devices.identify import Identified
 from hermes.findings import CAUSE_IDS, Finding

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from hermes.advisor import machine_facts, recommend
-from hermes.analyzers.computation.precision import combine, facts
+from hermes.analyzers.common.precision import combine, facts
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext
 from hermes.devices.dtypes import is_matmul
 from hermes.findings import CAUSE_IDS, Finding
