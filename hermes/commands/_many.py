@@ -21,7 +21,7 @@ from hermes.errors import UsageError
 def imported(sources: list[Path], save: Path | None = None) -> Iterator[Path]:
     """A Hermes trace of the profiler files ``sources`` (two or more)."""
     from hermes.commands._util import check_output_path
-    from hermes.commands.import_ import _expand, _pick, dedupe
+    from hermes.commands.import_ import dedupe, expand_sources, pick_importer
     from hermes.diff.runs import is_hermes_trace
 
     for src in sources:
@@ -30,8 +30,8 @@ def imported(sources: list[Path], save: Path | None = None) -> Iterator[Path]:
                              "Hermes trace already", path=src,
                              hint="pass a Hermes trace alone (a per-rank directory holds "
                                   "every rank)")
-    files, _ = dedupe(_expand(sources))
-    importer = _pick(files, None)
+    files, _ = dedupe(expand_sources(sources))
+    importer = pick_importer(files, None)
     if save is not None:
         check_output_path(save, files, flag="--save-trace")
         importer.run(files, save, {})

@@ -98,12 +98,12 @@ def register(app: typer.Typer) -> None:
             source_of = functools.partial(hermes_source, started=started) if here else \
                 hermes_trace
             with sources(traces, save_trace, source_of) as source:
-                with progress("analyzing ranks") as bar, _as_rank_failure(source, trace):
+                with progress("analyzing ranks") as bar, as_rank_failure(source, trace):
                     result, advice = analyze_and_advise(
                         source, ranks=rank or None, workers=workers,
                         progress=lambda done, total: bar.update(completed=done, total=total),
                         keep_warmup=keep_warmup, executor=executor, device=device)
-                loaded = _timeline_trace(source, rank, result) if renderer.wants_trace \
+                loaded = timeline_trace(source, rank, result) if renderer.wants_trace \
                     else None
         finally:
             if started is not None:
@@ -138,7 +138,7 @@ def sources(traces: list[Path], save: Path | None, one: Any = hermes_trace) -> I
 
 
 @contextlib.contextmanager
-def _as_rank_failure(source: Any, src: Path) -> Iterator[None]:
+def as_rank_failure(source: Any, src: Path) -> Iterator[None]:
     """A trace imported in memory is analyzed in this process: a failure of its analysis is
     the one-line error a trace path's failed rank gives (the executor's), never a traceback."""
     from hermes.errors import HermesError
@@ -156,7 +156,7 @@ def _as_rank_failure(source: Any, src: Path) -> Iterator[None]:
                           path=src) from None
 
 
-def _timeline_trace(source: Any, rank: list[int] | None, result: Any) -> Any:
+def timeline_trace(source: Any, rank: list[int] | None, result: Any) -> Any:
     """The events a renderer that draws a timeline reads (its columns, the ranks analyzed):
     loaded from a trace path (but its files the analysis could not read), or taken from a
     trace imported in memory."""

@@ -12,7 +12,7 @@ from hermes.commands._util import check_output_path, dumps, progress, shown
 from hermes.errors import ImportFormatError, UsageError
 
 
-def _expand(sources: list[Path]) -> list[Path]:
+def expand_sources(sources: list[Path]) -> list[Path]:
     """Check the sources exist; a directory no importer claims stands for its trace files."""
     from hermes.collectors import importers
 
@@ -58,7 +58,7 @@ def dedupe(files: list[Path]) -> tuple[list[Path], list[str]]:
     return kept, notes
 
 
-def _pick(sources: list[Path], forced: str | None) -> Any:
+def pick_importer(sources: list[Path], forced: str | None) -> Any:
     from hermes.collectors import importers
 
     if forced:
@@ -197,7 +197,7 @@ def register(app: typer.Typer) -> None:
                                    help="Replace a non-empty --out directory that is not a "
                                         "Hermes trace."),
     ) -> int:
-        files, notes = dedupe(_expand(sources))
+        files, notes = dedupe(expand_sources(sources))
         options = _options(files, rank, device)
         if max_bytes is not None:
             options["max_bytes"] = max_bytes
@@ -205,7 +205,7 @@ def register(app: typer.Typer) -> None:
             from hermes.trace import comm_patterns as patterns
 
             options["comm_patterns"] = patterns.load(comm_patterns)
-        importer = _pick(files, source_format)
+        importer = pick_importer(files, source_format)
         _use_system_allocator()
         check_output_path(out, files, file_only=out.suffix == ".parquet")
         from hermes.trace.writer import check_trace_destination

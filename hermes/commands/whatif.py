@@ -20,14 +20,14 @@ def load_any(path: Path) -> Any:
     if path.suffix == ".parquet" or (path.is_dir() and any(path.glob("*.parquet"))):
         return load(path)
     from hermes.collectors import importers
-    from hermes.commands.import_ import _expand, _pick
+    from hermes.commands.import_ import expand_sources, pick_importer
 
     # a directory no importer claims stands for its trace files (one per rank), as in import
-    files = _expand([path]) if path.is_dir() else [path]
+    files = expand_sources([path]) if path.is_dir() else [path]
     if importers.detect(files[0]) is None:
         raise UsageError(f"{path}: not a Hermes trace and no importer recognizes it",
                          hint="see hermes import --help")
-    imp = _pick(files, None)
+    imp = pick_importer(files, None)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "trace.parquet"
         imp.run(files, out, {})

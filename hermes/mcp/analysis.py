@@ -58,11 +58,11 @@ def analyzed(ws: Workspace, arg: object, keep_warmup: bool = False) -> tuple[Ana
 
 def _analyze(path: Path, keep_warmup: bool) -> Analyzed:
     from hermes.commands._util import hermes_source
-    from hermes.commands.analyze import _as_rank_failure
+    from hermes.commands.analyze import as_rank_failure
     from hermes.pipeline import analyze_and_advise
     from hermes.report import RENDERERS
 
-    with hermes_source(path) as source, _as_rank_failure(source, path):
+    with hermes_source(path) as source, as_rank_failure(source, path):
         result, advice = analyze_and_advise(source, keep_warmup=keep_warmup)
     doc = json.loads(RENDERERS.get("json")(result, advice))
     return Analyzed(result, advice, doc)
@@ -75,14 +75,14 @@ KERNEL_SORTS = {"total_ns": True, "count": True, "mean_ns": True, "max_ns": True
 
 def kernel_table(a: Analyzed) -> list[dict[str, Any]]:
     """Every kernel name over all ranks with the figures of ``computation.top_kernels`` (the
-    same aggregation, :func:`hermes.analyzers.engine.result._kernel_totals`, not cut at its
+    same aggregation, :func:`hermes.analyzers.engine.result.kernel_totals`, not cut at its
     20 rows), sorted as that table is: by total time, descending, ties in first-seen order."""
     if a.kernels is not None:
         return a.kernels
-    from hermes.analyzers.engine.result import KERNEL_KEYS, _kernel_totals, jsonable
+    from hermes.analyzers.engine.result import KERNEL_KEYS, jsonable, kernel_totals
 
     an = a.analysis
-    agg = _kernel_totals([rr["computation"].tables.get("kernels") for rr in
+    agg = kernel_totals([rr["computation"].tables.get("kernels") for rr in
                           an.per_rank.values() if "computation" in rr])
     rows: list[dict[str, Any]] = []
     if agg is not None and len(agg):

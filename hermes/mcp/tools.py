@@ -148,7 +148,7 @@ def report(ws: an.Workspace, trace: str, top: int = 10) -> dict[str, Any]:
     """``hermes analyze TRACE --format html --out FILE``, FILE in the server's output folder
     named by the trace and its content hash (an unchanged trace's report is written once)."""
     from hermes.commands._util import check_output_path, hermes_source, write_text_atomic
-    from hermes.commands.analyze import _timeline_trace
+    from hermes.commands.analyze import timeline_trace
     from hermes.report import RENDERERS
 
     path, digest = ws.trace(trace)
@@ -161,7 +161,7 @@ def report(ws: an.Workspace, trace: str, top: int = 10) -> dict[str, Any]:
             ws.out_dir.mkdir(parents=True, exist_ok=True)
             check_output_path(out, [path], file_only=True)
             with hermes_source(path) as source:
-                loaded = _timeline_trace(source, None, a.analysis)
+                loaded = timeline_trace(source, None, a.analysis)
                 html = RENDERERS.get("html")(a.analysis, a.advice, int(top), trace=loaded)
             write_text_atomic(out, html)
             written = True
