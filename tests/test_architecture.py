@@ -275,10 +275,20 @@ def _test_modules() -> dict[str, Path]:
             for f in (ROOT / "tests").rglob("*.py")}
 
 
+def compiled_modules() -> set[str]:
+    """Module names of the C extensions (a ``NAME.c`` beside the package's modules)."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    out = set()
+    for pkg, folder in cfg["package-dir"].items():
+        for f in (ROOT / folder).rglob("*.c"):
+            out.add(".".join([pkg, *f.relative_to(ROOT / folder).with_suffix("").parts]))
+    return out
+
+
 def test_no_module_uses_another_modules_private_names():
     mods = modules()
     everything = {**mods, **_test_modules()}
-    names = set(mods) | set(_test_modules())
+    names = set(mods) | set(_test_modules()) | compiled_modules()
     bad = [u for m, f in everything.items()
            for u in private_uses(m, ast.parse(f.read_text(), str(f)), names)]
     assert bad == []

@@ -29,7 +29,7 @@ def usable_cpus() -> int:
 
 
 #: the first line of a child's output (what follows is the child's: Arrow IPC here)
-_MAGIC = b"HERMES-ARROW\n"
+MAGIC = b"HERMES-ARROW\n"
 #: what the child writes to its pipe once all of its output is in the file
 _WRITTEN = b"\x01"
 
@@ -69,7 +69,7 @@ class Pending:
 
     def output(self, mapped: bool = True) -> Any:
         """Wait until the child has written all of its output, then its file, positioned after
-        :data:`_MAGIC`: mapped (the buffers read from it stay mapped: no copy), or with
+        :data:`MAGIC`: mapped (the buffers read from it stay mapped: no copy), or with
         ``mapped=False`` opened for reading (what is read is copied: memory bounded by what is
         held); None when the child ended without (its descriptors are closed either way)."""
         import pyarrow as pa
@@ -78,7 +78,7 @@ class Pending:
             if self._wait_written():
                 path = f"/proc/self/fd/{self.fd}"
                 src = pa.memory_map(path) if mapped else pa.OSFile(path)
-                if src.read(len(_MAGIC)) == _MAGIC:
+                if src.read(len(MAGIC)) == MAGIC:
                     return src
         except (OSError, pa.ArrowInvalid):
             pass
@@ -192,14 +192,14 @@ _held: tuple[int, ...] = ()
 
 
 def write_out(fd: int, written: int, write: Callable[[BinaryIO], None]) -> None:
-    """A forked child's end: :data:`_MAGIC` and ``write(fh)`` to its output ``fd``, then, once
+    """A forked child's end: :data:`MAGIC` and ``write(fh)`` to its output ``fd``, then, once
     all of it is written, :data:`_WRITTEN` on the pipe ``written`` (the parent reads it then)
     and exit 0; exit non-zero, having said nothing, on any failure. Nothing of the parent's
     (atexit handlers, buffered output) runs here."""
     code = 1
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(_MAGIC)
+            fh.write(MAGIC)
             write(fh)
         if written >= 0:
             os.write(written, _WRITTEN)

@@ -33,8 +33,8 @@ import threading
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hermes.collectors.importers.child import (  # noqa: F401 - _MAGIC: what tests write
-    _MAGIC,
+from hermes.collectors.importers.child import (  # noqa: F401 - MAGIC: what tests write
+    MAGIC,
     Pending,
     fork_child,
     write_out,

@@ -32,7 +32,7 @@ def light_params(command: Any) -> None:
             return
         kind = _kind(desc)
         if kind is not None:
-            param._runtime_param = _Light(desc, kind, build_runtime_param, coerce_cli_path)
+            param._runtime_param = Light(desc, kind, build_runtime_param, coerce_cli_path)
 
     todo = [command]
     while todo:
@@ -76,7 +76,7 @@ def _kind(desc: Any) -> tuple[type, bool] | None:
     return ann, many
 
 
-class _Light:
+class Light:
     """typer's ``RuntimeParam.coerce`` for plain values; typer's own for the rest."""
 
     def __init__(self, desc: Any, kind: tuple[type, bool], build: Any, coerce_path: Any) -> None:

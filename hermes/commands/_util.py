@@ -137,8 +137,8 @@ def write_text_atomic(path: Path, text: str) -> None:
                                    dir=path.parent or ".")
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(text)
-        from hermes.trace.writer import _publish  # normal permissions, then rename
-        _publish(Path(tmp), path)
+        from hermes.trace.writer import publish  # normal permissions, then rename
+        publish(Path(tmp), path)
     except OSError as exc:
         raise os_error(exc, path) from None
     finally:

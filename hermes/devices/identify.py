@@ -18,7 +18,6 @@ and is unknown otherwise (``supports``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 

@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 from hermes.errors import OutputError, TraceFormatError
 from hermes.trace.chrome_text import FLOW_FIELDS, codes, format_batch, format_flows, mask_of
 from hermes.trace.meta import TraceMeta
-from hermes.trace.reader import _check_columns, _open, conform, read_meta, trace_files
+from hermes.trace.reader import check_columns, conform, open_parquet, read_meta, trace_files
 from hermes.trace.schema import COLUMN_NAMES, DEVICE_LANES
 from hermes.trace.textsafe import clean_text, dumps
 from hermes.trace.unreadable import UNREADABLE, row_data_error
@@ -89,9 +89,9 @@ def _row_groups(path: str | os.PathLike[str], columns: list[str],
     """Yield (file, meta, batch) per record batch of every row group, in v1 types; a file
     is announced by (file, meta, None) before its batches."""
     for f in trace_files(path):
-        pf = _open(f)
+        pf = open_parquet(f)
         meta = read_meta(f, pf)
-        _check_columns(f, pf.schema_arrow)
+        check_columns(f, pf.schema_arrow)
         yield f, meta, None
         present = [c for c in columns if c in pf.schema_arrow.names]
         for batch in _batches(pf, f, present):

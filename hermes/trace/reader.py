@@ -118,7 +118,7 @@ def reread(read: Callable[[], _T], tries: int = 32) -> _T:
     return read()
 
 
-def _open(f: Path) -> pq.ParquetFile:
+def open_parquet(f: Path) -> pq.ParquetFile:
     import pyarrow.parquet as pq
 
     try:
@@ -137,7 +137,7 @@ def _open(f: Path) -> pq.ParquetFile:
 
 
 def read_meta(f: Path, pf: pq.ParquetFile | None = None) -> TraceMeta:
-    pf = pf or _open(f)
+    pf = pf or open_parquet(f)
     # The writer adds the final metadata at close, so the file-level key-value metadata
     # wins over the (earlier) copy embedded in the serialized Arrow schema.
     raw = dict(pf.schema_arrow.metadata or {})
@@ -165,7 +165,7 @@ def read_ranks(f: Path) -> tuple[int, ...]:
     """The ranks a file's footer lists (``hermes.ranks``), without parsing the rest of its
     metadata (a footer can carry every rank's clock offsets); () when it lists none. Invalid
     metadata raises as :func:`read_meta` does."""
-    pf = _open(f)
+    pf = open_parquet(f)
     kv = pf.metadata.metadata or {}
     raw = kv.get(b"hermes.ranks") or (pf.schema_arrow.metadata or {}).get(b"hermes.ranks")
     if b"hermes.schema_version" not in kv and \
@@ -180,7 +180,7 @@ def read_ranks(f: Path) -> tuple[int, ...]:
         return read_meta(f, pf).ranks  # (raises the reader's error)
 
 
-def _check_columns(f: Path, schema: pa.Schema) -> None:
+def check_columns(f: Path, schema: pa.Schema) -> None:
     names = set(schema.names)
     missing = [c.name for c in COLUMNS if not c.nullable and c.name not in names]
     if missing:
@@ -210,9 +210,9 @@ def iter_tables(path: str | os.PathLike[str], columns: Sequence[str] | None = No
                                hint=f"valid columns: {', '.join(COLUMN_NAMES)}")
     rank_set = None if ranks is None else {int(r) for r in ranks}
     for f in _files(path, skip):
-        pf = _open(f)
+        pf = open_parquet(f)
         meta = read_meta(f, pf)
-        _check_columns(f, pf.schema_arrow)
+        check_columns(f, pf.schema_arrow)
         if rank_set is not None and meta.ranks and not rank_set.intersection(meta.ranks):
             continue
         present = [c for c in want if c in pf.schema_arrow.names]
@@ -326,9 +326,9 @@ def _load_file(f: Path, columns: Sequence[str] | None, ranks: Iterable[int] | No
     if unknown:
         raise TraceFormatError(f"unknown column(s) {', '.join(unknown)}",
                                hint=f"valid columns: {', '.join(COLUMN_NAMES)}")
-    pf = _open(f)
+    pf = open_parquet(f)
     meta = read_meta(f, pf)
-    _check_columns(f, pf.schema_arrow)
+    check_columns(f, pf.schema_arrow)
     rank_set = None if ranks is None else {int(r) for r in ranks}
     if rank_set is not None and meta.ranks and not rank_set.intersection(meta.ranks):
         return None, meta

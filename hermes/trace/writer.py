@@ -142,7 +142,7 @@ def _umask() -> int:
     return mask
 
 
-def _publish(tmp: Path, final: Path) -> None:
+def publish(tmp: Path, final: Path) -> None:
     """Give the temp file normal permissions (mkstemp makes it 0600) and rename it into place."""
     os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, final)
@@ -282,7 +282,7 @@ class TraceWriter(BatchWriter):
             self._writer.add_key_value_metadata(final.to_kv())
             self._writer.close()
             self._writer = None
-            _publish(self._tmp, self.path)
+            publish(self._tmp, self.path)
         except OSError as exc:
             self.abort()
             raise OutputError(f"cannot write: {exc.strerror}; nothing was written and any "

@@ -342,7 +342,7 @@ def _args_struct(d: Path) -> list[str]:
 
 def fuzz_cases() -> list[Case]:
     """Defects the mutation fuzzer (tests/bad_inputs/fuzz.py) found, minimized."""
-    from tests.bad_inputs.make_corpus import KD_HEADER, KD_ROW, _asc, _per_command
+    from tests.bad_inputs.make_corpus import KD_HEADER, KD_ROW, asc, per_command
 
     step_trace = ("Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,"
                   "Communication,Free,Free,Stage,Bubble\n,rank,0,80.3,683.7,5.5,689.2,990.6,"
@@ -401,31 +401,31 @@ def fuzz_cases() -> list[Case]:
     comm = ('{"(0, 1)": {"step": {"hcom_broadcast__501_0@1": {"0": {"Communication Time Info": '
             '{"Start Timestamp(us)": 1695054582608213.0, "Elapse Time(ms)": Infinity}}}}}}')
     out += [Case(f"fuzz-ascend-comm-{k}", "numbers", "import",
-                 _asc("cluster_communication.json", comm.replace(*r)), needle=n)
+                 asc("cluster_communication.json", comm.replace(*r)), needle=n)
             for k, r, n in (("elapse-infinity", ("", ""), "not a finite number"),
                             ("start-1e30", ("1695054582608213.0", str(10**30)), "out of range"))]
-    out += _per_command("fuzz-parquet-schema-int4", "structure", _int4_schema,
+    out += per_command("fuzz-parquet-schema-int4", "structure", _int4_schema,
                         "Integers with less than 8 bits not implemented",
                         commands=("analyze", "report", "diff", "check"))
     out.append(Case("fuzz-parquet-args-struct", "structure", "analyze", _args_struct,
                     needle="column 'args' has type struct<a: int64>, expected string"))
     for how, needle in (("negative-dur", "negative dur_ns"), ("end-past-int64", "int64 ns range"),
                         ("empty", "no events")):
-        out += _per_command(f"fuzz-parquet-{how}", "numbers", trace_with(how), needle,
+        out += per_command(f"fuzz-parquet-{how}", "numbers", trace_with(how), needle,
                             commands=("analyze", "report", "diff", "check"))
     return [*out, *[Case(f"fuzz-ascend-json-lone-surrogate-{k}", "text", "import",
-                   _asc("trace_view.json", view % v), needle="half a UTF-16")
+                   asc("trace_view.json", view % v), needle="half a UTF-16")
               for k, v in (("name", ('"Mat\\udc80"', '"AI_CORE"')),
                            ("high-in-args", ('"Mat"', '"\\ud83dx"')),
                            ("with-nan", ('"\\udc80"', "NaN")))],
             Case("fuzz-ascend-cluster-step-rank-without-index", "structure", "import",
-                 _asc("cluster_step_trace_time.csv", step_trace.replace(",Free,Free,", ",Free,")
+                 asc("cluster_step_trace_time.csv", step_trace.replace(",Free,Free,", ",Free,")
                       .replace("990.6,990.6,", "990.6,").replace(",rank,0,", ",rank,,")),
                  needle="line 2"),
             Case("fuzz-ascend-csv-repeated-column", "structure", "import",
-                 _asc("cluster_step_trace_time.csv", step_trace), needle="repeats column"),
+                 asc("cluster_step_trace_time.csv", step_trace), needle="repeats column"),
             Case("fuzz-ascend-kernel-details-repeated-name", "structure", "import",
-                 _asc("kernel_details.csv", kd_dup + kd_row), needle="repeats column 'Name'")]
+                 asc("kernel_details.csv", kd_dup + kd_row), needle="repeats column 'Name'")]
 
 
 def cases() -> list[Case]:

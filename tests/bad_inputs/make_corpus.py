@@ -109,7 +109,7 @@ def _imp_gz(text: str) -> Callable[[Path], list[str]]:
     return _imp(gzip.compress(text.encode()), "bad.pt.trace.json.gz")
 
 
-def _asc(name: str, text: str | bytes) -> Callable[[Path], list[str]]:
+def asc(name: str, text: str | bytes) -> Callable[[Path], list[str]]:
     """Import of one Ascend profiler file ``name`` holding ``text``."""
     def build(d: Path) -> list[str]:
         prof = d / "prof" / "ASCEND_PROFILER_OUTPUT"
@@ -121,11 +121,11 @@ def _asc(name: str, text: str | bytes) -> Callable[[Path], list[str]]:
 
 
 def _asc_csv(csv_text: str | bytes) -> Callable[[Path], list[str]]:
-    return _asc("kernel_details.csv", csv_text)
+    return asc("kernel_details.csv", csv_text)
 
 
 def _asc_json(events: str) -> Callable[[Path], list[str]]:
-    return _asc("trace_view.json", events)
+    return asc("trace_view.json", events)
 
 
 def _on_trace(command: str, make: Callable[[Path], Path], *extra: str
@@ -158,7 +158,7 @@ def _keep_for(command: str) -> str | None:
 TRACE_COMMANDS = ("validate", "analyze", "report", "export", "diff", "check")
 
 
-def _per_command(cid: str, cls: str, make: Callable[[Path], Path], needle: str | None,
+def per_command(cid: str, cls: str, make: Callable[[Path], Path], needle: str | None,
                  commands: tuple[str, ...] = TRACE_COMMANDS) -> list[Case]:
     return [Case(f"{cid}-{c}", cls, c, _on_trace(c, make), needle=needle, keep=_keep_for(c))
             for c in commands]
@@ -327,7 +327,7 @@ def parquet_cases() -> list[Case]:
     }
     out: list[Case] = []
     for k, (kv, needle) in metas.items():
-        out += _per_command(f"parquet-{k}", "numbers" if "version" in k or "fractional" in k
+        out += per_command(f"parquet-{k}", "numbers" if "version" in k or "fractional" in k
                             else "structure",
                             lambda d, kv=kv: retag(d, "bad.parquet", **kv), needle,
                             commands=TRACE_COMMANDS if k in ("device-list", "peak-text")
@@ -343,8 +343,8 @@ def parquet_cases() -> list[Case]:
     def not_parquet(d: Path) -> Path:
         return write(d, "bad.parquet", b"PAR1 this is not parquet PAR1")
 
-    out += _per_command("parquet-truncated", "structure", truncated, "bad.parquet")
-    out += _per_command("parquet-garbage", "structure", not_parquet, "bad.parquet")
+    out += per_command("parquet-truncated", "structure", truncated, "bad.parquet")
+    out += per_command("parquet-garbage", "structure", not_parquet, "bad.parquet")
     return out
 
 

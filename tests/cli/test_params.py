@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes.commands._params import _Light, light_params
+from hermes.commands._params import Light, light_params
 from tests.conftest import DATA, REPO
 
 typer = pytest.importorskip("typer")
@@ -27,7 +27,7 @@ def _params() -> list:
     light_params(group)
     out = []
     for name, cmd in group.commands.items():
-        out += [(name, p) for p in cmd.params if isinstance(p._runtime_param, _Light)]
+        out += [(name, p) for p in cmd.params if isinstance(p._runtime_param, Light)]
     return out
 
 

@@ -22,8 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from hermes.trace.segments import interrupted
 from hermes.trace.validate import validate
 

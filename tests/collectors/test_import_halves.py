@@ -33,8 +33,8 @@ import os, sys
 from pathlib import Path
 from hermes.collectors import importers
 from hermes.collectors.importers.kineto import halves, reader
-reader.CHUNK_BYTES = reader._READ_BYTES = int(sys.argv[2])
-reader._CUT_WINDOW = reader._READ_BYTES // 16
+reader.CHUNK_BYTES = reader.READ_BYTES = int(sys.argv[2])
+reader._CUT_WINDOW = reader.READ_BYTES // 16
 halves.MIN_TEXT_BYTES = 0
 halves.HELPER_SHARE = float(sys.argv[3])
 imp = importers.get("kineto")

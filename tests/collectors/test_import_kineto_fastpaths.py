@@ -30,7 +30,7 @@ _ANY_PLACES = st.integers(0, 6).flatmap(lambda places: st.lists(
 @given(_ANY_PLACES)
 def test_double_times_are_used_only_when_exact(values: list[Decimal]) -> None:
     texts = [str(v).encode() for v in values]
-    want, _ = kineto_times._us_text_to_ns_numpy([msgspec.Raw(t) for t in texts], len(texts))
+    want, _ = kineto_times.us_text_to_ns_numpy([msgspec.Raw(t) for t in texts], len(texts))
     got = float_us_to_ns(np.array([float(t) for t in texts]))
     if got is not None:  # when the doubles are trusted, they give the text's answer
         assert got[0].tolist() == want.tolist() and got[1].all()

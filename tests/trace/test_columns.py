@@ -198,18 +198,18 @@ def test_list_subclasses_that_change_iteration_take_the_python_path():
 def test_compiled_passes_are_in_use_and_faster_paths_agree_on_a_real_chunk():
     """A chunk of a real trace decoded as the importer decodes it: every field read by the
     compiled passes equals the Python expression's."""
-    from hermes.collectors.importers.kineto.events import _EVENTS
+    from hermes.collectors.importers.kineto.events import EVENTS
 
     text = (b'[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1.5,"dur":2,'
             b'"args":{"correlation":3}},{"ph":"M","name":"thread_name","pid":1,"tid":"t",'
             b'"args":{"name":"main"}},{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,'
             b'"tid":9,"ts":1700000000000000.5,"dur":1.25}]')
-    evs = _EVENTS.decode(text)
+    evs = EVENTS.decode(text)
     for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args"):
         _same(columns.objects(evs, name), _py_objects(evs, name))
     raws = columns.objects(evs, "args")
     _same(columns.lengths(raws), np.fromiter(map(len, raws), np.int64, len(raws)))
-    assert columns._c is not None
+    assert columns.NATIVE
 
 
 def test_switched_off_by_the_environment():

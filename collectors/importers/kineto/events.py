@@ -108,4 +108,4 @@ def names_mode(events: list[Event]) -> int:
     return _MODES[type(events[0])][1] if events else ANY_NAMES
 
 
-_EVENTS = _Events()
+EVENTS = _Events()

@@ -104,7 +104,7 @@ class Helper:
             began, read, side, header = pickle.loads(src.read(length))
             if began != at or ident is None or read != ident:
                 return None
-            src.seek(len(child._MAGIC))
+            src.seek(len(child.MAGIC))
             stream = pa.ipc.open_stream(src)
             batches = list(stream) if mapped else stream
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error,
@@ -142,7 +142,7 @@ def start(path: Path, comm: CommPatterns, max_bytes: int) -> Helper | None:
     size = text_bytes(path)
     if size < MIN_TEXT_BYTES or threading.active_count() != 1:  # a fork copies this thread only
         return None
-    blocks = size // reader._READ_BYTES
+    blocks = size // reader.READ_BYTES
     split = int(blocks * (1 - HELPER_SHARE))
     if split < 2 or split >= blocks:  # (the first chunk holds the first two blocks)
         return None

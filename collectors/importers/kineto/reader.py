@@ -28,8 +28,8 @@ import msgspec
 
 from hermes.collectors.importers.kineto.detect import MAX_HEADER, is_gz
 from hermes.collectors.importers.kineto.events import (
-    _EVENTS,
     BOTH_FLOAT,
+    EVENTS,
     KNOWN_CATEGORIES,
     KNOWN_PHASES,
     TEXT,
@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover - a platform without its wheel: the stan
 CHUNK_BYTES = 2 * 1024 * 1024
 #: Decompressed bytes per read of the background reader thread, and how many reads it may run
 #: ahead of the decoder (zlib releases the GIL, so decompression overlaps decoding).
-_READ_BYTES = 2 * 1024 * 1024
+READ_BYTES = 2 * 1024 * 1024
 _READ_AHEAD = 4
 #: Where a chunk is cut: the first event boundary in the last this-many bytes of the text read.
 _CUT_WINDOW = 64 * 1024
@@ -85,7 +85,7 @@ class Chunk:
         if self.reader is not None:
             self.reader.time_mode = min(self.reader.time_mode, mode)
             names = self.reader.names_mode
-        events = _EVENTS.decode(self.text, mode, names)
+        events = EVENTS.decode(self.text, mode, names)
         text = self.text if time_mode(events) != TEXT else None
         return Chunk(events, self.first_index, self.byte_offset, text, self.reader)
 
@@ -107,7 +107,7 @@ class KinetoFile:
     _offset: int = 0  # decompressed offset of _buf[0]
     _prefix: bytes = b""
     _decoded: int = 0  # decompressed bytes read so far
-    _blocks_read: int = 0  # blocks (``_READ_BYTES`` each but the last) read so far
+    _blocks_read: int = 0  # blocks (``READ_BYTES`` each but the last) read so far
     _pos: int = 0  # compressed bytes read so far, as of the last block read
     _blocks: queue.Queue | None = None
     _pump: threading.Thread | None = None
@@ -139,7 +139,7 @@ class KinetoFile:
         assert self._stream is not None and self._blocks is not None
         while not self._stop.is_set():
             try:
-                block = self._stream.read(_READ_BYTES)
+                block = self._stream.read(READ_BYTES)
             except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
                 self._pos = self._tell()
                 self._blocks.put(exc)
@@ -260,7 +260,7 @@ class KinetoFile:
         events are decoded from one join of ``[``, the blocks and ``]`` (one copy of the text).
 
         ``split``: once a chunk ends in block ``split`` of the text (blocks of
-        ``_READ_BYTES``, counted from the file's start; :meth:`skip_to_block` of the same block
+        ``READ_BYTES``, counted from the file's start; :meth:`skip_to_block` of the same block
         begins there in another reader), ``at_split()`` says whether to stop there (the rest is
         read elsewhere; ``header`` stays empty) or go on.
         """
@@ -319,7 +319,7 @@ class KinetoFile:
 
     def skip_to_block(self, block: int) -> int | None:
         """Begin where :meth:`chunks`, reading the file from its start, ends the chunk it cuts
-        in block ``block`` of the text (blocks of ``_READ_BYTES``, counted from the file's
+        in block ``block`` of the text (blocks of ``READ_BYTES``, counted from the file's
         start): at the first boundary (``}, {``) in the block's last ``_CUT_WINDOW`` bytes, or
         anywhere in it if there is none there; the text before is read and dropped. From there
         on, this reader cuts the same chunks that reader does: a helper's part of the file
@@ -332,8 +332,8 @@ class KinetoFile:
         if self._stream is self._raw and self._raw is not None and block > self._blocks_read:
             # plain text: its blocks are where the file's bytes are; go there, read none before
             self._stop_pump()
-            self._raw.seek(block * _READ_BYTES)
-            self._blocks_read, self._decoded = block, block * _READ_BYTES
+            self._raw.seek(block * READ_BYTES)
+            self._blocks_read, self._decoded = block, block * READ_BYTES
             self._start_pump()
         last = b""
         while self._blocks_read <= block:
@@ -352,7 +352,7 @@ class KinetoFile:
         return Chunk(events, index, self._offset, text, self)
 
     def _decode(self, text: bytes) -> list[Event]:
-        events = _EVENTS.decode(text, self.time_mode, self.names_mode)
+        events = EVENTS.decode(text, self.time_mode, self.names_mode)
         self._text = text if time_mode(events) != TEXT else None
         if events:
             self.names_mode = min(self.names_mode, names_mode(events))

@@ -71,10 +71,10 @@ def us_text_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
             return np.where(present, ns, 0), present
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
-    return _us_text_to_ns_numpy(raws, n)
+    return us_text_to_ns_numpy(raws, n)
 
 
-def _us_text_to_ns_numpy(raws: list[msgspec.Raw], n: int) -> tuple[np.ndarray, np.ndarray]:
+def us_text_to_ns_numpy(raws: list[msgspec.Raw], n: int) -> tuple[np.ndarray, np.ndarray]:
     """Digit-by-digit fallback for text Arrow rejects (more than 3 decimals, odd values)."""
     buf = b"\n".join(raws) + b"\n"
     a = np.frombuffer(buf, dtype=np.uint8)
