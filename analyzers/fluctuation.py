@@ -20,8 +20,10 @@
   therefore not blamed on the sync that waited for it.
 * A finding per component is emitted under the co-occurring cause's id (``COMPONENTS``) with
   ``time_share`` = attributed spike excess / sum of step durations (>= ``MIN_SHARE``); its summary
-  names the step(s) and what grew. Spikes nothing explains are listed in ``unexplained_spikes``
-  (no finding: no evidence).
+  names the step(s) and what grew. Spikes nothing recorded in them explains are listed in
+  ``unexplained_spikes`` and are one ``computation.slow_node`` finding with ``reason =
+  "step_spike"`` (no cause guessed): the monitor's counters in them and what the steps the
+  trigger captured right after them show (``common/spikes.py``).
 """
 
 from __future__ import annotations

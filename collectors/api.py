@@ -138,6 +138,7 @@ class Recording:
         # Recorder state read by the Python hooks (pyhooks.Recorder).
         self.detail = False
         self.gc_ns = 0
+        self.gc_count = 0
         self.data_wait_ns = 0
         self.lane = f"thread {threading.get_native_id()}"
         self.step_no = 0
@@ -219,8 +220,9 @@ class Recording:
                 extra["detailed"] = True  # capture slowed it: keep it out of the detector
             if info.rank == self.rank:
                 extra.setdefault("gc_ns", self.gc_ns)
+                extra.setdefault("gc_count", self.gc_count)
                 extra.setdefault("data_wait_ns", self.data_wait_ns)
-                self.gc_ns = self.data_wait_ns = 0
+                self.gc_ns = self.data_wait_ns = self.gc_count = 0
             self.monitor.on_step(StepInfo(**{**info.__dict__, "extra": extra}))
             self._host_steps += 1
             if self._host_steps >= self.flush_steps:  # batched: one table per many steps

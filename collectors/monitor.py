@@ -44,6 +44,7 @@ COUNTERS: dict[str, str] = {
     "host_cpu_pct": "%",
     "host_rss_bytes": "B",
     "gc_ms": "ms",
+    "gc_collections": "1",
     "data_wait_ms": "ms",
 }
 _ARGS = {name: json.dumps({"unit": unit, "source": "monitor"}) for name, unit in COUNTERS.items()}
@@ -97,7 +98,7 @@ class Monitor:
 
     ``peak_flops`` (FLOP/s of the whole device) turns known step FLOPs into MFU;
     ``on_slow`` callbacks receive each :class:`SlowStep` (the coarse-to-fine trigger listens).
-    ``StepInfo.extra`` may carry ``gc_ns`` and ``data_wait_ns`` (per-step totals from the
+    ``StepInfo.extra`` may carry ``gc_ns``, ``gc_count`` and ``data_wait_ns`` (per-step totals from the
     Python hooks), which become the ``gc_ms`` and ``data_wait_ms`` counters, and
     ``detailed=True`` for a step captured in detail, which the detector skips. ``domains``
     (rank -> communication domain) groups ranks for stage 2 (:meth:`summary`).
@@ -213,9 +214,10 @@ class Monitor:
         if self._host is not None:
             figures["host_cpu_pct"], figures["host_rss_bytes"] = self._host.sample(
                 time.perf_counter_ns())
-        for key, name in (("gc_ns", "gc_ms"), ("data_wait_ns", "data_wait_ms")):
+        for key, name in (("gc_ns", "gc_ms"), ("data_wait_ns", "data_wait_ms"),
+                          ("gc_count", "gc_collections")):
             if info.extra.get(key):
-                figures[name] = info.extra[key] / 1e6
+                figures[name] = info.extra[key] / (1.0 if name == "gc_collections" else 1e6)
         end = int(info.end_ns)
         for name, value in figures.items():
             if value is not None:

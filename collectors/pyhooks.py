@@ -8,7 +8,8 @@ read. A recorder has:
   data waits become events only then (the monitor still gets the per-step GC and data-wait
   totals every step);
 * ``record(kind, name, ts_ns, dur_ns, args)``: buffer one host event of the current step;
-* ``gc_ns`` / ``data_wait_ns``: per-step totals in ns, read and reset by the monitor.
+* ``gc_ns`` / ``data_wait_ns``: per-step totals in ns, and ``gc_count`` (collections), read
+  and reset by the monitor.
 
 Times are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC), the clock the session measures steps on.
 """
@@ -30,6 +31,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Recorder(Protocol):
     detail: bool
     gc_ns: int
+    gc_count: int
     data_wait_ns: int
 
     def record(self, kind: str, name: str, ts_ns: int, dur_ns: int,
@@ -101,6 +103,7 @@ def _gc_callback(phase: str, info: dict[str, Any]) -> None:
         return
     dur = perf_counter_ns() - t0
     rec.gc_ns += dur
+    rec.gc_count += 1
     if rec.detail:
         rec.record("gc", f"gc gen{info.get('generation', '?')}", t0, dur,
                    json.dumps({"generation": info.get("generation"),

@@ -25,8 +25,8 @@ import pandas as pd
 from hermes.analyzers.common.names import is_
 
 #: monitor counters quoted in a spike's evidence (name -> rounding)
-COUNTERS = {"host_cpu_pct": 1, "host_rss_bytes": 0, "gc_ms": 3, "data_wait_ms": 3,
-            "samples_per_s": 1}
+COUNTERS = {"host_cpu_pct": 1, "host_rss_bytes": 0, "gc_ms": 3, "gc_collections": 0,
+            "data_wait_ms": 3, "samples_per_s": 1}
 
 
 def detailed(ev: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:

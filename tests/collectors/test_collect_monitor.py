@@ -30,7 +30,7 @@ def test_monitor_figures_by_hand() -> None:
     # 200 ms step, 150 ms device busy, 64 samples, 4096 tokens, 5e13 FLOP, 1 GB in 50 ms.
     m.on_step(StepInfo(0, 7, 1_000 * MS, 1_200 * MS, device_busy_ns=150 * MS, samples=64,
                        tokens=4096, flops=5e13, comm_bytes=10**9, comm_ns=50 * MS,
-                       queue_depths={"device": 2}, extra={"gc_ns": 3 * MS}))
+                       queue_depths={"device": 2}, extra={"gc_ns": 3 * MS, "gc_count": 4}))
     df = _rows_of(got)
     step = df[df.kind == "step"].iloc[0]
     assert (step.ts_ns, step.dur_ns, step.step, step.flops) == (1_000 * MS, 200 * MS, 7, 5e13)
@@ -42,6 +42,7 @@ def test_monitor_figures_by_hand() -> None:
     assert c["mfu_pct"] == pytest.approx(25.0)  # 2.5e14 / 1e15
     assert c["comm_bw_GBps"] == pytest.approx(20.0)  # 1e9 B / 0.05 s
     assert c["gc_ms"] == pytest.approx(3.0)
+    assert c["gc_collections"] == 4.0  # collections in the step, a count
     assert c["queue.device"] == 2.0
     assert (df[df.kind == "counter"].ts_ns == 1_200 * MS).all()
     assert check_events(to_table(df).to_pandas()) == []
