@@ -41,6 +41,8 @@ DEFAULT_INTERVAL_S = 0.005
 #: the sampler's own CPU time is kept under this share of one core: the wait between samples
 #: grows to cost / BUDGET when a sample costs more (deep, fast-changing stacks)
 BUDGET = 0.02
+#: the longest wait between samples, in intervals, whatever a sample costs
+MAX_WAIT = 4
 #: name prefix of a frame of Hermes's own hooks (the collector's time, not the job's)
 OWN = "[hermes] "
 MAX_DEPTH = 64
@@ -111,6 +113,7 @@ class StackSampler:
         self.session = session
         self.interval_s = max(0.0005, float(interval_s))
         self.interval_ns = int(self.interval_s * 1e9)
+        self.max_wait_s = self.interval_s * MAX_WAIT
         self.idle_s = max(self.interval_s, idle_s)
         self.samples = 0
         self.busy_ns = 0  # the sampler thread's CPU time (its cost to the job)
@@ -173,7 +176,7 @@ class StackSampler:
                 self._wake.clear()
                 continue
             if prev:  # (time.sleep: cheaper than an Event's timed wait, in C)
-                sleep(max(self.interval_s, self._cost_ns / BUDGET / 1e9))
+                sleep(min(max(self.interval_s, self._cost_ns / BUDGET / 1e9), self.max_wait_s))
                 if self._stop.is_set():
                     break
             if s.closed or not s.detail:
@@ -201,7 +204,9 @@ class StackSampler:
             self.samples += 1
             cost = thread_time_ns() - cpu0
             self.busy_ns += cost
-            self._cost_ns += (cost - self._cost_ns) / 8  # a running mean of the last few
+            # a running mean of the last few (one slow sample -- a hook, a page fault -- must
+            # not stop sampling: clipped, and the wait capped at MAX_WAIT intervals)
+            self._cost_ns += (min(cost, self.interval_ns * BUDGET * MAX_WAIT) - self._cost_ns) / 8
         self._close(stack, 0, prev or perf_counter_ns(), step)
         self._top = None
 
