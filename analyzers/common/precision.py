@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers.common.opinfo import arg_values
 from hermes.analyzers.engine.base import RankContext
 from hermes.devices.dtypes import is_matmul, matmul_mix
 from hermes.devices.identify import identify
@@ -42,10 +43,17 @@ def _distinct(ev: pd.DataFrame, col: str) -> pd.Series:
     return pd.Series(np.asarray(vals, dtype=object), dtype=object).astype(str).str.lower()
 
 
-def _recorded(ev: pd.DataFrame, k: pd.DataFrame, mm: np.ndarray) -> pd.Series:
-    """Per task: the ``Input type`` list its host operator recorded (``record_shapes``), else
-    None; read once per distinct host operator row."""
+def _recorded(ev: pd.DataFrame, k: pd.DataFrame, mm: np.ndarray,
+              args: pd.Series | None = None) -> pd.Series:
+    """Per task: the ``Input type`` list its host operator recorded (``record_shapes``, read
+    once per distinct host operator row), else the task's own recorded input dtypes (Ascend
+    ``Input Data Types``: ``args``, the task table's args indexed by task position), else None."""
     out = np.full(len(k), None, object)
+    if args is not None and len(args):
+        own = arg_values(args, "input_data_types", "Input Data Types")
+        pos = args.index.to_numpy(np.int64)
+        ok = (pos < len(k)) & own.notna().to_numpy(bool)
+        out[pos[ok]] = own.to_numpy(object)[ok]
     if "host_row" not in k.columns or not has_args(ev):
         return pd.Series(out, dtype=object)
     hr = k["host_row"].to_numpy(np.int64)
@@ -59,7 +67,7 @@ def _recorded(ev: pd.DataFrame, k: pd.DataFrame, mm: np.ndarray) -> pd.Series:
     return pd.Series(out, dtype=object)
 
 
-def facts(ctx: RankContext, k: pd.DataFrame) -> dict[str, Any]:
+def facts(ctx: RankContext, k: pd.DataFrame, args: pd.Series | None = None) -> dict[str, Any]:
     """The device, the matmul dtype mix and the parallelism the trace shows, for rank ``ctx``
     whose device tasks are ``k`` (name, family, dur_ns, elem, unit)."""
     ev = ctx.events
@@ -77,7 +85,7 @@ def facts(ctx: RankContext, k: pd.DataFrame) -> dict[str, Any]:
         mm = fam | is_matmul(names)
         elem = pd.Series(k["elem"].to_numpy(np.float64) if "elem" in k.columns
                          else np.full(len(k), np.nan)).map(ELEM_DTYPE)
-        mix = matmul_mix(names, k["dur_ns"].to_numpy(np.float64), recorded=_recorded(ev, k, mm),
+        mix = matmul_mix(names, k["dur_ns"].to_numpy(np.float64), recorded=_recorded(ev, k, mm, args),
                          matmul=mm, fallback=elem)
     all_names = _distinct(ev, "name")
     # host-side names only for annotations (kernel names carry tile "stage" counts)

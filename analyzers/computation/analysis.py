@@ -201,7 +201,7 @@ def computation(ctx: RankContext) -> AnalyzerResult:
         / total_dev if total_dev else 0.0,
         "family_basis_pct": 100.0 * float(ks.dur[ks.family_basis].sum())
         / total_dev if total_dev else 0.0,
-        **devicework.mfu(k, step_total, pk), "precision": precision.facts(ctx, k),
+        **devicework.mfu(k, step_total, pk), "precision": precision.facts(ctx, k, args),
     })
     res.tables.update({"tasks": k.drop(columns=["args", "host_row", "shape", "lane",
                                                 "coll_group", "coll_bytes", "coll_seq",
