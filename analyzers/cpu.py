@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.common import pytime
-from hermes.analyzers.common import hostcalls
+from hermes.analyzers.common import hostcalls, pytime
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.nesting import innermost_active, node_order

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.common import spikes as sp
 from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common import spikes as sp
 from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.spans import data_wait_mask, per_step_ns, spans
 from hermes.analyzers.common.steps import step_windows

@@ -7,8 +7,8 @@ variant, of the step's wall time and of the process's CPU time in the step (ever
 the collector's, the PyTorch profiler's): the pooled median and the paired ratio (median over
 rounds of run median / the same round's ``none`` run median). The CPU paired ratio is judged
 against the targets: on a shared machine the wall time moves with the other load far more than
-any collector costs. ``auto`` leaves out the steps its trigger captured in detail (``collector.requests``
-in its trace): its target is the cost outside detail windows.
+any collector costs. ``auto`` leaves out the steps its trigger captured in detail
+(``collector.requests`` in its trace): its target is the cost outside detail windows.
 """
 
 from __future__ import annotations

@@ -98,8 +98,9 @@ class Monitor:
 
     ``peak_flops`` (FLOP/s of the whole device) turns known step FLOPs into MFU;
     ``on_slow`` callbacks receive each :class:`SlowStep` (the coarse-to-fine trigger listens).
-    ``StepInfo.extra`` may carry ``gc_ns``, ``gc_count`` and ``data_wait_ns`` (per-step totals from the
-    Python hooks), which become the ``gc_ms`` and ``data_wait_ms`` counters, and
+    ``StepInfo.extra`` may carry ``gc_ns``, ``gc_count`` and ``data_wait_ns`` (per-step totals
+    from the Python hooks), which become the ``gc_ms``, ``gc_collections`` and
+    ``data_wait_ms`` counters, and
     ``detailed=True`` for a step captured in detail, which the detector skips. ``domains``
     (rank -> communication domain) groups ranks for stage 2 (:meth:`summary`).
     """

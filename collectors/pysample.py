@@ -95,7 +95,7 @@ class _Open:
 def _common(stack: list[_Open], frames: list[Any]) -> int:
     """How many outermost frames of a sample are the open ones (the same frame objects)."""
     same = 0
-    for op, fr in zip(stack, frames):
+    for op, fr in zip(stack, frames, strict=False):
         if op.frame is not fr:
             break
         same += 1
