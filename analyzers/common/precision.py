@@ -85,7 +85,8 @@ def facts(ctx: RankContext, k: pd.DataFrame, args: pd.Series | None = None) -> d
         mm = fam | is_matmul(names)
         elem = pd.Series(k["elem"].to_numpy(np.float64) if "elem" in k.columns
                          else np.full(len(k), np.nan)).map(ELEM_DTYPE)
-        mix = matmul_mix(names, k["dur_ns"].to_numpy(np.float64), recorded=_recorded(ev, k, mm, args),
+        mix = matmul_mix(names, k["dur_ns"].to_numpy(np.float64),
+                         recorded=_recorded(ev, k, mm, args),
                          matmul=mm, fallback=elem)
     all_names = _distinct(ev, "name")
     # host-side names only for annotations (kernel names carry tile "stage" counts)

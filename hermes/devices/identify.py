@@ -18,8 +18,9 @@ and is unknown otherwise (``supports``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -102,7 +103,7 @@ class Identified:
         return min(ratios) if ratios else None
 
     def fastest(self, among: Iterable[str]) -> str | None:
-        """The fastest of ``among`` that every candidate supports (by the first candidate's peaks)."""
+        """The fastest of ``among`` every candidate supports (by the first candidate's peaks)."""
         pool = self._pool()
         ok = [d for d in among if self.supports(d)]
         if not pool or not ok:

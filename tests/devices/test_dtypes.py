@@ -44,7 +44,7 @@ NOT_MATMUL = ["void fbgemm_gpu::permute_2D_data_kernel<false, int>(int)",
 def test_kernel_names_give_their_dtype() -> None:
     s = pd.Series(list(NAMES))
     assert is_matmul(s).all()
-    assert dict(zip(NAMES, name_dtypes(s))) == NAMES
+    assert dict(zip(NAMES, name_dtypes(s), strict=True)) == NAMES
     assert not is_matmul(pd.Series(NOT_MATMUL)).any()
 
 
