@@ -22,7 +22,7 @@ from pathlib import Path
 
 #: ``hermes analyze``'s options that take a value (the next argument, or ``--opt=value``)
 VALUE_OPTIONS = frozenset({"--format", "-f", "--out", "-o", "--rank", "-r", "--top",
-                           "--workers", "-j", "--scheduler", "--save-trace"})
+                           "--workers", "-j", "--scheduler", "--save-trace", "--device"})
 #: ``hermes analyze``'s options that take none
 FLAG_OPTIONS = frozenset({"--allow-missing", "--keep-warmup"})
 #: any of these: no import is started (help, another process or cluster does the work, a

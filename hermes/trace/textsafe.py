@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:  # (imported where used: the CLI imports this module before numpy)
+    import pyarrow as pa
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -82,6 +83,7 @@ def _decoded(values: list[bytes | None]) -> tuple[list[str | None], list[int]]:
 def repair_utf8(arr: pa.Array) -> tuple[pa.Array, int]:
     """``arr`` (string, large string or dictionary of strings) with invalid UTF-8 replaced, and
     the number of values (rows) changed; 0: ``arr`` itself, checked in one C pass."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     target = arr.dictionary if pa.types.is_dictionary(arr.type) else arr
