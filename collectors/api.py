@@ -229,13 +229,13 @@ class Recording:
                 self._flush_host()
             if info.rank == self.rank:  # how far the run got, even if it dies unsaved
                 self.fine.progress(info.rank, info.step)
+            if source == "runtime" and info.rank == self.rank:  # (before a checkpoint writes
+                self._learn_shift(info, t0)  # host rows: they go out on the runtime's clock)
             # the first completed step is saved at once, later ones every flush_seconds
             if not self._checkpoints or t0 - self._last_checkpoint >= self.flush_seconds * 1e9:
                 self._checkpoint(t0)
             if self.trigger is not None:
                 self.trigger.step_ended(info.step)
-            if source == "runtime" and info.rank == self.rank:
-                self._learn_shift(info, t0)
             self._events_entry = None
             if info.rank == self.rank:
                 self.step_no = info.step + 1
