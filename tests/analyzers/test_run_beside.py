@@ -71,7 +71,7 @@ def test_no_thread_where_it_should_not(monkeypatch: pytest.MonkeyPatch) -> None:
     tr = import_in_memory(SRC)
     run.load_analyzers()
     monkeypatch.setattr(run, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(run, "_Beside", lambda *a: pytest.fail("a thread was started"))
+    monkeypatch.setattr(run, "Beside", lambda *a: pytest.fail("a thread was started"))
     run.run_rank(0, tr.events, tr.meta, packed=True)  # a worker's rank: the cores are theirs
     monkeypatch.setattr(run, "RELEASE_MIN_EVENTS", 10)  # a big rank: memory one at a time
     run.run_rank(0, tr.events, tr.meta)
