@@ -35,7 +35,7 @@ import pandas as pd
 from hermes.analyzers.common import hostcalls, pytime
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
-from hermes.analyzers.common.nesting import innermost_active, node_order
+from hermes.analyzers.common.nesting import event_nodes
 from hermes.analyzers.common.spans import device_idle, per_step_ns, spans, top_names, windows_union
 from hermes.analyzers.common.steps import fine_windows, window_note
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
@@ -115,18 +115,7 @@ def self_ns(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     n = idx.size
     if n == 0:
         return out
-    s = ev["ts_ns"].to_numpy(np.int64)[idx]
-    d = ev["dur_ns"].to_numpy(np.int64)[idx]
-    lane = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)[idx]
-    t = np.concatenate([s, s + d])
-    ln = np.concatenate([lane, lane])
-    st = np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)])
-    eid = np.concatenate([np.arange(n), np.arange(n)])
-    # equal times: ends before starts; starts outer (longer) first; ends inner first (one
-    # int64 key sorted stably, as the critical path orders its nodes)
-    order = node_order(eid, np.concatenate([-d, d]), st, t, ln)
-    t, ln, st, eid = t[order], ln[order], st[order], eid[order]
-    active = innermost_active(st, eid, ln)
+    t, ln, st, eid, active = event_nodes(ev, idx)
     owner = active[:-1]
     seg = t[1:] - t[:-1]
     ok = (owner >= 0) & (ln[1:] == ln[:-1])

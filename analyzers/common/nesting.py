@@ -68,3 +68,22 @@ def sort_by_key(key: np.ndarray, tie: np.ndarray) -> np.ndarray:
         p = np.flatnonzero(m)
         a[p] = a[p][np.lexsort((tie[a[p]], ks[p]))]
     return a
+
+
+def event_nodes(ev, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                              np.ndarray]:
+    """The start and end nodes of the events ``idx`` (rows of the frame ``ev``) in lane and
+    time order -- at equal times ends before starts, starts outer (longer) first, ends inner
+    first -- and the innermost event active after each: (t, lane, is_start, event position in
+    ``idx``, active)."""
+    n = idx.size
+    s = ev["ts_ns"].to_numpy(np.int64)[idx]
+    d = ev["dur_ns"].to_numpy(np.int64)[idx]
+    lane = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)[idx]
+    t = np.concatenate([s, s + d])
+    ln = np.concatenate([lane, lane])
+    st = np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)])
+    eid = np.concatenate([np.arange(n), np.arange(n)])
+    order = node_order(eid, np.concatenate([-d, d]), st, t, ln)
+    t, ln, st, eid = t[order], ln[order], st[order], eid[order]
+    return t, ln, st, eid, innermost_active(st, eid, ln)

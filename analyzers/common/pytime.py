@@ -23,7 +23,7 @@ import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
-from hermes.analyzers.common.nesting import innermost_active, node_order
+from hermes.analyzers.common.nesting import event_nodes
 from hermes.analyzers.common.spans import spans
 from hermes.trace.args import args_of
 
@@ -59,17 +59,8 @@ def split(ev: pd.DataFrame, dispatch: np.ndarray, claimed: iv.Union
 def _segments(ev: pd.DataFrame, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(owner position in ``idx``, segment start, segment end): each lane's timeline cut at
     every frame start/end, each piece owned by the innermost frame active there."""
-    n = idx.size
-    s = ev["ts_ns"].to_numpy(np.int64)[idx]
-    d = ev["dur_ns"].to_numpy(np.int64)[idx]
-    lane = ev["lane"].astype("category").cat.codes.to_numpy().astype(np.int64)[idx]
-    t = np.concatenate([s, s + d])
-    ln = np.concatenate([lane, lane])
-    st = np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)])
-    eid = np.concatenate([np.arange(n), np.arange(n)])
-    order = node_order(eid, np.concatenate([-d, d]), st, t, ln)
-    t, ln, st, eid = t[order], ln[order], st[order], eid[order]
-    owner = innermost_active(st, eid, ln)[:-1]
+    t, ln, st, eid, active = event_nodes(ev, idx)
+    owner = active[:-1]
     ok = (owner >= 0) & (ln[1:] == ln[:-1]) & (t[1:] > t[:-1])
     return owner[ok], t[:-1][ok], t[1:][ok]
 
