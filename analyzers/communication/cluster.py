@@ -11,6 +11,8 @@ trace has no wait figures, transmission causes are judged with the wait removed
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -19,6 +21,7 @@ from hermes.analyzers.communication.rank import (
     COLUMNS,
     MATRIX_COLUMNS,
     P2P,
+    PRE_PARTS,
     comm_finding,
     transmission_costs,
 )
@@ -28,6 +31,22 @@ from hermes.findings import MIN_SHARE, Finding
 #: collectives-table columns the cluster reduce reads (sync_table, the per-rank waits,
 #: transmission_costs and the findings' top operators)
 REDUCE_COLUMNS = [c for c in COLUMNS if c not in ("wait_ns", "link", "peer", "bw_GBps")]
+#: A set of ranks *holds the job back* when the waits they cause (the other ranks' waits at the
+#: collectives they reach last) are at least this share of all waiting, and the set is at most
+#: half of the job's ranks; otherwise no rank is consistently last (arrival jitter).
+HOLD_BACK_MIN = 2 / 3
+#: Waiting that no rank in particular causes (jitter) is a finding only from this share of step
+#: time: below it, it is the ordinary spread of arrivals, nothing to act on.
+JITTER_MIN_SHARE = 0.05
+#: What a late rank did instead of arriving, per part of ``PRE_PARTS``, for its summary.
+DID_INSTEAD = {
+    "compute": "computing on its device",
+    "io": "loading data",
+    "sync": "waiting on its device (host-device synchronization)",
+    "host": "in host work (operators, launches)",
+    "unrecorded": "with nothing recorded (unattributed: code the profiler did not capture -- "
+                  "Python without with_stack, sleeps, file or network I/O, another process)",
+}
 
 
 def _per_rank(ctx: ClusterContext, name: str) -> dict[int, AnalyzerResult]:
@@ -37,7 +56,7 @@ def _per_rank(ctx: ClusterContext, name: str) -> dict[int, AnalyzerResult]:
 def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     """Per collective matched on >= 2 ranks by (group, seq): T_wait, R_wait, late rank."""
     cols = ["group", "seq", "op", "ranks", "T_wait_ns", "R_wait", "late_rank", "skew_ns",
-            "transit_ns"]
+            "transit_ns", "late_by", "late_excess_ns"]
     # point-to-point transfers pair two ranks, not a group: they are not matched by sequence
     t = t[t["seq"].notna() & ~t["op"].astype(str).str.contains(P2P)]
     if len(t) == 0:
@@ -63,7 +82,59 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     out["R_wait"] = np.where(out["T_max"] > 0, 1.0 - out["T_avg"] / out["T_max"].where(
         out["T_max"] > 0, 1), 0.0)
     out["late_rank"] = t.loc[idx_late.to_numpy(), "rank"].to_numpy()
+    out["late_by"], out["late_excess_ns"] = _late_by(t, idx_late.to_numpy())
     return out[cols].sort_values(["group", "seq"], kind="stable").reset_index(drop=True)
+
+
+def _late_by(t: pd.DataFrame, late_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per matched collective (in ``late_idx`` order: one row label per group), what its last
+    rank did instead of arriving: the part of ``PRE_PARTS`` (time from its last sync point to
+    its arrival) in which it exceeds the other ranks' median most, and that excess (ns);
+    ``""`` and 0 where it exceeds them in none (or the table has no such columns)."""
+    cols = [f"pre_{p}_ns" for p in PRE_PARTS]
+    if not all(c in t.columns for c in cols) or len(late_idx) == 0:
+        return np.full(len(late_idx), "", object), np.zeros(len(late_idx), np.int64)
+    keys = ["group", "seq"]
+    is_late = pd.Series(False, index=t.index)
+    is_late[late_idx] = True
+    med = t[~is_late].groupby(keys, sort=False)[cols].median()
+    late = t.loc[late_idx, keys + cols].set_index(keys)
+    excess = (late[cols] - med.reindex(late.index)[cols].fillna(0)).clip(lower=0)
+    x = excess.to_numpy(np.float64)
+    best = x.argmax(axis=1)
+    top = x[np.arange(len(x)), best]
+    names = np.array(PRE_PARTS, object)[best]
+    return np.where(top > 0, names, ""), top.astype(np.int64)
+
+
+def holding_back(sync: pd.DataFrame, ranks: list[int]) -> tuple[list[int], pd.DataFrame]:
+    """The ranks that hold the job back (``HOLD_BACK_MIN``), and one row per rank that was
+    ever last: ``rank, wait_caused_ns, times_late, late_by`` (what it did instead, weighted
+    by the wait each of its late arrivals caused), ``late_excess_ns`` (the median excess of
+    its late arrivals in that part), sorted by wait caused."""
+    cols = ["rank", "wait_caused_ns", "times_late", "late_by", "late_excess_ns"]
+    s = sync[sync["T_wait_ns"] > 0]
+    if len(s) == 0:
+        return [], pd.DataFrame(columns=cols)
+    g = s.groupby("late_rank")
+    by = (s[s["late_by"] != ""].groupby(["late_rank", "late_by"])["T_wait_ns"].sum()
+          .reset_index().sort_values(["late_rank", "T_wait_ns"], ascending=[True, False],
+                                     kind="stable").drop_duplicates("late_rank")
+          .set_index("late_rank")["late_by"])
+    pr = pd.DataFrame({"wait_caused_ns": g["T_wait_ns"].sum(), "times_late": g.size()})
+    pr["late_by"] = by.reindex(pr.index).fillna("")
+    # the typical excess of a late arrival in that part (a median: collectives that share a
+    # sync point, such as DDP's buckets, share the excess too)
+    mine = s[s["late_by"] == s["late_rank"].map(pr["late_by"])]
+    pr["late_excess_ns"] = mine.groupby("late_rank")["late_excess_ns"].median().reindex(
+        pr.index).fillna(0).astype("int64")
+    pr = pr.rename_axis("rank").reset_index().sort_values(
+        ["wait_caused_ns", "rank"], ascending=[False, True], kind="stable")
+    pr["rank"] = pr["rank"].astype("int64")
+    share = pr["wait_caused_ns"].cumsum() / float(pr["wait_caused_ns"].sum())
+    n = int(np.searchsorted(share.to_numpy(), HOLD_BACK_MIN - 1e-12) + 1)
+    held = pr["rank"].head(n).tolist() if n <= max(1, len(ranks) // 2) else []
+    return [int(r) for r in held], pr[cols].reset_index(drop=True)
 
 
 @register("communication_cluster", scope="cluster")
@@ -89,7 +160,8 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
                             else pd.DataFrame(columns=MATRIX_COLUMNS))
     step_total = {r: int(v.metrics.get("step_total_ns", 0)) for r, v in per.items()}
     if len(sync) == 0:
-        res.metrics.update({"matched": 0, "R_wait_mean": 0.0, "R_wait_max": 0.0})
+        res.metrics.update({"matched": 0, "R_wait_mean": 0.0, "R_wait_max": 0.0,
+                            "holding_back": []})
         res.tables["per_rank"] = pd.DataFrame(columns=["rank", "wait_ns", "wait_share",
                                                        "times_late"])
         return res
@@ -110,27 +182,58 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
                         "wait_ns_per_rank": {int(r): int(w) for r, w in
                                              zip(pr["rank"], pr["wait_ns"], strict=True)}})
     explicit = any(v.metrics.get("explicit_wait") for v in per.values())
+    held, late_tab = holding_back(sync, sorted(per))
+    res.tables["late"] = late_tab
+    res.metrics["holding_back"] = held
     # the rank that waits most loses that share of its step: in synchronous training the job
     # gains it back once the late rank arrives on time (max over ranks, as merged findings)
     share = float(pr["wait_share"].max())
-    if not explicit and share >= MIN_SHARE:
-        late_ranks = tuple(int(r) for r in late.index[late == late.max()])
-        res.findings.append(Finding(
-            "communication", "synchronization_wait", min(1.0, share),
-            f"ranks wait {100 * share:.1f}% of step time for late ranks at collectives "
-            f"(R_wait mean {sync['R_wait'].mean():.2f}); late: rank(s) "
-            f"{', '.join(map(str, late_ranks))}",
-            evidence={"R_wait_mean": round(float(sync["R_wait"].mean()), 4),
-                      "R_wait_max": round(float(sync["R_wait"].max()), 4),
-                      "T_wait_ns": int(sync["T_wait_ns"].sum()),
-                      "late_ranks": list(late_ranks),
-                      "max_wait_share": round(float(pr["wait_share"].max()), 4),
-                      "top_ops": top_ops(sync.rename(columns={"op": "name", "T_wait_ns":
-                                                              "dur_ns"}))},
-            ranks=late_ranks))
+    if not explicit and share >= (MIN_SHARE if held else JITTER_MIN_SHARE):
+        res.findings.append(_wait_finding(share, sync, pr, held, late_tab))
     if not explicit:  # transmission apart from waiting, from the matched arrivals
         _cluster_transmission(res, m, step_total)
     return res
+
+
+def _wait_finding(share: float, sync: pd.DataFrame, pr: pd.DataFrame, held: list[int],
+                  late_tab: pd.DataFrame) -> Finding:
+    """``communication.synchronization_wait``: the ranks wait ``share`` of step time at
+    collectives; named for the ranks that hold the job back and what they did instead of
+    arriving, or as arrival jitter when no rank is consistently last."""
+    total = float(sync["T_wait_ns"].sum())
+    lt = late_tab.set_index("rank")
+    ops = top_ops(sync.rename(columns={"op": "name", "T_wait_ns": "dur_ns"}))
+    evidence: dict[str, Any] = {
+        "R_wait_mean": round(float(sync["R_wait"].mean()), 4),
+        "R_wait_max": round(float(sync["R_wait"].max()), 4),
+        "T_wait_ns": int(total), "late_ranks": list(held),
+        "max_wait_share": round(float(pr["wait_share"].max()), 4),
+        "wait_caused_ns": {int(r): int(v) for r, v in lt["wait_caused_ns"].items()},
+        "times_late": {int(r): int(v) for r, v in lt["times_late"].items()},
+        "matched": int(len(sync)), "top_ops": ops}
+    head = f"ranks wait {100 * share:.1f}% of step time at collectives"
+    if not held:
+        worst = int(late_tab["rank"].iloc[0]) if len(late_tab) else -1
+        caused = float(lt["wait_caused_ns"].iloc[0]) / total if len(lt) and total else 0.0
+        summary = (f"{head}, and no rank is consistently last (the most waited-for, rank "
+                   f"{worst}, causes {100 * caused:.0f}% of the waiting): arrival jitter "
+                   f"(R_wait mean {sync['R_wait'].mean():.2f})")
+        return Finding("communication", "synchronization_wait", min(1.0, share), summary,
+                       evidence={**evidence, "jitter": True},
+                       ranks=tuple(int(r) for r in pr["rank"]))
+    parts = []
+    for r in held:
+        caused = float(lt.loc[r, "wait_caused_ns"])
+        what = str(lt.loc[r, "late_by"])
+        did = (f"; before a late arrival it spends a median {lt.loc[r, 'late_excess_ns'] / 1e6:.1f}"
+               f" ms more than the others {DID_INSTEAD[what]}" if what else "")
+        parts.append(f"rank {r} (last at {int(lt.loc[r, 'times_late'])} of {len(sync)} "
+                     f"collectives, {100 * caused / total:.0f}% of the waiting{did})")
+    evidence["late_by"] = {int(r): str(lt.loc[r, "late_by"]) for r in held}
+    evidence["late_excess_ns"] = {int(r): int(lt.loc[r, "late_excess_ns"]) for r in held}
+    summary = f"{head} for {'; '.join(parts)}"
+    return Finding("communication", "synchronization_wait", min(1.0, share), summary,
+                   evidence=evidence, ranks=tuple(held))
 
 
 def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict[int, int]

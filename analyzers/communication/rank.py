@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.names import is_
 from hermes.analyzers.common.opinfo import (
     ArgKeys,
     arg_numbers,
@@ -33,9 +34,11 @@ from hermes.analyzers.common.opinfo import (
     top_ops,
     union_time,
 )
+from hermes.analyzers.common.spans import data_wait_mask, spans
 from hermes.analyzers.common.steps import step_windows
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import MIN_SHARE, Finding
+from hermes.trace.schema import COMPUTE_KINDS, IO_KINDS, NOT_WORK_KINDS
 
 #: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's
 #: SDMA rule: below 0.8 x 18 GB/s is contention).
@@ -73,7 +76,13 @@ BUS_FACTOR: dict[str, Any] = {
 P2P = re.compile(r"send|recv|p2p", re.I)
 COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns", "wait_ns",
            "transit_ns", "link", "peer", "bw_GBps", "busbw_GBps", "expected_GBps", "prev_end_ns",
-           "overlap_compute_ns", "small", "misaligned", "latency_bound"]
+           "overlap_compute_ns", "small", "misaligned", "latency_bound", *(
+               f"pre_{k}_ns" for k in ("compute", "io", "sync", "host", "unrecorded"))]
+#: What a rank did between its previous sync point and its arrival at a collective, in this
+#: order of precedence (time two of them share counts for the first): device work, data
+#: loading, host waits on the device, other host work, nothing recorded. The cluster analysis
+#: compares the late rank's parts with the others' to say what it did instead of arriving.
+PRE_PARTS = ("compute", "io", "sync", "host", "unrecorded")
 
 
 def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Series:
@@ -243,8 +252,43 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     k = np.clip(np.searchsorted(ws, t["arrive_ns"].to_numpy(np.int64), side="right") - 1, 0, None)
     t["prev_end_ns"] = prev.fillna(pd.Series(ws[k], index=t.index)).astype("int64")
     t["overlap_compute_ns"] = _compute_overlap(ev, t, offset, comp)
+    first = ws[k] - offset if len(windows) else np.full(len(t), int(ev["ts_ns"].min()))
+    for part, v in _before_arrival(ev, t, first, offset).items():
+        t[f"pre_{part}_ns"] = v
     del pk
     return t[COLUMNS].reset_index(drop=True)
+
+
+def _before_arrival(ev: pd.DataFrame, t: pd.DataFrame, step_start: np.ndarray, offset: int
+                    ) -> dict[str, np.ndarray]:
+    """Per collective of ``t`` (sorted by arrival), how the rank spent the time from its last
+    sync point to its arrival, in the parts of ``PRE_PARTS`` (ns, disjoint, summing to the
+    window). The sync point is the latest end of an earlier collective of the same group that
+    ended before this arrival (collectives of a group that overlap, such as DDP's buckets,
+    share it), else the start of the arrival's step; times on the rank's own clock."""
+    arrive = t["arrive_ns"].to_numpy(np.int64) - offset
+    end = t["end_ns"].to_numpy(np.int64) - offset
+    start = np.minimum(step_start.astype(np.int64), arrive)
+    for _, idx in t.groupby("group", sort=False).indices.items():
+        ends = np.sort(end[idx])
+        k = np.searchsorted(ends, arrive[idx], side="right") - 1
+        start[idx] = np.where(k >= 0, np.maximum(start[idx], ends[np.maximum(k, 0)]),
+                              start[idx])
+    start = np.minimum(start, arrive)
+    work = ~is_(ev, "kind", *NOT_WORK_KINDS, "collective")
+    io_m = is_(ev, "kind", *IO_KINDS) | data_wait_mask(ev)
+    host = is_(ev, "lane_kind", "host", "loader")
+    masks = {"compute": is_(ev, "kind", *COMPUTE_KINDS),
+             "io": io_m, "sync": host & is_(ev, "kind", "sync") & ~io_m,
+             "host": host & work & ~io_m}
+    out: dict[str, np.ndarray] = {}
+    seen = iv.EMPTY
+    for part, m in masks.items():
+        u = iv.subtract(spans(ev, m), seen)
+        out[part] = iv.overlap_per_interval(start, arrive, u)
+        seen = iv.union(np.r_[seen[0], u[0]], np.r_[seen[1], u[1]])
+    out["unrecorded"] = (arrive - start) - sum(out.values())
+    return out
 
 
 def _shortfall(t: pd.DataFrame, ref_GBps: pd.Series) -> pd.Series:

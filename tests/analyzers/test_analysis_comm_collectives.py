@@ -66,7 +66,9 @@ def test_sync_wait_by_hand() -> None:
     sync = res.tables["sync"]
     want = pd.DataFrame({"group": ["dp"], "seq": [1.0], "op": ["allreduce"], "ranks": [2],
                          "T_wait_ns": [300_000], "R_wait": [1 - 250 / 400], "late_rank": [1],
-                         "skew_ns": [300_000], "transit_ns": [100_000]})
+                         "skew_ns": [300_000], "transit_ns": [100_000],
+                         # rank 1's 400 us before arriving are unrecorded, rank 0's 100 us too
+                         "late_by": ["unrecorded"], "late_excess_ns": [300_000]})
     pd.testing.assert_frame_equal(sync, want, check_dtype=False)
     pr = res.tables["per_rank"].set_index("rank")
     assert pr.loc[0, "wait_ns"] == 300_000 and pr.loc[1, "wait_ns"] == 0
@@ -296,3 +298,61 @@ def test_matrix_is_the_groupby_of_its_keys(seed) -> None:
     want = want.reset_index()[MATRIX_COLUMNS]
     assert len(want) > 12
     pd.testing.assert_frame_equal(comm_matrix(t), want, check_exact=True)
+
+
+def _job(late: dict[int, int] | list[dict[int, int]], steps: int = 4, n: int = 3,
+         work: str = "host_op") -> dict:
+    """``n`` ranks, ``steps`` 10 ms steps, each with one 64 MiB all-reduce that ends at 8 ms
+    of the step; rank r arrives at 2 ms + late.get(r, 0) us (``late[k]`` in step k, for a
+    list) and is busy before that with one ``work`` event from the step start (a host
+    operator, a kernel or a data wait)."""
+    ms, us = 1_000_000, 1_000
+    frames = {}
+    for r in range(n):
+        rows = []
+        for k in range(steps):
+            t0 = k * 10 * ms
+            lk = late[k] if isinstance(late, list) else late
+            a = t0 + 2 * ms + lk.get(r, 0) * us
+            rows += [ev("step", f"ProfilerStep#{k}", t0, 10 * ms, rank=r, step=k),
+                     ev(work, "busy", t0, a - t0, rank=r),
+                     coll("allreduce", a, t0 + 8 * ms - a, k, 64 * MB, rank=r)]
+        frames[r] = frame(*rows)
+    return frames
+
+
+def test_the_rank_that_holds_the_job_back_is_named_with_what_it_did() -> None:
+    # rank 2 arrives 3 ms late at every step after 3 ms more host work; ranks 0 and 1 wait
+    # 3 ms each per 10 ms step: 30 % of step time, all of it caused by rank 2
+    res = cluster(_job({2: 3000}))
+    check(res)
+    (f,) = [f for f in res.findings if f.cause == "synchronization_wait"]
+    assert f.ranks == (2,)
+    assert f.time_share == pytest.approx(0.3)
+    assert f.evidence["wait_caused_ns"] == {2: 4 * 2 * 3_000_000}
+    assert f.evidence["late_by"] == {2: "host"}
+    assert f.evidence["late_excess_ns"] == {2: 3_000_000}
+    assert "rank 2 (last at 4 of 4 collectives, 100% of the waiting" in f.summary
+    assert "3.0 ms more than the others in host work" in f.summary
+    late = res.tables["late"].set_index("rank")
+    assert late.loc[2, "times_late"] == 4 and res.metrics["holding_back"] == [2]
+
+
+@pytest.mark.parametrize("work, part", [("kernel", "compute"), ("data_wait", "io")])
+def test_what_the_late_rank_did_instead(work: str, part: str) -> None:
+    res = cluster(_job({1: 2000}, n=2, work=work))
+    (f,) = [f for f in res.findings if f.cause == "synchronization_wait"]
+    assert f.ranks == (1,) and f.evidence["late_by"] == {1: part}
+
+
+def test_arrival_jitter_names_no_rank() -> None:
+    # the last rank changes every step (0.2 ms): nobody holds the job back, and 2 % of step
+    # time of spread arrivals is below the jitter threshold -> no finding
+    res = cluster(_job([{0: 200}, {1: 200}, {2: 200}, {0: 200}]))
+    assert res.metrics["holding_back"] == []
+    assert not [f for f in res.findings if f.cause == "synchronization_wait"]
+    # the same spread at 2 ms: 20 % of step time, reported as jitter over every rank
+    res = cluster(_job([{0: 2000}, {1: 2000}, {2: 2000}, {0: 2000}]))
+    (f,) = [f for f in res.findings if f.cause == "synchronization_wait"]
+    assert f.evidence["jitter"] and f.ranks == (0, 1, 2) and "no rank is consistently last" \
+        in f.summary
