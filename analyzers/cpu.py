@@ -23,6 +23,13 @@
   the way to see it is to capture it (``with_stack=True``, ``hermes profile``).
 * ``time_share`` = claimed time / sum of step durations; a finding needs ``MIN_SHARE``, except
   compilation and sync findings with at least ``STRONG_COUNT`` events (strong evidence).
+* **Kinds of run** (``common/runkind.py``, metric ``run_kind``): in a ``cpu_only`` run no device
+  waits — the CPU computes the model, so the dispatch claim is the CPU's operator time, filed
+  with reason ``cpu_operators``, worded in CPU terms, with the operators by self time (table
+  ``operators``) and the evidence CPU advice needs (``CPU_EVIDENCE``). Where the device was not
+  captured (``device_not_captured``) the causes whose cost is measured against the device
+  (``NEEDS_DEVICE``: dispatch, Python, contention, allocator calls, syncs) are withheld
+  (metric ``withheld``): nothing tells whether the device waited for them.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from hermes.analyzers.common import hostcalls, pytime
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.nesting import event_nodes
+from hermes.analyzers.common.cpuwork import cpu_profile
+from hermes.analyzers.common.runkind import CPU_ONLY, NOT_CAPTURED, rank_kind
 from hermes.analyzers.common.spans import device_idle, per_step_ns, spans, top_names, windows_union
 from hermes.analyzers.common.steps import fine_windows, window_note
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
@@ -86,6 +95,18 @@ CAUSE_TEXT = {
     "operator_dispatch": "the host dispatches operators slower than the device runs them",
     "python": "the host runs Python code outside operators while the device waits",
     "resource_contention": "host calls run slower than their usual cost (CPU contention)",
+}
+#: Causes whose cost is measured against the device (host time while the device waits, or
+#: waiting for the device): withheld where the device was not captured.
+NEEDS_DEVICE = ("operator_dispatch", "python", "resource_contention", "memory_allocation",
+                "host_device_sync")
+#: A CPU-only run's wording: the CPU computes, no device waits.
+CPU_TEXT = {
+    "operator_dispatch": "the CPU runs operators (their own self time)",
+    "python": "the CPU runs Python code outside operators",
+    "initialization": "one-off start-up runs inside the profiled steps (library handles, "
+                      "module loading)",
+    "resource_contention": "operators run slower than their usual cost (CPU contention)",
 }
 #: Classes filed under a vocabulary id with a ``reason`` (findings of one id and different
 #: reasons stay apart when ranks are merged; rules key on the reason): allocator calls are the
@@ -380,6 +401,8 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
     res.tables["per_step"] = pd.DataFrame(
         {c: np.empty(0, np.int64) for c in
          ["step", "dur_ns", "host_bound_ns", *[f"{c}_ns" for c in causes], "unattributed_ns"]})
+    kind = rank_kind(ev)
+    res.metrics.update({"run_kind": kind, "withheld": []})
     if step_total == 0:
         return res
     idle = device_idle(ctx, windows)
@@ -411,6 +434,11 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
                         "long_gaps": free["long_gaps"], "longest_gap_ms": free["longest_gap_ms"],
                         "windows": window_note(windows)})
     pure_dispatch = cls["operator_dispatch"] & ~specific & ~is_(ev, "kind", "python")
+    profile: dict[str, Any] = {}
+    if kind == CPU_ONLY:  # where the CPU's time goes, by operator (self time)
+        res.tables["operators"], profile = cpu_profile(
+            ev, pure_dispatch, self_ns(ev, cls["operator_dispatch"]), step_total)
+        res.metrics["cpu_profile"] = profile
     for c in causes:
         share = min(1.0, times[c] / step_total)
         res.metrics[f"{c}_share"] = share
@@ -419,7 +447,19 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
         # no finding without evidence: a cause must have recorded events of its own
         if n == 0 or (share < MIN_SHARE and not (strong and share > 0)):
             continue
+        if kind == NOT_CAPTURED and c in NEEDS_DEVICE:
+            # its cost is host time while the device waits: unknown without the device
+            res.metrics["withheld"].append({"cause": c, "host_ms": round(times[c] / 1e6, 3)})
+            continue
         evidence, text = _evidence(c, ev, cls, split, table, windows, mask, n)
+        if kind == CPU_ONLY:
+            text = text.replace(CAUSE_TEXT[c], CPU_TEXT.get(c, CAUSE_TEXT[c]))
+            if c == "operator_dispatch":
+                evidence.update(profile)
+                top = res.tables["operators"]
+                if len(top):
+                    text += (f" -- most in {top['name'].iloc[0]} "
+                             f"({float(top['share_pct'].iloc[0]):.1f}% of step time)")
         evidence = {"time_ms": round(times[c] / 1e6, 3), "events": n,
                     "host_bound_ms": round(hb_total / 1e6, 3),
                     "steps_total_ms": round(step_total / 1e6, 3), **evidence}
@@ -427,6 +467,8 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
         cause, extra = FILED_AS.get(c, (c, {}))
         if c == "environment_configuration":
             extra = {"initialization_share": 0.0}
+        if c == "operator_dispatch" and kind == CPU_ONLY:
+            extra = {"reason": "cpu_operators"}  # the CPU computing, not dispatching
         res.findings.append(Finding("cpu", cause, share, f"{text}: {100 * share:.1f}% of step time",
                                     evidence={**evidence, **extra}, ranks=(int(ctx.rank),),
                                     steps=steps))

@@ -23,6 +23,9 @@ computes them itself when overlap did not run). Definitions (formulas in ``docs/
 * ``time_share`` = classified time / sum of step durations; a finding needs ``MIN_SHARE``.
 * With ``WARMUP_MIN_STEPS`` steps or more, the first step is left out of all of this (pipeline
   warm-up: every queue starts empty).
+* The run's kind (``common/runkind.py``, metric ``run_kind``) picks the words: only a run that
+  records device activity is said to keep "the device" waiting; in a CPU-only run, or one whose
+  device was not captured, it is the training loop that waits for data.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import pandas as pd
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common import opinfo
 from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.runkind import ACCELERATOR, rank_kind
 from hermes.analyzers.common.spans import (
     data_wait_mask,
     device_idle,
@@ -59,26 +63,6 @@ READ_NAME = r"(?i)(^|[^a-z])(read|readinto|open|fread|pread|recv|get_object|down
             r"decompress|unzip|untar|tarfile|zipfile)([^a-z]|$)"
 FETCH_NAME = r"(?i)pin_memory|HtoD|H2D"
 PAGEABLE = r"(?i)pageable|\"pinned\"\s*:\s*false"
-
-
-# ------------------------------------------------------------------ helpers shared with cpu.py
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # ------------------------------------------------------------------ queue rule
@@ -184,8 +168,10 @@ def io(ctx: RankContext) -> AnalyzerResult:
     cols = ["step", "dur_ns", "data_wait_ns", "explained_ns", "reading_ns", "processing_ns",
             "fetching_ns"]
     res.tables["per_step"] = pd.DataFrame({c: np.empty(0, np.int64) for c in cols})
+    kind = rank_kind(ev)
     res.metrics.update({"method": "none", "step_total_ns": step_total, "data_wait_ns": 0,
-                        "explained_ns": 0, **{f"{c}_share": 0.0 for c in CAUSE_OF}})
+                        "explained_ns": 0, "run_kind": kind,
+                        **{f"{c}_share": 0.0 for c in CAUSE_OF}})
     if step_total == 0:
         return res
     idle = device_idle(ctx, windows)
@@ -263,7 +249,8 @@ def io(ctx: RankContext) -> AnalyzerResult:
             evidence["no_bottleneck_ms"] = round(res.metrics["no_bottleneck_ns"] / 1e6, 6)
         res.findings.append(Finding(
             "io", cause, share,
-            f"the device waits for data {100 * share:.1f}% of step time: {_WHY[k]}",
+            f"{'the device' if kind == ACCELERATOR else 'the training loop'} waits for data "
+            f"{100 * share:.1f}% of step time: {(_WHY if kind == ACCELERATOR else _WHY_HOST)[k]}",
             evidence=evidence, ranks=(int(ctx.rank),), steps=steps))
     res.findings.sort(key=lambda f: -f.time_share)
     return res
@@ -274,3 +261,6 @@ _WHY = {
     "processing": "samples are read but still being processed (decode, augment, collate)",
     "fetching": "batches are ready on the host but not yet moved to the device",
 }
+#: ``_WHY`` of a run that records no device activity (CPU-only, or device not captured)
+_WHY_HOST = {**_WHY, "fetching": "batches are ready in the loader but not yet handed to the "
+                                 "training loop (collate, queue transfer)"}

@@ -164,6 +164,9 @@ class Analysis:
     _tables: Mapping[str, pd.DataFrame] | None = field(default=None, repr=False)
     #: ``--device NAME``: the device the user says ran the trace (over what the trace shows)
     device_option: str | None = None
+    #: what the trace records of an accelerator: ``accelerator``, ``cpu_only`` or
+    #: ``device_not_captured`` (``analyzers/common/runkind.py``)
+    run_kind: str = "accelerator"
 
     @property
     def machine(self) -> dict[str, Any]:
@@ -287,6 +290,7 @@ class Analysis:
             "steps": self.steps,
             "warmup": self.warmup,
             "bound": self.bound,
+            "run_kind": self.run_kind,
             "verdict": self.verdict.to_dict(),
             "breakdown": {"per_rank": self.breakdown_rows},
             "critical_path": self.critical_path,

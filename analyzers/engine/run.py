@@ -24,13 +24,14 @@ from typing import Any
 
 import pandas as pd
 
+from hermes.analyzers.common import runkind
 from hermes.analyzers.common.steps import drop_warmup, step_windows
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, RankContext, ordered
 from hermes.analyzers.engine.executor import Executor, Failure, LocalExecutor, usable_cpus
 from hermes.analyzers.engine.fold import fold_symptoms, merge_findings
 from hermes.analyzers.engine.rankfiles import check_copies, check_rank, load_rank, rank_where
 from hermes.analyzers.engine.result import BREAKDOWN_KEYS, Analysis, missing_what, pack
-from hermes.analyzers.engine.verdict import verdict
+from hermes.analyzers.engine.verdict import remainder_inputs, verdict
 from hermes.errors import HermesError, TraceFormatError, UsageError
 from hermes.trace.validate import consistency_errors, time_errors
 
@@ -433,6 +434,11 @@ def _reduce(per_rank: dict[int, dict[str, AnalyzerResult]], meta: Any) -> Analys
         row: dict[str, Any] = {"rank": r}
         row.update({k: float(m[k]) for k in BREAKDOWN_KEYS if k in m and m[k] is not None})
         breakdown.append(row)
-    v = verdict(breakdown, findings, _unplaced(per_rank))
+    # each rank's kind, as the cpu and io analyzers decided it from its events
+    kind = runkind.combine(next((res.metrics["run_kind"] for res in rr.values()
+                                 if "run_kind" in res.metrics), None)
+                           for rr in per_rank.values())
+    v = verdict(breakdown, findings, _unplaced(per_rank), kind,
+                remainder_inputs(per_rank, cluster))
     return Analysis(ranks=sorted(per_rank), meta=meta, per_rank=per_rank, cluster=cluster,
-                    findings=findings, verdict=v, breakdown_rows=breakdown)
+                    findings=findings, verdict=v, breakdown_rows=breakdown, run_kind=kind)
