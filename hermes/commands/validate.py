@@ -1,4 +1,5 @@
-"""``hermes validate PATH``: check a trace and summarize it."""
+"""``hermes validate PATH``: check a trace and summarize it; ``hermes validate --analysis FILE``:
+self-check an analysis document (``hermes.check.selfcheck``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from pathlib import Path
 import typer
 
 from hermes.commands._util import dumps
+
+#: ``--strict`` by default: analyses carry ``verdict.explained`` and ``run_kind`` (issue 32).
+REQUIRE_EXPLAINED = False
 
 
 def _fmt_summary(path: Path, s: dict) -> str:
@@ -47,22 +51,69 @@ def _ranges(ranks: list[int]) -> str:
     return ",".join(out)
 
 
+def _fmt_violations(path: Path, bad: list) -> str:
+    if not bad:
+        return f"analysis: {path}\nconsistent: every self-check passed"
+    lines = [f"analysis: {path}"] + [f"  {v.check}: {v.where}: {v.what}" for v in bad]
+    lines.append(f"INCONSISTENT: {len(bad)} violation(s)")
+    return "\n".join(lines)
+
+
+def _validate_analysis(path: Path, fmt: str, strict: bool) -> int:
+    from hermes.check.selfcheck import load_document, self_check
+
+    bad = self_check(load_document(path), require_explained=strict)
+    if fmt == "json":
+        typer.echo(dumps({"path": str(path), "ok": not bad,
+                          "violations": [v.to_dict() for v in bad]}), nl=False)
+    else:
+        typer.echo(_fmt_violations(path, bad))
+    return 1 if bad else 0
+
+
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate_cmd(
-        path: Path = typer.Argument(
-            ..., help="Trace file (.parquet) or directory of per-rank files."),
-        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        path: Path | None = typer.Argument(
+            None, help="Trace file (.parquet) or directory of per-rank files."),
+        analysis: Path | None = typer.Option(
+            None, "--analysis", metavar="FILE",
+            help="Self-check an analysis instead: the JSON `hermes analyze --format json` "
+                 "writes (docs/analysis/selfcheck.md)."),
+        fmt: str = typer.Option("text", "--format", "-f", help="Output format: text or json."),
+        as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+        strict: bool = typer.Option(
+            REQUIRE_EXPLAINED, "--strict/--no-strict",
+            help="With --analysis: whether a document without verdict.explained or run_kind "
+                 "(one written before they existed) is a violation."),
     ) -> int:
         """Check a Hermes trace (version, columns, types, durations, correlation ids) and
-        print a summary: ranks, events per kind, time span, steps.
+        print a summary: ranks, events per kind, time span, steps. With --analysis FILE,
+        self-check an analysis instead: breakdown parts sum to 100 %, no finding's share above
+        its category's, no speed-up above 1 / (1 - share), every finding names events, the
+        explained share reported (FILE: from hermes analyze TRACE --format json --out FILE).
+        Exit 0: valid; 1: problems listed; 2: unreadable input.
 
         Example: hermes validate run.parquet
+
+        Example: hermes validate --analysis analysis.json
         """
+        from hermes.errors import UsageError
+
+        if fmt not in ("text", "json"):
+            raise UsageError(f"unknown --format {fmt!r}", hint="formats: text, json")
+        fmt = "json" if as_json else fmt
+        if analysis is not None:
+            if path is not None:
+                raise UsageError(f"give a trace PATH or --analysis FILE, not both ({path})")
+            return _validate_analysis(analysis, fmt, strict)
+        if path is None:
+            raise UsageError("missing PATH", hint="hermes validate TRACE, or hermes validate "
+                             "--analysis ANALYSIS.json")
         from hermes.trace.validate import validate
 
         report = validate(path)
-        if as_json:
+        if fmt == "json":
             typer.echo(dumps({"path": str(path), "ok": report.ok, "errors": report.errors,
                               "summary": report.summary}), nl=False)
         else:
