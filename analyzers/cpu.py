@@ -102,7 +102,6 @@ NEEDS_DEVICE = ("operator_dispatch", "python", "resource_contention", "memory_al
                 "host_device_sync")
 #: A CPU-only run's wording: the CPU computes, no device waits.
 CPU_TEXT = {
-    "operator_dispatch": "the CPU runs operators (their own self time)",
     "python": "the CPU runs Python code outside operators",
     "initialization": "one-off start-up runs inside the profiled steps (library handles, "
                       "module loading)",
@@ -452,14 +451,16 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
             res.metrics["withheld"].append({"cause": c, "host_ms": round(times[c] / 1e6, 3)})
             continue
         evidence, text = _evidence(c, ev, cls, split, table, windows, mask, n)
+        summary = f"{text}: {100 * share:.1f}% of step time"
         if kind == CPU_ONLY:
-            text = text.replace(CAUSE_TEXT[c], CPU_TEXT.get(c, CAUSE_TEXT[c]))
+            summary = summary.replace(CAUSE_TEXT[c], CPU_TEXT.get(c, CAUSE_TEXT[c]))
             if c == "operator_dispatch":
                 evidence.update(profile)
                 top = res.tables["operators"]
+                summary = f"the CPU runs operators {100 * share:.1f}% of step time (self time)"
                 if len(top):
-                    text += (f" -- most in {top['name'].iloc[0]} "
-                             f"({float(top['share_pct'].iloc[0]):.1f}% of step time)")
+                    summary += (f", most in {top['name'].iloc[0]} "
+                                f"({float(top['share_pct'].iloc[0]):.1f}% of step time)")
         evidence = {"time_ms": round(times[c] / 1e6, 3), "events": n,
                     "host_bound_ms": round(hb_total / 1e6, 3),
                     "steps_total_ms": round(step_total / 1e6, 3), **evidence}
@@ -469,7 +470,7 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
             extra = {"initialization_share": 0.0}
         if c == "operator_dispatch" and kind == CPU_ONLY:
             extra = {"reason": "cpu_operators"}  # the CPU computing, not dispatching
-        res.findings.append(Finding("cpu", cause, share, f"{text}: {100 * share:.1f}% of step time",
+        res.findings.append(Finding("cpu", cause, share, summary,
                                     evidence={**evidence, **extra}, ranks=(int(ctx.rank),),
                                     steps=steps))
     return res

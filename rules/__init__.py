@@ -29,11 +29,13 @@ from hermes.rules.preconditions import PRECONDITIONS
 
 RULES_PATH = Path(__file__).with_name("rules.toml")
 SCHEMA_VERSION = 1
-DEVICE_KINDS = ("npu", "gpu")
+#: device kinds with their own wording (``how_<kind>``); ``cpu``: a CPU-only run
+DEVICE_KINDS = ("npu", "gpu", "cpu")
 
 _ID = re.compile(r"[a-z0-9_.\-]+")
 _REQUIRED = ("id", "cause", "optimization", "how", "recover", "basis")
-_OPTIONAL = ("how_npu", "how_gpu", "emulator_opt", "when", "fallback", "params", "requires")
+_OPTIONAL = ("how_npu", "how_gpu", "how_cpu", "emulator_opt", "when", "fallback", "params",
+             "requires")
 
 
 class RuleError(HermesError):
@@ -109,7 +111,7 @@ def _rule(i: int, raw: Any, path: str, check_opts: bool = True) -> Rule:
     for f in _REQUIRED:
         if f not in raw:
             raise err(f, "missing")
-    for f in ("id", "cause", "optimization", "how", "basis", "how_npu", "how_gpu",
+    for f in ("id", "cause", "optimization", "how", "basis", "how_npu", "how_gpu", "how_cpu",
               "emulator_opt", "when"):
         if f in raw and (not isinstance(raw[f], str) or not raw[f].strip()):
             raise err(f, f"must be a non-empty string, got {raw[f]!r}")
@@ -141,7 +143,7 @@ def _rule(i: int, raw: Any, path: str, check_opts: bool = True) -> Rule:
         if not name.isidentifier():
             raise err("params", f"parameter name {name!r} is not an identifier")
         params.append((name, expr(f"params.{name}", text)))
-    for f in ("how", "how_npu", "how_gpu", "emulator_opt"):
+    for f in ("how", "how_npu", "how_gpu", "how_cpu", "emulator_opt"):
         if f in raw:
             try:
                 _template_fields(raw[f])

@@ -97,6 +97,9 @@ SMI = {"nvidia": "nvidia-smi --query-gpu=name,compute_cap --format=csv",
 PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     Precondition("accelerator", "the trace shows work on an accelerator (kernels or device "
                  "collectives)", _accelerator, {"": "that the job runs on an accelerator"}),
+    Precondition("cpu_only", "the trace records no accelerator: a CPU-only run (run kind "
+                 "cpu_only)", lambda f: f.get("run_kind") == "cpu_only",
+                 {"": "that the job runs on the CPU only"}),
     Precondition("collectives", "the trace shows collective or point-to-point communication",
                  _shown("collectives"), {"": "that the job communicates between ranks"}),
     Precondition("loader", "the trace shows a data loader (data-loading events or "

@@ -44,8 +44,8 @@ def cpu_profile(ev: pd.DataFrame, ops: np.ndarray, self_w: np.ndarray, step_tota
     total = float(w.sum())
     if not ops.any() or total <= 0:
         return pd.DataFrame({c: [] for c in cols}), {
-            "op_threads": 0, "conv_share": 0.0, "matmul_share": 0.0, "eltwise_share": 0.0,
-            "onednn_ops": 0, "compiled": 0}
+            "cpu_op_threads": 0, "cpu_conv_share": 0.0, "cpu_matmul_share": 0.0,
+            "cpu_eltwise_share": 0.0, "cpu_onednn_ops": 0, "cpu_compiled": 0}
     names = ev["name"]
 
     def share(pattern: str) -> float:
@@ -61,7 +61,7 @@ def cpu_profile(ev: pd.DataFrame, ops: np.ndarray, self_w: np.ndarray, step_tota
     table["share_pct"] = 100.0 * table["self_ns"] / step_total if step_total else 0.0
     host = is_(ev, "lane_kind", "host")
     return table.reset_index(drop=True), {
-        "op_threads": threads, "conv_share": share(CONV_NAME), "matmul_share": share(MATMUL_NAME),
-        "eltwise_share": share(ELTWISE_NAME),
-        "onednn_ops": int((host & name_matches(names, ONEDNN_NAME)).sum()),
-        "compiled": int((host & name_matches(names, COMPILED_NAME)).sum())}
+        "cpu_op_threads": threads, "cpu_conv_share": share(CONV_NAME),
+        "cpu_matmul_share": share(MATMUL_NAME), "cpu_eltwise_share": share(ELTWISE_NAME),
+        "cpu_onednn_ops": int((host & name_matches(names, ONEDNN_NAME)).sum()),
+        "cpu_compiled": int((host & name_matches(names, COMPILED_NAME)).sum())}

@@ -36,6 +36,10 @@ MFU_KEYS = ("mfu", "achieved_tflops", "mfu_peak_tflops", "flops_known_pct")
 #: Columns of the top-kernel table (``computation.top_kernels``), over all ranks.
 KERNEL_KEYS = ("count", "total_ns", "mean_ns", "max_ns", "share_pct", "family", "bound")
 TOP_KERNELS_N = 20
+#: The cpu analyzer's causes a CPU-only run's step splits into (``Analysis.cpu``).
+CPU_PARTS = ("operator_dispatch", "python", "garbage_collection", "operator_compilation",
+             "initialization", "memory_allocation", "environment_configuration",
+             "resource_contention", "host_device_sync")
 #: Per-rank memory figures of the JSON document (``memory.per_rank``).
 MEMORY_KEYS = ("device", "peak_allocated_bytes", "peak_reserved_bytes", "samples")
 
@@ -274,8 +278,51 @@ class Analysis:
                 for r, rr in self.per_rank.items()
                 if "memory" in rr and rr["memory"].metrics.get("samples")]
 
+    @property
+    def cpu(self) -> dict[str, Any]:
+        """Where a CPU-only run's time goes (empty for another kind of run): ``parts_pct``, the
+        step in CPU terms (mean over ranks, % of step time: each host cause's share, data
+        waits, communication, time with nothing recorded, other host work), and
+        ``operators``, the operators by self time over all ranks (``calls``, ``self_ms``,
+        ``share_pct`` of the summed step time), and ``threads``, the most host threads that run
+        operators on a rank."""
+        if self.run_kind != "cpu_only":
+            return {}
+        cpus = {r: rr["cpu"] for r, rr in self.per_rank.items() if "cpu" in rr}
+        parts: dict[str, float] = {}
+        for r, c in cpus.items():
+            row = next((b for b in self.breakdown_rows if b.get("rank") == r), {})
+            step = float(c.metrics.get("step_total_ns") or 0)
+            got = {k: 100.0 * float(c.metrics.get(f"{k}_share") or 0.0) for k in CPU_PARTS}
+            got["data_waits"] = 100.0 * float(c.metrics.get("io_wait_ns") or 0) / step \
+                if step else 0.0
+            got["communication"] = float(row.get("communication_only_pct") or 0.0)
+            got["nothing_recorded"] = float(row.get("free_pct") or 0.0)
+            got["other_host_work"] = max(0.0, float(row.get("host_bound_pct") or 0.0) - sum(
+                v for k, v in got.items() if k not in ("communication", "nothing_recorded")))
+            for k, v in got.items():
+                parts[k] = parts.get(k, 0.0) + v / len(cpus)
+        frames = [c.tables["operators"] for c in cpus.values() if "operators" in c.tables]
+        frames = [f for f in frames if len(f)]
+        ops: list[dict[str, Any]] = []
+        total = sum(float(c.metrics.get("step_total_ns") or 0) for c in cpus.values())
+        if frames:
+            g = pd.concat(frames, ignore_index=True).groupby("name", sort=False)[
+                ["calls", "self_ns"]].sum().sort_values("self_ns", ascending=False,
+                                                        kind="stable").head(TOP_OPS_N)
+            ops = [{"name": str(n), "calls": int(row["calls"]),
+                    "self_ms": round(float(row["self_ns"]) / 1e6, 3),
+                    "share_pct": round(100.0 * float(row["self_ns"]) / total, 3) if total
+                    else 0.0} for n, row in g.iterrows()]
+        threads = max((int((c.metrics.get("cpu_profile") or {}).get("cpu_op_threads") or 0)
+                       for c in cpus.values()), default=0)
+        return {"parts_pct": {k: round(v, 3) for k, v in parts.items() if v > 0.0005},
+                "operators": ops, "threads": threads}
+
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
+        if self.cpu:
+            extra["cpu"] = self.cpu
         comp = self.computation
         if comp["per_rank"] or comp["top_kernels"]:
             extra["computation"] = comp

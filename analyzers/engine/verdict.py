@@ -26,7 +26,8 @@ device was not recorded and how to record it.
 **Explained.** ``Verdict.explained`` accounts for the verdict's share ``S`` of step time (the
 share the rule compared: ``communication`` for a communication verdict, ``device`` for a device
 verdict, ``idle`` for host and io verdicts): ``pct`` = 100 x min(1, F / S), F the summed
-``time_share`` of the findings of the verdict's categories (:data:`CATEGORIES`); ``parts`` lists
+``time_share`` of the findings of the verdict's categories (:data:`CATEGORIES`, and the slow
+node that others wait for, :data:`ALSO`); ``parts`` lists
 those findings (percent of ``S``, scaled down to 100 % together where they overlap) and, last,
 the remainder ``S - F`` as its own part ``unexplained``, decomposed where the ranks' metrics have
 the parts (:func:`remainder_inputs`): communication into transfer, waiting for peers and idle
@@ -51,10 +52,13 @@ IO_MIN_SHARE = 0.05
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "communication": ("communication", "parallel"), "host": ("cpu",), "io": ("io",),
     "device": ("computation",)}
+#: Findings of other categories that explain a verdict: a slow node explains the other ranks'
+#: waits at collectives (``fold.fold_symptoms`` folds their wait into it).
+ALSO: dict[str, tuple[str, ...]] = {"communication": ("computation.slow_node",)}
 #: Which remainder part a finding covers, by verdict: finding class (its reason, else its
 #: cause) -> part of :func:`remainder_inputs`. A finding not listed covers the largest part.
 COVERS: dict[str, dict[str, str]] = {
-    "communication": {"synchronization_wait": "waiting_for_peers",
+    "communication": {"synchronization_wait": "waiting_for_peers", "slow_node": "waiting_for_peers",
                       **{c: "transfer" for c in ("bandwidth_contention", "rdma_retransmission",
                                                   "small_packet", "byte_alignment",
                                                   "network_configuration")}},
@@ -120,7 +124,8 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
       time splits: ``waiting_for_peers`` (the matched arrivals' wait, ``communication_cluster``'s
       ``wait_ns_per_rank``, or the wait an importer recorded), ``idle_in_collective`` (time
       inside a collective that is neither wait nor transit, where an importer recorded both) and
-      ``transfer`` (the rest);
+      ``transfer`` (the rest); ``transfer_or_waiting`` where neither a match across ranks nor
+      a recorded wait tells them apart (one rank's trace);
     * ``host``: the cpu analyzer's cause shares, ``data_waits`` and ``unattributed``;
     * ``io``: the io analyzer's ``reading`` / ``processing`` / ``fetching`` shares, the host
       causes (``host_causes``) and ``unattributed``;
@@ -129,6 +134,7 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
     """
     cc = cluster.get("communication_cluster")
     waits = (getattr(cc, "metrics", {}) or {}).get("wait_ns_per_rank") or {}
+    matched = bool((getattr(cc, "metrics", {}) or {}).get("matched"))
     comm: list[dict[str, float]] = []
     host: list[dict[str, float]] = []
     io: list[dict[str, float]] = []
@@ -148,7 +154,10 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
                 rest = (t["dur_ns"].astype("float64") - t["wait_ns"].astype("float64")
                         - t["transit_ns"].astype("float64").fillna(0.0)).clip(lower=0.0)
                 idle_in = float(rest.sum())
-            if coll > 0 and step > 0:
+            if coll > 0 and step > 0 and not (matched or m.get("explicit_wait")):
+                # no collective matched across ranks, no recorded wait: the two are one part
+                comm.append({"transfer_or_waiting": only})
+            elif coll > 0 and step > 0:
                 w = min(1.0, wait / coll)
                 i = min(1.0 - w, idle_in / coll)
                 comm.append({"waiting_for_peers": only * w, "idle_in_collective": only * i,
@@ -190,7 +199,8 @@ def explain(bound: str, share: float, findings: Sequence[Finding],
             inputs: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
     """``Verdict.explained`` for a ``bound`` verdict whose share of step time is ``share``
     (module docstring). Percentages are of ``share`` (``pct``) and of step time (``step_pct``)."""
-    mine = sorted((f for f in findings if f.category in CATEGORIES.get(bound, ())),
+    mine = sorted((f for f in findings if f.category in CATEGORIES.get(bound, ())
+                   or f.id in ALSO.get(bound, ())),
                   key=lambda f: -f.time_share)
     total = sum(f.time_share for f in mine)
     out: dict[str, Any] = {"pct": 0.0, "share_pct": round(100.0 * share, 3), "parts": []}

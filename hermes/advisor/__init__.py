@@ -15,6 +15,11 @@ recommended again. docs/rules.md describes the table format.
 
 What the advisor knows of an emulated run comes from the trace's metadata alone (the emulator
 records every setting it used), never from importing the emulator.
+
+**Kinds of run.** The analysis' ``run_kind`` is a fact rule preconditions see (``cpu_only``)
+and a name rule expressions see (``run_kind``); a CPU-only run is advised as ``device_kind``
+``cpu`` (a rule's ``how_cpu`` wording, no GPU or NPU wording). A run whose device was not
+captured gets no replayed estimate: the replay needs the device's times.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hermes.analyzers.common.runkind import CPU_ONLY, NOT_CAPTURED
 from hermes.analyzers.engine.result import Analysis
 from hermes.errors import HermesError
 from hermes.findings import Finding, Recommendation
@@ -62,7 +68,8 @@ def advise(analysis: Analysis, table: RuleTable | None = None, trace: Any = None
     table = table or TABLE
     facts = machine_facts(analysis)
     recs = {f.id: recommend(f, analysis.meta, table, facts) for f in analysis.findings}
-    if trace is not None:
+    # replaying needs the device's times: a run whose device was not captured has none
+    if trace is not None and getattr(analysis, "run_kind", "accelerator") != NOT_CAPTURED:
         from hermes.advisor.replayed import with_replay
 
         recs = with_replay(recs, trace, analysis, table.max_speedup)
@@ -83,6 +90,7 @@ def machine_facts(analysis: Any) -> dict[str, Any] | None:
              "matmul_device_share": float((m.get("matmul_mix") or {}).get("device_share")
                                           or 0.0)}
     facts["plan"] = precision_plan(facts)
+    facts["run_kind"] = str(getattr(analysis, "run_kind", "accelerator") or "accelerator")
     return facts
 
 
@@ -199,6 +207,9 @@ def context(finding: Any, meta: Any, table: RuleTable = TABLE,
     ns["num_workers"] = _loader_workers(evidence, config, table.defaults.get("num_workers", 1))
     ns["share"] = float(finding.time_share)
     ns.update(_precision_names(facts))
+    ns["run_kind"] = str((facts or {}).get("run_kind") or "accelerator")
+    if ns["run_kind"] == CPU_ONLY:  # no accelerator: CPU wording, no vendor's device stack
+        ns.update(device_kind="cpu", vendor="", device_vendor="")
     if facts and ns.get("device_vendor"):  # the identified device's vendor over a guess
         ns["vendor"] = ns["device_vendor"]
     if not ns.get("device_vendor"):

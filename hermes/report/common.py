@@ -83,6 +83,8 @@ def device_text(d: dict[str, Any]) -> str:
     """``NVIDIA H100 80GB HBM3 (SXM) (trace field: device name '...')``: the device the advice
     is fitted to and how Hermes knows it; empty where the analysis has no device facts."""
     dev = d.get("device") or {}
+    if d.get("run_kind") == "cpu_only":
+        return "none: a CPU-only run (no accelerator in the trace)"
     if not dev.get("name"):
         return ""
     return f"{dev['name']} ({dev.get('source', 'unknown')}: {dev.get('evidence', '')})"
@@ -172,3 +174,82 @@ def estimate_text(r: dict[str, Any]) -> str:
     """``" by replaying the step"`` for a speedup the what-if replay predicted, else ``""`` (a
     rule's formula over the finding's share)."""
     return " by replaying the step" if r.get("estimate") == "replay" else ""
+
+
+#: How the explained parts of a verdict and a CPU-only run's parts read in reports.
+PART_LABELS = {
+    "unexplained": "unexplained", "unattributed": "unattributed", "transfer": "transfer",
+    "waiting_for_peers": "waiting for peers", "idle_in_collective": "idle inside collectives",
+    "transfer_or_waiting": "transfer or waiting (one rank: not told apart)",
+    "data_waits": "data waits", "host_causes": "host causes", "bound_unknown": "bound unknown",
+    "operator_dispatch": "operator dispatch", "python": "Python outside operators",
+    "garbage_collection": "garbage collection", "operator_compilation": "compilation",
+    "initialization": "start-up", "memory_allocation": "allocator calls",
+    "environment_configuration": "logging / environment", "resource_contention": "contention",
+    "host_device_sync": "host-device syncs", "reading": "reading", "processing": "processing",
+    "fetching": "fetching", "compute_bound": "compute-bound kernels",
+    "memory_bound": "memory-bound kernels", "underutilized": "underutilized kernels",
+    "communication": "communication", "other_host_work": "other host work",
+    "nothing_recorded": "nothing recorded"}
+#: A CPU-only run's parts (``cpu.parts_pct``): the CPU's operators are its computation.
+CPU_PART_LABELS = {**PART_LABELS, "operator_dispatch": "operators (self time)"}
+#: What a report says of a run that is not an ordinary accelerator run (``run_kind``).
+RUN_KIND_TEXT = {
+    "cpu_only": "CPU-only run: no accelerator in the trace; the step is the CPU's work",
+    "device_not_captured": "the device was not captured: the host launches device work but "
+                           "no device activity is recorded, so findings and estimates that "
+                           "need device times are withheld -- "}
+
+
+def run_kind_text(d: dict[str, Any]) -> str:
+    """The report's line on the run's kind ("" for an accelerator run)."""
+    from hermes.analyzers.common.runkind import HOW_TO_CAPTURE
+
+    kind = d.get("run_kind") or "accelerator"
+    if kind == "device_not_captured":  # how to capture it, unless the verdict says so already
+        said = HOW_TO_CAPTURE in str((d.get("verdict") or {}).get("reason") or "")
+        return RUN_KIND_TEXT[kind] + ("see the verdict for how to record it" if said
+                                      else HOW_TO_CAPTURE)
+    return RUN_KIND_TEXT.get(kind, "")
+
+
+def explained_pct_text(v: dict[str, Any]) -> str:
+    """``explained N%`` of a verdict (``verdict.explained.pct``)."""
+    ex = v.get("explained") or {}
+    return f"explained {float(ex.get('pct') or 0.0):.0f}%"
+
+
+def explained_text(v: dict[str, Any], labels: dict[str, str] | None = None) -> str:
+    """The verdict's share split into the findings that explain it and the unexplained
+    remainder with its parts (percent of the verdict's share)."""
+    labels = labels or PART_LABELS
+    ex = v.get("explained") or {}
+    out = []
+    for p in ex.get("parts") or []:
+        name = labels.get(p["name"], p["name"])
+        text = f"{name} {float(p['pct']):.1f}%"
+        sub = p.get("parts") or []
+        if sub:
+            text += " (" + ", ".join(f"{labels.get(s['name'], s['name'].replace('_', ' '))} "
+                                     f"{float(s['pct']):.1f}%" for s in sub) + ")"
+        out.append(text)
+    share = float(ex.get("share_pct") or 0.0)
+    return (f"{explained_pct_text(v)} of its {share:.1f}% of step time: " + "; ".join(out)) \
+        if out else f"{explained_pct_text(v)} (nothing to explain)"
+
+
+def cpu_part_rows(d: dict[str, Any]) -> list[tuple[str, float]]:
+    """A CPU-only run's step in CPU terms: (label, % of step time), largest first."""
+    parts = (d.get("cpu") or {}).get("parts_pct") or {}
+    return [(CPU_PART_LABELS.get(k, k.replace("_", " ")), float(v))
+            for k, v in sorted(parts.items(), key=lambda kv: -kv[1])]
+
+
+OPERATOR_HEADER = ("operator", "calls", "self ms", "% of step")
+
+
+def operator_rows(d: dict[str, Any], n: int) -> list[tuple[str, ...]]:
+    """A CPU-only run's top operators by self time, as text cells."""
+    return [(short_name(o["name"]), f"{int(o['calls'])}", f"{float(o['self_ms']):.3f}",
+             f"{float(o['share_pct']):.1f}") for o in ((d.get("cpu") or {}).get("operators")
+                                                       or [])[:n]]

@@ -15,10 +15,16 @@ import pandas as pd
 from hermes.analyzers.engine.result import Analysis, missing_text
 from hermes.report.common import (
     HTA,
+    OPERATOR_HEADER,
     PARTS,
+    cpu_part_rows,
     device_text,
     dtype_mix_text,
+    explained_pct_text,
+    explained_text,
     mfu_text,
+    operator_rows,
+    run_kind_text,
     short_name,
     unique_short_names,
     warmup_text,
@@ -64,7 +70,18 @@ def summary(d: dict[str, Any], a: Analysis) -> str:
     rows += [("MISSING", missing_text(m)) for m in d.get("missing_ranks", ())]
     kv = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
     verdict = (f'<p class="verdict">Verdict: <span class="bound">{esc(d["bound"]).upper()}'
-               f'-bound</span> — {esc(d["verdict"]["reason"])}</p>')
+               f'-bound</span> ({esc(explained_pct_text(d["verdict"]))}) — '
+               f'{esc(d["verdict"]["reason"])}</p>'
+               f'<p class="note">{esc(explained_text(d["verdict"]))}</p>')
+    if run_kind_text(d):
+        verdict += f'<p class="verdict">Run: {esc(run_kind_text(d))}</p>'
+    if cpu_part_rows(d):
+        verdict += ("<p>Where the CPU's time goes (mean over ranks, % of step wall time)</p>"
+                    + table(("part", "% of step"), [(k, f"{v:.1f}") for k, v in
+                                                    cpu_part_rows(d)], numeric=(1,)))
+        if operator_rows(d, 10):
+            verdict += ("<p>Operators by self time (all ranks)</p>"
+                        + table(OPERATOR_HEADER, operator_rows(d, 10), numeric=(1, 2, 3)))
     return section("summary", "Summary", verdict + f'<dl class="kv">{kv}</dl>')
 
 

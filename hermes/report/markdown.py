@@ -11,12 +11,18 @@ from hermes.report.common import (
     DEFAULT_TOP,
     HTA,
     KERNEL_HEADER,
+    OPERATOR_HEADER,
     PARTS,
+    cpu_part_rows,
     device_text,
     dtype_mix_text,
     estimate_text,
+    explained_pct_text,
+    explained_text,
     kernel_rows,
     mfu_text,
+    operator_rows,
+    run_kind_text,
     top_ops,
     warmup_text,
 )
@@ -44,9 +50,21 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
            *[f"- warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])],
            *[f"- **missing {_md_escape(missing_what(m))}**: {_md_escape(missing_why(m))}"
              for m in d.get("missing_ranks", ())],
-           f"- **bound: {d['bound']}** — {_md_escape(d['verdict']['reason'])}", ""]
+           f"- **bound: {d['bound']}** ({explained_pct_text(d['verdict'])}) — "
+           f"{_md_escape(d['verdict']['reason'])}",
+           f"- verdict accounting: {_md_escape(explained_text(d['verdict']))}",
+           *([f"- **run:** {_md_escape(run_kind_text(d))}"] if run_kind_text(d) else []), ""]
     rows = d["breakdown"]["per_rank"]
-    if rows:
+    if cpu_part_rows(d):
+        out += ["## Where the CPU's time goes (% of step wall time, mean over ranks)", "",
+                "| part | % of step |", "|---|---:|"]
+        out += [f"| {_md_escape(label)} | {pct:.1f} |" for label, pct in cpu_part_rows(d)]
+        if operator_rows(d, 10):
+            out += ["", "| " + " | ".join(OPERATOR_HEADER) + " |", "|---|---:|---:|---:|"]
+            out += ["| " + " | ".join(_md_escape(c) for c in r) + " |"
+                    for r in operator_rows(d, 10)]
+        out.append("")
+    elif rows:
         out += ["## Breakdown (% of step wall time, mean over steps)", "",
                 "| rank | " + " | ".join(label for _, label in PARTS + HTA) + " |",
                 "|---:|" + "---:|" * len(PARTS + HTA)]

@@ -16,13 +16,19 @@ from hermes.report.common import (
     DEFAULT_TOP,
     HTA,
     KERNEL_HEADER,
+    OPERATOR_HEADER,
     PARTS,
+    cpu_part_rows,
     device_text,
     dtype_mix_text,
+    explained_pct_text,
+    explained_text,
     kernel_rows,
     mean_breakdown,
     mfu_text,
+    operator_rows,
     ranks_text,
+    run_kind_text,
     top_ops,
     unique_short_names,
     warmup_text,
@@ -48,9 +54,27 @@ def _tables(d: dict[str, Any], top: int) -> list[Any]:
         *[Text(f"MISSING {missing_text(m)}", style="bold red")
           for m in d.get("missing_ranks", ())],
         Text.assemble(("Verdict: ", "bold"), (f"{d['bound'].upper()}-bound", "bold red"),
-                      f" — {d['verdict']['reason']}")]
+                      f" ({explained_pct_text(d['verdict'])}) — {d['verdict']['reason']}"),
+        Text(f"  {explained_text(d['verdict'])}", style="dim")]
+    if run_kind_text(d):
+        out.append(Text(f"Run: {run_kind_text(d)}", style="bold yellow"))
     rows = d["breakdown"]["per_rank"]
-    if rows:
+    if cpu_part_rows(d):
+        t = Table(title="Where the CPU's time goes (mean over ranks, % of step wall time)",
+                  title_justify="left")
+        t.add_column("part")
+        t.add_column("% of step", justify="right")
+        for label, pct in cpu_part_rows(d):
+            _row(t, label, f"{pct:.1f}")
+        out.append(t)
+        if operator_rows(d, 10):
+            t = Table(title="Operators by self time (all ranks)", title_justify="left")
+            for i, h in enumerate(OPERATOR_HEADER):
+                t.add_column(h, justify="left" if i == 0 else "right")
+            for r in operator_rows(d, 10):
+                _row(t, *r)
+            out.append(t)
+    elif rows:
         t = Table(title="Step time breakdown (per-step mean over ranks, % of step wall time)",
                   title_justify="left")
         t.add_column("component")

@@ -9,14 +9,20 @@ from hermes.report.common import (
     DEFAULT_TOP,
     HTA,
     KERNEL_HEADER,
+    OPERATOR_HEADER,
     PARTS,
     bar,
+    cpu_part_rows,
     device_text,
     dtype_mix_text,
+    explained_pct_text,
+    explained_text,
     kernel_rows,
     mean_breakdown,
     mfu_text,
+    operator_rows,
     ranks_text,
+    run_kind_text,
     short_name,
     top_ops,
     warmup_text,
@@ -32,8 +38,23 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
              f"median {st['median_ms']:.3f} ms, p90 {st['p90_ms']:.3f} ms"]
     lines += [f"Warm-up left out: {warmup_text(w)}" for w in d.get("warmup", [])]
     lines += [f"MISSING {missing_text(m)}" for m in d.get("missing_ranks", ())]
-    lines += ["", f"Verdict: {d['bound'].upper()}-bound — {v['reason']}", ""]
-    if rows:
+    lines += ["", f"Verdict: {d['bound'].upper()}-bound ({explained_pct_text(v)}) — "
+                  f"{v['reason']}", f"  {explained_text(v)}"]
+    if run_kind_text(d):
+        lines.append(f"Run: {run_kind_text(d)}")
+    lines.append("")
+    if cpu_part_rows(d):
+        lines.append("Where the CPU's time goes (mean over ranks, % of step wall time):")
+        lines += [f"  {label:<28} {pct:6.1f}%  {bar(pct)}" for label, pct in cpu_part_rows(d)]
+        ops = [OPERATOR_HEADER, *operator_rows(d, 10)]
+        if len(ops) > 1:
+            widths = [max(len(r[i]) for r in ops) for i in range(len(OPERATOR_HEADER))]
+            lines.append("  Operators by self time (all ranks):")
+            lines += ["    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w)
+                                         in enumerate(zip(r, widths, strict=True))).rstrip()
+                      for r in ops]
+        lines.append("")
+    elif rows:
         lines.append("Step time breakdown (mean over ranks, % of step wall time):")
         for key, label in PARTS:
             pct = mean_breakdown(rows, key)
