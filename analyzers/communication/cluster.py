@@ -191,7 +191,8 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     if not explicit and share >= (MIN_SHARE if held else JITTER_MIN_SHARE):
         res.findings.append(_wait_finding(share, sync, pr, held, late_tab))
     if not explicit:  # transmission apart from waiting, from the matched arrivals
-        _cluster_transmission(res, m, step_total)
+        comm_time = {r: int(v.metrics.get("comm_ns", 0)) for r, v in per.items()}
+        _cluster_transmission(res, m, step_total, comm_time)
     return res
 
 
@@ -236,8 +237,8 @@ def _wait_finding(share: float, sync: pd.DataFrame, pr: pd.DataFrame, held: list
                    evidence=evidence, ranks=tuple(held))
 
 
-def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict[int, int]
-                          ) -> None:
+def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict[int, int],
+                          comm_time: dict[int, int]) -> None:
     """Bandwidth/retransmission causes with transit_i = end_i - max arrival (the wait removed);
     time_share = mean over ranks of the rank's cost / its step time."""
     m = m.copy()
@@ -251,7 +252,10 @@ def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict
     ranks = sorted(step_total)
     for cause, cost in transmission_costs(m).items():
         by_rank = cost.groupby(m["rank"]).sum()
-        shares = [by_rank.get(r, 0.0) / step_total[r] if step_total[r] else 0.0 for r in ranks]
+        # collectives that overlap each other (buckets in flight together) share time: they
+        # cost a rank at most the time its communication runs
+        shares = [min(by_rank.get(r, 0.0), comm_time.get(r, np.inf)) / step_total[r]
+                  if step_total[r] else 0.0 for r in ranks]
         share = float(np.mean(shares)) if shares else 0.0
         if share >= MIN_SHARE:
             hit = tuple(int(r) for r, s in zip(ranks, shares, strict=True) if s > 0)

@@ -220,6 +220,8 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     link = link.where(~unnamed, pd.Series(default, index=idx)).astype(str).str.lower()
     op = c["name"].astype(str)
     nbytes = c["coll_bytes"].where(c["coll_bytes"].notna(), c["bytes"])
+    if nbytes.isna().any():  # a ProcessGroup range (gloo:all_reduce): its input tensor's size
+        nbytes = nbytes.fillna(input_bytes(args[nbytes.isna()]))
     cls = _link_class(link)
     with np.errstate(divide="ignore", invalid="ignore"):
         bw = nbytes / (transit.where(transit > 0) * 1e-9) / 1e9
@@ -257,6 +259,35 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
         t[f"pre_{part}_ns"] = v
     del pk
     return t[COLUMNS].reset_index(drop=True)
+
+
+#: The first input tensor of a Kineto operator's args: its shape and element type.
+_INPUT_DIMS = r'"Input Dims":\s*\[\s*\[([0-9,\s]*)\]'
+_INPUT_TYPE = r'"Input type":\s*\[\s*"([^"]*)"'
+#: Bytes per element of PyTorch's scalar type names (``Input type``).
+ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "c10::half": 2,
+                 "c10::bfloat16": 2, "int": 4, "long": 8, "long int": 8, "short": 2,
+                 "signed char": 1, "unsigned char": 1, "char": 1, "bool": 1,
+                 "c10::complex<float>": 8, "c10::complex<double>": 16,
+                 "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1}
+
+
+def input_bytes(args: pd.Series) -> pd.Series:
+    """Bytes of the first input tensor named in each row's Kineto args (``Input Dims`` x the
+    element size of ``Input type``): the message of a collective that records no message size
+    (a ``gloo:all_reduce`` ProcessGroup range reduces its input in place). NaN where either is
+    missing or the type is not a known scalar type."""
+    s = args.astype("string[pyarrow]")
+    dims = s.str.extract(_INPUT_DIMS, expand=False)
+    kind = s.str.extract(_INPUT_TYPE, expand=False).str.strip().str.lower()
+    parts = dims.str.split(",", expand=True) if dims.notna().any() else None
+    if parts is None:
+        return pd.Series(np.nan, index=args.index)
+    num = parts.apply(lambda c: pd.to_numeric(c.str.strip(), errors="coerce"))
+    # a shape with an empty or unreadable dimension is not read (a scalar's [] has no bytes)
+    ok = dims.notna() & dims.str.strip().ne("") & ~(num.isna() & parts.notna()).any(axis=1)
+    n = num.fillna(1.0).prod(axis=1).where(ok)
+    return (n * kind.map(ELEMENT_BYTES).astype("float64")).astype("float64")
 
 
 def _before_arrival(ev: pd.DataFrame, t: pd.DataFrame, step_start: np.ndarray, offset: int
@@ -424,11 +455,42 @@ _TEXT = {
 }
 
 
+#: Collective libraries by the prefix PyTorch gives their ProcessGroup ranges (``gloo:all_reduce``).
+BACKEND_PREFIX = re.compile(r"^(gloo|nccl|mpi|ucc|hccl|xccl):", re.I)
+
+
+def backend_of(ops: pd.Series) -> str | None:
+    """The collective library every one of ``ops`` names (``gloo:all_reduce`` -> ``gloo``),
+    None when they name none or several."""
+    found = {m.group(1).lower() if (m := BACKEND_PREFIX.match(str(o))) else None
+             for o in pd.unique(ops.astype(str))}
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
 def comm_finding(cause: str, share: float, sub: pd.DataFrame, ranks: tuple[int, ...],
              **evidence: Any) -> Finding:
-    return Finding("communication", cause, float(min(1.0, max(0.0, share))),
-                   f"{_TEXT[cause]}: {len(sub)} collectives, {100 * share:.1f}% of step time",
-                   evidence={"collectives": int(len(sub)), "top_ops": _ops(sub), **evidence},
+    share = float(min(1.0, max(0.0, share)))
+    backend = backend_of(sub["op"]) if len(sub) else None
+    text = _TEXT[cause]
+    if backend == "gloo" and cause in ("network_configuration", "bandwidth_contention"):
+        # Gloo moves device tensors through host memory and reduces them on the CPU
+        text = ("Gloo collectives (tensors staged through host memory, reduced on the CPU) "
+                "at a bus bandwidth far below the device link's")
+    extra: dict[str, Any] = {"backend": backend} if backend else {}
+    detail = ""
+    if len(sub) and sub["busbw_GBps"].notna().any():
+        extra["busbw_GBps_median"] = round(float(sub["busbw_GBps"].median()), 3)
+        extra["expected_GBps"] = round(float(sub["expected_GBps"].median()), 3)
+        if cause in ("network_configuration", "bandwidth_contention"):
+            # the collective that costs most, its size and achieved vs expected bandwidth
+            top = sub.loc[sub["transit_ns"].astype("float64").fillna(0).idxmax()]
+            detail = (f" (most time: {top['op']} of {float(top['bytes']) / 1e6:.1f} MB at "
+                      f"{extra['busbw_GBps_median']:.3g} GB/s bus bandwidth, median; the "
+                      f"link's {extra['expected_GBps']:.3g} GB/s)")
+    return Finding("communication", cause, share,
+                   f"{text}: {len(sub)} collectives, {100 * share:.1f}% of step time{detail}",
+                   evidence={"collectives": int(len(sub)), "top_ops": _ops(sub), **extra,
+                             **evidence},
                    ranks=ranks)
 
 
@@ -516,7 +578,9 @@ def communication(ctx: RankContext) -> AnalyzerResult:
     # says so here; otherwise communication_cluster derives it from the other ranks' arrivals
     if explicit:
         for cause, cost in transmission_costs(t).items():
-            share = float(cost.sum()) / step_total
+            # collectives that overlap each other (buckets in flight together) share time: they
+            # cost at most the time communication runs
+            share = min(float(cost.sum()), iv.total(comm)) / step_total
             if share >= MIN_SHARE:
                 res.findings.append(comm_finding(cause, share, t[cost > 0], ranks,
                                              cost_ns=int(cost.sum())))

@@ -356,3 +356,24 @@ def test_arrival_jitter_names_no_rank() -> None:
     (f,) = [f for f in res.findings if f.cause == "synchronization_wait"]
     assert f.evidence["jitter"] and f.ranks == (0, 1, 2) and "no rank is consistently last" \
         in f.summary
+
+
+def test_gloo_collectives_overlapping_each_other_cost_at_most_their_time() -> None:
+    # DDP over Gloo on GPUs: two gradient buckets in flight together, 10-40 ms and 20-50 ms of
+    # a 100 ms step on both ranks; the ProcessGroup ranges record no message size, only their
+    # input tensor (8 Mi floats = 33.6 MB). Transit 30 ms each at ~2 GB/s vs NVLink's 450:
+    # each costs ~30 ms, but together they run 40 ms -> 40 % of step time, not 60 %
+    ms = 1_000_000
+    dims = json.dumps({"Input Dims": [[8 * MB]], "Input type": ["float"]})
+    frames = {r: frame(ev("step", "ProfilerStep#1", 0, 100 * ms, rank=r, step=1),
+                       *[ev("collective", "gloo:all_reduce", a * ms, 30 * ms, rank=r,
+                            lane=f"thread {k}", lane_kind="host", coll_seq=k, args=dims)
+                         for k, a in enumerate((10, 20))])
+              for r in (0, 1)}
+    res = cluster(frames)
+    check(res)
+    (f,) = [f for f in res.findings if f.cause == "network_configuration"]
+    assert f.time_share == pytest.approx(0.4)
+    assert f.evidence["backend"] == "gloo"
+    assert f.summary.startswith("Gloo collectives (tensors staged through host memory")
+    assert "gloo:all_reduce of 33.6 MB" in f.summary and "the link's 450 GB/s" in f.summary

@@ -62,3 +62,18 @@ def test_the_straggler_is_named_and_the_balanced_job_has_none(job) -> None:
     # rank 1's extra 40 ms of host work per step is not in the trace: unattributed, ~40 ms
     assert 35e6 < f.evidence["late_excess_ns"][1] < 45e6
     assert "rank 1 (last at 10 of 20 collectives, 100% of the waiting" in f.summary
+
+
+def test_gloo_on_gpus_is_slow_transfer_with_use_nccl(job) -> None:
+    # the balanced job is communication-bound by Gloo's transfer: 20 all-reduces of 33.6 MB
+    # per rank at ~1 GB/s through host memory (benchmarks/crossrank.py: transfer 31 ms each)
+    kind, a, _ = job
+    from hermes.advisor import advise
+
+    f = next(f for f in a.findings if f.id == "communication.network_configuration")
+    assert f.evidence["backend"] == "gloo" and 0.5 < f.time_share <= 1.0
+    assert f.evidence["busbw_GBps_median"] < 5.0
+    rules = [r.rule for r in advise(a).for_finding(f.id)]
+    assert rules and rules[0] == "communication.use_nccl"
+    if kind == "balanced":
+        assert a.findings[0].id == "communication.network_configuration"
