@@ -165,13 +165,21 @@ def test_explained_share_reported_and_consistent() -> None:
     assert [v.what for v in self_check(doc)][:2] == [
         "sum to 107.500 % of the verdict's share, not 100",
         "explained 87.500 % and unexplained 20.000 % do not add up to 100"]
-    # explained below 80 %: the remainder must be decomposed, not all unattributed
+    # explained below 80 %: the remainder must be decomposed; time nothing records is a part
+    # of a host verdict's idle share, not of a communication verdict's share
     doc = copy.deepcopy(old)
     exp = doc["verdict"]["explained"]
     exp["pct"], exp["parts"][0]["pct"] = 50.0, 50.0
-    exp["parts"][1].update(pct=50.0, parts=[{"name": "unattributed", "pct": 50.0}])
+    exp["parts"][1].update(pct=50.0, parts=[])
     assert [v.what for v in self_check(doc)] == [
         "explained 50.0 % (< 80 %) and the remainder (50.0 %) is not decomposed"]
+    exp["parts"][1]["parts"] = [{"name": "unattributed", "pct": 50.0}]
+    assert self_check(doc) == []
+    doc["verdict"]["bound"] = doc["bound"] = "communication"
+    exp["parts"][0]["name"] = "communication.small_packet"
+    assert [v.what for v in self_check(doc)] == [
+        "explained 50.0 % (< 80 %) and the remainder (50.0 %) is not decomposed (all "
+        "unattributed)"]
     exp["parts"][1]["parts"] = [{"name": "waiting_for_peers", "pct": 30.0},
                                 {"name": "unattributed", "pct": 20.0}]
     assert self_check(doc) == []
