@@ -227,12 +227,11 @@ def explain(bound: str, share: float, findings: Sequence[Finding],
         known = sum(left.values())
         if known > rem:
             left = {k: v * rem / known for k, v in left.items()}
+        other = rem - sum(left.values())
+        if other > 1e-9:  # what no part covers (joins a part of that name)
+            left["unattributed"] = left.get("unattributed", 0.0) + other
         sub = [{"name": k, "pct": round(100.0 * v / share, 3), "step_pct": round(100.0 * v, 3)}
                for k, v in sorted(left.items(), key=lambda kv: -kv[1])]
-        other = rem - sum(left.values())
-        if other > 1e-9:
-            sub.append({"name": "unattributed", "pct": round(100.0 * other / share, 3),
-                        "step_pct": round(100.0 * other, 3)})
         parts.append({"name": "unexplained", "pct": round(100.0 * rem / share, 3),
                       "step_pct": round(100.0 * rem, 3), "parts": sub})
     out.update(pct=round(100.0 * explained / share, 3), parts=parts)
