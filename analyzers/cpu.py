@@ -454,7 +454,10 @@ def cpu(ctx: RankContext) -> AnalyzerResult:
         summary = f"{text}: {100 * share:.1f}% of step time"
         if kind == CPU_ONLY:
             summary = summary.replace(CAUSE_TEXT[c], CPU_TEXT.get(c, CAUSE_TEXT[c]))
-            if c == "operator_dispatch":
+            if c == "operator_dispatch":  # (no launches, no kernels: no such figures)
+                for key in ("launches_per_step", "kernels_per_step", "small_kernels_pct",
+                            "kernel_median_us"):
+                    evidence.pop(key, None)
                 evidence.update(profile)
                 top = res.tables["operators"]
                 summary = f"the CPU runs operators {100 * share:.1f}% of step time (self time)"

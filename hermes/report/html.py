@@ -62,7 +62,9 @@ def render_html(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP,
         html_more.memory(a, figs),
     ]
     # links only to the sections drawn: a left-out one is a line, not a target
-    nav = " ".join(f'<a href="#{sid}">{title}</a>' for sid, title in NAV
+    cpu_only = d.get("run_kind") == "cpu_only"  # (its tables are the operators)
+    nav = " ".join(f'<a href="#{sid}">{"operators" if cpu_only and sid == "tables" else title}'
+                   f'</a>' for sid, title in NAV
                    if any(f'<section id="{sid}">' in sec for sec in sections))
     source = esc(d.get("source") or "trace")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -59,10 +59,13 @@ def cpu(a: Analysis, figs: Figures) -> str:
     tot = tot[tot > 0].sort_values(ascending=False)
     if not len(tot):
         return omitted("CPU causes", "the host never held the device back")
-    names = [c.removesuffix("_ns").replace("_", " ") for c in tot.index]
+    cpu_only = a.run_kind == "cpu_only"
+    names = [("operators (self time)" if cpu_only and c == "operator_dispatch_ns" else
+              c.removesuffix("_ns").replace("_", " ")) for c in tot.index]
     data = [{"type": "bar", "orientation": "h", "x": (tot / 1e6).round(4).tolist(), "y": names,
              "name": "host-bound ms"}]
-    return section("cpu", "CPU: what the host-bound time went to",
+    return section("cpu", "CPU: where the step's time went" if cpu_only else
+                   "CPU: what the host-bound time went to",
                    '<p class="note">Total over the capture, all ranks (ms).</p>'
                    + figs.div(data, {"yaxis": {"autorange": "reversed", "automargin": True},
                                      "xaxis": {"title": "ms"}}, 80 + 28 * len(names)))
@@ -148,8 +151,9 @@ def fluctuation(a: Analysis, figs: Figures) -> str:
 def memory(a: Analysis, figs: Figures) -> str:
     t = _nonempty(a, "memory.timeline")
     if t is None:
-        return omitted("Memory", "the trace has no device memory samples (PyTorch: "
-                                 "profile_memory=True)")
+        return omitted("Memory", "a CPU-only run: no device memory" if a.run_kind == "cpu_only"
+                       else "the trace has no device memory samples (PyTorch: "
+                            "profile_memory=True)")
     t0 = int(t["ts_ns"].min())
     data = []
     for rank, g in t.groupby("rank", sort=True):

@@ -53,8 +53,8 @@ def summary(d: dict[str, Any], a: Analysis) -> str:
                       f"{'…' if len(d['ranks']) > 16 else ''})"),
             ("steps", f"{st['count']} analyzed; median {st['median_ms']:.3f} ms, "
                       f"p90 {st['p90_ms']:.3f} ms per step"),
-            ("device", dev.get("display_name") or dev.get("name") or "not described by the "
-                                                                      "trace"),
+            ("device", "none: a CPU-only run" if d.get("run_kind") == "cpu_only" else
+             dev.get("display_name") or dev.get("name") or "not described by the trace"),
             ("source", f"{d.get('source') or '-'} (written by "
                        f"{getattr(meta, 'created_by', '-') or '-'})")]
     if software:
@@ -64,8 +64,9 @@ def summary(d: dict[str, Any], a: Analysis) -> str:
         rows.append(("device (advice)", device_text(d)))
     if dtype_mix_text(comp):
         rows.append(("matmul dtypes", dtype_mix_text(comp)))
-    rows.append(("MFU", mfu_text(comp) or "not known: the trace gives no kernel FLOPs or no "
-                                          "device peak"))
+    if d.get("run_kind") != "cpu_only":
+        rows.append(("MFU", mfu_text(comp) or "not known: the trace gives no kernel FLOPs or no "
+                                              "device peak"))
     rows += [("warm-up left out", warmup_text(w)) for w in d.get("warmup", [])]
     rows += [("MISSING", missing_text(m)) for m in d.get("missing_ranks", ())]
     kv = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
@@ -216,6 +217,8 @@ def roofline(a: Analysis, figs: Figures) -> str:
     dev = getattr(a.meta, "device", None) or {}
     bw = dev.get("hbm_bw_Bps")
     ceilings = _ceilings(dev)
+    if a.run_kind == "cpu_only":
+        return omitted("Roofline", "a CPU-only run: no accelerator kernels to place")
     if k is None or not len(k) or not ceilings or not bw:
         why = ("the trace does not describe its device's peak FLOP/s and memory bandwidth"
                if not ceilings or not bw else "the trace has no kernels")
@@ -284,7 +287,8 @@ def top_tables(a: Analysis, top_n: int = 30) -> str:
                                                  numeric=(1, 2, 3, 4, 5)))
     if not parts:
         return omitted("Top kernels and operators", "the trace has no device kernels")
-    return section("tables", "Top kernels and operators",
+    return section("tables", "Top operators" if a.run_kind == "cpu_only" else
+                   "Top kernels and operators",
                    '<p class="note">Click a column header to sort.</p>' + "".join(parts))
 
 

@@ -136,6 +136,10 @@ def test_cpu_only_has_no_accelerator_wording(cpu_only, fmt) -> None:
         assert "aten::conv2d" in out and "CPU-only" in out
         assert not ACCELERATOR_WORDS.search(out.split("Critical path")[0].replace(
             "Device: none", "").replace("device: none", "").replace("HTA", ""))
+    if fmt == "html":  # the page's text, its script and style left out
+        text = re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<(script|style).*?</\1>", "", out))
+        text = text.replace("device  none", "").replace("device (advice)  none", "")
+        assert not ACCELERATOR_WORDS.search(text.split("Step time breakdown")[0]), text
 
 
 def test_hta_cpu_only_rank(shared_traces: Path, tmp_path: Path) -> None:
