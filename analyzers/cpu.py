@@ -44,7 +44,7 @@ from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.nesting import event_nodes
 from hermes.analyzers.common.cpuwork import cpu_profile
-from hermes.analyzers.common.runkind import CPU_ONLY, NOT_CAPTURED, rank_kind
+from hermes.analyzers.common.runkind import CPU_ONLY, NEEDS_DEVICE, NOT_CAPTURED, rank_kind
 from hermes.analyzers.common.spans import device_idle, per_step_ns, spans, top_names, windows_union
 from hermes.analyzers.common.steps import fine_windows, window_note
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
@@ -96,10 +96,6 @@ CAUSE_TEXT = {
     "python": "the host runs Python code outside operators while the device waits",
     "resource_contention": "host calls run slower than their usual cost (CPU contention)",
 }
-#: Causes whose cost is measured against the device (host time while the device waits, or
-#: waiting for the device): withheld where the device was not captured.
-NEEDS_DEVICE = ("operator_dispatch", "python", "resource_contention", "memory_allocation",
-                "host_device_sync")
 #: A CPU-only run's wording: the CPU computes, no device waits.
 CPU_TEXT = {
     "python": "the CPU runs Python code outside operators",

@@ -39,6 +39,10 @@ DEVICE_API = (r"^(cu|cuda|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|
               r"Memcpy\w*Async|Memset\w*Async|ModuleLaunch|LaunchKernelEx)|"
               r"^aclrt(Launch|Memcpy\w*Async|Memset\w*Async)|^acl(op|md)Execute|"
               r"^aclnn(?!.*GetWorkspaceSize)[A-Za-z0-9_]+$")
+#: The ``cpu`` causes whose cost is measured against the device (host time while the device
+#: waits, or waiting for the device): withheld where the device was not captured.
+NEEDS_DEVICE = ("operator_dispatch", "python", "resource_contention", "memory_allocation",
+                "host_device_sync")
 #: What to do to capture the device, per device family (said by the verdict and the reports).
 HOW_TO_CAPTURE = ("record the device too: torch.profiler.profile(activities=[ProfilerActivity"
                   ".CPU, ProfilerActivity.CUDA]); on Ascend, torch_npu.profiler.profile("

@@ -42,7 +42,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes.analyzers.common.runkind import ACCELERATOR, CPU_ONLY, HOW_TO_CAPTURE, NOT_CAPTURED
+from hermes.analyzers.common.runkind import (
+    ACCELERATOR,
+    CPU_ONLY,
+    HOW_TO_CAPTURE,
+    NEEDS_DEVICE,
+    NOT_CAPTURED,
+)
 from hermes.findings import Finding
 
 #: Smallest share of step time the io findings must explain for an ``io`` verdict (XProf calls a
@@ -126,7 +132,9 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
       inside a collective that is neither wait nor transit, where an importer recorded both) and
       ``transfer`` (the rest); ``transfer_or_waiting`` where neither a match across ranks nor
       a recorded wait tells them apart (one rank's trace);
-    * ``host``: the cpu analyzer's cause shares, ``data_waits`` and ``unattributed``;
+    * ``host``: the cpu analyzer's cause shares, ``data_waits`` and ``unattributed``; where the
+      device was not captured the causes measured against it are ``withheld_<cause>`` (host
+      time whose cost to the step is not known);
     * ``io``: the io analyzer's ``reading`` / ``processing`` / ``fetching`` shares, the host
       causes (``host_causes``) and ``unattributed``;
     * ``device``: device time by roofline class (``compute_bound``, ``memory_bound``,
@@ -166,10 +174,13 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
             m = rr["cpu"].metrics
             step = float(m.get("step_total_ns") or 0)
             row = {c: float(m.get(f"{c}_share") or 0.0) for c in HOST_CAUSES}
+            if m.get("run_kind") == NOT_CAPTURED:  # host time whose cost is not known
+                row = {(f"withheld_{c}" if c in NEEDS_DEVICE else c): v for c, v in row.items()}
             row["data_waits"] = min(1.0, float(m.get("io_wait_ns") or 0) / step) if step else 0.0
             row["unattributed"] = float(m.get("unattributed_share") or 0.0)
             host.append(row)
-            io_row = {"host_causes": min(1.0, sum(row[c] for c in HOST_CAUSES)),
+            io_row = {"host_causes": min(1.0, sum(v for c, v in row.items()
+                                                  if c not in ("data_waits", "unattributed"))),
                       "unattributed": row["unattributed"]}
             if "io" in rr:
                 im = rr["io"].metrics

@@ -213,6 +213,14 @@ def run_kind_text(d: dict[str, Any]) -> str:
     return RUN_KIND_TEXT.get(kind, "")
 
 
+def part_label(name: str, labels: dict[str, str] | None = None) -> str:
+    """How a part of ``verdict.explained`` (or of a CPU-only run) reads."""
+    labels = labels or PART_LABELS
+    if name.startswith("withheld_"):
+        return f"{part_label(name.removeprefix('withheld_'), labels)} (withheld: no device times)"
+    return labels.get(name, name.replace("_", " "))
+
+
 def explained_pct_text(v: dict[str, Any]) -> str:
     """``explained N%`` of a verdict (``verdict.explained.pct``)."""
     ex = v.get("explained") or {}
@@ -226,12 +234,12 @@ def explained_text(v: dict[str, Any], labels: dict[str, str] | None = None) -> s
     ex = v.get("explained") or {}
     out = []
     for p in ex.get("parts") or []:
-        name = labels.get(p["name"], p["name"])
+        name = labels.get(p["name"], p["name"])  # (a finding by its id)
         text = f"{name} {float(p['pct']):.1f}%"
         sub = p.get("parts") or []
         if sub:
-            text += " (" + ", ".join(f"{labels.get(s['name'], s['name'].replace('_', ' '))} "
-                                     f"{float(s['pct']):.1f}%" for s in sub) + ")"
+            text += " (" + ", ".join(f"{part_label(s['name'], labels)} {float(s['pct']):.1f}%"
+                                     for s in sub) + ")"
         out.append(text)
     share = float(ex.get("share_pct") or 0.0)
     return (f"{explained_pct_text(v)} of its {share:.1f}% of step time: " + "; ".join(out)) \
@@ -241,7 +249,7 @@ def explained_text(v: dict[str, Any], labels: dict[str, str] | None = None) -> s
 def cpu_part_rows(d: dict[str, Any]) -> list[tuple[str, float]]:
     """A CPU-only run's step in CPU terms: (label, % of step time), largest first."""
     parts = (d.get("cpu") or {}).get("parts_pct") or {}
-    return [(CPU_PART_LABELS.get(k, k.replace("_", " ")), float(v))
+    return [(part_label(k, CPU_PART_LABELS), float(v))
             for k, v in sorted(parts.items(), key=lambda kv: -kv[1])]
 
 

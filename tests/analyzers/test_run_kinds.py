@@ -198,6 +198,12 @@ def test_device_not_captured_says_so_and_withholds_device_findings(not_captured)
     assert "cpu.operator_dispatch" not in ids and "cpu.host_device_sync" not in ids
     withheld = a.per_rank[0]["cpu"].metrics["withheld"]
     assert [w["cause"] for w in withheld] == ["operator_dispatch"]
+    # the verdict (host, the whole step): the GC pause explains 10 %; the rest is the withheld
+    # dispatch time (70 %: host time whose cost to the step is unknown) and unrecorded time
+    ex = d["verdict"]["explained"]
+    assert ex["pct"] == pytest.approx(10.0)
+    assert {p["name"]: p["pct"] for p in ex["parts"][-1]["parts"]} == pytest.approx(
+        {"withheld_operator_dispatch": 70.0, "unattributed": 20.0})
     # no estimate from a replay: the step graph has no device times to replay
     assert all(r["estimate"] != "replay" for f in d["findings"] for r in f["recommendations"])
 
@@ -207,3 +213,4 @@ def test_device_not_captured_in_every_format(not_captured, fmt) -> None:
     a, adv = not_captured
     out = render(fmt, a, adv)
     assert "not captured" in out and "ProfilerActivity.CUDA" in out
+    assert "operator dispatch (withheld: no device times) 70.0%" in out
