@@ -10,7 +10,7 @@ import typer
 from hermes.commands._util import dumps
 
 #: ``--strict`` by default: analyses carry ``verdict.explained`` and ``run_kind`` (issue 32).
-REQUIRE_EXPLAINED = False
+REQUIRE_EXPLAINED = True
 
 
 def _fmt_summary(path: Path, s: dict) -> str:

@@ -51,7 +51,7 @@ def analyze(tmp_path, inject: str | None):
     for rr in a.per_rank.values():
         for res in rr.values():
             check_result(res)
-    bad = self_check(a.to_dict())
+    bad = self_check(a.to_dict(), require_explained=True)
     assert sorted({(v.check, v.where) for v in bad}) == sorted(KNOWN.get(inject, ())), \
         [str(v) for v in bad]
     return a
