@@ -26,10 +26,26 @@ whole trace (``hta_compat``); in the ``per_step`` table they are computed on the
 clipped to the step. Table ``device_idle`` lists the device-idle gaps (W - (C ∪ M)) per step, for
 the CPU and I/O analyzers to intersect with host events. This analyzer emits no findings: the
 parts feed the verdict and the cause analyzers.
+
+**From a vendor's step summary** (Ascend ``step_trace_time.csv``: step events whose args carry
+``computing_ns``, ``communication_not_overlapped_ns``, ``overlapped_ns``, ``free_ns``, made by
+the Ascend importer): a rank whose events do not record a part the summary reports -- no device
+computation ``C`` inside its steps while ``computing_ns > 0``, or no communication ``M`` while
+``communication_ns`` (else not-overlapped + overlapped) > 0 -- takes its parts from the summary,
+step by step: ``overlapped = min(Overlapped, Computing)``, ``computation_only = Computing -
+overlapped``, ``communication_only = Communication(Not Overlapped)``, ``free = Free``,
+``host_bound = 0`` (the summary has no host; metric ``host_bound_known`` false), step time the
+sum (what the importer made ``dur_ns``). Metric ``from_summary`` is true for such a rank (the
+reports mark it), ``bubble_pct`` is the summary's Bubble (receive time, part of
+communication_only); the HTA figures are the summary's own (idle = Free, compute = Computing,
+non-compute = Communication(Not Overlapped), comm/comp overlap = Overlapped / Communication) and
+``device_idle`` is empty (the summary does not say when the device was idle). A rank whose
+events record every part the summary reports is analysed from its events as above.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -39,9 +55,13 @@ from hermes.analyzers.common import hostcalls, hta_compat
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common.steps import fine_windows, split_by_windows, step_windows, window_note
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
+from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, HOST_LANES, NOT_WORK_KINDS
 
 PARTS = ("computation_only", "communication_only", "overlapped", "host_bound", "free")
+#: The step summary's figures (args of its step events, ns) a rank's parts can come from.
+SUMMARY_KEYS = ("computing_ns", "communication_not_overlapped_ns", "overlapped_ns",
+                "communication_ns", "free_ns", "bubble_ns")
 # not host work: annotations, counters, and unknown events ("other": e.g. Kineto's profiler-span
 # "Trace" events, which cover the whole capture)
 
@@ -150,9 +170,122 @@ def _gpu(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         np.empty(0, np.int8)
 
 
+def _as_dict(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str) and raw:
+        try:
+            got = json.loads(raw)
+        except ValueError:
+            return {}
+        return got if isinstance(got, dict) else {}
+    return {}
+
+
+def summary_steps(events: pd.DataFrame) -> pd.DataFrame:
+    """The rank's steps that carry a vendor step summary (module docstring): one row per step
+    window (``steps.step_windows``) holding a host ``step`` event with ``computing_ns`` in its
+    args; columns ``step, start_ns, end_ns, dur_ns`` and :data:`SUMMARY_KEYS` (ns, NaN where
+    the row has none). Empty when the rank has none."""
+    cols = ["step", "start_ns", "end_ns", "dur_ns", *SUMMARY_KEYS]
+    empty = pd.DataFrame({c: np.empty(0, np.float64) for c in cols})
+    if len(events) == 0 or not has_args(events):
+        return empty
+    idx = np.flatnonzero(hta_compat.isin(events["kind"], ("step",))
+                         & hta_compat.isin(events["lane_kind"], HOST_LANES))
+    if idx.size == 0:
+        return empty
+    # a few step events per rank: one args dict each
+    recs = [_as_dict(a) for a in args_of(events, idx)]
+    keep = np.array(["computing_ns" in a for a in recs], bool)
+    if not keep.any():
+        return empty
+    figs = pd.DataFrame([{k: recs[i].get(k) for k in SUMMARY_KEYS} for i in np.flatnonzero(keep)],
+                        dtype=np.float64)
+    windows = step_windows(events)
+    ts = events["ts_ns"].to_numpy(np.int64)[idx[keep]]
+    ws = windows["start_ns"].to_numpy(np.int64)
+    k = np.searchsorted(ws, ts, side="right") - 1
+    ok = (k >= 0) & (ts < windows["end_ns"].to_numpy(np.int64)[np.maximum(k, 0)])
+    figs = figs[ok].assign(_w=k[ok]).drop_duplicates("_w")  # one summary row per window
+    out = windows.iloc[figs["_w"].to_numpy()].reset_index(drop=True)
+    return pd.concat([out, figs.drop(columns="_w").reset_index(drop=True)], axis=1)[cols]
+
+
+def summary_needed(events: pd.DataFrame, summary: pd.DataFrame) -> bool:
+    """The rank's events lack a part its step summary reports: no device computation inside
+    the summary's steps while it reports computing time, or no communication while it reports
+    communication time (the rule of the module docstring)."""
+    if len(summary) == 0:
+        return False
+    u = components(events)
+    ws, we = summary["start_ns"].to_numpy(np.int64), summary["end_ns"].to_numpy(np.int64)
+    has_c = int(iv.overlap_per_interval(ws, we, u["C"]).sum()) > 0
+    has_m = int(iv.overlap_per_interval(ws, we, u["M"]).sum()) > 0
+    comm = summary["communication_ns"].fillna(
+        summary["communication_not_overlapped_ns"].fillna(0) + summary["overlapped_ns"].fillna(0))
+    return bool((not has_c and summary["computing_ns"].fillna(0).sum() > 0)
+                or (not has_m and comm.sum() > 0))
+
+
+def summary_tables(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per_step, device_idle) of a rank analysed from its step summary (module docstring):
+    the same columns as :func:`overlap_tables`; ``device_idle`` empty (not known)."""
+    comp = summary["computing_ns"].fillna(0).clip(lower=0).to_numpy(np.int64)
+    cno = summary["communication_not_overlapped_ns"].fillna(0).clip(lower=0).to_numpy(np.int64)
+    free = summary["free_ns"].fillna(0).clip(lower=0).to_numpy(np.int64)
+    ov = np.minimum(summary["overlapped_ns"].fillna(0).clip(lower=0).to_numpy(np.int64), comp)
+    comm = summary["communication_ns"].fillna(pd.Series(cno + ov, index=summary.index))
+    dur = comp + cno + free
+    windows = summary[["step", "start_ns"]].astype(np.int64).assign(
+        end_ns=lambda w: w["start_ns"] + dur, dur_ns=dur)
+    cols: dict[str, Any] = {"computation_only_ns": comp - ov, "communication_only_ns": cno,
+                            "overlapped_ns": ov, "host_bound_ns": np.zeros(len(dur), np.int64),
+                            "free_ns": free}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for name in PARTS:
+            cols[f"{name}_pct"] = np.where(dur > 0, 100.0 * cols[f"{name}_ns"] / dur, 0.0)
+        cols["idle_pct"] = cols["free_pct"]
+        cols["compute_pct"] = np.where(dur > 0, 100.0 * comp / dur, 0.0)
+        cols["non_compute_pct"] = cols["communication_only_pct"]
+        c = comm.to_numpy(np.float64)
+        cols["comm_comp_overlap_pct"] = np.where(c > 0, 100.0 * ov / c, 0.0)
+    table = pd.concat([windows, pd.DataFrame(cols, index=windows.index)], axis=1)
+    return table, device_idle_gaps(windows.iloc[:0], iv.EMPTY)
+
+
+def _summary_metrics(per_step: pd.DataFrame, summary: pd.DataFrame) -> dict[str, object]:
+    """Per-rank metrics of a rank analysed from its step summary (time-weighted over steps)."""
+    total = int(per_step["dur_ns"].sum())
+    m: dict[str, object] = {f"{n}_pct": float(100.0 * per_step[f"{n}_ns"].sum() / total)
+                            if total else 0.0 for n in PARTS}
+    if total == 0:
+        m["free_pct"] = 100.0
+    busy = per_step["computation_only_ns"] + per_step["overlapped_ns"]
+    comm = summary["communication_ns"].fillna(
+        per_step["communication_only_ns"] + per_step["overlapped_ns"]).sum()
+    m.update({"idle_pct": m["free_pct"],
+              "compute_pct": float(100.0 * busy.sum() / total) if total else 0.0,
+              "non_compute_pct": m["communication_only_pct"],
+              "comm_comp_overlap_pct": float(100.0 * per_step["overlapped_ns"].sum() / comm)
+              if comm > 0 else 0.0,
+              "bubble_pct": float(100.0 * summary["bubble_ns"].fillna(0).sum() / total)
+              if total else 0.0,
+              "from_summary": True, "host_bound_known": False,
+              "hta_kernel_time_ns": int(busy.sum() + per_step["communication_only_ns"].sum())})
+    return m
+
+
 @register("overlap", scope="rank")
 def analyze(ctx: RankContext) -> AnalyzerResult:
     """Multi-component overlap: computation/communication/overlapped/host-bound/free % per step."""
+    summary = summary_steps(ctx.events)
+    if summary_needed(ctx.events, summary):
+        per_step, idle = summary_tables(summary)
+        metrics = _summary_metrics(per_step, summary)
+        metrics.update(_step_metrics(ctx.events, per_step, source="step_summary"))
+        return AnalyzerResult(name="overlap", tables={"per_step": per_step, "device_idle": idle},
+                              metrics=metrics)
     gpu = _gpu(ctx.events)
     per_step, idle = overlap_tables(ctx.events, ctx.meta, gpu)
     total = int(per_step["dur_ns"].sum())
@@ -172,14 +305,24 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     # HTA gives NaN without communication; the JSON contract wants a number: 0 % overlapped
     ov = hta.comm_comp_overlap_pct
     metrics["comm_comp_overlap_pct"] = min(max(ov, 0.0), 100.0) if ov == ov else 0.0
-    durs = per_step["dur_ns"].to_numpy(np.float64)
-    metrics["steps"] = int(len(per_step))
-    metrics["monitored_only_steps"] = int(len(step_windows(ctx.events))) - int(len(per_step))
-    metrics["windows"] = window_note(per_step) if len(per_step) else "no events"
-    metrics["step_source"] = "none" if len(per_step) == 0 else \
-        ("trace" if int(per_step["step"].iloc[0]) == -1 else "step_events")
-    metrics["step_median_ms"] = float(np.median(durs) / 1e6) if durs.size else 0.0
-    metrics["step_p90_ms"] = float(np.percentile(durs, 90) / 1e6) if durs.size else 0.0
+    metrics.update(_step_metrics(ctx.events, per_step))
     metrics["hta_kernel_time_ns"] = max(int(hta.kernel_time_ns), 0)
+    metrics["from_summary"] = False
     return AnalyzerResult(name="overlap", tables={"per_step": per_step, "device_idle": idle},
                           metrics=metrics)
+
+
+def _step_metrics(events: pd.DataFrame, per_step: pd.DataFrame,
+                  source: str | None = None) -> dict[str, object]:
+    """Step counts and times of the analysed steps; ``source``: where the steps came from
+    (default: the trace's step events, or the whole trace as one step)."""
+    durs = per_step["dur_ns"].to_numpy(np.float64)
+    return {
+        "steps": int(len(per_step)),
+        "monitored_only_steps": int(len(step_windows(events))) - int(len(per_step)),
+        "windows": window_note(per_step) if len(per_step) else "no events",
+        "step_source": source or ("none" if len(per_step) == 0 else
+                                  ("trace" if int(per_step["step"].iloc[0]) == -1
+                                   else "step_events")),
+        "step_median_ms": float(np.median(durs) / 1e6) if durs.size else 0.0,
+        "step_p90_ms": float(np.percentile(durs, 90) / 1e6) if durs.size else 0.0}

@@ -21,6 +21,7 @@ from hermes.report.common import (
     mean_breakdown,
     mfu_text,
     operator_rows,
+    operators_title,
     ranks_text,
     run_kind_text,
     short_name,
@@ -49,7 +50,7 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
         ops = [OPERATOR_HEADER, *operator_rows(d, 10)]
         if len(ops) > 1:
             widths = [max(len(r[i]) for r in ops) for i in range(len(OPERATOR_HEADER))]
-            lines.append("  Operators by self time (all ranks):")
+            lines.append(f"  {operators_title(d)}:")
             lines += ["    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w)
                                          in enumerate(zip(r, widths, strict=True))).rstrip()
                       for r in ops]
@@ -60,7 +61,12 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
             pct = mean_breakdown(rows, key)
             lines.append(f"  {label:<20} {pct:6.1f}%  {bar(pct)}")
         hta = ", ".join(f"{label} {mean_breakdown(rows, k):.1f}%" for k, label in HTA)
-        lines += [f"  HTA-compatible: {hta}", ""]
+        lines.append(f"  HTA-compatible: {hta}")
+        summ = [int(r["rank"]) for r in rows if r.get("from_summary")]
+        if summ:  # parts taken from the vendor's step summary: no timeline, no host events
+            lines.append(f"  from the step summary only (step_trace_time, no timeline; host "
+                         f"time not recorded): rank(s) {ranks_text(summ)}")
+        lines.append("")
     comp = d.get("computation") or {}
     if device_text(d):
         lines.append(f"Device: {device_text(d)}")

@@ -205,14 +205,28 @@ def _merge(frames: dict[str, list[pd.DataFrame]]) -> pd.DataFrame:
                            device & (kinds != "marker"))
     timeline, comm = _enrich(timeline, concat(frames.get("communication", [])),
                              kinds == "collective")
-    timeline, steps = _enrich(timeline, concat(frames.get("step_trace", [])),
-                              kinds == "step", by_step=True)
-    if len(steps) and len(timeline):
-        # A rank whose timeline is here gets its leftover steps placed at that rank's start.
-        starts = timeline.groupby("rank")["ts_ns"].min()
-        offs = steps["rank"].map(starts).fillna(0).astype(np.int64).to_numpy()
-        steps = steps.assign(ts_ns=steps["ts_ns"].to_numpy(np.int64) + offs)
+    step_rows = concat(frames.get("step_trace", []))
+    timeline, steps = _enrich(timeline, step_rows, kinds == "step", by_step=True)
+    if len(step_rows) > len(steps):
+        # a step_trace row that enriched a trace_view step: that step's times are real
+        args = list(timeline["args"])
+        for i in np.flatnonzero(timeline["kind"].to_numpy(dtype=object) == "step"):
+            args[i] = {k: v for k, v in args[i].items() if k != "ts_synthetic"}
+        timeline["args"] = args
+    if len(steps):
+        steps = steps.assign(ts_ns=steps["ts_ns"].to_numpy(np.int64) +
+                             _anchors(steps["rank"], timeline, concat([kd, comm])))
     return concat([timeline, kd, comm, steps])
+
+
+def _anchors(ranks: pd.Series, timeline: pd.DataFrame, device: pd.DataFrame) -> np.ndarray:
+    """Where each rank's synthetic (end-to-end from 0) steps start: at the start of the rank's
+    trace_view timeline when it has one, else at its earliest kernel_details /
+    communication event (the device work the step summary describes), else at 0."""
+    starts = timeline.groupby("rank")["ts_ns"].min() if len(timeline) else pd.Series(dtype="int64")
+    if len(device):
+        starts = starts.combine_first(device.groupby("rank")["ts_ns"].min())
+    return ranks.map(starts).fillna(0).astype(np.int64).to_numpy()
 
 
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
