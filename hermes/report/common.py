@@ -261,3 +261,10 @@ def operator_rows(d: dict[str, Any], n: int) -> list[tuple[str, ...]]:
     return [(short_name(o["name"]), f"{int(o['calls'])}", f"{float(o['self_ms']):.3f}",
              f"{float(o['share_pct']):.1f}") for o in ((d.get("cpu") or {}).get("operators")
                                                        or [])[:n]]
+
+
+def operators_title(d: dict[str, Any]) -> str:
+    """``Operators by self time (all ranks; on N host thread(s))`` of a CPU-only run."""
+    n = int((d.get("cpu") or {}).get("threads") or 0)
+    on = f"; on {n} host thread{'s' if n != 1 else ''}" if n else ""
+    return f"Operators by self time (all ranks{on})"

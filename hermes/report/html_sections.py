@@ -24,6 +24,7 @@ from hermes.report.common import (
     explained_text,
     mfu_text,
     operator_rows,
+    operators_title,
     run_kind_text,
     short_name,
     unique_short_names,
@@ -81,7 +82,7 @@ def summary(d: dict[str, Any], a: Analysis) -> str:
                     + table(("part", "% of step"), [(k, f"{v:.1f}") for k, v in
                                                     cpu_part_rows(d)], numeric=(1,)))
         if operator_rows(d, 10):
-            verdict += ("<p>Operators by self time (all ranks)</p>"
+            verdict += (f"<p>{esc(operators_title(d))}</p>"
                         + table(OPERATOR_HEADER, operator_rows(d, 10), numeric=(1, 2, 3)))
     return section("summary", "Summary", verdict + f'<dl class="kv">{kv}</dl>')
 

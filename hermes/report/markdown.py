@@ -22,6 +22,7 @@ from hermes.report.common import (
     kernel_rows,
     mfu_text,
     operator_rows,
+    operators_title,
     run_kind_text,
     top_ops,
     warmup_text,
@@ -60,7 +61,8 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
                 "| part | % of step |", "|---|---:|"]
         out += [f"| {_md_escape(label)} | {pct:.1f} |" for label, pct in cpu_part_rows(d)]
         if operator_rows(d, 10):
-            out += ["", "| " + " | ".join(OPERATOR_HEADER) + " |", "|---|---:|---:|---:|"]
+            out += ["", f"{operators_title(d)}:", "",
+                    "| " + " | ".join(OPERATOR_HEADER) + " |", "|---|---:|---:|---:|"]
             out += ["| " + " | ".join(_md_escape(c) for c in r) + " |"
                     for r in operator_rows(d, 10)]
         out.append("")

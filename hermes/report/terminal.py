@@ -27,6 +27,7 @@ from hermes.report.common import (
     mean_breakdown,
     mfu_text,
     operator_rows,
+    operators_title,
     ranks_text,
     run_kind_text,
     top_ops,
@@ -68,7 +69,7 @@ def _tables(d: dict[str, Any], top: int) -> list[Any]:
             _row(t, label, f"{pct:.1f}")
         out.append(t)
         if operator_rows(d, 10):
-            t = Table(title="Operators by self time (all ranks)", title_justify="left")
+            t = Table(title=operators_title(d), title_justify="left")
             for i, h in enumerate(OPERATOR_HEADER):
                 t.add_column(h, justify="left" if i == 0 else "right")
             for r in operator_rows(d, 10):

@@ -214,3 +214,36 @@ def test_device_not_captured_in_every_format(not_captured, fmt) -> None:
     out = render(fmt, a, adv)
     assert "not captured" in out and "ProfilerActivity.CUDA" in out
     assert "operator dispatch (withheld: no device times) 70.0%" in out
+
+
+# ------------------------------------------------------------------- CPU only, data loading
+# Two 1 ms steps: the training loop waits 600 us for a single-process DataLoader (the wait
+# alone recorded: data processing), then aten::mm runs 300 us; 100 us unrecorded. io 0.6 >=
+# cpu 0.3 -> io verdict over the whole step: explained 60 %, the rest the operators (host
+# causes, 30 %) and unattributed time (10 %). The words and the advice are a CPU's.
+def test_cpu_only_data_loading() -> None:
+    rows = []
+    for s in range(2):
+        t = s * 1000 * US
+        rows += [ev("step", f"ProfilerStep#{s}", t, 1000 * US, step=s),
+                 ev("data_wait", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                    t, 600 * US, step=s),
+                 ev("host_op", "aten::mm", t + 600 * US, 300 * US, step=s)]
+    tr = hermes.Trace(frame(*rows), TraceMeta(source="kineto"))
+    a = analyze(tr)
+    d = advise(a, trace=tr).attach(a).to_dict()
+    assert (d["run_kind"], d["bound"]) == ("cpu_only", "io")
+    f = {x["id"]: x for x in d["findings"]}
+    assert f["io.slow_data_processing"]["time_share"] == pytest.approx(0.6)
+    assert f["io.slow_data_processing"]["summary"].startswith(
+        "the training loop waits for data 60.0% of step time")
+    assert f["cpu.operator_dispatch"]["time_share"] == pytest.approx(0.3)
+    ex = d["verdict"]["explained"]
+    assert ex["pct"] == pytest.approx(60.0)
+    assert {p["name"]: p["pct"] for p in ex["parts"][-1]["parts"]} == pytest.approx(
+        {"host_causes": 30.0, "unattributed": 10.0})
+    hows = [r["how"] for r in f["io.slow_data_processing"]["recommendations"]]
+    assert hows and all("pin_memory" not in h for h in hows)
+    said = [d["verdict"]["reason"], *(x["summary"] for x in d["findings"]),
+            *(r["how"] for x in d["findings"] for r in x["recommendations"])]
+    assert not [s for s in said if ACCELERATOR_WORDS.search(s)]
