@@ -5,7 +5,8 @@
 (``docs/analysis/index.md``, *Kinds of run*):
 
 * ``accelerator``: the rank records device activity — a kernel, copy, memset or collective on a
-  device lane (stream, copy engine, link).
+  device lane (stream, copy engine, link) — or a vendor's step summary of its device time
+  (:func:`device_summary`: Ascend ``step_trace_time.csv`` rows, ``computing_ns`` in a step's args).
 * ``device_not_captured``: no device activity, but the host records that it drove a device:
   launches (kind ``launch``: ``cudaLaunchKernel``, ``aclrtLaunchKernel``, ``aclnn*``, async
   copies) or device API calls named like them (:data:`DEVICE_API`). The profiler ran without
@@ -25,6 +26,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from hermes.analyzers.common.names import is_, name_matches
+from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, DEVICE_LANES
 
 ACCELERATOR = "accelerator"
@@ -67,9 +69,21 @@ def device_calls(events: pd.DataFrame) -> int:
                         | name_matches(events["name"], DEVICE_API))).sum())
 
 
+def device_summary(events: pd.DataFrame) -> bool:
+    """A step event carries a vendor's summary of the device's time (``computing_ns``: the
+    Ascend importer's ``step_trace_time`` rows), though no device event may be recorded."""
+    if not len(events) or not has_args(events):
+        return False
+    steps = is_(events, "kind", "step")
+    if not steps.any():
+        return False
+    return bool(args_of(events, steps).astype(str).str.contains('"computing_ns"',
+                                                                regex=False).any())
+
+
 def rank_kind(events: pd.DataFrame) -> str:
     """The run kind one rank's events show (module docstring)."""
-    if device_activity(events):
+    if device_activity(events) or device_summary(events):
         return ACCELERATOR
     return NOT_CAPTURED if device_calls(events) else CPU_ONLY
 
