@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
-from hermes.analyzers.common.names import is_
 from hermes.analyzers.common.opinfo import (
     ArgKeys,
     arg_numbers,
@@ -34,11 +33,10 @@ from hermes.analyzers.common.opinfo import (
     top_ops,
     union_time,
 )
-from hermes.analyzers.common.spans import data_wait_mask, spans
 from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.communication.columns import PRE_PARTS, before_arrival, input_bytes
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import MIN_SHARE, Finding
-from hermes.trace.schema import COMPUTE_KINDS, IO_KINDS, NOT_WORK_KINDS
 
 #: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's
 #: SDMA rule: below 0.8 x 18 GB/s is contention).
@@ -75,14 +73,10 @@ BUS_FACTOR: dict[str, Any] = {
 }
 P2P = re.compile(r"send|recv|p2p", re.I)
 COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns", "wait_ns",
-           "transit_ns", "link", "peer", "bw_GBps", "busbw_GBps", "expected_GBps", "prev_end_ns",
+           "transit_ns", "sync_ns", "idle_ns", "link", "peer", "bw_GBps", "busbw_GBps",
+           "expected_GBps", "prev_end_ns",
            "overlap_compute_ns", "small", "misaligned", "latency_bound", *(
-               f"pre_{k}_ns" for k in ("compute", "io", "sync", "host", "unrecorded"))]
-#: What a rank did between its previous sync point and its arrival at a collective, in this
-#: order of precedence (time two of them share counts for the first): device work, data
-#: loading, host waits on the device, other host work, nothing recorded. The cluster analysis
-#: compares the late rank's parts with the others' to say what it did instead of arriving.
-PRE_PARTS = ("compute", "io", "sync", "host", "unrecorded")
+               f"pre_{k}_ns" for k in PRE_PARTS)]
 
 
 def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Series:
@@ -103,6 +97,34 @@ def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Seri
         if links and max(links.values()) > 0:
             out[i] = max(links, key=links.get)
     return out
+
+
+def by_transport(ctx: RankContext, t: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Bytes, transit time and bandwidth per link type over the rank's collectives, from the
+    importer's ``transit_bytes`` / ``transit_ns_by_transport`` (Ascend communication.json:
+    HCCS, PCIE, RDMA, SDMA): ``{transport: {"bytes", "transit_ns", "GBps"}}`` with GBps =
+    bytes / transit time (what msprof-analyze's totals compute); empty without them."""
+    ev = ctx.events
+    coll = (ev["kind"] == "collective").to_numpy() if len(ev) else np.zeros(0, bool)
+    if not len(t) or not coll.any():
+        return {}
+    args = base_frame(ev, coll, text_args=True)["args"]
+    has = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
+    rows: list[dict[str, Any]] = []
+    for raw in args[has]:  # one per collective that carries per-transport figures
+        try:
+            a = json.loads(raw)
+        except ValueError:
+            continue
+        tb, tn = a.get("transit_bytes") or {}, a.get("transit_ns_by_transport") or {}
+        rows += [{"link": k, "bytes": float(tb.get(k) or 0), "transit_ns": float(v or 0)}
+                 for k, v in tn.items()]
+    if not rows:
+        return {}
+    g = pd.DataFrame(rows).groupby("link")[["bytes", "transit_ns"]].sum()
+    return {str(k): {"bytes": float(r["bytes"]), "transit_ns": float(r["transit_ns"]),
+                     "GBps": float(r["bytes"] / r["transit_ns"]) if r["transit_ns"] > 0 else 0.0}
+            for k, r in g.iterrows()}
 
 
 def _link_class(link: pd.Series) -> pd.Series:
@@ -204,6 +226,10 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     wait = arg_numbers(args, "wait_ns", index=ix).clip(lower=0).fillna(0).clip(upper=dur)
     transit = arg_numbers(args, "transit_ns", index=ix)
     transit = transit.where(transit.notna(), dur - wait)
+    # what an importer recorded of the rest (Ascend communication.json): synchronization (the
+    # part of the wait before the first transfer) and idle time inside the collective
+    sync = arg_numbers(args, "sync_ns", index=ix).clip(lower=0)
+    idle = arg_numbers(args, "idle_ns", index=ix).clip(lower=0)
     link = arg_values(args, "link", "link_type", "transport", index=ix)
     link = link.where(link.notna() & (link != ""), _busiest_transport(args, ix))
     n = arg_numbers(args, "Group size", "group_size", index=ix)
@@ -240,6 +266,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
         "group": c["coll_group"].astype(object).where(c["coll_group"].notna(), "default"),
         "seq": c["coll_seq"], "op": op, "bytes": nbytes, "arrive_ns": c["ts_ns"] + offset,
         "end_ns": c["end_ns"] + offset, "dur_ns": dur, "wait_ns": wait, "transit_ns": transit,
+        "sync_ns": sync, "idle_ns": idle,
         "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst",
                                     index=ix),
         "bw_GBps": bw, "busbw_GBps": bw * bus, "expected_GBps": exp,
@@ -255,71 +282,10 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     t["prev_end_ns"] = prev.fillna(pd.Series(ws[k], index=t.index)).astype("int64")
     t["overlap_compute_ns"] = _compute_overlap(ev, t, offset, comp)
     first = ws[k] - offset if len(windows) else np.full(len(t), int(ev["ts_ns"].min()))
-    for part, v in _before_arrival(ev, t, first, offset).items():
+    for part, v in before_arrival(ev, t, first, offset).items():
         t[f"pre_{part}_ns"] = v
     del pk
     return t[COLUMNS].reset_index(drop=True)
-
-
-#: The first input tensor of a Kineto operator's args: its shape and element type.
-_INPUT_DIMS = r'"Input Dims":\s*\[\s*\[([0-9,\s]*)\]'
-_INPUT_TYPE = r'"Input type":\s*\[\s*"([^"]*)"'
-#: Bytes per element of PyTorch's scalar type names (``Input type``).
-ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "c10::half": 2,
-                 "c10::bfloat16": 2, "int": 4, "long": 8, "long int": 8, "short": 2,
-                 "signed char": 1, "unsigned char": 1, "char": 1, "bool": 1,
-                 "c10::complex<float>": 8, "c10::complex<double>": 16,
-                 "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1}
-
-
-def input_bytes(args: pd.Series) -> pd.Series:
-    """Bytes of the first input tensor named in each row's Kineto args (``Input Dims`` x the
-    element size of ``Input type``): the message of a collective that records no message size
-    (a ``gloo:all_reduce`` ProcessGroup range reduces its input in place). NaN where either is
-    missing or the type is not a known scalar type."""
-    s = args.astype("string[pyarrow]")
-    dims = s.str.extract(_INPUT_DIMS, expand=False)
-    kind = s.str.extract(_INPUT_TYPE, expand=False).str.strip().str.lower()
-    parts = dims.str.split(",", expand=True) if dims.notna().any() else None
-    if parts is None:
-        return pd.Series(np.nan, index=args.index)
-    num = parts.apply(lambda c: pd.to_numeric(c.str.strip(), errors="coerce"))
-    # a shape with an empty or unreadable dimension is not read (a scalar's [] has no bytes)
-    ok = dims.notna() & dims.str.strip().ne("") & ~(num.isna() & parts.notna()).any(axis=1)
-    n = num.fillna(1.0).prod(axis=1).where(ok)
-    return (n * kind.map(ELEMENT_BYTES).astype("float64")).astype("float64")
-
-
-def _before_arrival(ev: pd.DataFrame, t: pd.DataFrame, step_start: np.ndarray, offset: int
-                    ) -> dict[str, np.ndarray]:
-    """Per collective of ``t`` (sorted by arrival), how the rank spent the time from its last
-    sync point to its arrival, in the parts of ``PRE_PARTS`` (ns, disjoint, summing to the
-    window). The sync point is the latest end of an earlier collective of the same group that
-    ended before this arrival (collectives of a group that overlap, such as DDP's buckets,
-    share it), else the start of the arrival's step; times on the rank's own clock."""
-    arrive = t["arrive_ns"].to_numpy(np.int64) - offset
-    end = t["end_ns"].to_numpy(np.int64) - offset
-    start = np.minimum(step_start.astype(np.int64), arrive)
-    for _, idx in t.groupby("group", sort=False).indices.items():
-        ends = np.sort(end[idx])
-        k = np.searchsorted(ends, arrive[idx], side="right") - 1
-        start[idx] = np.where(k >= 0, np.maximum(start[idx], ends[np.maximum(k, 0)]),
-                              start[idx])
-    start = np.minimum(start, arrive)
-    work = ~is_(ev, "kind", *NOT_WORK_KINDS, "collective")
-    io_m = is_(ev, "kind", *IO_KINDS) | data_wait_mask(ev)
-    host = is_(ev, "lane_kind", "host", "loader")
-    masks = {"compute": is_(ev, "kind", *COMPUTE_KINDS),
-             "io": io_m, "sync": host & is_(ev, "kind", "sync") & ~io_m,
-             "host": host & work & ~io_m}
-    out: dict[str, np.ndarray] = {}
-    seen = iv.EMPTY
-    for part, m in masks.items():
-        u = iv.subtract(spans(ev, m), seen)
-        out[part] = iv.overlap_per_interval(start, arrive, u)
-        seen = iv.union(np.r_[seen[0], u[0]], np.r_[seen[1], u[1]])
-    out["unrecorded"] = (arrive - start) - sum(out.values())
-    return out
 
 
 def _shortfall(t: pd.DataFrame, ref_GBps: pd.Series) -> pd.Series:
@@ -529,6 +495,9 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         "queued_comm_only_ns": int(queued_only),
         "bubble_pct": 100.0 * bubble / step_total if step_total else 0.0,
         "wait_ns": int(t["wait_ns"].sum()) if len(t) else 0,
+        "sync_ns": int(t["sync_ns"].fillna(0).sum()) if len(t) else 0,
+        "idle_ns": int(t["idle_ns"].fillna(0).sum()) if len(t) else 0,
+        "by_transport": by_transport(ctx, t),
         "explicit_wait": bool(explicit),
         "bytes": int(t["bytes"].fillna(0).sum()) if len(t) else 0,
     })
@@ -540,6 +509,8 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         if share >= MIN_SHARE:
             res.findings.append(comm_finding("synchronization_wait", share, t[t["wait_ns"] > 0],
                                          ranks, wait_ns=int(t["wait_ns"].sum()),
+                                         sync_ns=res.metrics["sync_ns"],
+                                         idle_ns=res.metrics["idle_ns"],
                                          source="importer wait figures"))
     total_tr = float(tr.sum())
     small = t["small"].astype(bool)
