@@ -170,6 +170,8 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
                 i = min(1.0 - w, idle_in / coll)
                 comm.append({"waiting_for_peers": only * w, "idle_in_collective": only * i,
                              "transfer": only * (1.0 - w - i)})
+            else:  # a rank without collectives: none of its time (the mean is over ranks)
+                comm.append({})
         if "cpu" in rr:
             m = rr["cpu"].metrics
             step = float(m.get("step_total_ns") or 0)
@@ -197,7 +199,7 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
                         "bound_unknown": share * float(m.get("no_data_pct") or 0) / 100})
     out: dict[str, dict[str, float]] = {}
     for name, rows in (("communication", comm), ("host", host), ("io", io), ("device", dev)):
-        keys = list(rows[0]) if rows else []
+        keys = list(dict.fromkeys(k for row in rows for k in row))
         out[name] = {k: _mean_of(row.get(k, 0.0) for row in rows) for k in keys}
     return out
 

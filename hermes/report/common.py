@@ -236,7 +236,7 @@ def explained_text(v: dict[str, Any], labels: dict[str, str] | None = None) -> s
     for p in ex.get("parts") or []:
         name = labels.get(p["name"], p["name"])  # (a finding by its id)
         text = f"{name} {float(p['pct']):.1f}%"
-        sub = p.get("parts") or []
+        sub = [s for s in p.get("parts") or [] if float(s["pct"]) >= 0.05]  # (not 0.0 %)
         if sub:
             text += " (" + ", ".join(f"{part_label(s['name'], labels)} {float(s['pct']):.1f}%"
                                      for s in sub) + ")"
