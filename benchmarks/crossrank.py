@@ -6,7 +6,8 @@ k-th of every other (host ``gloo:*`` / ``nccl:*`` ranges, inside ``ProfilerStep#
 one machine share the clock). Per matched collective with arrivals A_i and ends E_i:
 
 * wait of rank i = max_j A_j - A_i (time it spent inside the collective before the last rank
-  arrived); the last rank *causes* the sum of the others' waits;
+  arrived); the last rank *causes* the sum of the others' waits; a rank's wait *time* is the
+  union of its [A_i, max_j A_j) intervals (collectives in flight together wait at once);
 * transfer = min_i E_i - max_j A_j (what the collective took once everyone was there).
 
 Prints per job: matched collectives, total wait per rank, how often each rank is last, the
@@ -80,9 +81,18 @@ def measure(paths: list[Path], skip_steps: int) -> dict:
     late = arrive.argmax(axis=0)
     caused = np.array([wait[:, late == r].sum() for r in range(len(paths))])
     transfer = np.clip(end.min(axis=0) - last, 0, None)
+    union = []
+    for r in range(len(paths)):  # merge the rank's wait intervals
+        iv = sorted(zip(arrive[r], last, strict=True))
+        total, reach = 0.0, -np.inf
+        for s, e in iv:
+            total += max(0.0, e - max(s, reach))
+            reach = max(reach, e)
+        union.append(round(total / 1e3, 1))
     return {"collectives_per_rank": [len(c) for c in per], "matched": int(same.sum()),
             "name_mismatch": int(n - same.sum()),
             "wait_ms_per_rank": np.round(wait.sum(axis=1) / 1e3, 1).tolist(),
+            "wait_time_ms_per_rank": union,
             "times_last": np.bincount(late, minlength=len(paths)).tolist(),
             "wait_caused_ms": np.round(caused / 1e3, 1).tolist(),
             "transfer_median_ms": round(float(np.median(transfer)) / 1e3, 2) if n else None,

@@ -86,6 +86,24 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     return out[cols].sort_values(["group", "seq"], kind="stable").reset_index(drop=True)
 
 
+def union_per_rank(rank: pd.Series, start: pd.Series, end: pd.Series) -> pd.Series:
+    """Per rank, the length of the union of its intervals [start, end): waits at collectives
+    in flight together (queued on a communication stream, DDP's buckets) overlap in time and
+    count once. Vectorized: intervals sorted by (rank, start), each adds what reaches past
+    the furthest end before it on its rank."""
+    if len(rank) == 0:
+        return pd.Series(dtype="int64")
+    r = rank.to_numpy(np.int64)
+    s, e = start.to_numpy(np.int64), end.to_numpy(np.int64)
+    o = np.lexsort((s, r))
+    r, s, e = r[o], s[o], e[o]
+    reach = pd.Series(e).groupby(r).cummax().to_numpy(np.int64)
+    first = np.r_[True, r[1:] != r[:-1]]
+    before = np.where(first, np.iinfo(np.int64).min, np.r_[0, reach[:-1]])
+    add = np.clip(e - np.maximum(s, before), 0, None)
+    return pd.Series(add).groupby(r).sum()
+
+
 def _late_by(t: pd.DataFrame, late_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per matched collective (in ``late_idx`` order: one row label per group), what its last
     rank did instead of arriving: the part of ``PRE_PARTS`` (time from its last sync point to
@@ -162,18 +180,28 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     if len(sync) == 0:
         res.metrics.update({"matched": 0, "R_wait_mean": 0.0, "R_wait_max": 0.0,
                             "holding_back": []})
-        res.tables["per_rank"] = pd.DataFrame(columns=["rank", "wait_ns", "wait_share",
-                                                       "times_late"])
+        res.tables["per_rank"] = pd.DataFrame(columns=["rank", "wait_ns", "exposed_wait_ns",
+                                                       "wait_share", "times_late"])
         return res
     m = t[t["seq"].notna()].merge(sync[["group", "seq", "op", "transit_ns"]],
                                   on=["group", "seq", "op"], suffixes=("", "_matched"))
     m["wait_i"] = m.groupby(["group", "seq"])["arrive_ns"].transform("max") - m["arrive_ns"]
-    wait = m.groupby("rank")["wait_i"].sum()
+    wait = union_per_rank(m["rank"], m["arrive_ns"], m["arrive_ns"] + m["wait_i"])
+    # a wait costs the rank's step only where its device does not compute meanwhile (a
+    # collective queued on a communication stream waits while the backward pass goes on):
+    # each wait counts the share of its collective no kernel overlaps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        busy = (m["overlap_compute_ns"].astype("float64") / m["dur_ns"].astype("float64")
+                ).clip(0, 1).fillna(0.0)
+    w = m["wait_i"].astype("float64")
+    frac = ((w * (1 - busy)).groupby(m["rank"]).sum() / w.groupby(m["rank"]).sum()).fillna(0)
     late = sync["late_rank"].value_counts()
     pr = pd.DataFrame({"rank": sorted(per)})
     pr["wait_ns"] = pr["rank"].map(wait).fillna(0).astype("int64")
+    pr["exposed_wait_ns"] = (pr["wait_ns"] * pr["rank"].map(frac).fillna(0)).round().astype(
+        "int64")
     pr["wait_share"] = [w / step_total[r] if step_total.get(r) else 0.0
-                        for r, w in zip(pr["rank"], pr["wait_ns"], strict=True)]
+                        for r, w in zip(pr["rank"], pr["exposed_wait_ns"], strict=True)]
     pr["times_late"] = pr["rank"].map(late).fillna(0).astype("int64")
     res.tables["per_rank"] = pr
     res.metrics.update({"matched": int(len(sync)), "R_wait_mean": float(sync["R_wait"].mean()),
@@ -191,8 +219,7 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     if not explicit and share >= (MIN_SHARE if held else JITTER_MIN_SHARE):
         res.findings.append(_wait_finding(share, sync, pr, held, late_tab))
     if not explicit:  # transmission apart from waiting, from the matched arrivals
-        comm_time = {r: int(v.metrics.get("comm_ns", 0)) for r, v in per.items()}
-        _cluster_transmission(res, m, step_total, comm_time)
+        _cluster_transmission(res, m, step_total)
     return res
 
 
@@ -237,13 +264,16 @@ def _wait_finding(share: float, sync: pd.DataFrame, pr: pd.DataFrame, held: list
                    evidence=evidence, ranks=tuple(held))
 
 
-def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict[int, int],
-                          comm_time: dict[int, int]) -> None:
+def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict[int, int]
+                          ) -> None:
     """Bandwidth/retransmission causes with transit_i = end_i - max arrival (the wait removed);
     time_share = mean over ranks of the rank's cost / its step time."""
     m = m.copy()
-    m["transit_ns"] = (m["end_ns"] - m.groupby(["group", "seq"])["arrive_ns"].transform("max")
-                       ).clip(lower=0)
+    a_max = m.groupby(["group", "seq"])["arrive_ns"].transform("max")
+    m["transit_ns"] = (m["end_ns"] - a_max).clip(lower=0)
+    # collectives that transfer together (buckets in flight at once) share that time: they
+    # cost a rank at most the union of its transfers
+    comm_time = union_per_rank(m["rank"], a_max, np.maximum(m["end_ns"], a_max))
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = m["dur_ns"].astype("float64") / m["transit_ns"].where(m["transit_ns"] > 0)
     m["busbw_GBps"] = m["busbw_GBps"].astype("float64") * scale
@@ -252,8 +282,6 @@ def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict
     ranks = sorted(step_total)
     for cause, cost in transmission_costs(m).items():
         by_rank = cost.groupby(m["rank"]).sum()
-        # collectives that overlap each other (buckets in flight together) share time: they
-        # cost a rank at most the time its communication runs
         shares = [min(by_rank.get(r, 0.0), comm_time.get(r, np.inf)) / step_total[r]
                   if step_total[r] else 0.0 for r in ranks]
         share = float(np.mean(shares)) if shares else 0.0

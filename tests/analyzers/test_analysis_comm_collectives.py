@@ -256,7 +256,10 @@ def test_cluster_derives_transmission_without_wait_figures() -> None:
             for r, a in ((0, 0), (1, 100))}
     res = cluster({r: frame(*v) for r, v in rows.items()})
     f = {x.cause: x for x in res.findings}
-    assert f["synchronization_wait"].time_share == pytest.approx(max(0.1, 0.0))
+    # rank 0 waits 100 ms, but its kernel runs all the while: the wait costs no step time
+    assert res.tables["per_rank"].set_index("rank").loc[0, "wait_ns"] == 100 * ms
+    assert res.tables["per_rank"].set_index("rank").loc[0, "exposed_wait_ns"] == 0
+    assert "synchronization_wait" not in f
     busbw = 2 * gib / 0.4 / 1e9
     assert f["bandwidth_contention"].time_share == pytest.approx(0.4 * (1 - busbw / 450))
     assert f["bandwidth_contention"].ranks == (0, 1)
@@ -377,3 +380,26 @@ def test_gloo_collectives_overlapping_each_other_cost_at_most_their_time() -> No
     assert f.evidence["backend"] == "gloo"
     assert f.summary.startswith("Gloo collectives (tensors staged through host memory")
     assert "gloo:all_reduce of 33.6 MB" in f.summary and "the link's 450 GB/s" in f.summary
+
+
+def test_waits_of_collectives_in_flight_together_count_once_and_only_where_idle() -> None:
+    # two all-reduces queued together on rank 0 at 0 and 1 ms; rank 1 reaches both at 4 ms;
+    # both end at 5 ms in a 10 ms step. Rank 0 waits [0, 4) and [1, 4): 4 ms, not 7; a kernel
+    # on rank 0 runs 0-2.5 ms, covering half of each collective's time there -> exposed
+    # its exposed wait is the union scaled by the share of its waits no kernel overlaps
+    ms = 1_000_000
+    r0 = frame(ev("step", "s", 0, 10 * ms, rank=0, step=1), ev("kernel", "k", 0, 2_500_000),
+               coll("allreduce", 0, 5 * ms, 1, 64 * MB, rank=0),
+               coll("allreduce", 1 * ms, 4 * ms, 2, 64 * MB, rank=0))
+    r1 = frame(ev("step", "s", 0, 10 * ms, rank=1, step=1),
+               coll("allreduce", 4 * ms, 1 * ms, 1, 64 * MB, rank=1),
+               coll("allreduce", 4 * ms, 1 * ms, 2, 64 * MB, rank=1))
+    res = cluster({0: r0, 1: r1})
+    pr = res.tables["per_rank"].set_index("rank")
+    assert pr.loc[0, "wait_ns"] == 4 * ms
+    # seq 1: wait 4 ms, kernel covers 2.5 of its 5 ms (busy 0.5); seq 2: wait 3 ms, kernel
+    # covers 1.5 of its 4 ms (busy 0.375): exposed share (4 x 0.5 + 3 x 0.625) / 7
+    frac = (4 * 0.5 + 3 * 0.625) / 7
+    assert pr.loc[0, "exposed_wait_ns"] == round(4 * ms * frac)
+    (f,) = [f for f in res.findings if f.cause == "synchronization_wait"]
+    assert f.time_share == pytest.approx(4 * frac / 10) and f.ranks == (1,)

@@ -42,7 +42,7 @@ def test_waits_match_the_independent_measurement(job) -> None:
     cc = a.cluster["communication_cluster"]
     assert cc.metrics["matched"] == want["matched"] == 20
     got = [cc.metrics["wait_ns_per_rank"][r] / 1e6 for r in (0, 1)]
-    assert got == pytest.approx(want["wait_ms_per_rank"], abs=0.1)
+    assert got == pytest.approx(want["wait_time_ms_per_rank"], abs=0.1)
     late = cc.tables["late"].set_index("rank")
     assert [late.loc[r, "wait_caused_ns"] / 1e6 for r in (0, 1)] == pytest.approx(
         want["wait_caused_ms"], abs=0.1)
