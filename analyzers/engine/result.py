@@ -321,8 +321,9 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
-        if self.cpu:
-            extra["cpu"] = self.cpu
+        cpu = self.cpu
+        if cpu:
+            extra["cpu"] = cpu
         comp = self.computation
         if comp["per_rank"] or comp["top_kernels"]:
             extra["computation"] = comp
