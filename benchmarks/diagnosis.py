@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import tempfile
 import time
@@ -78,6 +79,13 @@ def run_one(workload: str, cause: str, seed: int, steps: int, device: str,
                 "emulate_s": t1 - t0, "analyze_s": t2 - t1,
                 "findings": [(f.id, round(f.time_share, 4)) for f in a.findings[:6]]})
     return out
+
+
+def violation_key(text: str) -> str:
+    """A self-check violation without its position and figures: ``check: finding [rule]``."""
+    check, where = text.split(": ", 2)[:2]
+    where = re.sub(r"^findings\[\d+\] ", "", where)
+    return f"{check}: {where}"
 
 
 def seeds_of(args: argparse.Namespace) -> list[int]:
@@ -146,9 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"self-check: {n - len(broken)}/{n} runs consistent")
     for r in missed:
         print(f"  missed: {r['workload']} {r['cause']} --seed {r['seed']} (lead {r['lead']})")
+    # violations grouped by check and finding (the figures differ by run): how many runs, and
+    # the first run to replay
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in broken:
-        print(f"  self-check: {r['workload']} {r['cause']} --seed {r['seed']}: "
-              f"{len(r['selfcheck'])} violation(s), first: {r['selfcheck'][0]}")
+        for v in dict.fromkeys(violation_key(v) for v in r["selfcheck"]):
+            groups[v].append(r)
+    for key, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        r = rs[0]
+        print(f"  {len(rs):>3} run(s): {key}  (e.g. {r['workload']} {r['cause']} "
+              f"--seed {r['seed']})")
     if args.out:
         Path(args.out).write_text(json.dumps(runs, indent=1, default=str))
     return 1 if missed or broken else 0
