@@ -2,9 +2,13 @@
 the collective itself: the message size from the operator's input tensor where the trace
 records none, and how the rank spent the time from its last sync point to its arrival
 (``pre_*_ns``, what ``communication_cluster`` says a late rank did instead of arriving).
-Formulas: ``docs/analysis/communication.md``."""
+Also the collective's shape: the job's size, the bus-bandwidth factor and latency steps of
+its algorithm, and the communication matrix. Formulas: ``docs/analysis/communication.md``."""
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -80,3 +84,105 @@ def before_arrival(ev: pd.DataFrame, t: pd.DataFrame, step_start: np.ndarray, of
         seen = iv.union(np.r_[seen[0], u[0]], np.r_[seen[1], u[1]])
     out["unrecorded"] = (arrive - start) - sum(out.values())
     return out
+
+
+#: Bus-bandwidth factor of a collective with n ranks: bytes each rank moves on its link per byte
+#: of message (nccl-tests' busbw conventions).
+BUS_FACTOR: dict[str, Any] = {
+    "allreduce": lambda n: 2.0 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+}
+#: Latency steps of each collective's algorithm for a group of n ranks (ring; a binomial tree
+#: for broadcast; Thakur et al.): each step pays the link's latency once.
+LATENCY_STEPS: dict[str, Any] = {
+    "allreduce": lambda n: 2.0 * (n - 1),
+    "allgather": lambda n: n - 1.0,
+    "reducescatter": lambda n: n - 1.0,
+    "alltoall": lambda n: n - 1.0,
+    "broadcast": lambda n: np.ceil(np.log2(np.maximum(n, 2.0))),
+}
+_NON_LETTER = re.compile(r"[^a-z]")
+
+
+def op_keys(op: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Each collective's code into its distinct operator names, and those names lowercased
+    with every non-letter dropped (``all_reduce`` -> ``allreduce``): each distinct name is
+    matched once, in Python (a few names: cheaper than pandas' string methods)."""
+    codes, uniq = pd.factorize(op)
+    return codes, [_NON_LETTER.sub("", str(u).lower()) for u in uniq]
+
+
+def named(keys: list[str], name: str) -> np.ndarray:
+    """Which ``keys`` contain ``name`` (letters only: a substring), plus a trailing False."""
+    return np.array([name in k for k in keys] + [False], bool)
+
+
+def latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarray,
+                   exp_GBps: np.ndarray, alpha_s: np.ndarray) -> np.ndarray:
+    """Collectives whose algorithm's latency (steps x the link's latency) is at least the time
+    their bytes need at the link's bandwidth (bus factor x bytes / bandwidth): the message is
+    small *for its group* -- a ring over n ranks moves bytes / n per step, so on thousands of
+    ranks even a 25 MB gradient bucket is latency-bound. False where the group size, the
+    link's latency or its bandwidth is unknown."""
+    codes, keys = op_keys(op)
+    nn = n.to_numpy(np.float64)
+    steps = np.full(len(op), np.nan)
+    for name, f in LATENCY_STEPS.items():
+        m = named(keys, name)[codes] & np.isnan(steps)
+        steps[m] = f(nn[m])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lat_ns = steps * alpha_s * 1e9
+        bw_ns = bus * nbytes.astype("float64").to_numpy() / exp_GBps
+    return np.nan_to_num(lat_ns, nan=-1.0) >= np.nan_to_num(bw_ns, nan=np.inf)
+
+
+def world_size(meta: Any) -> int:
+    """Ranks of the job: the trace's rank list, or more where the collector recorded the job's
+    size (``extra.world_size``; Kineto's ``distributedInfo.world_size``, kept per rank by the
+    importer) -- a worker analyzing one rank's file of a per-rank directory sees one rank."""
+    sizes = [len(getattr(meta, "ranks", ()) or ())]
+    extra = getattr(meta, "extra", None) or {}
+    values = [extra.get("world_size")]
+    values += [v["distributedInfo"].get("world_size") for v in extra.values()
+               if isinstance(v, dict) and isinstance(v.get("distributedInfo"), dict)]
+    sizes += [int(v) for v in values if isinstance(v, int) and not isinstance(v, bool)
+              and 0 < v < 2 ** 31]
+    return max(sizes)
+
+
+def bus_factor(op: pd.Series, n: pd.Series) -> np.ndarray:
+    codes, keys = op_keys(op)
+    out = np.ones(len(op))
+    nn = n.fillna(1e9).clip(lower=2).to_numpy(np.float64)  # unknown size: the large-n limit
+    for name, f in BUS_FACTOR.items():
+        m = named(keys, name)[codes]
+        out[m] = f(nn[m])
+    return out
+
+
+MATRIX_COLUMNS = ["rank", "group", "op", "peer", "count", "bytes"]
+
+
+def comm_matrix(t: pd.DataFrame) -> pd.DataFrame:
+    """Bytes sent per (rank, group, op, peer); peer = -1 for group collectives (every member)."""
+    if len(t) == 0:
+        return pd.DataFrame(columns=MATRIX_COLUMNS)
+    peer = t["peer"].fillna(-1).astype("int64")
+    keys = [t["rank"], t["group"], t["op"], peer]
+    # = groupby(keys, sort=True)["bytes"] .sum() and .size(), reset_index(): the groups
+    # numbered in the order of their sorted keys (each key factorized sorted, the rows ordered
+    # by all four), the two reductions by that one number, each group's keys from its first
+    # row -- no MultiIndex built and taken apart again
+    codes = [pd.factorize(k, sort=True)[0] for k in keys]
+    order = np.lexsort(codes[::-1])
+    sc = np.stack([c[order] for c in codes])
+    new = np.r_[True, (sc[:, 1:] != sc[:, :-1]).any(axis=0)]
+    gid = np.empty(len(t), np.int64)
+    gid[order] = np.cumsum(new) - 1
+    g = t["bytes"].fillna(0).groupby(gid, sort=True)
+    first = order[new]
+    return pd.DataFrame({"rank": t["rank"].to_numpy()[first], "group": t["group"].to_numpy()[first],
+                         "op": t["op"].array[first], "peer": peer.to_numpy()[first],
+                         "count": g.size().to_numpy(), "bytes": g.sum().to_numpy()})
