@@ -129,6 +129,13 @@ def breakdown(d: dict[str, Any], a: Analysis, figs: Figures) -> str:
     rows = d["breakdown"]["per_rank"]
     if not rows:
         return omitted("Breakdown", "no rank has step windows to break down")
+    if cpu_part_rows(d):  # a CPU-only run: the step in CPU terms, no device partition
+        parts = cpu_part_rows(d)
+        data = [{"type": "bar", "orientation": "h", "x": [round(v, 3) for _, v in parts],
+                 "y": [k for k, _ in parts], "name": "% of step"}]
+        return section("breakdown", "Step time breakdown (CPU-only run)",
+                       "<h3>Where the CPU's time goes (% of step wall time, mean over ranks)</h3>"
+                       + figs.div(data, {"xaxis": {"title": "% of step"}}, 320))
     x = [f"rank {r['rank']}" for r in rows]
     data = [{"type": "bar", "name": lab, "x": x, "y": [float(r.get(k) or 0) for r in rows],
              "marker": {"color": PART_COLORS[lab]}} for k, lab in PARTS]
