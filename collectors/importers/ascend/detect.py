@@ -15,6 +15,8 @@ FILE_KINDS: dict[str, str] = {
     "kernel_details": r"kernel_details.*\.csv",
     "communication": r"(cluster_)?communication(?!_matrix).*\.json",
     "step_trace": r"(cluster_)?step_trace_time.*\.csv",
+    "op_statistic": r"op_statistic.*\.csv",
+    "communication_matrix": r"(cluster_)?communication_matrix.*\.json",
 }
 
 

@@ -3,18 +3,26 @@
 Sources: a ``*_ascend_pt`` directory, its ``ASCEND_PROFILER_OUTPUT/``, a directory holding
 several of those or loose files, or single files: ``trace_view.json``, ``kernel_details.csv``,
 ``communication.json`` / ``cluster_communication.json``, ``step_trace_time.csv`` /
-``cluster_step_trace_time.csv``. Each file has its own parser (mapping in its module docstring):
+``cluster_step_trace_time.csv``, ``op_statistic.csv``, ``communication_matrix.json`` /
+``cluster_communication_matrix.json``, in any combination and for any subset of ranks. Each
+file has its own parser (mapping in its module docstring):
 
 * ``ascend_trace_view``: the timeline (host ops, CANN API calls, device tasks, HCCL, overlap
   analysis; flows -> ``corr_id`` / ``external_id``);
 * ``ascend_csv``: ``kernel_details`` (units, shapes, pipe ratios) and ``step_trace_time`` (one
   ``step`` event per rank and step with the time breakdown in args);
-* ``ascend_comm``: per-collective time, wait, sync and bandwidth.
+* ``ascend_comm``: per-collective time, wait, sync and bandwidth;
+* ``ascend_aggregates``: ``op_statistic`` and ``communication_matrix``, totals without times:
+  no events, kept per rank in the import summary (keys ``op_statistic``,
+  ``communication_matrix``).
 
 Merging, per rank: a kernel_details row enriches the trace_view device event with the same
 name starting within 1 µs (its unit, stream, step and args win), a communication record the
 trace_view collective with the same name within 1 µs, a step_trace_time row the trace_view
-step with the same number; what matches nothing is added as its own event. Rank: from
+step with the same number; what matches nothing is added as its own event. A rank without a
+trace_view timeline gets its (synthetic, end-to-end) step_trace steps placed at its earliest
+kernel_details / communication event, so that the summary's step holds the device work it
+describes (the breakdown rule for such ranks: ``analyzers/overlap.py``). Rank: from
 ``profiler_info_<rank>.json`` of a ``*_ascend_pt`` directory, the cluster files' own rank
 keys, else ``options["rank"]`` (default 0). Device: ``options["device"]``, else the first
 Ascend chip name found in the profiler's small JSON info files, matched with
@@ -33,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from hermes import devices
+from hermes.collectors.importers.ascend import aggregates as ascend_aggregates
 from hermes.collectors.importers.ascend import comm as ascend_comm
 from hermes.collectors.importers.ascend import csv_files as ascend_csv
 from hermes.collectors.importers.ascend import trace_view as ascend_trace_view
@@ -152,7 +161,11 @@ PARSERS: dict[str, Callable[[Path, int], tuple[pd.DataFrame, Any]]] = {
     "kernel_details": lambda p, r: (ascend_csv.parse_kernel_details(p, r), None),
     "communication": ascend_comm.parse,
     "step_trace": ascend_csv.parse_step_trace,
+    "op_statistic": ascend_aggregates.parse_op_statistic,
+    "communication_matrix": ascend_aggregates.parse_comm_matrix,
 }
+#: File kinds that are aggregates without times: kept in the import summary, no events.
+AGGREGATES = ("op_statistic", "communication_matrix")
 
 
 def _enrich(base: pd.DataFrame, extra: pd.DataFrame, mask: np.ndarray,
@@ -237,6 +250,7 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     flows: dict[str, Any] = {}
     stages: list[Any] = []
     skipped: dict[str, int] = {}
+    aggregates: dict[str, dict[str, list[dict[str, Any]]]] = {}
     report = options.get("progress")  # callable(bytes of sources done), from the CLI bar
     done = 0
     for f in files:
@@ -258,7 +272,15 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
         elif f.kind == "communication" and extra:
             for k, v in extra.items():
                 skipped[k] = skipped.get(k, 0) + v
+        elif f.kind in AGGREGATES and extra:
+            for r, rows in extra.items():
+                aggregates.setdefault(f.kind, {}).setdefault(r, []).extend(rows)
     events = _merge(frames).sort_values(["rank", "ts_ns"], kind="stable", ignore_index=True)
+    if len(events) == 0 and all(f.kind in AGGREGATES for f in files):
+        raise ImportFormatError(
+            "op_statistic / communication_matrix hold totals without times: no step to analyse",
+            path=files[0].path, hint="import them with the profile's step_trace_time.csv, "
+                                     "kernel_details.csv, communication.json or trace_view.json")
     if len(events) == 0:
         raise ImportFormatError("no events in the sources", path=files[0].path,
                                 hint="the profile is empty; profile at least one step")
@@ -269,7 +291,8 @@ def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult
     warnings = [w for w in (warn, _rank_clash(files)) if w]
     summary = {"importer": "ascend", "source_files": [str(f.path) for f in files],
                "events_by_source_category": by_src, "unknown_kept_as_other": unknown,
-               "flows": flows, "skipped": skipped, "cluster_stage_rows": stages}
+               "flows": flows, "skipped": skipped, "cluster_stage_rows": stages,
+               **aggregates}
     ranks = tuple(int(r) for r in sorted(events["rank"].unique()))
     meta = TraceMeta(source="ascend", device=device, ranks=ranks,
                      collector={"mode": "import"}, import_summary=summary)
