@@ -21,12 +21,15 @@ from hermes.analyzers.common.names import is_, name_matches
 CONV_NAME = r"(?i)conv|mkldnn_convolution"
 MATMUL_NAME = (r"(?i)(^|::)(mm|bmm|addmm|addbmm|baddbmm|matmul|linear|addmv|mv|einsum)$|gemm|"
                r"mkldnn_linear|_mkl_")
-ELTWISE_NAME = (r"(?i)^aten::(add|sub|mul|div|relu|gelu|silu|sigmoid|tanh|exp|log|pow|sqrt|"
-                r"rsqrt|neg|abs|clamp|where|copy|to|_to_copy|fill|zero|threshold_backward|"
-                r"gelu_backward|silu_backward|sigmoid_backward|mul_|add_|div_|sub_|"
-                r"masked_fill|dropout|native_dropout)_?$")
+ELTWISE_NAME = (r"(?i)^aten::(add|sub|mul|div|neg|abs|exp|log|pow|sqrt|rsqrt|reciprocal|sign|"
+                r"erf|sin|cos|floor|ceil|round|clamp|clamp_min|clamp_max|maximum|minimum|where|"
+                r"relu|gelu|silu|sigmoid|tanh|hardtanh|hardswish|hardsigmoid|leaky_relu|elu|"
+                r"softplus|mish|threshold|eq|ne|lt|gt|le|ge|logical_\w+|bitwise_\w+|masked_fill|"
+                r"copy|to|_to_copy|fill|zero|dropout|native_dropout|"
+                r"(threshold|gelu|silu|sigmoid|tanh|hardtanh|hardswish|leaky_relu|elu)_backward"
+                r")_?$")
 #: torch.compile's compiled regions and Inductor's fused C++ kernels on the CPU
-COMPILED_NAME = r"(?i)CompiledFunction|Torch-Compiled Region|cpp_fused|inductor"
+COMPILED_NAME = r"(?i)CompiledFunction|CompiledFxGraph|Torch-Compiled Region|cpp_fused|inductor"
 ONEDNN_NAME = r"(?i)mkldnn|onednn|dnnl"
 #: Top operators of a CPU-only run's ``operators`` table.
 TOP_OPERATORS = 20

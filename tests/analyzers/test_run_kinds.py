@@ -247,3 +247,57 @@ def test_cpu_only_data_loading() -> None:
     said = [d["verdict"]["reason"], *(x["summary"] for x in d["findings"]),
             *(r["how"] for x in d["findings"] for r in x["recommendations"])]
     assert not [s for s in said if ACCELERATOR_WORDS.search(s)]
+
+
+# ------------------------------------------------------------- a real CPU-only training run
+# tests/data/kineto/cpu_only_cnn.pt.trace.json.gz (SOURCES.md): PyTorch 2.13 on a CPU, a small
+# CNN, 3 profiled steps (ProfilerStep# ranges of 195.734, 232.241 and 232.591 ms). The
+# profiler's own key_averages() at capture time gave each operator's self CPU time: Hermes's
+# operator table must be those figures.
+TORCH_SELF_MS = {"aten::convolution_backward": (6, 377.530),
+                 "aten::mkldnn_convolution": (6, 138.681),
+                 "aten::threshold_backward": (6, 38.613),
+                 "aten::_adaptive_avg_pool2d_backward": (3, 17.500),
+                 "aten::clamp_min": (6, 13.696), "aten::_adaptive_avg_pool2d": (3, 10.344),
+                 "aten::conv2d": (6, 8.125)}
+
+
+def test_real_cpu_only_training_run(tmp_path: Path) -> None:
+    from hermes.collectors import importers
+    from tests.conftest import DATA
+
+    importers.get("kineto").run([DATA / "kineto" / "cpu_only_cnn.pt.trace.json.gz"],
+                                tmp_path / "t.parquet", {})
+    a = analyze(tmp_path / "t.parquet")
+    d = advise(a).attach(a).to_dict()
+    assert d["run_kind"] == "cpu_only" and d["bound"] == "host"
+    assert d["steps"]["median_ms"] == pytest.approx(232.241, abs=1e-3)
+    ops = {o["name"]: (o["calls"], o["self_ms"]) for o in d["cpu"]["operators"]}
+    for name, (calls, ms) in TORCH_SELF_MS.items():
+        assert ops[name][0] == calls and ops[name][1] == pytest.approx(ms, abs=2e-3), name
+    assert d["cpu"]["threads"] == 1
+    f = next(x for x in d["findings"] if x["id"] == "cpu.operator_dispatch")
+    assert f["evidence"]["reason"] == "cpu_operators"
+    # convolutions (forward and backward) are most of the operators' self time: channels-last
+    # advice, with oneDNN convolutions seen; intra-op threads (one thread shows operators)
+    assert f["evidence"]["cpu_conv_share"] > 0.8 and f["evidence"]["cpu_onednn_ops"] == 6
+    rules = [r["rule"] for r in f["recommendations"]]
+    assert rules[:2] == ["cpu.cpu_intra_op_threads", "cpu.cpu_channels_last"]
+    said = [d["verdict"]["reason"], *(x["summary"] for x in d["findings"]),
+            *(r["how"] for x in d["findings"] for r in x["recommendations"])]
+    assert not [s for s in said if ACCELERATOR_WORDS.search(s)]
+
+
+def test_compiled_cpu_run_gets_no_compile_advice(tmp_path: Path) -> None:
+    # tests/data/kineto/torch_compile_cpu.json.gz: a torch.compile'd MLP on the CPU; its steps
+    # run "## Call CompiledFxGraph ... ##" regions: already compiled, so no torch.compile advice
+    from hermes.collectors import importers
+    from tests.conftest import DATA
+
+    importers.get("kineto").run([DATA / "kineto" / "torch_compile_cpu.json.gz"],
+                                tmp_path / "t.parquet", {})
+    a = analyze(tmp_path / "t.parquet")
+    assert a.run_kind == "cpu_only"
+    f = a.finding("cpu.operator_dispatch")
+    assert f is not None and f.evidence["cpu_compiled"] > 0
+    assert "cpu.cpu_compile" not in [r.rule for r in advise(a).for_finding(f.id)]
