@@ -301,3 +301,23 @@ def test_compiled_cpu_run_gets_no_compile_advice(tmp_path: Path) -> None:
     f = a.finding("cpu.operator_dispatch")
     assert f is not None and f.evidence["cpu_compiled"] > 0
     assert "cpu.cpu_compile" not in [r.rule for r in advise(a).for_finding(f.id)]
+
+
+def test_real_trace_without_device_activity(shared_traces: Path, tmp_path: Path) -> None:
+    # HTA's CUPTI-profiler trace: 1,862 cuda_runtime calls (77 cudaLaunchKernel) with their
+    # ac2g flows, 77 cuda_profiler_range events, and no kernel, memcpy or memset (counted in
+    # the JSON): the device was not captured
+    from hermes.collectors import importers
+
+    src = next((shared_traces / "hta" / "cupti_profiler").glob("*.json.gz"))
+    importers.get("kineto").run([src], tmp_path / "t.parquet", {})
+    a = analyze(tmp_path / "t.parquet")
+    adv = advise(a, trace=tmp_path / "t.parquet")
+    d = adv.attach(a).to_dict()
+    assert d["run_kind"] == "device_not_captured"
+    assert "ProfilerActivity.CUDA" in d["verdict"]["reason"]
+    ids = {f["id"] for f in d["findings"]}
+    assert not ids & {"cpu.operator_dispatch", "cpu.host_device_sync", "cpu.resource_contention"}
+    assert {w["cause"] for w in a.per_rank[0]["cpu"].metrics["withheld"]} >= {
+        "operator_dispatch"}
+    assert all(r["estimate"] != "replay" for f in d["findings"] for r in f["recommendations"])
