@@ -75,6 +75,13 @@ def rank_table(ctx: ClusterContext) -> pd.DataFrame:
         wait = float(waits.get(rank, waits.get(str(rank), 0)) or
                      _metric(res, "communication", "wait_ns"))
         bubble = _metric(res, "communication", "bubble_ns")
+        compute_ms = _metric(res, "computation", "compute_median_ms")
+        if ov is not None and ov.metrics.get("from_summary"):
+            # a rank analysed from its step summary has no kernels: its compute time per step
+            # and its bubbles are the summary's (Computing, Bubble), not zero
+            ps = ov.tables["per_step"]
+            compute_ms = float((ps["computation_only_ns"] + ps["overlapped_ns"]).median() / 1e6)
+            bubble = max(bubble, float(ov.metrics.get("bubble_pct", 0.0)) / 100 * total)
         # communication that could have run under computation: collectives queued behind other
         # communication while the device idled (a dependency-bound collective, one computation
         # waits for, cannot hide), bounded by the computation that runs alone; and bubbles
@@ -83,7 +90,7 @@ def rank_table(ctx: ClusterContext) -> pd.DataFrame:
         comm = comm_only + overlapped
         rows.append({"rank": int(rank), "steps": int(_metric(res, "computation", "steps")),
                      "step_median_ms": _metric(res, "computation", "step_median_ms"),
-                     "compute_median_ms": _metric(res, "computation", "compute_median_ms"),
+                     "compute_median_ms": compute_ms,
                      "step_total_ns": int(total), "comm_only_ns": int(comm_only),
                      "comp_only_ns": int(comp_only), "overlapped_ns": int(overlapped),
                      "bubble_ns": int(bubble), "wait_ns": int(wait),

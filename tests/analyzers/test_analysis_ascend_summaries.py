@@ -202,6 +202,12 @@ def test_rank_with_kernels_keeps_kernel_figures(two_ranks: Any) -> None:
     assert comp[1]["computation"].metrics["compute_ns"] == 0
     text = render("text", two_ranks, advise(two_ranks))
     assert "from the step summary only" in text and "rank(s) 1" in text
+    # across ranks, rank 1's compute time is its summary's 30 ms, not the 0 of no kernels:
+    # rank 0 computes 20 ms longer, (50 - 30) / 100 ms of the median step
+    ranks = two_ranks.cluster["cluster"].tables["ranks"].set_index("rank")
+    assert ranks["compute_median_ms"].to_dict() == pytest.approx({0: 50.0, 1: 30.0})
+    slow = next(f for f in two_ranks.findings if f.id == "computation.slow_node")
+    assert slow.ranks == (0,) and slow.time_share == pytest.approx(0.2)
 
 
 # --- aggregates without times ---------------------------------------------------------------
