@@ -11,11 +11,13 @@ step_trace_time: one ``step`` event per (rank, step) on lane ``step trace`` (hos
 every figure of the row in args as integer ns (``computing_ns``,
 ``communication_not_overlapped_ns``, ``overlapped_ns``, ``communication_ns``, ``free_ns``,
 ``stage_ns``, ``bubble_ns``, ...). The files carry no start times, so a rank's steps are
-laid end to end (from 0, or from the start of the rank's timeline when one is imported too)
-with ``dur_ns = computing + communication(not overlapped) + free`` and
-``args.ts_synthetic = true``; when ``trace_view.json`` of the same rank has the step, the
-figures enrich that step instead (see ``ascend.py``). The cluster file's ``stage`` rows
-(aggregates over a rank group) are not events; they are kept in the import summary.
+laid end to end from 0 with ``dur_ns = computing + communication(not overlapped) + free`` and
+``args.ts_synthetic = true``; the importer then moves them to the start of the rank's
+timeline, or without one to its first kernel_details / communication event, and when
+``trace_view.json`` of the same rank has the step, the figures enrich that step instead (see
+``importer.py``). The cluster file's ``stage`` rows (aggregates over a rank group) are not
+events; they are kept in the import summary. The overlap analyzer takes a rank's breakdown from
+these figures when its events do not record what they report (``analyzers/overlap.py``).
 """
 
 from __future__ import annotations
