@@ -122,6 +122,25 @@ def same_op_slowdown(ctx: ClusterContext, slow: list[int]) -> dict[int, float]:
     return out
 
 
+def _slow_ops(ctx: ClusterContext, slow: list[int]) -> dict[str, Any]:
+    """The slow ranks' operators with most device time (``computation``'s ``op_time``),
+    ``{"top_ops": [...]}``; ranks without a kernel table (analysed from a step summary) have
+    none, and the evidence says so."""
+    rows = []
+    for r in slow:
+        res = ctx.per_rank.get(r, {})
+        t = res["computation"].tables.get("op_time") if "computation" in res else None
+        if t is not None and len(t):
+            rows.append(t[["name", "time_ns", "count"]])
+    if not rows:
+        return {"top_ops": [], "no_events_reason": "the slow ranks record no kernels: their "
+                "compute time is their step summary's (Ascend step_trace_time Computing)"}
+    g = pd.concat(rows).groupby("name", sort=False)[["time_ns", "count"]].sum()
+    g = g.sort_values("time_ns", ascending=False).head(5)
+    return {"top_ops": [{"name": str(k), "time_ns": int(v["time_ns"]), "count": int(v["count"])}
+                        for k, v in g.iterrows()]}
+
+
 @register("cluster", scope="cluster", needs=("communication_cluster",))
 def cluster(ctx: ClusterContext) -> AnalyzerResult:
     """Slow ranks, load imbalance, pipeline bubbles and poor parallelism across ranks."""
@@ -157,7 +176,7 @@ def cluster(ctx: ClusterContext) -> AnalyzerResult:
                           "same_op_slowdown": same_op_slowdown(ctx, slow_c),
                           "compute_median_ms": {int(r): round(float(v), 4)
                                                 for r, v in comp.items()},
-                          "top_ops": []},
+                          **_slow_ops(ctx, slow_c)},
                 ranks=tuple(slow_c)))
     share = float(ti["hideable_share"].mean())
     if share >= MIN_SHARE:

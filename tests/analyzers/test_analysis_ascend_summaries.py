@@ -208,6 +208,7 @@ def test_rank_with_kernels_keeps_kernel_figures(two_ranks: Any) -> None:
     assert ranks["compute_median_ms"].to_dict() == pytest.approx({0: 50.0, 1: 30.0})
     slow = next(f for f in two_ranks.findings if f.id == "computation.slow_node")
     assert slow.ranks == (0,) and slow.time_share == pytest.approx(0.2)
+    assert [o["name"] for o in slow.evidence["top_ops"]] == ["Add_1", "MatMul_1"]
 
 
 # --- aggregates without times ---------------------------------------------------------------
