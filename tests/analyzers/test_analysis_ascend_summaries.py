@@ -66,13 +66,13 @@ def _collective(start_us: float, elapse: float, transit: float, wait: float, syn
 
 
 def _profile(root: Path, rank: int, steps: list[str], comm: dict[str, Any] | None = None,
-             kernels: list[str] | None = None) -> Path:
+             kernels: list[str] | None = None, header: str = STEP_HEADER) -> Path:
     """An ``*_ascend_pt`` directory of one rank without trace_view.json."""
     pt = root / f"node_{rank}_ascend_pt"
     out = pt / "ASCEND_PROFILER_OUTPUT"
     out.mkdir(parents=True)
     (pt / f"profiler_info_{rank}.json").write_text("{}")
-    (out / "step_trace_time.csv").write_text("\n".join([STEP_HEADER, *steps]) + "\n")
+    (out / "step_trace_time.csv").write_text("\n".join([header, *steps]) + "\n")
     if comm is not None:
         (out / "communication.json").write_text(json.dumps(comm))
     if kernels is not None:
@@ -209,6 +209,32 @@ def test_rank_with_kernels_keeps_kernel_figures(two_ranks: Any) -> None:
     slow = next(f for f in two_ranks.findings if f.id == "computation.slow_node")
     assert slow.ranks == (0,) and slow.time_share == pytest.approx(0.2)
     assert [o["name"] for o in slow.evidence["top_ops"]] == ["Add_1", "MatMul_1"]
+
+
+def test_steps_are_placed_at_their_own_kernels(tmp_path: Path) -> None:
+    # two profiled steps 300 ms apart (steps between them not profiled); the kernel table names
+    # each task's step and has its HCCL tasks, so the rank is analysed from its events. Step 1:
+    # kernel [0, 50) ms, HCCL [60, 70); step 2: kernel [300, 340), HCCL [340, 360), its
+    # Preparing 5 ms: its window starts at 295 ms. Per step by hand: 50 + 10 + 40 free, then
+    # 40 + 20 + 40 free: 45 % computation only, 15 % communication only, 40 % free of 200 ms.
+    # (Laid end to end, step 2 would be [100, 200) ms and hold nothing.)
+    ms = 1000
+    kd = [f"1,2,MatMul_1,MatMulV2,AI_CORE,{T0_US}.000,{50 * ms}.000",
+          f"1,N/A,hcom_allReduce__1_0,hcom_allReduce_,HCCL,{T0_US + 60 * ms}.000,{10 * ms}.000",
+          f"2,2,MatMul_2,MatMulV2,AI_CORE,{T0_US + 300 * ms}.000,{40 * ms}.000",
+          f"2,N/A,hcom_allReduce__1_1,hcom_allReduce_,HCCL,{T0_US + 340 * ms}.000,{20 * ms}.000"]
+    pt = _profile(tmp_path, 0, ["1,50000,10000,0,10000,40000,100000,0,10000,0",
+                                "2,40000,20000,0,20000,40000,100000,0,20000,5000"],
+                  kernels=kd, header=STEP_HEADER + ",Preparing")
+    a = _run(tmp_path, pt)
+    row = _rows(a)[0]
+    assert row["from_summary"] is False
+    assert {k: row[k] for k in PARTS} == pytest.approx(
+        {"computation_only_pct": 45.0, "overlapped_pct": 0.0, "communication_only_pct": 15.0,
+         "host_bound_pct": 0.0, "free_pct": 40.0}, abs=1e-9)
+    ps = a.per_rank[0]["overlap"].tables["per_step"]
+    t0 = T0_US * 1000
+    assert (ps["start_ns"] - t0).tolist() == [0, 295_000_000]
 
 
 # --- aggregates without times ---------------------------------------------------------------
@@ -366,3 +392,17 @@ def test_real_kernel_table_of_one_rank_beside_the_others_summaries(
         assert rows[r]["from_summary"] is True
         assert {k: rows[r][k] for k in PARTS} == pytest.approx({k: want[r][k] for k in PARTS},
                                                                abs=1e-6)
+
+
+def test_summary_step_starts_exactly_at_the_rank_timeline(tmp_path: Path) -> None:
+    if not ASCEND.is_dir():
+        pytest.skip(f"shared traces not found at {ASCEND}")
+    # rank 0 has a trace_view timeline, ranks 1-7 nothing to anchor on: rank 0's summary step
+    # starts at its timeline's first event to the ns (no float rounding of epoch stamps)
+    res = get("ascend").run([ASCEND / "trace_view.json", ASCEND / "cluster_step_trace_time.csv"],
+                            tmp_path / "t.parquet", {})
+    ev = hermes.load(res.out).events
+    steps = ev[(ev["kind"] == "step") & (ev["lane"] == "step trace")]
+    first = int(ev.loc[(ev["rank"] == 0) & (ev["lane"] != "step trace"), "ts_ns"].min())
+    assert int(steps.loc[steps["rank"] == 0, "ts_ns"].iloc[0]) == first
+    assert sorted(steps.loc[steps["rank"] > 0, "ts_ns"].astype(int)) == [0] * 7

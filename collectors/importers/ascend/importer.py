@@ -20,9 +20,10 @@ Merging, per rank: a kernel_details row enriches the trace_view device event wit
 name starting within 1 µs (its unit, stream, step and args win), a communication record the
 trace_view collective with the same name within 1 µs, a step_trace_time row the trace_view
 step with the same number; what matches nothing is added as its own event. A rank without a
-trace_view timeline gets its (synthetic, end-to-end) step_trace steps placed at its earliest
-kernel_details / communication event, so that the summary's step holds the device work it
-describes (the breakdown rule for such ranks: ``analyzers/overlap.py``). Rank: from
+trace_view timeline gets its step_trace steps (which have no start times) placed at each step's
+first kernel_details / communication event of that step number minus its ``Preparing`` time,
+else end to end from its earliest such event, so that the summary's step holds the device work
+it describes (the breakdown rule for such ranks: ``analyzers/overlap.py``). Rank: from
 ``profiler_info_<rank>.json`` of a ``*_ascend_pt`` directory, the cluster files' own rank
 keys, else ``options["rank"]`` (default 0). Device: ``options["device"]``, else the first
 Ascend chip name found in the profiler's small JSON info files, matched with
@@ -227,9 +228,44 @@ def _merge(frames: dict[str, list[pd.DataFrame]]) -> pd.DataFrame:
             args[i] = {k: v for k, v in args[i].items() if k != "ts_synthetic"}
         timeline["args"] = args
     if len(steps):
-        steps = steps.assign(ts_ns=steps["ts_ns"].to_numpy(np.int64) +
-                             _anchors(steps["rank"], timeline, concat([kd, comm])))
+        device = concat([kd, comm])
+        ts = steps["ts_ns"].to_numpy(np.int64) + _anchors(steps["rank"], timeline, device)
+        steps = steps.assign(ts_ns=_by_step(steps, ts, timeline, device))
     return concat([timeline, kd, comm, steps])
+
+
+def _by_step(steps: pd.DataFrame, ts: np.ndarray, timeline: pd.DataFrame,
+             device: pd.DataFrame) -> np.ndarray:
+    """Start of each synthetic step of a rank without a timeline whose device events carry
+    step numbers (kernel_details ``Step Id``, communication.json ``stepN``): the step's first
+    device event minus its ``Preparing`` time (0 when the file has none), so that the step's
+    window holds its own work; kept only when every step of the rank has one and the windows
+    follow each other without overlapping, else ``ts`` (end to end) stays."""
+    if not len(device) or device["step"].isna().all():
+        return ts
+    dev = device[device["step"].notna()]
+    first = dev.groupby([dev["rank"].astype(np.int64), dev["step"].astype(np.int64)])[
+        "ts_ns"].min()
+    prep = np.array([int(a.get("preparing_ns", 0) or 0) for a in steps["args"]], np.int64)
+    key = pd.MultiIndex.from_arrays([steps["rank"].astype(np.int64),
+                                     steps["step"].astype("float64").fillna(-1).astype(np.int64)])
+    got = first.astype("Int64").reindex(key)  # integer ns: epoch stamps exceed float64's
+    missing = got.isna().to_numpy(bool)
+    cand = got.fillna(0).to_numpy(np.int64) - prep
+    out = ts.copy()
+    has_tl = set(timeline["rank"].unique()) if len(timeline) else set()
+    dur = steps["dur_ns"].to_numpy(np.int64)
+    ranks = steps["rank"].to_numpy(np.int64)
+    for r in np.unique(ranks):  # a few ranks
+        rows = np.flatnonzero(ranks == r)
+        c = cand[rows]
+        if r in has_tl or missing[rows].any():
+            continue
+        order = np.argsort(c, kind="stable")
+        start, end = c[order], c[order] + dur[rows][order]
+        if (start[1:] >= end[:-1]).all():
+            out[rows] = c
+    return out
 
 
 def _anchors(ranks: pd.Series, timeline: pd.DataFrame, device: pd.DataFrame) -> np.ndarray:
@@ -239,7 +275,9 @@ def _anchors(ranks: pd.Series, timeline: pd.DataFrame, device: pd.DataFrame) -> 
     starts = timeline.groupby("rank")["ts_ns"].min() if len(timeline) else pd.Series(dtype="int64")
     if len(device):
         starts = starts.combine_first(device.groupby("rank")["ts_ns"].min())
-    return ranks.map(starts).fillna(0).astype(np.int64).to_numpy()
+    # integer ns throughout (a float NaN for a rank without an anchor would round the others)
+    got = starts.astype("Int64").reindex(ranks.astype(np.int64).to_numpy())
+    return got.fillna(0).to_numpy(np.int64)
 
 
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
