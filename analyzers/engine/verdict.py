@@ -92,7 +92,7 @@ class Verdict:
     reason: str
     #: ``{"pct", "share_pct", "parts": [...]}``: how much of the verdict's share the findings
     #: explain (module docstring)
-    explained: Mapping[str, Any] = field(default_factory=dict)
+    explained: Mapping[str, Any] = field(default_factory=dict, hash=False)
     run_kind: str = ACCELERATOR
 
     @property
