@@ -128,8 +128,9 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
 
     * ``communication``: each rank's non-overlapped communication share split as its collectives'
       time splits: ``waiting_for_peers`` (the matched arrivals' wait, ``communication_cluster``'s
-      ``wait_ns_per_rank``, or the wait an importer recorded), ``idle_in_collective`` (time
-      inside a collective that is neither wait nor transit, where an importer recorded both) and
+      ``wait_ns_per_rank``, or the wait an importer recorded), ``idle_in_collective`` (the idle
+      time an importer recorded, Ascend's ``Idle Time``, else the time inside a collective that
+      is neither wait nor transit, where an importer recorded both) and
       ``transfer`` (the rest); ``transfer_or_waiting`` where neither a match across ranks nor
       a recorded wait tells them apart (one rank's trace);
     * ``host``: the cpu analyzer's cause shares, ``data_waits`` and ``unattributed``; where the
@@ -157,8 +158,10 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
             t = rr["communication"].tables.get("collectives")
             wait = float(m.get("wait_ns") or 0) if m.get("explicit_wait") else \
                 float(waits.get(int(r), waits.get(str(r), 0)) or 0)
-            idle_in = 0.0
-            if m.get("explicit_wait") and t is not None and len(t):
+            # an importer's own idle time (Ascend communication.json "Idle Time"), else what
+            # of a collective with recorded wait and transit is neither
+            idle_in = float(m.get("idle_ns") or 0)
+            if not idle_in and m.get("explicit_wait") and t is not None and len(t):
                 rest = (t["dur_ns"].astype("float64") - t["wait_ns"].astype("float64")
                         - t["transit_ns"].astype("float64").fillna(0.0)).clip(lower=0.0)
                 idle_in = float(rest.sum())

@@ -96,6 +96,20 @@ def test_idle_inside_collectives_from_recorded_wait_and_transit() -> None:
         "unexplained.idle_in_collective": 55.556, "unexplained.transfer": 33.333}, abs=1e-3)
 
 
+def test_idle_inside_collectives_as_the_importer_recorded_it() -> None:
+    # the same collective with the importer's own idle time (Ascend "Idle Time": 400 us): the
+    # recorded figure is the idle part (400 / 900 = 44.444 %), the transfer the rest of the
+    # non-waiting time (900 - 100 - 400 = 400 us: 44.444 %)
+    rows = [ev("step", "ProfilerStep#0", 0, 1000 * US, step=0),
+            ev("kernel", "k", 0, 100 * US, step=0),
+            coll(100 * US, 900 * US, 0, 0, wait_ns=100 * US, transit_ns=300 * US,
+                 idle_ns=400 * US)]
+    a = run(rows, A910)
+    assert parts(a) == pytest.approx({
+        "communication.synchronization_wait": 11.111, "unexplained": 88.889,
+        "unexplained.idle_in_collective": 44.444, "unexplained.transfer": 44.444}, abs=1e-3)
+
+
 def test_explain_caps_overlapping_findings_at_the_share() -> None:
     # two findings of 0.5 and 0.3 of the step for a verdict whose share is 0.6: explained
     # 100 %, the parts scaled to sum to it (62.5 % and 37.5 %), no remainder
