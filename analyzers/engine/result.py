@@ -231,6 +231,10 @@ class Analysis:
         out.setdefault("components_pct", {})
         top = res.tables.get("top_ops")
         out["top_ops"] = top.head(TOP_OPS_N) if isinstance(top, pd.DataFrame) else []
+        across = self.cluster.get("critical_path_cluster")
+        if across is not None and across.metrics.get("ranks_on_path"):
+            # the job's path through every rank, joined at matched collectives
+            out["across_ranks"] = dict(across.metrics)
         return jsonable(out)
 
     def results(self, name: str, rank: int | None = None) -> AnalyzerResult:

@@ -77,3 +77,14 @@ def test_gloo_on_gpus_is_slow_transfer_with_use_nccl(job) -> None:
     assert rules and rules[0] == "communication.use_nccl"
     if kind == "balanced":
         assert a.findings[0].id == "communication.network_configuration"
+
+
+def test_the_path_across_ranks_runs_through_the_straggler(job) -> None:
+    kind, a, want = job
+    m = a.cluster["critical_path_cluster"].metrics
+    # every collective's transfer is on the path: ~31 ms each, 2 of the 4 per step overlap
+    assert m["transfer_pct"] > 50
+    if kind == "straggler":
+        # rank 1's 40 ms before each step's first all-reduce is on the path, rank 0 hardly
+        assert m["rank_pct"][1] > 30 and m["rank_pct"].get(0, 0) < 1
+        assert a.to_dict()["critical_path"]["across_ranks"]["rank_pct"]["1"] > 30
