@@ -40,7 +40,8 @@ MODULES = (
     "hermes.analyzers.overlap", "hermes.analyzers.critical_path.analysis", "hermes.analyzers.io",
     "hermes.analyzers.cpu", "hermes.analyzers.fluctuation", "hermes.analyzers.computation.analysis",
     "hermes.analyzers.communication.rank", "hermes.analyzers.communication.cluster",
-    "hermes.analyzers.cluster", "hermes.analyzers.memory", "hermes.analyzers.critical_path.crossrank",
+    "hermes.analyzers.cluster", "hermes.analyzers.memory",
+    "hermes.analyzers.critical_path.crossrank",
 )
 
 Progress = Callable[[int, int], None]
