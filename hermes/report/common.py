@@ -77,6 +77,16 @@ def ranks_text(ranks: list[int]) -> str:
     return f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
 
 
+def summary_ranks_text(rows: list[dict[str, Any]]) -> str:
+    """The ranks whose breakdown comes from a vendor's step summary (``from_summary``: no
+    timeline, host time not recorded), in words; empty when there is none."""
+    summ = [int(r["rank"]) for r in rows if r.get("from_summary")]
+    if not summ:
+        return ""
+    return ("from the step summary only (step_trace_time, no timeline; host time not "
+            f"recorded): rank(s) {ranks_text(summ)}")
+
+
 
 
 def device_text(d: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from hermes.report.common import (
     operator_rows,
     operators_title,
     run_kind_text,
+    summary_ranks_text,
     top_ops,
     warmup_text,
 )
@@ -73,6 +74,8 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
         for r in rows:
             out.append(f"| {r['rank']} | " + " | ".join(
                 f"{float(r.get(k) or 0):.1f}" for k, _ in PARTS + HTA) + " |")
+        if summary_ranks_text(rows):
+            out += ["", summary_ranks_text(rows).capitalize() + "."]
         out.append("")
     comp = d.get("computation") or {}
     if device_text(d):

@@ -30,6 +30,7 @@ from hermes.report.common import (
     operators_title,
     ranks_text,
     run_kind_text,
+    summary_ranks_text,
     top_ops,
     unique_short_names,
     warmup_text,
@@ -86,6 +87,8 @@ def _tables(d: dict[str, Any], top: int) -> list[Any]:
         for key, label in HTA:
             _row(t, f"HTA {label}", f"{mean_breakdown(rows, key):.1f}")
         out.append(t)
+        if summary_ranks_text(rows):
+            out.append(Text(summary_ranks_text(rows).capitalize()))
     comp = d.get("computation") or {}
     if device_text(d):
         out.append(Text(f"Device: {device_text(d)}"))

@@ -23,6 +23,7 @@ from hermes.report.common import (
     operator_rows,
     operators_title,
     ranks_text,
+    summary_ranks_text,
     run_kind_text,
     short_name,
     top_ops,
@@ -62,10 +63,8 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
             lines.append(f"  {label:<20} {pct:6.1f}%  {bar(pct)}")
         hta = ", ".join(f"{label} {mean_breakdown(rows, k):.1f}%" for k, label in HTA)
         lines.append(f"  HTA-compatible: {hta}")
-        summ = [int(r["rank"]) for r in rows if r.get("from_summary")]
-        if summ:  # parts taken from the vendor's step summary: no timeline, no host events
-            lines.append(f"  from the step summary only (step_trace_time, no timeline; host "
-                         f"time not recorded): rank(s) {ranks_text(summ)}")
+        if summary_ranks_text(rows):  # parts from the vendor's step summary: no timeline
+            lines.append(f"  {summary_ranks_text(rows)}")
         lines.append("")
     comp = d.get("computation") or {}
     if device_text(d):

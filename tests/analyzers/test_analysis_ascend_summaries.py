@@ -25,6 +25,7 @@ from hermes.check.selfcheck import self_check
 from hermes.collectors.importers import get
 from hermes.errors import ImportFormatError
 from hermes.report import render
+from hermes.trace.validate import validate
 from tests.conftest import SHARED_TRACES
 
 ASCEND = SHARED_TRACES / "ascend"
@@ -129,6 +130,8 @@ def test_summary_rank_is_marked_in_text(hand: Any) -> None:
     text = render("text", a, advise(a))
     assert "from the step summary only" in text and "rank(s) 0" in text
     assert "free                   17.5%" in text
+    md = render("md", a, advise(a))
+    assert "From the step summary only" in md and "| 0 | 40.0 | 5.0 | 37.5 | 0.0 | 17.5 |" in md
 
 
 def test_communication_json_feeds_the_collectives(hand: Any) -> None:
@@ -398,11 +401,13 @@ def test_summary_step_starts_exactly_at_the_rank_timeline(tmp_path: Path) -> Non
     if not ASCEND.is_dir():
         pytest.skip(f"shared traces not found at {ASCEND}")
     # rank 0 has a trace_view timeline, ranks 1-7 nothing to anchor on: rank 0's summary step
-    # starts at its timeline's first event to the ns (no float rounding of epoch stamps)
+    # starts at its timeline's first event to the ns (no float rounding of epoch stamps), and
+    # so do the others' (the same job's step, not at 0 decades away)
     res = get("ascend").run([ASCEND / "trace_view.json", ASCEND / "cluster_step_trace_time.csv"],
                             tmp_path / "t.parquet", {})
     ev = hermes.load(res.out).events
     steps = ev[(ev["kind"] == "step") & (ev["lane"] == "step trace")]
     first = int(ev.loc[(ev["rank"] == 0) & (ev["lane"] != "step trace"), "ts_ns"].min())
     assert int(steps.loc[steps["rank"] == 0, "ts_ns"].iloc[0]) == first
-    assert sorted(steps.loc[steps["rank"] > 0, "ts_ns"].astype(int)) == [0] * 7
+    assert sorted(steps.loc[steps["rank"] > 0, "ts_ns"].astype(int)) == [first] * 7
+    assert validate(res.out).errors == []

@@ -271,13 +271,15 @@ def _by_step(steps: pd.DataFrame, ts: np.ndarray, timeline: pd.DataFrame,
 def _anchors(ranks: pd.Series, timeline: pd.DataFrame, device: pd.DataFrame) -> np.ndarray:
     """Where each rank's synthetic (end-to-end from 0) steps start: at the start of the rank's
     trace_view timeline when it has one, else at its earliest kernel_details /
-    communication event (the device work the step summary describes), else at 0."""
+    communication event (the device work the step summary describes), else -- a rank known
+    from a summary alone -- at the earliest anchor of the other ranks (the same job's steps:
+    not at 0, decades away from their clock), else at 0."""
     starts = timeline.groupby("rank")["ts_ns"].min() if len(timeline) else pd.Series(dtype="int64")
     if len(device):
         starts = starts.combine_first(device.groupby("rank")["ts_ns"].min())
     # integer ns throughout (a float NaN for a rank without an anchor would round the others)
     got = starts.astype("Int64").reindex(ranks.astype(np.int64).to_numpy())
-    return got.fillna(0).to_numpy(np.int64)
+    return got.fillna(int(starts.min()) if len(starts) else 0).to_numpy(np.int64)
 
 
 def run(sources: list[Path], out: Path, options: dict[str, Any]) -> ImportResult:
