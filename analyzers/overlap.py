@@ -53,7 +53,13 @@ import pandas as pd
 
 from hermes.analyzers.common import hostcalls, hta_compat
 from hermes.analyzers.common import intervals as iv
-from hermes.analyzers.common.steps import fine_windows, split_by_windows, step_windows, window_note
+from hermes.analyzers.common.steps import (
+    fine_windows,
+    split_by_windows,
+    step_windows,
+    summary_rows,
+    window_note,
+)
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, HOST_LANES, NOT_WORK_KINDS
@@ -184,15 +190,14 @@ def _as_dict(raw: Any) -> dict[str, Any]:
 
 def summary_steps(events: pd.DataFrame) -> pd.DataFrame:
     """The rank's steps that carry a vendor step summary (module docstring): one row per step
-    window (``steps.step_windows``) holding a host ``step`` event with ``computing_ns`` in its
-    args; columns ``step, start_ns, end_ns, dur_ns`` and :data:`SUMMARY_KEYS` (ns, NaN where
+    window (``steps.step_windows``) holding a ``step`` event on ``steps.SUMMARY_LANE`` with
+    ``computing_ns`` in its args; columns ``step, start_ns, end_ns, dur_ns`` and :data:`SUMMARY_KEYS` (ns, NaN where
     the row has none). Empty when the rank has none."""
     cols = ["step", "start_ns", "end_ns", "dur_ns", *SUMMARY_KEYS]
     empty = pd.DataFrame({c: np.empty(0, np.float64) for c in cols})
     if len(events) == 0 or not has_args(events):
         return empty
-    idx = np.flatnonzero(hta_compat.isin(events["kind"], ("step",))
-                         & hta_compat.isin(events["lane_kind"], HOST_LANES))
+    idx = summary_rows(events)
     if idx.size == 0:
         return empty
     # a few step events per rank: one args dict each

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.steps import summary_rows
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, DEVICE_LANES
 
@@ -74,11 +75,11 @@ def device_summary(events: pd.DataFrame) -> bool:
     Ascend importer's ``step_trace_time`` rows), though no device event may be recorded."""
     if not len(events) or not has_args(events):
         return False
-    steps = is_(events, "kind", "step")
-    if not steps.any():
+    rows = summary_rows(events)  # (by lane: no args read on a trace without them)
+    if not rows.size:
         return False
-    return bool(args_of(events, steps).astype(str).str.contains('"computing_ns"',
-                                                                regex=False).any())
+    return bool(args_of(events, rows).astype(str).str.contains('"computing_ns"',
+                                                               regex=False).any())
 
 
 def rank_kind(events: pd.DataFrame) -> str:

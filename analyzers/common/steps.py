@@ -34,6 +34,9 @@ import numpy as np
 import pandas as pd
 
 WINDOW_COLUMNS = ("step", "start_ns", "end_ns", "dur_ns")
+#: Lane of the step events that carry a vendor's step summary in their args (the Ascend
+#: importer's ``step_trace_time`` rows: ``computing_ns``, ``free_ns``, ...).
+SUMMARY_LANE = "step trace"
 
 
 def empty_windows() -> pd.DataFrame:
@@ -95,6 +98,14 @@ def step_windows(events: pd.DataFrame) -> pd.DataFrame:
         return w
     del _CACHE[_CACHE_SIZE:]
     return w.copy()
+
+
+def summary_rows(events: pd.DataFrame) -> np.ndarray:
+    """Positions of the step events on :data:`SUMMARY_LANE` (a categorical compare: no args
+    read, so a big trace without such steps costs nothing)."""
+    if len(events) == 0 or "lane" not in events.columns:
+        return np.empty(0, np.int64)
+    return np.flatnonzero(_is(events["lane"], SUMMARY_LANE) & _is(events["kind"], "step"))
 
 
 def _is(col: pd.Series, value: str) -> np.ndarray:
