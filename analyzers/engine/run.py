@@ -436,6 +436,8 @@ def _reduce(per_rank: dict[int, dict[str, AnalyzerResult]], meta: Any) -> Analys
         row.update({k: float(m[k]) for k in BREAKDOWN_KEYS if k in m and m[k] is not None})
         # the rank's parts come from a vendor step summary, not its events (overlap analyzer)
         row["from_summary"] = bool(m.get("from_summary", False))
+        if m.get("from_summary"):  # the summary's pipeline bubble (receive time), % of step
+            row["bubble_pct"] = float(m.get("bubble_pct", 0.0))
         breakdown.append(row)
     # each rank's kind, as the cpu and io analyzers decided it from its events
     kind = runkind.combine(next((res.metrics["run_kind"] for res in rr.values()
