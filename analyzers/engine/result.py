@@ -333,6 +333,11 @@ class Analysis:
             extra["computation"] = comp
         if self.memory:
             extra["memory"] = {"per_rank": self.memory}
+        cc = self.cluster.get("communication_cluster")
+        if cc is not None and cc.metrics.get("matched"):
+            # collectives matched across ranks, per (group, op): wait, skew, transfer, busbw
+            extra["collectives"] = {k: cc.metrics.get(k) for k in (
+                "matched", "holding_back", "T_wait_ns", "wait_ns_per_rank", "by_op")}
         if self.missing_ranks:  # only a partial analysis has the key: complete ones are unchanged
             extra["missing_ranks"] = self.missing_ranks
         return jsonable({
@@ -357,8 +362,10 @@ class Analysis:
     def __repr__(self) -> str:
         st = self.steps
         top = ", ".join(f"{f.id} {100 * f.time_share:.1f}%" for f in self.findings[:3]) or "none"
+        kind = "" if self.run_kind == "accelerator" else f" run_kind={self.run_kind}"
         return (f"<Analysis ranks={len(self.ranks)} steps={st['count']} "
-                f"median={st['median_ms']:.3f}ms bound={self.bound} top: {top}>")
+                f"median={st['median_ms']:.3f}ms bound={self.bound} "
+                f"explained={self.verdict.explained_pct:.0f}%{kind} top: {top}>")
 
 
 def _kernel_sums(k: pd.DataFrame) -> pd.DataFrame:
