@@ -72,7 +72,9 @@ COVERS: dict[str, dict[str, str]] = {
            "slow_data_fetching": "fetching"},
     "device": {"compute_bound": "compute_bound", "memory_bound": "memory_bound",
                "underutilization": "underutilized"},
-    "host": {},  # host parts are named by the cpu causes themselves
+    # host parts are named by the cpu causes themselves; a CPU-only run's operator time is the
+    # dispatch claim
+    "host": {"cpu_operators": "operator_dispatch"},
 }
 #: The cpu analyzer's causes (its ``{cause}_share`` metrics), the host verdict's parts.
 HOST_CAUSES = ("garbage_collection", "operator_compilation", "host_device_sync", "initialization",
