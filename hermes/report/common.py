@@ -252,7 +252,8 @@ def explained_text(v: dict[str, Any], labels: dict[str, str] | None = None) -> s
                                      for s in sub) + ")"
         out.append(text)
     share = float(ex.get("share_pct") or 0.0)
-    return (f"{explained_pct_text(v)} of its {share:.1f}% of step time: " + "; ".join(out)) \
+    return (f"{explained_pct_text(v)} of the verdict's {share:.1f}% of step time: "
+            + "; ".join(out)) \
         if out else f"{explained_pct_text(v)} (nothing to explain)"
 
 
