@@ -40,7 +40,8 @@ reports mark it), ``bubble_pct`` is the summary's Bubble (receive time, part of
 communication_only); the HTA figures are the summary's own (idle = Free, compute = Computing,
 non-compute = Communication(Not Overlapped), comm/comp overlap = Overlapped / Communication) and
 ``device_idle`` is empty (the summary does not say when the device was idle). A rank whose
-events record every part the summary reports is analysed from its events as above.
+events record every part the summary reports is analysed from its events as above, with the
+summary's parts beside them (metric ``summary_pct``) for comparison.
 """
 
 from __future__ import annotations
@@ -313,6 +314,9 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     metrics.update(_step_metrics(ctx.events, per_step))
     metrics["hta_kernel_time_ns"] = max(int(hta.kernel_time_ns), 0)
     metrics["from_summary"] = False
+    if len(summary):  # the vendor's figures beside the events' own, to compare
+        sm = _summary_metrics(summary_tables(summary)[0], summary)
+        metrics["summary_pct"] = {f"{n}_pct": sm[f"{n}_pct"] for n in PARTS}
     return AnalyzerResult(name="overlap", tables={"per_step": per_step, "device_idle": idle},
                           metrics=metrics)
 

@@ -192,6 +192,10 @@ def test_rank_with_kernels_uses_them_the_other_its_summary(two_ranks: Any) -> No
     assert {k: rows[0][k] for k in PARTS} == pytest.approx(
         {"computation_only_pct": 45.0, "overlapped_pct": 5.0, "communication_only_pct": 10.0,
          "host_bound_pct": 0.0, "free_pct": 40.0}, abs=1e-9)
+    # its step trace's figures stay beside them, to compare: 47 / 5 / 10 / 38
+    assert two_ranks.per_rank[0]["overlap"].metrics["summary_pct"] == pytest.approx(
+        {"computation_only_pct": 47.0, "overlapped_pct": 5.0, "communication_only_pct": 10.0,
+         "host_bound_pct": 0.0, "free_pct": 38.0})
     assert rows[1]["from_summary"] is True
     assert {k: rows[1][k] for k in PARTS} == pytest.approx(
         {"computation_only_pct": 30.0, "overlapped_pct": 0.0, "communication_only_pct": 20.0,
