@@ -415,3 +415,26 @@ def test_summary_step_starts_exactly_at_the_rank_timeline(tmp_path: Path) -> Non
     assert int(steps.loc[steps["rank"] == 0, "ts_ns"].iloc[0]) == first
     assert sorted(steps.loc[steps["rank"] > 0, "ts_ns"].astype(int)) == [first] * 7
     assert validate(res.out).errors == []
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("communication_matrix.json", '{"step": {"collective": {"op@1": {"0to1": '
+     '{"Transport Type": "HCCS", "Transit Size(MB)": 1, "Transit Time(ms)": 1}}}}}',
+     "link key '0to1' is not 'src-dst'"),
+    ("communication_matrix.json", '{"step": {"collective": {"op@1": {"0-1": '
+     '{"Transport Type": "HCCS", "Transit Size(MB)": "x", "Transit Time(ms)": 1}}}}}',
+     "is not a number"),
+    ("op_statistic.csv", "OP Type,Core Type,Count,Total Time(us)\nAdd,AI_CORE,many,2\n",
+     "column 'Count' has 'many'"),
+])
+def test_bad_aggregates_are_one_line_exit_2(tmp_path: Path, name: str, text: str,
+                                            message: str) -> None:
+    from tests.conftest import run_cli
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / name).write_text(text)
+    (src / "step_trace_time.csv").write_text("\n".join([STEP_HEADER, *STEPS]) + "\n")
+    code, _, err = run_cli("import", str(src), "--out", str(tmp_path / "t.parquet"))
+    assert code == 2 and message in err and name in err
+    assert len(err.strip().splitlines()) == 1
