@@ -84,9 +84,12 @@ def machine(family: str, dtype: str, parallel: str) -> dict[str, Any]:
 NUMBERS = {"bubble_pct_mean": 30.0, "h2d_pageable": 4, "small_kernels_pct": 50.0,
            "top_family": "gemm", "top_family_pct": 60.0, "initialization_share": 0.8,
            "trace_steps": 4, "compile_after_first_share": 0.0, "calls_per_step": 40,
-           "top_function": "f", "top_ms_per_step": 3.0, "slower_x_max": 2.0, "backend": "gloo"}
+           "top_function": "f", "top_ms_per_step": 3.0, "slower_x_max": 2.0, "backend": "gloo",
+           # a CPU-only run's operator evidence (cpu.cpu_* rules)
+           "cpu_op_threads": 1, "cpu_conv_share": 0.5, "cpu_matmul_share": 0.4,
+           "cpu_eltwise_share": 0.3, "cpu_compiled": 0}
 #: the reasons rules of these causes tell apart
-REASONS = {"cpu.operator_dispatch": ("", "memory_allocation", "python"),
+REASONS = {"cpu.operator_dispatch": ("", "memory_allocation", "python", "cpu_operators"),
            "computation.underutilization": ("", "frequency_drop", "shape_affinity", "ai_cpu",
                                             "private_format", "dynamic_shape"),
            "computation.slow_node": ("", "step_spike"),
@@ -96,7 +99,9 @@ REASONS = {"cpu.operator_dispatch": ("", "memory_allocation", "python"),
 def advice(family: str, dtype: str, parallel: str) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     """(the facts, every (cause id, recommendation) every rule gives on them)."""
     m = machine(family, dtype, parallel)
-    f = machine_facts(SimpleNamespace(machine=m))
+    # the run kind the hand-made rank's events show (no kernel: a CPU-only run)
+    kind = "cpu_only" if FAMILIES[family][1] is None else "accelerator"
+    f = machine_facts(SimpleNamespace(machine=m, run_kind=kind))
     meta = TraceMeta(source=SOURCE.get(family, "kineto"), device=dict(FAMILIES[family][0]))
     runtime = {"cdna2": "hip", "cdna3": "hip", "ascend": "acl"}.get(family, "cuda")
     out = []
