@@ -65,6 +65,30 @@ def test_waiting_on_another_rank_is_explained_by_the_slow_rank() -> None:
                                       "unexplained.transfer": 23.077}, abs=1e-3)
 
 
+def test_cpu_only_ranks_waiting_on_a_busier_one() -> None:
+    # two CPU-only ranks (Gloo between CPUs: collectives on the host thread), two 1 ms steps:
+    # rank 0 computes aten::mm 200 us, rank 1 600 us, then both all-reduce until 1000.
+    # Communication: rank 0 800 us (400 waiting for rank 1, 400 transfer), rank 1 400
+    # (transfer) -> the share is the mean, 60 %. The wait finding is rank 0's, 0.4 of its step
+    # -> explained 0.4 / 0.6 = 66.667 %; the rest, 0.2 of the step, is transfer (33.333 %)
+    rows = []
+    for s in range(2):
+        t = s * 1000 * US
+        for r, work in ((0, 200), (1, 600)):
+            rows += [ev("step", f"ProfilerStep#{s}", t, 1000 * US, rank=r, step=s),
+                     ev("host_op", "aten::mm", t, work * US, rank=r, step=s),
+                     ev("collective", "gloo:all_reduce", t + work * US, (1000 - work) * US,
+                        rank=r, step=s, lane_kind="host", lane="thread 1",
+                        coll_group="default", coll_seq=s)]
+    a = run(rows, TraceMeta(source="kineto"))
+    assert (a.run_kind, a.bound) == ("cpu_only", "communication")
+    assert "(on the CPU)" in a.verdict.reason
+    assert a.verdict.communication == pytest.approx(0.6)
+    assert parts(a) == pytest.approx({"communication.synchronization_wait": 66.667,
+                                      "unexplained": 33.333, "unexplained.transfer": 33.333},
+                                     abs=1e-3)
+
+
 def test_slow_transfer_is_the_remainder() -> None:
     # both ranks compute [0, 100) us and arrive together; the all-reduce then takes 900 us:
     # no wait, and no bytes recorded (no bandwidth finding) -> nothing explains the 90 %,
