@@ -167,14 +167,15 @@ def remainder_inputs(per_rank: Mapping[int, Mapping[str, Any]],
                 rest = (t["dur_ns"].astype("float64") - t["wait_ns"].astype("float64")
                         - t["transit_ns"].astype("float64").fillna(0.0)).clip(lower=0.0)
                 idle_in = float(rest.sum())
-            if coll > 0 and step > 0 and not (matched or m.get("explicit_wait")):
-                # no collective matched across ranks, no recorded wait: the two are one part
-                comm.append({"transfer_or_waiting": only})
-            elif coll > 0 and step > 0:
+            if coll > 0 and step > 0:
                 w = min(1.0, wait / coll)
                 i = min(1.0 - w, idle_in / coll)
-                comm.append({"waiting_for_peers": only * w, "idle_in_collective": only * i,
-                             "transfer": only * (1.0 - w - i)})
+                row = {"waiting_for_peers": only * w, "idle_in_collective": only * i,
+                       "transfer": only * (1.0 - w - i)}
+                if not (matched or m.get("explicit_wait")):
+                    # no collective matched across ranks, no recorded wait: one part
+                    row = {"idle_in_collective": only * i, "transfer_or_waiting": only * (1 - i)}
+                comm.append(row)
             else:  # a rank without collectives: none of its time (the mean is over ranks)
                 comm.append({})
         if "cpu" in rr:
