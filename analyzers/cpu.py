@@ -41,9 +41,9 @@ import pandas as pd
 
 from hermes.analyzers.common import hostcalls, pytime
 from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.cpuwork import cpu_profile
 from hermes.analyzers.common.names import is_, name_matches
 from hermes.analyzers.common.nesting import event_nodes
-from hermes.analyzers.common.cpuwork import cpu_profile
 from hermes.analyzers.common.runkind import CPU_ONLY, NEEDS_DEVICE, NOT_CAPTURED, rank_kind
 from hermes.analyzers.common.spans import device_idle, per_step_ns, spans, top_names, windows_union
 from hermes.analyzers.common.steps import fine_windows, window_note
