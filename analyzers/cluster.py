@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers.common.opinfo import top_ops
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
@@ -190,6 +191,15 @@ def cluster(ctx: ClusterContext) -> AnalyzerResult:
                       "bubble_pct_mean": round(res.metrics["bubble_pct_mean"], 3),
                       "overlap_ratio_mean": round(float(ti["overlap_ratio"].mean()), 4)
                       if ti["overlap_ratio"].notna().any() else None,
-                      "worst_rank": int(worst), "top_ops": []},
+                      "worst_rank": int(worst), "top_ops": _comm_ops(ctx, int(worst))},
             ranks=tuple(int(r) for r in ti.index[ti["hideable_share"] >= MIN_SHARE])))
     return res
+
+
+def _comm_ops(ctx: ClusterContext, rank: int) -> list[dict[str, Any]]:
+    """The collectives of ``rank`` with most time: the communication that could overlap."""
+    res = ctx.per_rank.get(rank, {}).get("communication")
+    t = res.tables.get("collectives") if res is not None else None
+    if t is None or len(t) == 0:
+        return []
+    return top_ops(t.rename(columns={"op": "name"}))

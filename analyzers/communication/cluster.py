@@ -86,6 +86,28 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     return out[cols].sort_values(["group", "seq"], kind="stable").reset_index(drop=True)
 
 
+def by_op(sync: pd.DataFrame, n: int = 20) -> list[dict[str, Any]]:
+    """The matched collectives per (group, op), most waiting first (at most ``n``): count,
+    summed wait (T_wait), median arrival skew and transfer, median bus bandwidth and message
+    size, and the rank whose late arrivals cause most of its waiting."""
+    if len(sync) == 0:
+        return []
+    g = sync.groupby(["group", "op"], sort=False)
+    out = g.agg(count=("seq", "size"), wait_ns=("T_wait_ns", "sum"),
+                skew_median_ns=("skew_ns", "median"), transfer_median_ns=("transit_ns", "median"),
+                busbw_GBps_median=("busbw_GBps", "median"), bytes_median=("bytes", "median"))
+    # the rank whose late arrivals cause most of the op's waiting
+    caused = sync.groupby(["group", "op", "late_rank"], sort=False)["T_wait_ns"].sum()
+    top = caused.reset_index().sort_values("T_wait_ns", ascending=False, kind="stable")
+    top = top.drop_duplicates(["group", "op"]).set_index(["group", "op"])["late_rank"]
+    out["waited_for_rank"] = top.reindex(out.index).astype("int64")
+    out = out.reset_index().sort_values(["wait_ns", "count"], ascending=False, kind="stable")
+    rows = out.head(n).to_dict("records")
+    return [{k: (None if isinstance(v, float) and not np.isfinite(v) else
+                 round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in rows]
+
+
 def union_per_rank(rank: pd.Series, start: pd.Series, end: pd.Series) -> pd.Series:
     """Per rank, the length of the union of its intervals [start, end): waits at collectives
     in flight together (queued on a communication stream, DDP's buckets) overlap in time and
@@ -204,6 +226,17 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
                         for r, w in zip(pr["rank"], pr["exposed_wait_ns"], strict=True)]
     pr["times_late"] = pr["rank"].map(late).fillna(0).astype("int64")
     res.tables["per_rank"] = pr
+    # achieved bandwidth once every rank is there: the rank's bus bandwidth over its whole
+    # collective, rescaled to the matched transfer (end - last arrival), median over ranks
+    tr = (m["end_ns"] - m.groupby(["group", "seq"])["arrive_ns"].transform("max")).clip(lower=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bw = m["busbw_GBps"].astype("float64") * m["dur_ns"].astype("float64") / tr.where(tr > 0)
+    sync["busbw_GBps"] = sync.set_index(["group", "seq"]).index.map(
+        bw.groupby([m["group"], m["seq"]]).median()).to_numpy(np.float64)
+    sync["bytes"] = sync.set_index(["group", "seq"]).index.map(
+        m["bytes"].astype("float64").groupby([m["group"], m["seq"]]).max()).to_numpy(np.float64)
+    res.tables["sync"] = sync
+    res.metrics["by_op"] = by_op(sync)
     res.metrics.update({"matched": int(len(sync)), "R_wait_mean": float(sync["R_wait"].mean()),
                         "R_wait_max": float(sync["R_wait"].max()),
                         "T_wait_ns": int(sync["T_wait_ns"].sum()),

@@ -138,6 +138,19 @@ def latency_bound(op: pd.Series, n: pd.Series, nbytes: pd.Series, bus: np.ndarra
     return np.nan_to_num(lat_ns, nan=-1.0) >= np.nan_to_num(bw_ns, nan=np.inf)
 
 
+def distributed_info(extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kineto's ``distributedInfo`` objects kept in the trace's ``extra``: at its top level
+    or per rank (``extra.kineto.<rank>.distributedInfo``, as the importer keeps them)."""
+    found = []
+    for v in extra.values():
+        if not isinstance(v, dict):
+            continue
+        for x in (v, *v.values()):
+            if isinstance(x, dict) and isinstance(x.get("distributedInfo"), dict):
+                found.append(x["distributedInfo"])
+    return found
+
+
 def world_size(meta: Any) -> int:
     """Ranks of the job: the trace's rank list, or more where the collector recorded the job's
     size (``extra.world_size``; Kineto's ``distributedInfo.world_size``, kept per rank by the
@@ -145,8 +158,7 @@ def world_size(meta: Any) -> int:
     sizes = [len(getattr(meta, "ranks", ()) or ())]
     extra = getattr(meta, "extra", None) or {}
     values = [extra.get("world_size")]
-    values += [v["distributedInfo"].get("world_size") for v in extra.values()
-               if isinstance(v, dict) and isinstance(v.get("distributedInfo"), dict)]
+    values += [d.get("world_size") for d in distributed_info(extra)]
     sizes += [int(v) for v in values if isinstance(v, int) and not isinstance(v, bool)
               and 0 < v < 2 ** 31]
     return max(sizes)

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.common.names import is_
 from hermes.analyzers.common.opinfo import (
     ArgKeys,
     arg_numbers,
@@ -46,6 +47,7 @@ from hermes.analyzers.communication.columns import (
 )
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import MIN_SHARE, Finding
+from hermes.trace.schema import COMPUTE_KINDS
 
 #: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's
 #: SDMA rule: below 0.8 x 18 GB/s is contention).
@@ -191,7 +193,9 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     small_b = np.where(cls == "inter",
                        float(dev.get("rdma_small_packet_B") or GPU_SMALL_PACKET_B["inter"]),
                        float(dev.get("sdma_small_packet_B") or GPU_SMALL_PACKET_B["intra"]))
-    align = int(dev.get("hccs_alignment_B") or ALIGN_B)
+    # byte alignment is a property of a link that has one (HCCS: 512 B); a device whose
+    # profile names none (GPUs, a CPU-only job) has no misaligned messages
+    align = int(dev.get("hccs_alignment_B") or 0)
     bus = bus_factor(op, n)
     alpha = np.where(cls == "inter", float(dev.get("inter_node_latency_s") or np.nan),
                      float(dev.get("intra_node_latency_s") or np.nan))
@@ -206,7 +210,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
                                     index=ix),
         "bw_GBps": bw, "busbw_GBps": bw * bus, "expected_GBps": exp,
         "small": (nbytes > 0) & ((nbytes < small_b) | lat_bound),
-        "misaligned": (nbytes > 0) & (nbytes.fillna(0) % align != 0),
+        "misaligned": (nbytes > 0) & (nbytes.fillna(0) % max(align, 1) != 0) & (align > 0),
         "latency_bound": (nbytes > 0) & lat_bound}, index=idx)
     # previous sync point: end of the previous collective of the same group on this rank, else
     # the start of the step (both on rank 0's clock)
@@ -250,7 +254,8 @@ def _queued(t: pd.DataFrame) -> np.ndarray:
 
 
 def _compute_union(ev: pd.DataFrame) -> iv.Union:
-    m = (ev["kind"] == "kernel").to_numpy()
+    """The device's computation: kernels, copies and memsets (the breakdown's computation)."""
+    m = is_(ev, "kind", *COMPUTE_KINDS)
     ts = ev["ts_ns"].to_numpy(np.int64)[m]
     return iv.union(ts, ts + ev["dur_ns"].to_numpy(np.int64)[m])
 
@@ -394,6 +399,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
     if len(windows):
         comp = iv.union(*clip_to_windows(comp[0], comp[1], windows))
     comm_only = iv.total(iv.subtract(comm, comp))
+    comm_ns = iv.total(comm)  # what the rank's collectives cost at most: the time they run
     comp_only = iv.total(iv.subtract(comp, comm))
     tr = t["transit_ns"].astype("float64") if len(t) else pd.Series(dtype="float64")
     explicit = (t["wait_ns"] > 0).any() if len(t) else False
@@ -422,13 +428,15 @@ def communication(ctx: RankContext) -> AnalyzerResult:
                                          idle_ns=res.metrics["idle_ns"],
                                          source="importer wait figures"))
     total_tr = float(tr.sum())
-    small = t["small"].astype(bool)
+    # small for a link whose bandwidth is known: what they lose is measured against it (an
+    # unknown device -- a CPU-only Gloo job -- has no link to fall short of)
+    small = t["small"].astype(bool) & t["expected_GBps"].notna()
     small_traffic = float(tr[small].sum()) / total_tr if total_tr else 0.0
     res.metrics["small_packet_traffic_share"] = small_traffic
     if small_traffic > SMALL_TRAFFIC_MIN:
         # what small messages cost: the time beyond what they would take at the link's bandwidth
         cost = _shortfall(t[small], t.loc[small, "expected_GBps"])
-        share = float(cost.sum()) / step_total
+        share = min(float(cost.sum()), comm_ns) / step_total  # (concurrent ones: once)
         if share >= MIN_SHARE:
             lat = int((t["latency_bound"].astype(bool) & small).sum())
             f = comm_finding("small_packet", share, t[small], ranks, cost_ns=int(cost.sum()),
@@ -448,7 +456,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         if ok.any():
             ref = np.minimum(ref, float(t.loc[ok, "busbw_GBps"].median()))
         cost = _shortfall(t[mis], ref[mis])
-        share = float(cost.sum()) / step_total
+        share = min(float(cost.sum()), comm_ns) / step_total  # (concurrent ones: once)
         if share >= MIN_SHARE:
             res.findings.append(comm_finding(
                 "byte_alignment", share, t[mis], ranks, alignment_B=ALIGN_B,
@@ -460,7 +468,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         for cause, cost in transmission_costs(t).items():
             # collectives that overlap each other (buckets in flight together) share time: they
             # cost at most the time communication runs
-            share = min(float(cost.sum()), iv.total(comm)) / step_total
+            share = min(float(cost.sum()), comm_ns) / step_total
             if share >= MIN_SHARE:
                 res.findings.append(comm_finding(cause, share, t[cost > 0], ranks,
                                              cost_ns=int(cost.sum())))

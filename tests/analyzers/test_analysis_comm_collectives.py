@@ -68,7 +68,9 @@ def test_sync_wait_by_hand() -> None:
                          "T_wait_ns": [300_000], "R_wait": [1 - 250 / 400], "late_rank": [1],
                          "skew_ns": [300_000], "transit_ns": [100_000],
                          # rank 1's 400 us before arriving are unrecorded, rank 0's 100 us too
-                         "late_by": ["unrecorded"], "late_excess_ns": [300_000]})
+                         "late_by": ["unrecorded"], "late_excess_ns": [300_000],
+                         # 64 MiB over the 100 us transfer, factor 2 (group size unknown)
+                         "busbw_GBps": [2 * 64 * MB / 100e-6 / 1e9], "bytes": [64.0 * MB]})
     pd.testing.assert_frame_equal(sync, want, check_dtype=False)
     pr = res.tables["per_rank"].set_index("rank")
     assert pr.loc[0, "wait_ns"] == 300_000 and pr.loc[1, "wait_ns"] == 0
@@ -160,6 +162,9 @@ def test_world_size_from_metadata() -> None:
     assert world_size(TraceMeta(ranks=(5,), extra={"world_size": 64})) == 64
     kineto = {"5": {"distributedInfo": {"rank": 5, "world_size": 32}}}
     assert world_size(TraceMeta(ranks=(5,), extra=kineto)) == 32
+    # as the Kineto importer keeps it: per rank under extra.kineto (one rank's file of a
+    # directory still knows the job's size)
+    assert world_size(TraceMeta(ranks=(5,), extra={"kineto": kineto})) == 32
     assert world_size(TraceMeta(ranks=(5,), extra={"world_size": "64"})) == 1  # not a number
     assert world_size(TraceMeta(ranks=(5,), extra={"world_size": True})) == 1
 
@@ -339,6 +344,14 @@ def test_the_rank_that_holds_the_job_back_is_named_with_what_it_did() -> None:
     assert "3.0 ms more than the others in host work" in f.summary
     late = res.tables["late"].set_index("rank")
     assert late.loc[2, "times_late"] == 4 and res.metrics["holding_back"] == [2]
+    (op,) = res.metrics["by_op"]
+    # 4 all-reduces of 64 MiB; transfer 8 ms - 5 ms = 3 ms after rank 2 arrives at 5 ms
+    assert (op["op"], op["count"], op["wait_ns"], op["skew_median_ns"],
+            op["transfer_median_ns"], op["waited_for_rank"]) == (
+        "allreduce", 4, 24_000_000, 3_000_000, 3_000_000, 2)
+    # bus bandwidth over the 3 ms transfer; the group's size is not recorded: the large-n
+    # factor 2 -> 2 x 64 MiB / 3 ms
+    assert op["busbw_GBps_median"] == pytest.approx(2 * 64 * MB / 3e-3 / 1e9, rel=1e-3)
 
 
 @pytest.mark.parametrize("work, part", [("kernel", "compute"), ("data_wait", "io")])

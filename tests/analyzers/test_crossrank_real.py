@@ -87,4 +87,9 @@ def test_the_path_across_ranks_runs_through_the_straggler(job) -> None:
     if kind == "straggler":
         # rank 1's 40 ms before each step's first all-reduce is on the path, rank 0 hardly
         assert m["rank_pct"][1] > 30 and m["rank_pct"].get(0, 0) < 1
-        assert a.to_dict()["critical_path"]["across_ranks"]["rank_pct"]["1"] > 30
+        doc = a.to_dict()
+        assert doc["critical_path"]["across_ranks"]["rank_pct"]["1"] > 30
+        (op,) = doc["collectives"]["by_op"]
+        assert op["op"] == "gloo:all_reduce" and op["waited_for_rank"] == 1
+        assert op["bytes_median"] == 8393728 * 4 and op["busbw_GBps_median"] == pytest.approx(1.07, abs=0.01)
+        # (2 ranks, from the trace's distributedInfo: the all-reduce's bus factor 2(n-1)/n = 1)

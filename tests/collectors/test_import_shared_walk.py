@@ -28,41 +28,11 @@ KNOWN: dict[str, tuple[tuple[str, str], ...]] = {
         ("speedup_within_share",
          "findings[5] computation.memory_bound rule computation.memory_fusion"),
     ),
-    "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz": (
-        ("share_within_category", "findings[0] communication.byte_alignment"),
-        ("share_within_category", "findings[1] communication.small_packet"),
-    ),
-    "hta/df_index_resolver/df_index_resolver.json.gz": (
-        ("names_events", "findings[3] parallel.poor_parallelism"),
-    ),
-    "hta/negative_queue_length_values_check/rank0.json.gz": (
-        ("names_events", "findings[1] parallel.poor_parallelism"),
-        ("share_within_category", "findings[1] parallel.poor_parallelism"),
-    ),
     "hta/timeline_analysis/sampled_rank-0.json.gz": (
-        ("names_events", "findings[0] parallel.poor_parallelism"),
-        ("share_within_category", "findings[0] parallel.poor_parallelism"),
         ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_sink"),
-    ),
-    "hta/trace_diff/control/control.json.gz": (
-        ("names_events", "findings[1] parallel.poor_parallelism"),
-        ("share_within_category", "findings[1] parallel.poor_parallelism"),
-    ),
-    "hta/trace_diff/test/test.json.gz": (
-        ("names_events", "findings[2] parallel.poor_parallelism"),
-        ("share_within_category", "findings[2] parallel.poor_parallelism"),
     ),
     "hta/trace_filter/sampled_rank-0.json.gz": (
-        ("names_events", "findings[0] parallel.poor_parallelism"),
-        ("share_within_category", "findings[0] parallel.poor_parallelism"),
         ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_sink"),
-    ),
-    "hta/trace_filter/sampled_rank-1.json.gz": (
-        ("names_events", "findings[0] parallel.poor_parallelism"),
-        ("share_within_category", "findings[0] parallel.poor_parallelism"),
-    ),
-    "nsys/mfu_2gpu_before.sqlite": (
-        ("names_events", "findings[3] parallel.poor_parallelism"),
     ),
     "public/tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz": (
         ("speedup_within_share", "findings[0] cpu.operator_dispatch rule cpu.dispatch_sink"),
