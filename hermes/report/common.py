@@ -279,3 +279,18 @@ def operators_title(d: dict[str, Any]) -> str:
     n = int((d.get("cpu") or {}).get("threads") or 0)
     on = f"; on {n} host thread{'s' if n != 1 else ''}" if n else ""
     return f"Operators by self time (all ranks{on})"
+
+
+def across_ranks_text(cp: dict[str, Any]) -> str:
+    """The job's critical path across ranks (``critical_path.across_ranks``) in one line --
+    the ranks it passes through with their shares, the transfers -- or "" without one."""
+    x = cp.get("across_ranks") or {}
+    if not x.get("ranks_on_path"):
+        return ""
+    pct = {int(k): float(v) for k, v in (x.get("rank_pct") or {}).items()}
+    ranks = ", ".join(f"rank {r} {v:.1f}%" for r, v in
+                      sorted(pct.items(), key=lambda kv: -kv[1]) if v >= 0.05)
+    transfers = float(x.get("transfer_pct") or 0)
+    return (f"Critical path across ranks: {ranks}, transfers {transfers:.1f}%"
+            f" ({int(x.get('collectives_on_path') or 0)} collectives on the path, joined where "
+            "the last rank arrives)")

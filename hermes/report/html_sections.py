@@ -17,6 +17,7 @@ from hermes.report.common import (
     HTA,
     OPERATOR_HEADER,
     PARTS,
+    across_ranks_text,
     cpu_part_rows,
     device_text,
     dtype_mix_text,
@@ -192,6 +193,8 @@ def timeline(tl: Timeline | None, d: dict[str, Any], a: Analysis, figs: Figures,
         note += (f"Top: the critical path of rank {esc(cp_rank)} (the slowest rank"
                  f"{', lanes marked ★' if star else ''}) step by step, split into what it runs "
                  "through. ")
+    if across_ranks_text(d["critical_path"]):
+        note += f"{esc(across_ranks_text(d['critical_path']))}. "
     if tl.lanes_dropped:
         note += f"The {tl.lanes_dropped} least busy lanes are left out. "
     note += ("Every event is in the full trace: <code>hermes export TRACE --format chrome "

@@ -13,6 +13,7 @@ from hermes.report.common import (
     KERNEL_HEADER,
     OPERATOR_HEADER,
     PARTS,
+    across_ranks_text,
     cpu_part_rows,
     device_text,
     dtype_mix_text,
@@ -113,4 +114,6 @@ def render_md(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> str
         out += ["", f"## Critical path (rank {cp.get('rank')})", "",
                 ", ".join(f"{CP_LABELS.get(k, k)} {float(v):.1f}%"
                           for k, v in cp["components_pct"].items())]
+    if across_ranks_text(cp):
+        out += ["", across_ranks_text(cp)]
     return "\n".join(out) + "\n"

@@ -18,6 +18,7 @@ from hermes.report.common import (
     KERNEL_HEADER,
     OPERATOR_HEADER,
     PARTS,
+    across_ranks_text,
     cpu_part_rows,
     device_text,
     dtype_mix_text,
@@ -120,6 +121,10 @@ def _tables(d: dict[str, Any], top: int) -> list[Any]:
                                 strict=True):
                 _row(t, name, f"{float(op.get('time_ns') or 0) / 1e6:.3f} ms")
         out.append(t)
+    if across_ranks_text(cp):
+        from rich.text import Text
+
+        out.append(Text(across_ranks_text(cp)))
     return out
 
 

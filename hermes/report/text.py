@@ -11,6 +11,7 @@ from hermes.report.common import (
     KERNEL_HEADER,
     OPERATOR_HEADER,
     PARTS,
+    across_ranks_text,
     bar,
     cpu_part_rows,
     device_text,
@@ -23,9 +24,9 @@ from hermes.report.common import (
     operator_rows,
     operators_title,
     ranks_text,
-    summary_ranks_text,
     run_kind_text,
     short_name,
+    summary_ranks_text,
     top_ops,
     warmup_text,
 )
@@ -110,6 +111,8 @@ def render_text(analysis: Analysis, advice: Advice, top: int = DEFAULT_TOP) -> s
         for op in (cp.get("top_ops") or [])[:5]:
             lines.append(f"  {short_name(op.get('name'))}  "
                          f"{float(op.get('time_ns') or 0) / 1e6:.3f} ms")
+    if across_ranks_text(cp):
+        lines += ["", across_ranks_text(cp)]
     return "\n".join(lines) + "\n"
 
 

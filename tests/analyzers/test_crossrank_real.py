@@ -89,6 +89,11 @@ def test_the_path_across_ranks_runs_through_the_straggler(job) -> None:
         assert m["rank_pct"][1] > 30 and m["rank_pct"].get(0, 0) < 1
         doc = a.to_dict()
         assert doc["critical_path"]["across_ranks"]["rank_pct"]["1"] > 30
+        from hermes.report.common import across_ranks_text
+
+        # every format's line: rank 1 first, rank 0 after it, the transfers
+        line = across_ranks_text(doc["critical_path"])
+        assert line.startswith("Critical path across ranks: rank 1 ") and ", rank 0 " in line
         (op,) = doc["collectives"]["by_op"]
         assert op["op"] == "gloo:all_reduce" and op["waited_for_rank"] == 1
         assert op["bytes_median"] == 8393728 * 4 and op["busbw_GBps_median"] == pytest.approx(1.07, abs=0.01)
