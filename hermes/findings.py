@@ -56,11 +56,19 @@ class Recommendation:
     #: "replay": ``estimated_speedup`` came from replaying the step graph (hermes.whatif);
     #: "formula": from the rule's recover fraction (no transform for it, or no trace)
     estimate: str = "formula"
+    #: the replayed step before / after where it exceeds what removing all of the finding's
+    #: time gives (``1 / (1 - time_share)``, the figure ``estimated_speedup`` is capped at): the
+    #: transform also removes time the analysis gives other causes (docs/rules.md); else None
+    replayed_speedup: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "optimization": self.optimization, "how": self.how,
-                "estimated_speedup": round(float(self.estimated_speedup), 4),
-                "emulator_opt": self.emulator_opt, "estimate": self.estimate}
+        d: dict[str, Any] = {
+            "rule": self.rule, "optimization": self.optimization, "how": self.how,
+            "estimated_speedup": round(float(self.estimated_speedup), 4),
+            "emulator_opt": self.emulator_opt, "estimate": self.estimate}
+        if self.replayed_speedup is not None:
+            d["replayed_speedup"] = round(float(self.replayed_speedup), 4)
+        return d
 
 
 @dataclass(frozen=True)

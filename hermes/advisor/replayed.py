@@ -2,15 +2,17 @@
 
 A recommendation whose rule id or emulator option has a what-if transform
 (:mod:`hermes.whatif.transforms`) gets ``estimated_speedup`` = replayed step before / after
-(``estimate = "replay"``); the others keep the formula. Only the 8 slowest ranks are replayed
-(the run goes at their pace), a rank of over a million events on its median step alone
-(``hermes.whatif.graphs``), so this stays cheap on big traces. Replaying every step, not only
+(``estimate = "replay"``), at most ``1 / (1 - time_share)`` of its finding (the replayed
+figure, where it is more, in ``replayed_speedup``); the others keep the formula. Only the 8
+slowest ranks are replayed (the run goes at their pace), a rank of over a million events on its
+median step alone (``hermes.whatif.graphs``), so this stays cheap on big traces. Replaying every step, not only
 the median one, matters where steps differ (a prefetch queue that drains over the first
 steps: the median step is then a half-waiting one).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -64,14 +66,10 @@ def _events(trace: Any, ranks: list[int] | None, skip: list[str] | None = None
     return ev, getattr(trace, "meta", None)
 
 
-def _work_bound(p: Any) -> float:
-    """Step before / after if all the own time the transforms removed (the slowest rank's
-    breakdown, per step) came off the step: no step shrinks by more than its work did."""
-    before, after = p.breakdown.get("before", {}), p.breakdown.get("after", {})
-    removed = sum(before.values()) - sum(after.values())
-    if removed <= 0 or p.replay_ms <= 0:
-        return 1.0
-    return p.replay_ms / max(p.replay_ms - removed, p.replay_ms * 1e-3)
+def share_bound(share: float) -> float:
+    """Most removing all of a finding's time (``share`` of the step) can gain: ``1 / (1 -
+    share)``, rounded down to the advisor's 2 decimals (so the figure written never exceeds it)."""
+    return math.floor(100.0 / (1.0 - min(max(share, 0.0), 0.999)) + 1e-9) / 100.0
 
 
 def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any, cap: float
@@ -83,29 +81,37 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
     events, trace_meta = _events(trace, slowest_ranks(analysis),
                                  getattr(analysis, "unread_files", None))
     gs = graphs(events, max_ranks=MAX_RANKS)
-    cache: dict[str, tuple[float, float] | None] = {}
+    cache: dict[str, float | None] = {}
     why: dict[str, str] = {}
     out = {}
     share = {f.id: float(f.time_share) for f in getattr(analysis, "findings", [])}
     for fid, rs in recs.items():
-        # a transform acts on every event of its kind, not only on the finding's: its gain is
-        # bounded by what removing all of the finding's time would give, or all of the work
-        # the transform removed (where the analysis attributes less to the finding than that)
-        bound = 1.0 / (1.0 - min(share.get(fid, 1.0), 0.999))
+        # a finding's time_share is the step time its cause costs: a recommendation that removes
+        # that cause gains at most 1 / (1 - share). A transform acts on every event of its kind,
+        # not only on the finding's (fusion also drops launches, more workers also read faster):
+        # where the replay gains more, the rest is time the analysis gives other causes, so the
+        # estimate is capped and the replayed figure kept beside it (docs/rules.md)
+        s = share.get(fid)
+        bound = share_bound(s) if s is not None else cap
         new = []
         for r in rs:
             key = _key(r)
             if key is not None and key not in cache:
                 p = predict(gs, [key], trace_meta or meta)
-                cache[key] = (p.speedup, _work_bound(p)) if key in p.applied else None
+                cache[key] = p.speedup if key in p.applied else None
                 if key in p.reasons:
                     why[key] = p.reasons[key]
             got = cache.get(key) if key is not None else None
             if got is not None:
-                sp, work = got
-                r = replace(r, estimated_speedup=round(min(max(sp, 1.0), cap,
-                                                           max(bound, work)), 2),
-                            estimate="replay")
+                sp = round(min(max(got, 1.0), cap), 2)
+                if sp > bound:
+                    r = replace(r, estimated_speedup=bound, estimate="replay",
+                                replayed_speedup=sp,
+                                how=f"{r.how} (Replayed: {sp:.2f}x; capped at {bound:.2f}x, "
+                                    f"all of this finding's {100 * (s or 0.0):.1f} % of the "
+                                    "step: the rest is time other causes cost.)")
+                else:
+                    r = replace(r, estimated_speedup=sp, estimate="replay")
             elif key in why:  # a transform exists but the trace lacks what it needs: say so
                 r = replace(r, how=f"{r.how} (Estimate from the rule's formula: {why[key]}.)")
             new.append(r)

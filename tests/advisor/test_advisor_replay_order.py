@@ -65,18 +65,30 @@ def test_a_transform_the_trace_cannot_feed_keeps_the_formula_and_says_why():
                           "reads.)")
 
 
-def test_replayed_gain_beyond_the_finding_share_is_bounded_by_the_work_removed():
+def test_replayed_gain_beyond_the_finding_share_is_capped_at_it_and_kept_beside():
     from tests.whatif.test_whatif_transforms import DEVICE, FUSE
     from tests.whatif.test_whatif_transforms import frame as wframe
 
     # fusion replays the step 200 -> 160 ns (tests/whatif): 1.25x; the analysis gave the
-    # finding 5 % of the step (bound 1.05x), but the transform removed 45 ns of own time
-    # (relu 20, layernorm 20, relu's launch 5): no step shrinks by more, 200 / 155 = 1.29x,
-    # so the replayed 1.25x stands
+    # finding 5 % of the step: removing all of it gives 1 / 0.95 = 1.0526x, written 1.05x (2
+    # decimals, rounded down); the replayed 1.25x is kept beside it and said in `how`
     meta = TraceMeta(source="emulator", device=DEVICE)
     out = with_replay({"computation.memory_bound": [rec("computation.memory_fusion", 1.05,
                                                         "fusion")]}, wframe(*FUSE),
                       SimpleNamespace(meta=meta, findings=[
                           Finding("computation", "memory_bound", 0.05, "s")]), 10.0)
     r, = out["computation.memory_bound"]
-    assert (r.estimate, r.estimated_speedup) == ("replay", 1.25)
+    assert (r.estimate, r.estimated_speedup, r.replayed_speedup) == ("replay", 1.05, 1.25)
+    assert r.how.endswith("(Replayed: 1.25x; capped at 1.05x, all of this finding's 5.0 % of "
+                          "the step: the rest is time other causes cost.)")
+    d = r.to_dict()
+    assert (d["estimated_speedup"], d["replayed_speedup"]) == (1.05, 1.25)
+
+
+def test_a_replayed_gain_within_the_share_has_no_replayed_figure_beside_it():
+    # 4 workers: 2.5x, the finding's own bound (1 / (1 - 0.6) = 2.5): not above it
+    out = advise({"io.slow_data_processing": [rec("io.processing_more_workers", 1.2,
+                                                  "num_workers=4")]})
+    r, = out["io.slow_data_processing"]
+    assert (r.estimated_speedup, r.replayed_speedup) == (pytest.approx(2.5), None)
+    assert "replayed_speedup" not in r.to_dict() and r.how == "how"
