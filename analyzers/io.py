@@ -21,8 +21,10 @@ computes them itself when overlap did not run). Definitions (formulas in ``docs/
 * Fetching also gets the *exposed pageable H2D copy* time: device H2D copies from pageable memory
   (``Pageable`` in the name or ``"pinned": false`` in args) not overlapped by any kernel.
 * ``time_share`` = classified time / sum of step durations; a finding needs ``MIN_SHARE``.
-* With ``WARMUP_MIN_STEPS`` steps or more, the first step is left out of all of this (pipeline
-  warm-up: every queue starts empty).
+* With ``WARMUP_MIN_STEPS`` steps or more, the first step is left out of the classification
+  (pipeline warm-up: every queue starts empty) but not out of the share: its ``E`` is split as
+  the steady steps' ``E`` is, and its duration stays in the denominator (so the io shares are
+  parts of the breakdown's device-idle share).
 * The run's kind (``common/runkind.py``, metric ``run_kind``) picks the words: only a run that
   records device activity is said to keep "the device" waiting; in a CPU-only run, or one whose
   device was not captured, it is the training loop that waits for data.
@@ -53,8 +55,7 @@ from hermes.findings import MIN_SHARE, Finding
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import DEVICE_LANES
 
-#: With at least this many steps the first one is left out: the loader starts with empty
-#: queues, so the first step's wait measures start-up, not the pipeline's steady-state rate.
+#: The queue counters of Hermes's queue rule (data -> host -> device).
 QUEUES = ("data_queue", "host_queue", "device_queue")
 CAUSE_OF = {"reading": "slow_data_reading", "processing": "slow_data_processing",
             "fetching": "slow_data_fetching"}
@@ -161,10 +162,13 @@ def io(ctx: RankContext) -> AnalyzerResult:
     """Queue-based I/O: device-idle time explained by data waits, as reading/processing/fetching."""
     ev = ctx.events
     res = AnalyzerResult("io")
-    windows = fine_windows(ev, ctx.meta)  # (coarse-to-fine traces: the detailed steps)
-    if len(windows) >= WARMUP_MIN_STEPS:  # the first step fills empty queues: warm-up
-        windows = windows.iloc[1:].reset_index(drop=True)
-    step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
+    every = fine_windows(ev, ctx.meta)  # (coarse-to-fine traces: the detailed steps)
+    # the first step fills empty queues (warm-up): it is classified by the steady steps' split,
+    # but its time stays in the denominator, as in the breakdown and the other analyzers
+    warm = len(every) >= WARMUP_MIN_STEPS
+    windows = every.iloc[1:].reset_index(drop=True) if warm else every
+    first = every.iloc[:1].reset_index(drop=True) if warm else every.iloc[:0]
+    step_total = int(every["dur_ns"].sum()) if len(every) else 0
     cols = ["step", "dur_ns", "data_wait_ns", "explained_ns", "reading_ns", "processing_ns",
             "fetching_ns"]
     res.tables["per_step"] = pd.DataFrame({c: np.empty(0, np.int64) for c in cols})
@@ -172,15 +176,17 @@ def io(ctx: RankContext) -> AnalyzerResult:
     res.metrics.update({"method": "none", "step_total_ns": step_total, "data_wait_ns": 0,
                         "explained_ns": 0, "run_kind": kind,
                         **{f"{c}_share": 0.0 for c in CAUSE_OF}})
-    if step_total == 0:
+    if step_total == 0 or len(windows) == 0:
         return res
-    idle = device_idle(ctx, windows)
+    idle = device_idle(ctx, every)
     waits = data_wait_mask(ev)
     queues = _queue_samples(ev)
-    wait_u = iv.intersect(spans(ev, waits), windows_union(windows))
-    if wait_u[0].size == 0 and "device_queue" in queues:
-        wait_u = iv.intersect(_empty_periods(queues["device_queue"], int(windows["end_ns"].max())),
-                              windows_union(windows))
+    wait_all = iv.intersect(spans(ev, waits), windows_union(every))
+    if wait_all[0].size == 0 and "device_queue" in queues:
+        wait_all = iv.intersect(_empty_periods(queues["device_queue"], int(every["end_ns"].max())),
+                                windows_union(every))
+    wait_u = iv.intersect(wait_all, windows_union(windows))  # the steady steps'
+    wait_first = iv.intersect(wait_all, windows_union(first)) if len(first) else iv.EMPTY
     e = iv.intersect(idle, wait_u)
     by_class: dict[str, iv.Union] | None = None
     if queues:
@@ -191,28 +197,43 @@ def io(ctx: RankContext) -> AnalyzerResult:
     else:
         times = _classify_by_events(ev, e)
         res.metrics["method"] = "events"
-    h2d = _h2d(ev, windows)
+    e_tot = float(iv.total(e))
+    # the warm-up step's explained wait, split as the steady steps' (their "none" included):
+    # its queues start empty, so they cannot say which stage is slow; a pipeline the steady
+    # steps never wait on charges it to no cause
+    e_first = iv.intersect(idle, wait_first)
+    first_t = float(iv.total(e_first))
+    frac = {k: times[k] / e_tot if e_tot > 0 else 0.0 for k in CAUSE_OF}
+    for k in CAUSE_OF:
+        times[k] += first_t * frac[k]
+    h2d = _h2d(ev, every)
     exposed = h2d.pop("_exposed", iv.EMPTY)
     # pageable copies the device waits on are slow fetching, whatever the loader does
-    exposed_extra = iv.subtract(exposed, e)
+    exposed_extra = iv.subtract(exposed, iv.union(np.concatenate([e[0], e_first[0]]),
+                                                  np.concatenate([e[1], e_first[1]])))
     times["fetching"] += float(iv.total(exposed_extra))
-    res.metrics.update({"data_wait_ns": int(iv.total(wait_u)), "explained_ns": int(iv.total(e)),
-                        "h2d": h2d})
-    # per step: explained time split in the rank-wide proportions (queue classes per step)
+    res.metrics.update({"data_wait_ns": int(iv.total(wait_all)),
+                        "explained_ns": int(e_tot + first_t), "h2d": h2d,
+                        "warmup_explained_ns": int(first_t)})
+    # per step: explained time split in the rank-wide proportions (queue classes per step);
+    # the warm-up step (first row, when left out of the classification) in the steady split
     wait_ps = per_step_ns(wait_u, windows)
     e_ps = per_step_ns(e, windows)
-    e_tot = max(float(iv.total(e)), 1.0)
     table = {"step": windows["step"].to_numpy(np.int64), "dur_ns": windows["dur_ns"].to_numpy(),
              "data_wait_ns": wait_ps, "explained_ns": e_ps}
     for k in CAUSE_OF:
         if by_class is not None:
             ps = per_step_ns(by_class[k], windows)
         else:
-            ps = np.round(e_ps * (times[k] - (float(iv.total(exposed_extra)) if k == "fetching"
-                                              else 0.0)) / e_tot).astype(np.int64)
-        if k == "fetching":
-            ps = ps + per_step_ns(exposed_extra, windows)
+            ps = np.round(e_ps * frac[k]).astype(np.int64)
         table[f"{k}_ns"] = ps
+    if len(first):
+        row = {"step": first["step"].to_numpy(np.int64), "dur_ns": first["dur_ns"].to_numpy(),
+               "data_wait_ns": per_step_ns(wait_first, first),
+               "explained_ns": per_step_ns(e_first, first),
+               **{f"{k}_ns": np.array([round(first_t * frac[k])], np.int64) for k in CAUSE_OF}}
+        table = {c: np.concatenate([np.asarray(row[c]), np.asarray(v)]) for c, v in table.items()}
+    table["fetching_ns"] = table["fetching_ns"] + per_step_ns(exposed_extra, every)
     res.tables["per_step"] = pd.DataFrame(table)
     wait_top = top_names(ev, waits)
     # PyTorch names the loader's iterator: a single-process one loads in the training process
@@ -237,9 +258,9 @@ def io(ctx: RankContext) -> AnalyzerResult:
         steps = tuple(int(s) for s, v in zip(table["step"], table[f"{k}_ns"], strict=True)
                       if v > 0)
         evidence = {
-            "method": res.metrics["method"], "data_wait_ms": round(iv.total(wait_u) / 1e6, 6),
+            "method": res.metrics["method"], "data_wait_ms": round(iv.total(wait_all) / 1e6, 6),
             "data_wait_per_step_ms": round(float(np.median(wait_ps)) / 1e6, 6),
-            "device_idle_explained_ms": round(iv.total(e) / 1e6, 6),
+            "device_idle_explained_ms": round((e_tot + first_t) / 1e6, 6),
             f"{k}_ms": round(times[k] / 1e6, 6), "steps_total_ms": round(step_total / 1e6, 6),
             "h2d_copies": h2d["count"], "h2d_pageable": h2d["pageable"],
             "exposed_pageable_h2d_ms": round(h2d["exposed_pageable_ns"] / 1e6, 6),

@@ -175,3 +175,33 @@ def test_top_names_of_categories_as_of_the_strings(seed):
     want = top_names(ev_.assign(name=ev_["name"].astype(object)), mask, n=25)
     assert len(want) == 25
     assert top_names(ev_, mask, n=25) == want
+
+
+def test_warm_up_step_split_as_the_steady_steps_and_kept_in_the_denominator():
+    # 4 steps of 1000 ns. Steps 2-4 (s = 1000, 2000, 3000): wait [s, s + 300), the loader
+    # processes [s, s + 200) and reads [s + 200, s + 300), the kernel runs [s + 300, s + 1000):
+    # E = 300 a step, 900 in all, split 2:1 -> processing 600, reading 300. Step 1 (warm-up,
+    # queues start empty): wait [0, 100), a read [0, 100), kernel [100, 1000): its E of 100 ns is
+    # split as the steady steps' (2:1), not as its own read. Device idle over the 4 steps:
+    # 100 + 3 x 300 = 1000 of 4000 ns = 0.25 -- the shares sum to it, never above (with the
+    # warm-up step left out of the denominator they were 0.2 + 0.1 = 0.3 > 0.25).
+    rows = [ev("step", "s#1", 0, 1000), ev("data_wait", "next", 0, 100),
+            ev("data_read", "read", 0, 100, lane="loader 0", lane_kind="loader"),
+            ev("kernel", "k", 100, 900, stream=7)]
+    for i, s in enumerate((1000, 2000, 3000), start=2):
+        rows += [ev("step", f"s#{i}", s, 1000), ev("data_wait", "next", s, 300),
+                 ev("data_process", "decode", s, 200, lane="loader 0", lane_kind="loader"),
+                 ev("data_read", "read", s + 200, 100, lane="loader 0", lane_kind="loader"),
+                 ev("kernel", "k", s + 300, 700, stream=7)]
+    res = run(*rows)
+    assert shares(res) == {"slow_data_processing": round((600 + 200 / 3) / 4000, 6),
+                           "slow_data_reading": round((300 + 100 / 3) / 4000, 6)}
+    assert sum(f.time_share for f in res.findings) == pytest.approx(0.25)
+    assert (res.metrics["step_total_ns"], res.metrics["explained_ns"],
+            res.metrics["warmup_explained_ns"], res.metrics["data_wait_ns"]) == \
+        (4000, 1000, 100, 1000)
+    t = res.tables["per_step"]
+    assert t["step"].tolist() == [1, 2, 3, 4]
+    assert t["explained_ns"].tolist() == [100, 300, 300, 300]
+    assert t["processing_ns"].tolist() == [67, 200, 200, 200]
+    assert t["reading_ns"].tolist() == [33, 100, 100, 100]
