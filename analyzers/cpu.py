@@ -357,6 +357,12 @@ def _evidence(c: str, ev: pd.DataFrame, cls: dict[str, np.ndarray], split: dict[
                          "inflated_ops": infl["names"], "other_process_cpu": split["other"]})
         evidence["top_ops"] = [{"name": d["name"], "time_ns": d["excess_ns"]}
                                for d in infl["names"]]
+        if not evidence["top_ops"]:
+            # a uniform slow-down (other processes' CPU use, the launch excess): no call stands
+            # out of its own name, every dispatch call is slowed by the same fraction -- the
+            # calls named are those, with the time the contention costs in them
+            evidence["top_ops"] = [{**d, "time_ns": int(round(d["time_ns"] * split["cont_frac"]))}
+                                   for d in top_names(ev, mask)]
     if c == "initialization":
         evidence["initialization_ms"] = round(float(table["initialization_ns"].sum()) / 1e6, 3)
     if c == "python":

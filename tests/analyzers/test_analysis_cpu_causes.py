@@ -153,3 +153,9 @@ def test_contention_evidenced_by_other_processes_cpu_is_reported():
     res = check_result(cpu(ctx))
     got = {f.cause: (round(f.time_share, 6), f.evidence["events"]) for f in res.findings}
     assert got == {"resource_contention": (0.105, 2), "operator_dispatch": (0.105, 10)}
+    # a uniform slow-down names the calls it slows, each with its time x the contention
+    # fraction (0.5): the ten launches, 210 us -> 105 us
+    f = next(f for f in res.findings if f.cause == "resource_contention")
+    assert f.evidence["inflated_ops"] == []
+    assert f.evidence["top_ops"] == [{"name": "cudaLaunchKernel", "time_ns": 105 * us,
+                                      "count": 10}]
