@@ -17,36 +17,10 @@ from tests.conftest import SHARED_TRACES, run_cli
 
 #: Self-check violations of the shared traces' analyses today, (check, where) per trace: each is a
 #: bug of the analysis or the advice (docs/analysis/selfcheck.md), listed so that a new one -- or
-#: a fixed one -- fails the test. Never a tolerance: fix the cause, then drop the entry.
-KNOWN: dict[str, tuple[tuple[str, str], ...]] = {
-    "ascend/trace_view.json": (
-        ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_fusion"),
-        ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_pipeline"),
-        ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_sink"),
-        ("speedup_within_share",
-         "findings[1] cpu.operator_dispatch rule cpu.dispatch_tiling_cache"),
-        ("speedup_within_share",
-         "findings[5] computation.memory_bound rule computation.memory_fusion"),
-    ),
-    "hta/timeline_analysis/sampled_rank-0.json.gz": (
-        ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_sink"),
-    ),
-    "hta/trace_filter/sampled_rank-0.json.gz": (
-        ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_sink"),
-    ),
-    "public/tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz": (
-        ("speedup_within_share", "findings[0] cpu.operator_dispatch rule cpu.dispatch_sink"),
-    ),
-    "public/tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz": (
-        ("speedup_within_share", "findings[3] cpu.operator_dispatch rule cpu.dispatch_fusion"),
-    ),
-    "public/tracelens/mi300/Falconsai_nsfw_image_detection__1016002.json.gz": (
-        ("speedup_within_share", "findings[0] cpu.operator_dispatch rule cpu.dispatch_fusion"),
-    ),
-    "public/tracelens/perf_model/normalization/normalization_layer_test.json.gz": (
-        ("speedup_within_share", "findings[1] cpu.operator_dispatch rule cpu.dispatch_fusion"),
-    ),
-}
+#: a fixed one -- fails the test. Never a tolerance: fix the cause, then drop the entry. None
+#: left: the replayed speed-ups above their finding's share (dispatch sink/fusion/pipeline/tiling
+#: cache, memory-bound fusion) are capped at 1 / (1 - share) since docs/rules.md's rule.
+KNOWN: dict[str, tuple[tuple[str, str], ...]] = {}
 
 #: shared files that are neither traces nor profiler output (labels, calibration figures)
 _NOT_PROFILER_OUTPUT = {"README.md", "steps.json", "h100_calibration.json"}
@@ -74,6 +48,21 @@ def test_shared_source_imports_and_analyzes(src: Path, tmp_path: Path,
     code, text, err = run_cli("analyze", str(out), "--format", "json")
     assert code == 0, err
     rel = str(src.relative_to(SHARED_TRACES))
-    bad = self_check(json.loads(text), require_explained=True)
+    doc = json.loads(text)
+    bad = self_check(doc, require_explained=True)
+    # a replayed gain above what removing all of its finding's time gives is capped at that
+    # (1 / (1 - share), 2 decimals rounded down) and kept beside it (docs/rules.md)
+    for f in doc["findings"]:
+        for r in f["recommendations"]:
+            if "replayed_speedup" in r:
+                assert r["estimate"] == "replay" and r["replayed_speedup"] > \
+                    r["estimated_speedup"] == pytest.approx(1 / (1 - f["time_share"]), abs=0.01)
+    if rel == "hta/trace_filter/sampled_rank-0.json.gz":
+        # dispatch 0.191 of the step: sinking the graph replays 1.30x (it removes every
+        # per-operator host cost, more than the dispatch finding's), written 1 / 0.809 = 1.23x
+        f = next(f for f in doc["findings"] if f["id"] == "cpu.operator_dispatch")
+        sink = next(r for r in f["recommendations"] if r["rule"] == "cpu.dispatch_sink")
+        assert (round(f["time_share"], 3), sink["estimated_speedup"],
+                sink["replayed_speedup"]) == (0.191, 1.23, 1.3)
     assert sorted({(v.check, v.where) for v in bad}) == sorted(KNOWN.get(rel, ())), \
         [str(v) for v in bad]
