@@ -157,6 +157,49 @@ def _h2d(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
             "exposed_pageable_ns": int(iv.total(exposed)), "_exposed": exposed}
 
 
+def _wait_union(ev: pd.DataFrame, waits: np.ndarray,
+                queues: dict[str, tuple[np.ndarray, np.ndarray]], windows: pd.DataFrame
+                ) -> iv.Union:
+    """``W`` inside ``windows``: the data waits, else the device queue's empty periods."""
+    u = iv.intersect(spans(ev, waits), windows_union(windows))
+    if u[0].size == 0 and "device_queue" in queues:
+        u = iv.intersect(_empty_periods(queues["device_queue"], int(windows["end_ns"].max())),
+                         windows_union(windows))
+    return u
+
+
+def _with_warmup_row(table: dict[str, np.ndarray], first: pd.DataFrame, wait_first: iv.Union,
+                     e_first: iv.Union, frac: dict[str, float]) -> dict[str, np.ndarray]:
+    """``table`` (the steady steps' per-step columns) with the warm-up step's row first: its
+    explained wait split as the steady steps' (``frac``: each class's part of their ``E``)."""
+    t = float(iv.total(e_first))
+    row = {"step": first["step"].to_numpy(np.int64), "dur_ns": first["dur_ns"].to_numpy(),
+           "data_wait_ns": per_step_ns(wait_first, first),
+           "explained_ns": per_step_ns(e_first, first),
+           **{f"{k}_ns": np.array([round(t * frac[k])], np.int64) for k in CAUSE_OF}}
+    return {c: np.concatenate([np.asarray(row[c]), np.asarray(v)]) for c, v in table.items()}
+
+
+def _loader(ev: pd.DataFrame, waits: np.ndarray) -> dict[str, Any]:
+    """What the data waits say of the loader: ``loader`` (single-/multi-process) and
+    ``num_workers`` where known (empty: nothing)."""
+    # PyTorch names the loader's iterator: a single-process one loads in the training process
+    # (num_workers=0); a multi-process one has workers (how many, the trace does not say)
+    wait_names = pd.Series(ev.loc[waits, "name"].astype(str).unique(), dtype=str)
+    loader: dict[str, Any] = {}
+    if wait_names.str.contains("_MultiProcessingDataLoaderIter", regex=False).any():
+        loader = {"loader": "multi-process"}
+    elif wait_names.str.contains("_SingleProcessDataLoaderIter", regex=False).any():
+        loader = {"loader": "single-process", "num_workers": 0}
+    # a collector that saw the DataLoader records its workers in the waits' args
+    workers = (opinfo.arg_numbers(args_of(ev, waits), "num_workers").dropna()
+               if has_args(ev) and waits.any() else pd.Series(dtype=float))
+    if len(workers):
+        n = int(workers.max())
+        loader = {"loader": "multi-process" if n > 0 else "single-process", "num_workers": n}
+    return loader
+
+
 @register("io", scope="rank", needs=("overlap",))
 def io(ctx: RankContext) -> AnalyzerResult:
     """Queue-based I/O: device-idle time explained by data waits, as reading/processing/fetching."""
@@ -181,10 +224,7 @@ def io(ctx: RankContext) -> AnalyzerResult:
     idle = device_idle(ctx, every)
     waits = data_wait_mask(ev)
     queues = _queue_samples(ev)
-    wait_all = iv.intersect(spans(ev, waits), windows_union(every))
-    if wait_all[0].size == 0 and "device_queue" in queues:
-        wait_all = iv.intersect(_empty_periods(queues["device_queue"], int(every["end_ns"].max())),
-                                windows_union(every))
+    wait_all = _wait_union(ev, waits, queues, every)
     wait_u = iv.intersect(wait_all, windows_union(windows))  # the steady steps'
     wait_first = iv.intersect(wait_all, windows_union(first)) if len(first) else iv.EMPTY
     e = iv.intersect(idle, wait_u)
@@ -228,28 +268,11 @@ def io(ctx: RankContext) -> AnalyzerResult:
             ps = np.round(e_ps * frac[k]).astype(np.int64)
         table[f"{k}_ns"] = ps
     if len(first):
-        row = {"step": first["step"].to_numpy(np.int64), "dur_ns": first["dur_ns"].to_numpy(),
-               "data_wait_ns": per_step_ns(wait_first, first),
-               "explained_ns": per_step_ns(e_first, first),
-               **{f"{k}_ns": np.array([round(first_t * frac[k])], np.int64) for k in CAUSE_OF}}
-        table = {c: np.concatenate([np.asarray(row[c]), np.asarray(v)]) for c, v in table.items()}
+        table = _with_warmup_row(table, first, wait_first, e_first, frac)
     table["fetching_ns"] = table["fetching_ns"] + per_step_ns(exposed_extra, every)
     res.tables["per_step"] = pd.DataFrame(table)
     wait_top = top_names(ev, waits)
-    # PyTorch names the loader's iterator: a single-process one loads in the training process
-    # (num_workers=0); a multi-process one has workers (how many, the trace does not say)
-    wait_names = pd.Series(ev.loc[waits, "name"].astype(str).unique(), dtype=str)
-    loader: dict[str, Any] = {}
-    if wait_names.str.contains("_MultiProcessingDataLoaderIter", regex=False).any():
-        loader = {"loader": "multi-process"}
-    elif wait_names.str.contains("_SingleProcessDataLoaderIter", regex=False).any():
-        loader = {"loader": "single-process", "num_workers": 0}
-    # a collector that saw the DataLoader records its workers in the waits' args
-    workers = (opinfo.arg_numbers(args_of(ev, waits), "num_workers").dropna()
-               if has_args(ev) and waits.any() else pd.Series(dtype=float))
-    if len(workers):
-        n = int(workers.max())
-        loader = {"loader": "multi-process" if n > 0 else "single-process", "num_workers": n}
+    loader = _loader(ev, waits)
     for k, cause in CAUSE_OF.items():
         share = min(1.0, times[k] / step_total)
         res.metrics[f"{k}_share"] = share
