@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common.opinfo import top_ops
+from hermes.analyzers.common.ranks import same_op_slowdown
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
@@ -99,28 +100,6 @@ def rank_table(ctx: ClusterContext) -> pd.DataFrame:
                      "hideable_ns": int(hide),
                      "hideable_share": min(1.0, hide / total) if total else 0.0})
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
-
-
-def same_op_slowdown(ctx: ClusterContext, slow: list[int]) -> dict[int, float]:
-    """Per slow rank, the median over operators run on every rank of (its mean time per call /
-    the other ranks' median): ~1 means it does more work (load imbalance), > 1 that the same
-    operators run slower there (clock, thermal, a weaker device)."""
-    per: dict[int, pd.Series] = {}
-    for r, res in ctx.per_rank.items():
-        t = res["computation"].tables.get("op_time") if "computation" in res else None
-        if t is not None and len(t):
-            per[int(r)] = (t["time_ns"] / t["count"]).set_axis(t["name"].astype(str))
-    out: dict[int, float] = {}
-    for r in slow:
-        others = [v for k, v in per.items() if k not in slow]
-        if r not in per or not others:
-            continue
-        ref = pd.concat(others, axis=1).median(axis=1)
-        ratio = (per[r] / ref).dropna()
-        ratio = ratio[np.isfinite(ratio)]
-        if len(ratio):
-            out[int(r)] = round(float(ratio.median()), 4)
-    return out
 
 
 def _slow_ops(ctx: ClusterContext, slow: list[int]) -> dict[str, Any]:

@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common.opinfo import top_ops
-from hermes.analyzers.communication.rank import (
-    COLUMNS,
-    MATRIX_COLUMNS,
-    P2P,
-    PRE_PARTS,
+from hermes.analyzers.common.ranks import same_op_slowdown
+from hermes.analyzers.communication.causes import (
     comm_finding,
+    packet_findings,
     transmission_costs,
 )
+from hermes.analyzers.communication.columns import MATRIX_COLUMNS, PRE_PARTS
+from hermes.analyzers.communication.rank import COLUMNS, P2P
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
@@ -38,6 +38,10 @@ HOLD_BACK_MIN = 2 / 3
 #: Waiting that no rank in particular causes (jitter) is a finding only from this share of step
 #: time: below it, it is the ordinary spread of arrivals, nothing to act on.
 JITTER_MIN_SHARE = 0.05
+#: A late rank that computes longer runs the operators every rank runs at least this much slower
+#: than the others when its device is slow (clock, thermal, a weaker part); below it, it has
+#: more work (msprof-analyze's slow-rank threshold, 5 %).
+SLOW_DEVICE_RATIO = 1.05
 #: What a late rank did instead of arriving, per part of ``PRE_PARTS``, for its summary.
 DID_INSTEAD = {
     "compute": "computing on its device",
@@ -250,14 +254,17 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
     # gains it back once the late rank arrives on time (max over ranks, as merged findings)
     share = float(pr["wait_share"].max())
     if not explicit and share >= (MIN_SHARE if held else JITTER_MIN_SHARE):
-        res.findings.append(_wait_finding(share, sync, pr, held, late_tab))
+        computing = [r for r in held if (late_tab.set_index("rank")["late_by"].get(r)
+                                         == "compute")]
+        slower = same_op_slowdown(ctx, computing) if computing else {}
+        res.findings.append(_wait_finding(share, sync, pr, held, late_tab, slower))
     if not explicit:  # transmission apart from waiting, from the matched arrivals
         _cluster_transmission(res, m, step_total)
     return res
 
 
 def _wait_finding(share: float, sync: pd.DataFrame, pr: pd.DataFrame, held: list[int],
-                  late_tab: pd.DataFrame) -> Finding:
+                  late_tab: pd.DataFrame, slower: dict[int, float]) -> Finding:
     """``communication.synchronization_wait``: the ranks wait ``share`` of step time at
     collectives; named for the ranks that hold the job back and what they did instead of
     arriving, or as arrival jitter when no rank is consistently last."""
@@ -288,9 +295,16 @@ def _wait_finding(share: float, sync: pd.DataFrame, pr: pd.DataFrame, held: list
         what = str(lt.loc[r, "late_by"])
         did = (f"; before a late arrival it spends a median {lt.loc[r, 'late_excess_ns'] / 1e6:.1f}"
                f" ms more than the others {DID_INSTEAD[what]}" if what else "")
+        if r in slower:  # computing longer: a slower device, or more work than the others
+            did += (f", the operators every rank runs taking {slower[r]:.2f}x the others' time "
+                    "there (a slow device)" if slower[r] >= SLOW_DEVICE_RATIO else
+                    f", the operators every rank runs at the others' speed ({slower[r]:.2f}x): "
+                    "it has more work (load imbalance)")
         parts.append(f"rank {r} (last at {int(lt.loc[r, 'times_late'])} of {len(sync)} "
                      f"collectives, {100 * caused / total:.0f}% of the waiting{did})")
     evidence["late_by"] = {int(r): str(lt.loc[r, "late_by"]) for r in held}
+    if slower:
+        evidence["same_op_slowdown"] = {int(r): v for r, v in slower.items()}
     evidence["late_excess_ns"] = {int(r): int(lt.loc[r, "late_excess_ns"]) for r in held}
     summary = f"{head} for {'; '.join(parts)}"
     return Finding("communication", "synchronization_wait", min(1.0, share), summary,
@@ -313,6 +327,7 @@ def _cluster_transmission(res: AnalyzerResult, m: pd.DataFrame, step_total: dict
     m["overlap_compute_ns"] = np.minimum(m["overlap_compute_ns"].astype("float64"),
                                          m["transit_ns"])
     ranks = sorted(step_total)
+    res.findings += packet_findings(m, step_total, comm_time.to_dict())
     for cause, cost in transmission_costs(m).items():
         by_rank = cost.groupby(m["rank"]).sum()
         shares = [min(by_rank.get(r, 0.0), comm_time.get(r, np.inf)) / step_total[r]

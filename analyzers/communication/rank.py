@@ -8,14 +8,14 @@ with nothing overlapping). ``communication_cluster(ctx)`` matches the same colle
 by ``(coll_group, coll_seq)`` and measures synchronization: T_wait = sum_i(A_max - A_i) over the
 ranks' arrival times A_i, R_wait = 1 - T_avg/T_max with T_i = A_i - (the moment the previous
 collective of the group released every rank), the late rank and the communication matrix.
-Formulas and thresholds: ``docs/analysis/communication.md``.
+The causes' costs and findings are in ``causes.py``, the table's derived columns in
+``columns.py``. Formulas and thresholds: ``docs/analysis/communication.md``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -31,12 +31,16 @@ from hermes.analyzers.common.opinfo import (
     clip_to_windows,
     peaks,
     profile_of,
-    top_ops,
     union_time,
 )
 from hermes.analyzers.common.steps import step_windows
+from hermes.analyzers.communication.causes import (
+    comm_finding,
+    packet_findings,
+    small_traffic_share,
+    transmission_costs,
+)
 from hermes.analyzers.communication.columns import (
-    MATRIX_COLUMNS,
     PRE_PARTS,
     before_arrival,
     bus_factor,
@@ -46,26 +50,9 @@ from hermes.analyzers.communication.columns import (
     world_size,
 )
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
-from hermes.findings import MIN_SHARE, Finding
+from hermes.findings import MIN_SHARE
 from hermes.trace.schema import COMPUTE_KINDS
 
-#: Bandwidth below this fraction of the link's expected bandwidth is "low" (msprof-analyze's
-#: SDMA rule: below 0.8 x 18 GB/s is contention).
-LOW_BW_RATIO = 0.8
-#: A collective whose computation overlap covers at least this share of its transmission runs
-#: "while computation runs" (contention) rather than alone (network configuration).
-OVERLAP_MIN = 0.5
-#: The link's uncontended bandwidth is the bus bandwidth this quantile of its large collectives
-#: reaches: the best one, since no transfer runs faster than its link allows -- a link that
-#: reaches its bandwidth once is not misconfigured, and its slower transfers shared it.
-LINK_REF_QUANTILE = 1.0
-#: RDMA retransmission: transmission >= 4 s (Hermes, msprof-analyze), and a tail outlier: at
-#: least 3x the typical transmission of the same collective.
-RETRANS_MIN_NS = 4_000_000_000
-RETRANS_TAIL = 3.0
-#: Small packets must carry more than 20 % of the communication time to matter (msprof-analyze).
-SMALL_TRAFFIC_MIN = 0.2
-ALIGN_B = 512  # HCCS byte alignment (Hermes, msprof-analyze)
 #: A collective starting within this time of the previous one's end was queued behind it
 #: (launch latencies of a few microseconds separate back-to-back collectives).
 QUEUED_TOL_NS = 10_000
@@ -227,15 +214,6 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     return t[COLUMNS].reset_index(drop=True)
 
 
-def _shortfall(t: pd.DataFrame, ref_GBps: pd.Series) -> pd.Series:
-    """Transit time beyond what the bytes need at ``ref_GBps`` (bus bandwidth): transit x
-    (1 - busbw / ref), within [0, transit]; the whole transit where the bandwidth is unknown."""
-    tr = t["transit_ns"].astype("float64").fillna(0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = (1.0 - t["busbw_GBps"].astype("float64") / ref_GBps.astype("float64")).clip(0, 1)
-    return (tr * frac.fillna(1.0)).clip(lower=0)
-
-
 def _queued(t: pd.DataFrame) -> np.ndarray:
     """Collectives that started the moment the rank's previous collective ended (within
     QUEUED_TOL_NS): they were ready earlier and queued behind communication, so issued earlier
@@ -275,105 +253,6 @@ def _span_share(sub: pd.DataFrame, windows: pd.DataFrame, offset: int, step_tota
                       sub["end_ns"].to_numpy(np.int64) - offset, windows) / step_total
 
 
-def _ops(sub: pd.DataFrame) -> list[dict[str, Any]]:
-    return top_ops(sub.rename(columns={"op": "name"}))
-
-
-def transmission_costs(t: pd.DataFrame) -> dict[str, pd.Series]:
-    """Per collective, the time (ns) each transmission cause costs (0 where it does not apply).
-
-    ``t`` needs transit_ns, bytes, busbw_GBps, expected_GBps, overlap_compute_ns, small,
-    misaligned, group, op. Low bandwidth = bus bandwidth < LOW_BW_RATIO x expected on a large,
-    aligned message; it costs transit x (1 - busbw / expected): all of it network configuration
-    when no computation overlaps; when computation overlaps, the part the link loses even
-    uncontended (its median bandwidth alone, if < 0.8 x expected) is network configuration and
-    the rest contention."""
-    z = pd.Series(0.0, index=t.index)
-    if len(t) == 0:
-        return {k: z for k in ("rdma_retransmission", "bandwidth_contention",
-                               "network_configuration")}
-    tr = t["transit_ns"].astype("float64").fillna(0.0)
-    # retransmission: a tail outlier >= 4 s; reference = median transit of the same collective
-    # below 4 s, else the time the message needs at the expected bandwidth
-    normal = tr.where(tr < RETRANS_MIN_NS)
-    ref_tr = normal.groupby([t["group"], t["op"]]).transform("median")
-    ideal = (t["bytes"].astype("float64") / (t["expected_GBps"] * 1e9) * 1e9)
-    ref_tr = ref_tr.fillna(ideal).fillna(0.0)
-    retrans = (tr >= RETRANS_MIN_NS) & (tr >= RETRANS_TAIL * ref_tr)
-    busbw, exp = t["busbw_GBps"].astype("float64"), t["expected_GBps"].astype("float64")
-    # small and misaligned messages are slow for their own reason (their own findings)
-    big = ~retrans & ~t["small"].astype(bool) & ~t["misaligned"].astype(bool) & (tr > 0) & \
-        busbw.notna() & exp.notna()
-    overlapped = t["overlap_compute_ns"].astype("float64") >= OVERLAP_MIN * tr
-    # the link's uncontended bandwidth: what its large collectives that ran with no computation
-    # overlapping demonstrably reach (the LINK_REF_QUANTILE of their bus bandwidth, per
-    # expected bandwidth, i.e. per link class); the expected bandwidth when none ran alone
-    alone = big & ~overlapped
-    ref = exp.map(busbw[alone].groupby(exp[alone]).quantile(LINK_REF_QUANTILE)).fillna(exp)
-    ref = np.minimum(ref, exp)
-    low = big & (busbw < LOW_BW_RATIO * exp)
-    excess = (tr * (1.0 - busbw / exp)).where(low, 0.0).fillna(0.0)
-    # a slow link itself (uncontended bandwidth < 0.8 x expected) is network configuration;
-    # a collective slower than its link runs while something else uses it: contention, when
-    # computation overlaps it or when the link demonstrably runs at its bandwidth otherwise
-    link_ok = ref >= LOW_BW_RATIO * exp
-    contended = overlapped | link_ok
-    net_part = (tr * (1.0 - ref / exp)).where(~link_ok, 0.0).fillna(0.0)
-    net = excess.where(~contended, np.minimum(excess, net_part))
-    return {"rdma_retransmission": (tr - ref_tr).where(retrans, 0.0).clip(lower=0),
-            "bandwidth_contention": (excess - net).where(contended, 0.0).clip(lower=0),
-            "network_configuration": net}
-
-
-_TEXT = {
-    "small_packet": "small messages below the link's saturation size",
-    "byte_alignment": "message sizes not a multiple of 512 B",
-    "rdma_retransmission": "transmissions of 4 s or more (tail outliers): RDMA retransmission",
-    "bandwidth_contention": "bandwidth below 0.8x the link's while computation overlaps",
-    "network_configuration": "bandwidth below 0.8x the link's with nothing overlapping",
-    "synchronization_wait": "waiting for other ranks to reach the collective",
-}
-
-
-#: Collective libraries by the prefix PyTorch gives their ProcessGroup ranges (``gloo:all_reduce``).
-BACKEND_PREFIX = re.compile(r"^(gloo|nccl|mpi|ucc|hccl|xccl):", re.I)
-
-
-def backend_of(ops: pd.Series) -> str | None:
-    """The collective library every one of ``ops`` names (``gloo:all_reduce`` -> ``gloo``),
-    None when they name none or several."""
-    found = {m.group(1).lower() if (m := BACKEND_PREFIX.match(str(o))) else None
-             for o in pd.unique(ops.astype(str))}
-    return found.pop() if len(found) == 1 and None not in found else None
-
-
-def comm_finding(cause: str, share: float, sub: pd.DataFrame, ranks: tuple[int, ...],
-             **evidence: Any) -> Finding:
-    share = float(min(1.0, max(0.0, share)))
-    backend = backend_of(sub["op"]) if len(sub) else None
-    text = _TEXT[cause]
-    if backend == "gloo" and cause in ("network_configuration", "bandwidth_contention"):
-        # Gloo moves device tensors through host memory and reduces them on the CPU
-        text = ("Gloo collectives (tensors staged through host memory, reduced on the CPU) "
-                "at a bus bandwidth far below the device link's")
-    extra: dict[str, Any] = {"backend": backend} if backend else {}
-    detail = ""
-    if len(sub) and sub["busbw_GBps"].notna().any():
-        extra["busbw_GBps_median"] = round(float(sub["busbw_GBps"].median()), 3)
-        extra["expected_GBps"] = round(float(sub["expected_GBps"].median()), 3)
-        if cause in ("network_configuration", "bandwidth_contention"):
-            # the collective that costs most, its size and achieved vs expected bandwidth
-            top = sub.loc[sub["transit_ns"].astype("float64").fillna(0).idxmax()]
-            detail = (f" (most time: {top['op']} of {float(top['bytes']) / 1e6:.1f} MB at "
-                      f"{extra['busbw_GBps_median']:.3g} GB/s bus bandwidth, median; the "
-                      f"link's {extra['expected_GBps']:.3g} GB/s)")
-    return Finding("communication", cause, share,
-                   f"{text}: {len(sub)} collectives, {100 * share:.1f}% of step time{detail}",
-                   evidence={"collectives": int(len(sub)), "top_ops": _ops(sub), **extra,
-                             **evidence},
-                   ranks=ranks)
-
-
 @register("communication", scope="rank")
 def communication(ctx: RankContext) -> AnalyzerResult:
     """Per-collective table; transmission causes; overlap figures for the cluster analyzers."""
@@ -401,7 +280,6 @@ def communication(ctx: RankContext) -> AnalyzerResult:
     comm_only = iv.total(iv.subtract(comm, comp))
     comm_ns = iv.total(comm)  # what the rank's collectives cost at most: the time they run
     comp_only = iv.total(iv.subtract(comp, comm))
-    tr = t["transit_ns"].astype("float64") if len(t) else pd.Series(dtype="float64")
     explicit = (t["wait_ns"] > 0).any() if len(t) else False
     res.metrics.update({
         "collectives": int(len(t)), "step_total_ns": step_total,
@@ -427,41 +305,14 @@ def communication(ctx: RankContext) -> AnalyzerResult:
                                          sync_ns=res.metrics["sync_ns"],
                                          idle_ns=res.metrics["idle_ns"],
                                          source="importer wait figures"))
-    total_tr = float(tr.sum())
     # small for a link whose bandwidth is known: what they lose is measured against it (an
     # unknown device -- a CPU-only Gloo job -- has no link to fall short of)
-    small = t["small"].astype(bool) & t["expected_GBps"].notna()
-    small_traffic = float(tr[small].sum()) / total_tr if total_tr else 0.0
-    res.metrics["small_packet_traffic_share"] = small_traffic
-    if small_traffic > SMALL_TRAFFIC_MIN:
-        # what small messages cost: the time beyond what they would take at the link's bandwidth
-        cost = _shortfall(t[small], t.loc[small, "expected_GBps"])
-        share = min(float(cost.sum()), comm_ns) / step_total  # (concurrent ones: once)
-        if share >= MIN_SHARE:
-            lat = int((t["latency_bound"].astype(bool) & small).sum())
-            f = comm_finding("small_packet", share, t[small], ranks, cost_ns=int(cost.sum()),
-                         traffic_share=round(small_traffic, 4),
-                         mean_bytes=float(t.loc[small, "bytes"].mean()),
-                         **({"latency_bound": lat} if lat else {}))
-            if lat:  # small for their group: the algorithm's per-step latency outweighs bytes
-                f = replace(f, summary=f.summary.replace(
-                    "saturation size", "saturation size or latency-bound for their group "
-                    f"({lat}: steps x link latency >= bytes / bandwidth)", 1))
-            res.findings.append(f)
-    mis = t["misaligned"].astype(bool)
-    if mis.any():
-        # against what aligned large messages reach on the same rank (else the link's bandwidth)
-        ok = ~mis & ~small & t["busbw_GBps"].notna()
-        ref = t["expected_GBps"].astype("float64")
-        if ok.any():
-            ref = np.minimum(ref, float(t.loc[ok, "busbw_GBps"].median()))
-        cost = _shortfall(t[mis], ref[mis])
-        share = min(float(cost.sum()), comm_ns) / step_total  # (concurrent ones: once)
-        if share >= MIN_SHARE:
-            res.findings.append(comm_finding(
-                "byte_alignment", share, t[mis], ranks, alignment_B=ALIGN_B,
-                cost_ns=int(cost.sum()),
-                sizes_B=sorted({int(b) for b in t.loc[mis, "bytes"]})[:10]))
+    res.metrics["small_packet_traffic_share"] = small_traffic_share(t)
+    # small and misaligned messages lose transmission time: only where the trace splits it
+    # from waiting, or where no other rank is waited for (a one-rank job); otherwise
+    # communication_cluster judges them on the transfer after the last arrival
+    if explicit or world_size(ctx.meta) < 2:
+        res.findings += packet_findings(t, {int(ctx.rank): step_total}, {int(ctx.rank): comm_ns})
     # bandwidth and retransmission need transmission apart from waiting: only where the trace
     # says so here; otherwise communication_cluster derives it from the other ranks' arrivals
     if explicit:

@@ -132,8 +132,11 @@ def test_large_message_latency_bound_for_its_group() -> None:
     # 0.24 ms) the same message is not. 10.4 ms each, 4 a 50 ms step.
     nb = 26 * MB
     meta = TraceMeta(device=A910.device, extra={"world_size": 512})
+    # (the importer splits 0.1 ms of waiting from the 10.4 ms transit: one rank of a bigger
+    # job is judged on its transmission only where the trace says which part it is)
     rows = [step(dur=50_000_000)] + [
-        coll("allreduce", 12_000_000 * i, 10_400_000, i, nb, **{"Group size": g})
+        coll("allreduce", 12_000_000 * i, 10_500_000, i, nb, wait_ns=100_000,
+             transit_ns=10_400_000, **{"Group size": g})
         for i, g in enumerate((512, 512, 16, 16))]
     r = communication(RankContext(0, frame(*rows), meta))
     check(r)
@@ -146,6 +149,11 @@ def test_large_message_latency_bound_for_its_group() -> None:
     busbw = 2 * 511 / 512 * nb / 10.4e-3 / 1e9
     assert f.time_share == pytest.approx(2 * 10.4e6 * (1 - busbw / 25) / 50e6)
     assert f.evidence["latency_bound"] == 2 and "latency-bound for their group" in f.summary
+    # without wait figures one rank of a bigger job is not judged at all (waiting for the
+    # others cannot be told from transmission): communication_cluster judges the matched job
+    nowait = [step(dur=50_000_000),
+              coll("allreduce", 0, 10_400_000, 0, nb, **{"Group size": 512})]
+    assert not communication(RankContext(0, frame(*nowait), meta)).findings
     # without the job's size (one rank's file, no group size recorded) nothing is assumed
     bare = [step(dur=50_000_000), coll("allreduce", 0, 10_400_000, 0, nb)]
     t1 = communication(RankContext(0, frame(*bare), A910)).tables["collectives"]
@@ -156,7 +164,7 @@ def test_large_message_latency_bound_for_its_group() -> None:
 
 
 def test_world_size_from_metadata() -> None:
-    from hermes.analyzers.communication.rank import world_size
+    from hermes.analyzers.communication.columns import world_size
 
     assert world_size(TraceMeta(ranks=(0, 1, 2))) == 3
     assert world_size(TraceMeta(ranks=(5,), extra={"world_size": 64})) == 64
@@ -288,7 +296,7 @@ def test_matrix_is_the_groupby_of_its_keys(seed) -> None:
     # missing peers as -1 and missing bytes as 0, counts and (compensated) float sums
     import numpy as np
 
-    from hermes.analyzers.communication.rank import MATRIX_COLUMNS, comm_matrix
+    from hermes.analyzers.communication.columns import MATRIX_COLUMNS, comm_matrix
 
     rng = np.random.default_rng(seed)
     n = 300
@@ -416,3 +424,18 @@ def test_waits_of_collectives_in_flight_together_count_once_and_only_where_idle(
     assert pr.loc[0, "exposed_wait_ns"] == round(4 * ms * frac)
     (f,) = [f for f in res.findings if f.cause == "synchronization_wait"]
     assert f.time_share == pytest.approx(4 * frac / 10) and f.ranks == (1,)
+
+
+def test_small_messages_are_judged_on_the_transfer_after_the_last_arrival() -> None:
+    # 910B, 4 KiB all-reduce: rank 0 arrives at 0, rank 1 at 50 ms, both end at 55 ms of a
+    # 100 ms step. Rank 0's 55 ms in it are 50 ms of waiting and 5 ms of transfer: the small
+    # message costs the 5 ms beyond what 4 KiB takes at 56 GB/s on each rank (5 % of step
+    # time), not rank 0's whole 55 ms
+    ms = 1_000_000
+    r0 = frame(step(0, 100 * ms), coll("allreduce", 0, 55 * ms, 1, 4096, rank=0))
+    r1 = frame(step(1, 100 * ms), coll("allreduce", 50 * ms, 5 * ms, 1, 4096, rank=1))
+    res = cluster({0: r0, 1: r1}, A910)
+    f = {x.cause: x for x in res.findings}
+    busbw = 2 * 4096 / 5e-3 / 1e9   # group size unknown: factor 2
+    assert f["small_packet"].time_share == pytest.approx(0.05 * (1 - busbw / 56))
+    assert f["synchronization_wait"].ranks == (1,)
