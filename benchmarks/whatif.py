@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -68,11 +69,21 @@ def real_traces(tmp: Path) -> list[tuple[str, object]]:
     files = sorted((SHARED / "kineto-h100").glob("*.json.gz"))
     files += sorted(f for f in (SHARED / "hta").rglob("*.json*") if "trace" in f.name.lower())
     files.append(SHARED / "hta" / "trace_filter")  # 2 ranks of a 128-rank NCCL job, together
+    for kind in ("balanced", "straggler"):  # the 2-rank Gloo DDP jobs, each pair together
+        pair = sorted((SHARED / "kineto-h100-dist").glob(f"ddp_gloo_{kind}_rank*.json.gz"))
+        if pair:
+            d = tmp / f"ddp_gloo_{kind}"
+            d.mkdir(parents=True, exist_ok=True)
+            for f in pair:
+                shutil.copyfile(f, d / f.name)
+            files.append(d)
     for f in files:
         try:
-            out.append((str(f.relative_to(SHARED)), load_any(f)))
+            name = (str(f.relative_to(SHARED)) if f.is_relative_to(SHARED)
+                    else f"kineto-h100-dist/{f.name}")
+            out.append((name, load_any(f)))
         except Exception as exc:  # noqa: BLE001 -- a trace no importer reads is reported
-            print(f"  skipped {f.relative_to(SHARED)}: {type(exc).__name__}: {exc}"[:160])
+            print(f"  skipped {f}: {type(exc).__name__}: {exc}"[:160])
     return out
 
 
