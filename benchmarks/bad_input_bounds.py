@@ -8,6 +8,7 @@ its own process; its peak RSS (``ru_maxrss`` of the child) and wall time are pri
 the limits, and the exit status is 1 if a bound is exceeded.
 
     python benchmarks/bad_input_bounds.py [--gib 10] [--keep DIR]
+    python benchmarks/bad_input_bounds.py --smoke     # 128 MiB bombs (two members), seconds
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ MAX_SECONDS = 60.0
 MEMBER_MIB = 64
 
 
-def write_bomb(path: Path, head: bytes, filler: bytes, tail: bytes, gib: int) -> int:
+def write_bomb(path: Path, head: bytes, filler: bytes, tail: bytes, gib: float) -> int:
     """A multi-member gzip of ``head``, ``gib`` GiB of ``filler`` and ``tail``; its size."""
     member = gzip.compress(filler * ((MEMBER_MIB << 20) // len(filler)), compresslevel=9)
     with open(path, "wb") as fh:
         fh.write(gzip.compress(head))
-        for _ in range(gib * 1024 // MEMBER_MIB):
+        for _ in range(max(1, int(gib * 1024 // MEMBER_MIB))):
             fh.write(member)
         fh.write(gzip.compress(tail))
     return path.stat().st_size
@@ -52,9 +53,13 @@ def run_import(src: Path, out: Path) -> tuple[int, float, float, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gib", type=int, default=10, help="GiB each bomb inflates to")
+    ap.add_argument("--gib", type=float, default=10, help="GiB each bomb inflates to")
     ap.add_argument("--keep", type=Path, default=None, help="write the bombs here")
+    ap.add_argument("--smoke", action="store_true",
+                    help="bombs of 128 MiB (two members, twice the per-event limit): seconds")
     args = ap.parse_args()
+    if args.smoke:
+        args.gib = 2 * MEMBER_MIB / 1024
     event = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}'
     shapes = {
         "whitespace": (b'{"traceEvents": [' + event + b", ", b" ", b"]}"),
@@ -75,7 +80,7 @@ def main() -> int:
             code, seconds, rss, err = run_import(src, d / f"{name}.parquet")
             within = code == 2 and seconds <= MAX_SECONDS and rss <= MAX_RSS_MIB
             ok &= within
-            print(f"{name:<12} {size / 1e6:>8.1f}MB {args.gib:>7}GiB {code:>5} {seconds:>8.2f} "
+            print(f"{name:<12} {size / 1e6:>8.1f}MB {args.gib:>7g}GiB {code:>5} {seconds:>8.2f} "
                   f"{rss:>13.0f}  {'ok' if within else 'EXCEEDED'} (generated in {gen:.1f} s)")
             print(f"  {err.splitlines()[-1] if err else '(no message)'}")
     return 0 if ok else 1

@@ -15,6 +15,7 @@ wait each rank causes, and the median transfer. One command::
 
     python benchmarks/crossrank.py                 # the shared multi-rank jobs
     python benchmarks/crossrank.py A.json.gz B.json.gz --skip-steps 1
+    python benchmarks/crossrank.py --smoke         # the first shared job only
 """
 
 from __future__ import annotations
@@ -106,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-steps", type=int, default=0,
                     help="leave out the first N ProfilerSteps (a warm-up step Hermes left out: "
                     "its analysis JSON lists it under `warmup`)")
+    ap.add_argument("--smoke", action="store_true", help="the first shared job only")
     a = ap.parse_args(argv)
     jobs = {"given": a.traces} if a.traces else JOBS
+    if a.smoke and not a.traces:
+        jobs = dict(list(JOBS.items())[:1])
     for name, paths in jobs.items():
         if not all(p.exists() for p in paths):
             print(f"{name}: missing {[str(p) for p in paths if not p.exists()]}")

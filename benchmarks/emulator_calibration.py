@@ -1,6 +1,6 @@
 """The emulated H100 against figures measured on a real H100.
 
-Run: python benchmarks/emulator_calibration.py
+Run: python benchmarks/emulator_calibration.py [--smoke]   (--smoke: the same run, seconds)
 Reads ../shared/traces/h100_calibration.json (PyTorch 2.11 / CUDA 13 on one H100 80GB HBM3)
 and runs the same micro-benchmarks through the emulator's Python API (virtual clock):
 8192^3 bf16 matmul throughput, elementwise bandwidth, host cost of a tiny eager op, the
@@ -10,6 +10,7 @@ Prints emulated vs measured and their ratio (1.00 = the model reproduces the har
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -53,6 +54,10 @@ def emulated() -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true",
+                    help="the same run (it takes about a second): for the test suite")
+    ap.parse_args()
     if not CALIB.exists():
         sys.exit(f"calibration file not found: {CALIB}")
     measured = json.loads(CALIB.read_text())

@@ -1,6 +1,6 @@
 """Published Graph-Engine host-scheduling phenomena, reproduced on the emulated NPU.
 
-Run: python benchmarks/host_scheduling.py
+Run: python benchmarks/host_scheduling.py [--smoke]   (--smoke: the same run, seconds)
 Prints, for each phenomenon, the figures before and after and the ratio:
 1. the tiling cache cuts host tiling time by >= 50 % on a dynamic-shape LLM (PanGu-1.3B);
 2. the 3-stage host pipeline (MAX_RUNTIME_CORE_NUMBER=3) reduces host dispatch time per step
@@ -11,6 +11,8 @@ Prints, for each phenomenon, the figures before and after and the ratio:
 """
 
 from __future__ import annotations
+
+import argparse
 
 from emulator_common import busy_share, run, step_ms
 
@@ -93,6 +95,10 @@ def verdict(inject: list[str], opt: list[str]) -> str:
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true",
+                    help="the same run (it takes seconds): for the test suite")
+    ap.parse_args()
     tiling_cache()
     host_pipeline()
     small_ops()

@@ -1,11 +1,13 @@
 """Published optimization cases (Hermes, USENIX ATC '25), reproduced on the emulated NPU.
 
-Run: python benchmarks/published_cases.py
+Run: python benchmarks/published_cases.py [--smoke]   (--smoke: the same run, seconds)
 Each case prints the emulated figures next to the published ones; what must hold is the
 direction and the rough size of the change, not the absolute milliseconds.
 """
 
 from __future__ import annotations
+
+import argparse
 
 from emulator_common import run, step_ms
 
@@ -44,6 +46,10 @@ def mobilenet_ssd() -> None:
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true",
+                    help="the same run (it takes seconds): for the test suite")
+    ap.parse_args()
     resnet50()
     vgg16()
     mobilenet_ssd()
