@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--family", choices=sorted(fuzz.FAMILIES), action="append")
     p.add_argument("--out", type=Path, default=None, help="where defects are saved")
     p.add_argument("--limit", type=int, default=30, help="seconds per case")
-    p.add_argument("--smoke", action="store_true", help="2 cases per family, one seed")
+    p.add_argument("--smoke", action="store_true", help="1 case per family, one seed")
     a = p.parse_args(argv)
     if a.smoke:
-        a.seeds, a.iterations = a.seeds[:1], 2
+        a.seeds, a.iterations = a.seeds[:1], 1
     out = a.out or Path(tempfile.mkdtemp(prefix="hermes-fuzz-campaign-"))
     out.mkdir(parents=True, exist_ok=True)
     fuzz.ensure_stdlib_streams()

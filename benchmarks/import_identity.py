@@ -2,6 +2,8 @@
 
     python benchmarks/import_identity.py --before /work/main/.venv/bin/hermes
     python benchmarks/import_identity.py --before OLD_HERMES --sources a.json.gz b.json.gz
+    python benchmarks/import_identity.py --smoke   # the smallest shared trace, this tree's
+                                                   # hermes as --before too
 
 For every profiler source (default: every trace under ../shared/traces that an importer reads):
 
@@ -59,10 +61,17 @@ def check(src: Path, before: str, tmp: Path) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--before", required=True, help="the other checkout's hermes executable")
+    ap.add_argument("--before", help="the other checkout's hermes executable (required)")
     ap.add_argument("--sources", nargs="*", type=Path, help="default: the shared traces")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest shared trace; --before defaults to this tree's hermes")
     args = ap.parse_args()
     srcs = args.sources or [p for p in sources() if p.suffix in (".gz", ".json")]
+    if args.smoke:
+        srcs = args.sources or [min(srcs, key=lambda p: p.stat().st_size)]
+        args.before = args.before or hermes()
+    elif not args.before:
+        ap.error("the following arguments are required: --before")
     bad = 0
     for src in srcs:
         with tempfile.TemporaryDirectory() as tmp:

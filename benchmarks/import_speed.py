@@ -10,6 +10,8 @@ the ratios Hermes/HTA.
 
     python benchmarks/import_speed.py                 # MTIA + 1 GB synthetic, 3 runs each
     python benchmarks/import_speed.py --size-mb 256 --runs 5 --hta-runs 3 --hta-runs-synthetic 1
+    python benchmarks/import_speed.py --smoke     # one step of the synthetic trace (~3 MB, in
+                                                  # a temporary folder), one run, HTA skipped
 
 ``--source FILE --before PYTHON`` instead times this tree against another checkout's
 interpreter (its venv's ``python``) on one file, start-up included: ``hermes import FILE`` and
@@ -311,7 +313,16 @@ def main() -> None:
                          "column passes in Python (HERMES_NO_EXTENSION=1) against compiled")
     ap.add_argument("--analyze", action="store_true",
                     help="with --helpers or --native: hermes analyze too")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one step of the synthetic trace, one Hermes run, HTA skipped")
     args = ap.parse_args()
+    if args.smoke:
+        print("smoke run: the MTIA trace and HTA skipped (HTA 0.5 runs in its own venv)")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            syn = generate(Path(tmp) / "synthetic_kineto_1MB.json", 1)
+            report("synthetic Kineto trace, one step", syn, bench_hermes(syn, 1), None)
+        return
     if (args.source is None) != (args.before is None):
         ap.error("--source and --before go together")
     if args.source is not None:

@@ -6,6 +6,8 @@ Used to prove a refactor changes no output: run it before and after, then compar
     python benchmarks/shared_traces_json.py --out /tmp/before
     python benchmarks/shared_traces_json.py --out /tmp/after
     python benchmarks/shared_traces_json.py --compare /tmp/before /tmp/after
+    python benchmarks/shared_traces_json.py --smoke   # the smallest trace into a temporary
+                                                      # folder, compared with itself
 """
 
 from __future__ import annotations
@@ -49,11 +51,11 @@ def _step(command: str, args: list[str], out: Path, key: str) -> str | None:
     return None
 
 
-def run(out: Path) -> int:
+def run(out: Path, srcs: list[Path] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for i, src in enumerate(sources()):
+        for i, src in enumerate(sources() if srcs is None else srcs):
             key = str(src.relative_to(SHARED)).replace("/", "__")
             pq = Path(tmp) / f"{i}.parquet"
             if _step("import", [str(src), "--out", str(pq)], out, key) is None or \
@@ -86,7 +88,14 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path)
     ap.add_argument("--compare", nargs=2, type=Path)
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest trace into a temporary folder, compared with itself")
     a = ap.parse_args()
+    if a.smoke:
+        smallest = min(sources(), key=lambda p: p.stat().st_size)
+        with tempfile.TemporaryDirectory() as tmp:
+            failed = run(Path(tmp), [smallest])
+            sys.exit(1 if failed or compare(Path(tmp), Path(tmp)) else 0)
     if a.compare:
         sys.exit(compare(*a.compare))
     sys.exit(1 if run(a.out or Path("shared-json")) else 0)
