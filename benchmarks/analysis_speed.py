@@ -3,6 +3,7 @@
     python benchmarks/analysis_speed.py                     # items 1-3
     python benchmarks/analysis_speed.py --items 1 --repeat 1 --hta-repeat 1   # the ~1 GB trace
     python benchmarks/analysis_speed.py --items 2,3 --small-events 50000 --events 2000000
+    python benchmarks/analysis_speed.py --smoke     # items 1-3 tiny, one run each, no HTA
 
 Every figure is a child process measured from the parent: wall seconds around it (interpreter
 start-up and imports included) and its peak RSS (``ru_maxrss`` from ``wait4``), the same way
@@ -23,6 +24,10 @@ wheel is.
 
 ``--hta-sizes`` adds the older comparison at smaller sizes: ``hermes import`` + ``hermes.analyze``
 (two processes) against HTA on the same synthetic Kineto JSON.
+
+``--smoke`` (the test suite's check that the command runs): items 1-3 on tiny inputs (one step
+of the item-1 generator, ~2,000 events, 4 steps of 500 operators), one run each, HTA skipped
+with a printed line; the same lines, no target judged.
 """
 
 from __future__ import annotations
@@ -47,9 +52,10 @@ TARGET_RSS_GB = 3.0
 OPS_PER_STEP = 20_000  # -> about 3 events per op
 
 
-def synth_step(step: int, t0: int, rng: np.random.Generator) -> tuple[dict[str, object], int]:
-    """One step's columns: OPS_PER_STEP (host op, launch, kernel) triples plus extras."""
-    n = OPS_PER_STEP
+def synth_step(step: int, t0: int, rng: np.random.Generator, ops: int = OPS_PER_STEP
+               ) -> tuple[dict[str, object], int]:
+    """One step's columns: ``ops`` (host op, launch, kernel) triples plus extras."""
+    n = ops
     host_dur = rng.integers(4_000, 12_000, n)
     host_ts = t0 + 50_000 + np.concatenate([[0], np.cumsum(host_dur[:-1] + 500)])
     launch_ts = host_ts + 1_000
@@ -93,14 +99,16 @@ def synth_step(step: int, t0: int, rng: np.random.Generator) -> tuple[dict[str, 
     return cols, end
 
 
-def write_synthetic(path: Path, events: int, seed: int = 0) -> int:
+def write_synthetic(path: Path, events: int, seed: int = 0, ops: int = OPS_PER_STEP) -> int:
+    """Steps of ``ops`` triples (``synth_step``), as many whole steps as ``events`` allows (at
+    least one), written with ``TraceWriter``; the number of events."""
     rng = np.random.default_rng(seed)
-    steps = max(1, events // (3 * OPS_PER_STEP + 8))
+    steps = max(1, events // (3 * ops + 8))
     meta = TraceMeta(source="synthetic", device={"name": "h100"}, ranks=(0,))
     t, n = 0, 0
     with TraceWriter(path, meta) as w:
         for s in range(steps):
-            cols, t = synth_step(s, t, rng)
+            cols, t = synth_step(s, t, rng, ops)
             w.write(cols)
             n += len(cols["kind"])  # type: ignore[arg-type]
     return n
@@ -393,7 +401,7 @@ def large(args: argparse.Namespace, tmp: Path) -> None:
     path = Path(args.keep) if args.keep else tmp / "synthetic.parquet"
     if not path.exists():
         t = time.perf_counter()
-        n = write_synthetic(path, args.events)
+        n = write_synthetic(path, args.events, ops=args.ops)
         print(f"wrote {n:,} events to {path} in {time.perf_counter() - t:.1f} s "
               f"({path.stat().st_size / 2**20:.0f} MiB)")
     else:
@@ -439,7 +447,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip every HTA comparison (item 1 then times Hermes alone)")
     ap.add_argument("--per-analyzer", action="store_true",
                     help="item 3: also time the load and each analyzer in one in-process run")
+    ap.add_argument("--smoke", action="store_true",
+                    help="items 1-3 on tiny inputs, one run each, HTA skipped (seconds)")
     args = ap.parse_args(argv)
+    args.ops = OPS_PER_STEP
+    if args.smoke:
+        args.items, args.big_mb, args.small_events, args.repeat = "1,2,3", 1, 2_000, 1
+        args.events, args.ops, args.hta_sizes, args.per_analyzer = 4 * 1508, 500, "", False
+        args.no_hta = True
+        print("smoke run: HTA skipped (HTA 0.5 runs in its own venv, benchmarks/hta_env.py); "
+              "targets not judged")
     items = {x.strip() for x in args.items.split(",")}
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     hta_repeat = max(1, args.hta_repeat)

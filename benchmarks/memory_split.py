@@ -2,6 +2,7 @@
 
     python benchmarks/memory_split.py benchmarks/.cache/synthetic_kineto_1024MB.json
     python benchmarks/memory_split.py /tmp/cpfast_10m.parquet --baseline /work/main/.venv/bin/python
+    python benchmarks/memory_split.py --smoke    # the repository's 30 KB big_matmul trace
 
 One child process per run runs the real command (``hermes analyze FILE`` through the typer app,
 report to /dev/null) with probes around its stages: the Kineto import's first pass (parse into
@@ -25,6 +26,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+SMOKE_TRACE = Path(__file__).resolve().parents[1] / "tests" / "data" / "kineto" / \
+    "big_matmul.pt.trace.json.gz"
 
 CHILD = r'''
 import functools, json, os, sys, time
@@ -176,7 +181,8 @@ def merge(runs: list[dict]) -> tuple[list[str], dict[str, dict[str, float]], flo
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("source", help="a Kineto JSON (imported in memory) or a Hermes Parquet")
+    ap.add_argument("source", nargs="?",
+                    help="a Kineto JSON (imported in memory) or a Hermes Parquet")
     ap.add_argument("--baseline", default="",
                     help="another interpreter to compare with (e.g. /work/main/.venv/bin/python)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per interpreter (medians)")
@@ -186,7 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--via-parquet", action="store_true",
                     help="a profiler file imported to a temporary Parquet and analyzed from "
                          "the path (as with --workers), not imported in memory")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one run on the repository's small Kineto trace (default source)")
     args = ap.parse_args(argv)
+    if args.smoke and not args.source:
+        args.source, args.repeat = str(SMOKE_TRACE), 1
+    if not args.source:
+        ap.error("the following arguments are required: source")
     if not os.path.exists("/proc/self/clear_refs"):
         print("needs Linux /proc/self/clear_refs", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@ against ``opvec.costs`` over all at once, in the same run; prints both, the rati
 numbers are identical.
 
     python benchmarks/opcost_speed.py --n 100000
+    python benchmarks/opcost_speed.py --smoke      # 2,000 signatures, once
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000, help="distinct signatures")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="2,000 signatures, once (seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        args.n, args.repeat = 2_000, 1
     sigs = signatures(args.n)
     cols = [np.array(c, dtype=object) for c in zip(*sigs, strict=True)]
     t_one, t_vec = [], []

@@ -21,6 +21,7 @@ of all timed events (one window: inference, a single capture). One command::
 
     python benchmarks/real_traces.py            # table of every shared trace
     python benchmarks/real_traces.py --json     # the same as JSON lines
+    python benchmarks/real_traces.py --smoke    # the smallest shared trace only
 """
 
 from __future__ import annotations
@@ -187,8 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="one JSON object per line")
     ap.add_argument("paths", nargs="*", type=Path, help="traces (default: all shared ones)")
+    ap.add_argument("--smoke", action="store_true", help="the smallest shared trace only")
     a = ap.parse_args(argv)
-    for p in a.paths or sources():
+    paths = a.paths or sources()
+    if a.smoke and not a.paths:
+        paths = sorted(paths, key=lambda p: p.stat().st_size)[:1]
+    for p in paths:
         try:
             m = measure(p.resolve())
         except (OSError, ValueError, KeyError) as exc:
