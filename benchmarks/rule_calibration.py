@@ -1,6 +1,8 @@
 """Estimated vs measured speedup of every rule with an emulator spelling.
 
     python benchmarks/rule_calibration.py [--causes ID,ID] [--steps 8] [--seed 0] [--json OUT]
+    python benchmarks/rule_calibration.py --smoke   # io.slow_data_reading only; exit 1 on an
+                                                    # error row
 
 For each cause id: emulate a workload with the cause injected (``CASES``: the workload and ranks
 that show it clearly), analyze the trace, and for every recommendation of that cause's finding
@@ -88,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default="", help="also write the rows as JSON here")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one cause (io.slow_data_reading, resnet50); a case's error fails")
     a = ap.parse_args(argv)
     causes = [c for c in a.causes.split(",") if c] or list(CASES)
+    if a.smoke and not a.causes:
+        causes = ["io.slow_data_reading"]
     rows: list[dict[str, Any]] = []
     print(f"{'rule':<34} {'opt':<20} {'share':>6} {'before':>9} {'after':>9} {'est':>6} "
           f"{'meas':>6} {'est/meas':>8}")
@@ -109,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
+    if a.smoke:  # the command must run: a case that raised is a broken benchmark
+        return 1 if any(str(r.get("note", "")).startswith("error:") for r in rows) else 0
     return 0
 
 

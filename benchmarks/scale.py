@@ -3,6 +3,7 @@
     python benchmarks/scale.py [--ranks 4096] [--steps 5] [--workload pangu-1.3b | --synth]
                                [--ops 20] [--workers N] [--no-dask] [--dir PATH]
                                [--replicate N [--replicate-only]]
+    python benchmarks/scale.py --smoke   # 2 synthetic ranks, 1 worker, both executors, replica
 
 Writes ``--ranks`` emulated ranks (``hermes emulate WORKLOAD``: the emulated NPU, one Parquet
 file per rank; default a GPT-style model, ``pangu-1.3b``: ~12,800 events and ~2,450 kernels a
@@ -72,7 +73,7 @@ from hermes.analyzers.engine.run import _rank_results, _reduce, _trace_ranks, lo
 load_analyzers()
 base = rss()
 path, workers, n, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-ranks, meta, _ = _trace_ranks(Path(path))
+ranks, meta = _trace_ranks(Path(path))[:2]  # (ranks, metadata, is a directory, unreadable)
 ex = LocalExecutor(workers)
 got = dict(ex.map(functools.partial(_rank_results, path, False), ranks))
 blobs = [pickle.dumps(got[r], protocol=5) for r in ranks]
@@ -162,7 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicate-only", action="store_true",
                     help="with --replicate: skip the executor runs")
     ap.add_argument("--dir", type=Path, default=None, help="keep the ranks here (reused)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 synthetic ranks x 3 steps of 20 ops, 1 worker, both executors and "
+                         "a 4-rank replica (seconds)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.ranks, a.steps, a.synth, a.ops, a.workers, a.replicate = 2, 3, True, 20, 1, 4
+        a.dir, a.replicate_only = None, False
     with tempfile.TemporaryDirectory() as tmp:
         path = a.dir or Path(tmp) / "ranks"
         if not (path.is_dir() and any(path.glob("rank-*.parquet"))):
