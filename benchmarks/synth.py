@@ -1,6 +1,8 @@
 """Synthetic multi-rank traces for benchmarks: N events over M ranks, a realistic mix of kinds.
 
     python benchmarks/synth.py OUT --ranks 16 --steps 5 --ops 200 [--format parquet|kineto]
+    python benchmarks/synth.py --smoke   # 2 ranks x 2 steps x 10 ops, both formats, in a
+                                         # temporary folder, the Parquet read back
 
 Each rank's step is a training loop's worth of work: ``--ops`` host operators each launching a
 kernel (``host_op`` -> ``launch`` -> ``kernel``, shared ``corr_id``, one in-order compute stream),
@@ -182,7 +184,7 @@ def write(out: Path, ranks: int, steps: int, ops: int, fmt: str = "parquet",
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path)
+    ap.add_argument("out", type=Path, nargs="?")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--ops", type=int, default=200, help="host op/launch/kernel triples a step")
@@ -190,12 +192,33 @@ def main(argv: list[str] | None = None) -> int:
                     help="total events instead of --ops (split evenly over ranks and steps)")
     ap.add_argument("--format", choices=("parquet", "kineto"), default="parquet")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 ranks x 2 steps x 10 ops, both formats, into a temporary folder")
     a = ap.parse_args(argv)
+    if a.smoke:
+        return smoke()
+    if a.out is None:
+        ap.error("the following arguments are required: out")
     ops = max(1, (a.events // (a.ranks * a.steps) - 11) // 3) if a.events else a.ops
     t = time.perf_counter()
     n = write(a.out, a.ranks, a.steps, ops, a.format, a.seed)
     print(f"wrote {n:,} events ({a.ranks} ranks x {a.steps} steps x {3 * ops + 11}) to {a.out} "
           f"in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return 0
+
+
+def smoke() -> int:
+    """Both formats, tiny, into a temporary folder; the Parquet ranks read back with Hermes."""
+    import tempfile
+
+    import hermes
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in ("parquet", "kineto"):
+            n = write(Path(tmp) / fmt, 2, 2, 10, fmt)
+            print(f"wrote {n:,} events (2 ranks x 2 steps x {3 * 10 + 11}) as {fmt}")
+        tr = hermes.load(Path(tmp) / "parquet")
+        print(f"read back: ranks {list(tr.ranks)}, {len(tr.events):,} events")
     return 0
 
 

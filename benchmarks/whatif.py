@@ -19,6 +19,9 @@
     python benchmarks/whatif.py                 # all parts
     python benchmarks/whatif.py --part replay   # only the replay errors
     python benchmarks/whatif.py --part speedup --workloads resnet50 --causes io.slow_data_reading
+    python benchmarks/whatif.py --smoke         # each part tiny: resnet50 and the smallest
+                                                # shared Kineto trace replayed, one cause, one
+                                                # optimize round of resnet50
 """
 
 from __future__ import annotations
@@ -62,11 +65,14 @@ def ranks_of(trace) -> int:
     return int(ev["rank"].nunique()) if "rank" in ev.columns and len(ev) else 1
 
 
-def real_traces(tmp: Path) -> list[tuple[str, object]]:
+def real_traces(tmp: Path, smoke: bool = False) -> list[tuple[str, object]]:
     from hermes.commands.whatif import load_any
 
     out = []
     files = sorted((SHARED / "kineto-h100").glob("*.json.gz"))
+    if smoke:  # the smallest one
+        files = sorted(files, key=lambda f: f.stat().st_size)[:1]
+        return [(str(f.relative_to(SHARED)), load_any(f)) for f in files]
     files += sorted(f for f in (SHARED / "hta").rglob("*.json*") if "trace" in f.name.lower())
     files.append(SHARED / "hta" / "trace_filter")  # 2 ranks of a 128-rank NCCL job, together
     for kind in ("balanced", "straggler"):  # the 2-rank Gloo DDP jobs, each pair together
@@ -87,11 +93,11 @@ def real_traces(tmp: Path) -> list[tuple[str, object]]:
     return out
 
 
-def part_replay() -> None:
+def part_replay(smoke: bool = False) -> None:
     print("replay with nothing changed vs measured (median step, slowest rank)")
     errs = []
     with tempfile.TemporaryDirectory() as tmp:
-        for w, ranks in ZOO:
+        for w, ranks in ZOO[:1] if smoke else ZOO:
             p = plan(w, ranks=ranks)
             path = Path(tmp) / f"{w}_{ranks}{'.parquet' if ranks == 1 else ''}"
             emulate(p, trace_collector(p, path), 5)
@@ -99,7 +105,7 @@ def part_replay() -> None:
             errs.append(abs(r / m - 1))
             print(f"  emulated {w} x{ranks:<3} measured {m:10.3f} ms  replay {r:10.3f} ms  "
                   f"error {100 * (r / m - 1):+6.2f} %")
-        for name, tr in real_traces(Path(tmp)):
+        for name, tr in real_traces(Path(tmp), smoke):
             try:
                 m, r = replay_error(tr)
             except Exception as exc:  # noqa: BLE001
@@ -186,11 +192,13 @@ def discordant(names: list[str], pred: list[float], meas: list[float]
 OPTIMIZE_CAUSES = ("cpu.garbage_collection", "cpu.host_device_sync", "io.slow_data_processing")
 
 
-def part_optimize() -> None:
+def part_optimize(smoke: bool = False) -> None:
     from hermes.commands.optimize import loop, render
 
-    print(f"hermes optimize pangu-1.3b --inject {' --inject '.join(OPTIMIZE_CAUSES)}")
-    rounds = loop("pangu-1.3b", list(OPTIMIZE_CAUSES), iterations=3)
+    w, causes, n = ("resnet50", OPTIMIZE_CAUSES[:1], 1) if smoke else \
+        ("pangu-1.3b", OPTIMIZE_CAUSES, 3)
+    print(f"hermes optimize {w} --inject {' --inject '.join(causes)}")
+    rounds = loop(w, list(causes), iterations=n)
     print(render(rounds))
 
 
@@ -202,15 +210,19 @@ def main() -> None:
                     help="speedup part: comma-separated workloads (default: %(default)s)")
     ap.add_argument("--causes", default="",
                     help="speedup part: comma-separated cause ids (default: every one)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="each part tiny (seconds): for the test suite")
     a = ap.parse_args()
+    if a.smoke:
+        a.workloads, a.causes = "resnet50", a.causes or "io.slow_data_reading"
     t0 = time.perf_counter()
     if a.part in ("replay", "all"):
-        part_replay()
+        part_replay(a.smoke)
     if a.part in ("speedup", "all"):
         part_speedup(tuple(x for x in a.workloads.split(",") if x),
                      tuple(x for x in a.causes.split(",") if x))
     if a.part in ("optimize", "all"):
-        part_optimize()
+        part_optimize(a.smoke)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 
