@@ -115,6 +115,9 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
             elif key in why:  # a transform exists but the trace lacks what it needs: say so
                 r = replace(r, how=f"{r.how} (Estimate from the rule's formula: {why[key]}.)")
             new.append(r)
-        new.sort(key=lambda x: -x.estimated_speedup)  # stable: table order among equals
+        # best first; among equals (capped at the same bound) the larger replay, then the
+        # table's order (a stable sort)
+        new.sort(key=lambda x: (-x.estimated_speedup,
+                                -(x.replayed_speedup or x.estimated_speedup)))
         out[fid] = new
     return out

@@ -92,3 +92,16 @@ def test_a_replayed_gain_within_the_share_has_no_replayed_figure_beside_it():
     r, = out["io.slow_data_processing"]
     assert (r.estimated_speedup, r.replayed_speedup) == (pytest.approx(2.5), None)
     assert "replayed_speedup" not in r.to_dict() and r.how == "how"
+
+
+def test_recommendations_capped_alike_are_ranked_by_their_replay():
+    # finding share 0.3: at most 1 / 0.7 = 1.4286x, written 1.42x. Two workers replay 2.0x,
+    # four 2.5x (above): both capped at 1.42x, the larger replay first whatever the table order
+    findings = [Finding("io", "slow_data_processing", 0.3, "s")]
+    out = with_replay({"io.slow_data_processing": [
+        rec("io.processing_more_workers", 1.2, "num_workers=2"),
+        rec("io.processing_more_workers", 1.1, "num_workers=4")]}, DATA,
+        SimpleNamespace(meta=META, findings=findings), 10.0)
+    got = [(r.emulator_opt, r.estimated_speedup, r.replayed_speedup)
+           for r in out["io.slow_data_processing"]]
+    assert got == [("num_workers=4", 1.42, 2.5), ("num_workers=2", 1.42, 2.0)]
