@@ -2,7 +2,7 @@
 
     python benchmarks/check_power.py [--pairs 20] [--steps 20] [--workload bert-large]
                                      [--slowdown 0.05] [--max-regression 0.05] [--alpha 0.01]
-    python benchmarks/check_power.py --smoke     # one pair of 6 steps (seconds; no rates)
+    python benchmarks/check_power.py --smoke     # one pair of 4 steps (seconds; no rates)
 
 For each seed pair (base seed ``i``, new seed ``1000 + i``): the same workload emulated twice
 (a re-run: ``check`` must pass), and the new run again with the device clock slowed (the
@@ -51,10 +51,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="device clock slowdown of the regressed run (0.05: 5 %% slower)")
     ap.add_argument("--max-regression", type=float, default=0.05)
     ap.add_argument("--alpha", type=float, default=0.01)
-    ap.add_argument("--smoke", action="store_true", help="one seed pair of 6 steps (seconds)")
+    ap.add_argument("--smoke", action="store_true", help="one seed pair of 4 steps (seconds)")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.pairs, args.steps = 1, 6
+        args.pairs, args.steps = 1, 4
     slow = Settings(slow_rank=0, slow_factor=1 / (1 + args.slowdown))
     false_fail, caught, sizes = 0, 0, []
     t0 = time.perf_counter()

@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         trace = Path(args.keep) if args.keep else Path(tmp) / "synthetic.parquet"
         n = write_synthetic(trace, 4 * 1508, ops=500) if args.smoke else \
             write_synthetic(trace, args.events)
-        if n < args.events and not args.smoke:  # whole steps fall short of the count asked for: one more try, scaled
+        # whole steps fall short of the count asked for: one more try, scaled
+        if n < args.events and not args.smoke:
             n = write_synthetic(trace, -(-args.events * args.events // n) + 400)
         out = Path(tmp) / "report.html"
         t = time.perf_counter()
