@@ -11,13 +11,25 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hermes.trace.schema import COMM_KINDS, COMPUTE_KINDS, EVENT_KINDS, HOST_LANES, LANE_KINDS
+from hermes.trace.schema import (
+    COMM_KINDS,
+    COMPUTE_KINDS,
+    EVENT_KINDS,
+    HOST_LANES,
+    LANE_KINDS,
+    NOT_WORK_KINDS,
+)
 
 _KIND = {k: i for i, k in enumerate(EVENT_KINDS)}
 _LANE = {k: i for i, k in enumerate(LANE_KINDS)}
 #: a task starting at most this long after another stream's task ended, after an idle gap on its
 #: own stream, is taken to have waited for it (cross-stream event waits are rarely traced)
 LINE_UP_NS = 20_000
+#: a host thread that resumes after an idle gap of at least HOST_WAIT_MIN_NS at most
+#: HOST_WAKE_NS after another thread's event (or a collective) ended is taken to have waited for
+#: it: a thread woken by another takes tens to hundreds of microseconds to run again
+HOST_WAKE_NS = 500_000
+HOST_WAIT_MIN_NS = 1_000_000
 
 
 def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.ndarray:
@@ -30,7 +42,9 @@ def _in(codes: np.ndarray, vocab: dict[str, int], names: tuple[str, ...]) -> np.
 def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, win: np.ndarray,
                            start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray,
                            w: np.ndarray, prev_t: np.ndarray, us: list, vs: list,
-                           ws_: list, es: list, skip: np.ndarray) -> np.ndarray:
+                           ws_: list, es: list, skip: np.ndarray,
+                           awaited: np.ndarray | None = None, lane: np.ndarray | None = None,
+                           line_up: int = LINE_UP_NS, min_gap: int = 0) -> np.ndarray:
     """Cross-stream dependencies inferred where a task on another stream ends just before a
     task starts after an idle gap on its own stream (events/waits between streams are often not
     in the trace): edge (that end -> this start), weight = the small delay; the gap on the
@@ -38,13 +52,14 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
     returns the mask of events whose start is explained this way (``skip``: tasks whose start
     is explained already, by a traced event wait)."""
     explained = np.zeros(s.size, bool)
+    awaited = task if awaited is None else awaited
     tasks = np.flatnonzero(task & ~skip)
-    if tasks.size < 1 or np.count_nonzero(task) < 2:
+    if tasks.size < 1 or np.count_nonzero(task | awaited) < 2 or not awaited.any():
         return explained
     k = start_node[tasks]
-    gap = t[k] > prev_t[k]
+    gap = t[k] - prev_t[k] > min_gap
     tasks, k = tasks[gap], k[gap]
-    o = np.flatnonzero(task)
+    o = np.flatnonzero(awaited)
     o = o[np.argsort(wkey[o], kind="stable")]
     start_key = wkey[tasks] - (t[end_node[tasks]] - s[tasks])  # (step, start) on wkey's scale
     j = np.searchsorted(wkey[o], start_key, side="right") - 1
@@ -53,7 +68,9 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
     # the latest task end at or before the start, inside the idle gap (so on another stream:
     # this stream was idle), in the same step, at most LINE_UP_NS earlier
     ok = (j >= 0) & (win[cand] == win[tasks]) & (end_t > prev_t[k]) & (end_t <= t[k]) & \
-        (t[k] - end_t <= LINE_UP_NS)
+        (t[k] - end_t <= line_up)
+    if lane is not None:
+        ok &= lane[cand] != lane[tasks]
     us.append(end_node[cand[ok]])
     vs.append(k[ok])
     ws_.append((t[k] - end_t)[ok])
@@ -183,6 +200,17 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
                              waits, us, vs, ws_, es)
     explained |= _inferred_stream_waits(task, wkey, s, win, start_node, end_node, t, w, prev_t,
                                         us, vs, ws_, es, explained)
+    # a host thread resuming shortly after another thread's event or a collective ended, after
+    # an idle gap of its own: it waited for it (a thread's wait on another -- DDP's wait on a
+    # Gloo all-reduce, the main thread's on the autograd engine -- is not traced); the gap
+    # weighs 0 and the edge carries the wake-up delay
+    work = host & ~_in(kind, _KIND, NOT_WORK_KINDS)
+    # (a user range such as Optimizer.step opens where the thread runs again)
+    resumed = host & ~_in(kind, _KIND, ("step", "counter", "other"))
+    _inferred_stream_waits(resumed, wkey, s, win, start_node, end_node, t, w, prev_t, us, vs,
+                           ws_, es, np.zeros(s.size, bool), awaited=work | (
+                               _in(kind, _KIND, COMM_KINDS)), lane=lane,
+                           line_up=HOST_WAKE_NS, min_gap=HOST_WAIT_MIN_NS)
     # a device-lane gap before an event whose launch is not in the trace (no corr_id, or no
     # host event with it in the step: sampled traces, MTIA DMA requests, CUPTI sync records)
     # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay

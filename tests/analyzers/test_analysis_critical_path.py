@@ -220,6 +220,30 @@ def test_cross_stream_wait_inferred_up_to_line_up_ns():
         [100 * 50 / 62, 100 * 12 / 62, 0])
 
 
+def test_a_host_thread_resuming_after_a_collective_waited_for_it():
+    # thread 1: A [0,1ms), idle, B [10.1ms,12ms); thread 2 (Gloo's runloop): all-reduce
+    # [1ms,10ms). B starts 100 us after the all-reduce ends (< HOST_WAKE_NS) after a 9.1 ms
+    # idle gap (> HOST_WAIT_MIN_NS): the thread waited for it (DDP's wait on the Gloo work is
+    # not traced). Path: the all-reduce's lead 1 ms (nothing links A to it) -> all-reduce
+    # 9 ms -> 0.1 ms wake-up -> B 1.9 ms, not A + 9.1 ms of nothing + B
+    ms = 1_000_000
+    res = run(ev("step", "ProfilerStep#1", 0, 12 * ms),
+              ev("host_op", "A", 0, 1 * ms),
+              ev("collective", "gloo:all_reduce", 1 * ms, 9 * ms, lane="thread 2"),
+              ev("host_op", "B", 10_100_000, 1_900_000))
+    times, _ = top(res)
+    assert times == {"gloo:all_reduce": 9 * ms, "B": 1_900_000}
+    c = res.metrics["components_pct"]
+    assert c["communication"] == pytest.approx(100 * 9 / 11)  # of the 11 ms path
+    # resuming 1 ms after (> HOST_WAKE_NS) is no wait: nothing links the all-reduce to B (the
+    # longest path is the all-reduce's lane alone, 9 ms > A + B)
+    res = run(ev("step", "ProfilerStep#1", 0, 13 * ms),
+              ev("host_op", "A", 0, 1 * ms),
+              ev("collective", "gloo:all_reduce", 1 * ms, 9 * ms, lane="thread 2"),
+              ev("host_op", "B", 11 * ms, 2 * ms))
+    assert top(res)[0] == {"gloo:all_reduce": 9 * ms}
+
+
 def test_traced_stream_wait_event_links_the_recording_stream_to_the_waiting_one():
     # CUPTI 'Stream Wait Event' (Kineto cuda_sync): stream 9 waits for the event recorded on
     # stream 7 by cudaEventRecord (corr 2) after A. B (launched at 4 ns, long before) starts
