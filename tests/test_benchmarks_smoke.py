@@ -122,9 +122,14 @@ def _smoke(name: str) -> subprocess.CompletedProcess[str] | str:
 
 
 @pytest.fixture(scope="module")
-def smoke_runs() -> dict[str, subprocess.CompletedProcess[str] | str]:
-    """Every runnable smoke, two at a time (many wait on child processes or a real clock)."""
-    names = [n for n in COMMANDS if '"--smoke"' in (BENCH / n).read_text()
+def smoke_runs(request: pytest.FixtureRequest
+               ) -> dict[str, subprocess.CompletedProcess[str] | str]:
+    """Every selected, runnable smoke, two at a time (many wait on child processes or a real
+    clock)."""
+    chosen = {item.callspec.params["name"] for item in request.session.items
+              if getattr(item, "originalname", "") == "test_smoke_run"
+              and hasattr(item, "callspec")}
+    names = [n for n in COMMANDS if n in chosen and '"--smoke"' in (BENCH / n).read_text()
              and (n not in NEEDS_SHARED or SHARED_TRACES.is_dir())]
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(names, pool.map(_smoke, names), strict=True))
