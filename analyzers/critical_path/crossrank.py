@@ -156,35 +156,41 @@ def _walk(sink: int, pred: np.ndarray, n: int, n_rank: int, p: pd.DataFrame,
           keys: pd.DataFrame, rel_node: np.ndarray) -> list[dict[str, Any]]:
     """The path's segments from the source to ``sink``, in time order: ``rank`` (its own time
     on a rank edge), ``transfer`` (release -> the end of the collective) and ``wait`` (an
-    arrival before the release, on the path only where no rank was later)."""
-    # the rank edge out of node i has index i - (rank of i) in ``own`` (one edge fewer a rank)
-    rank_of = p["rank"].to_numpy(np.int64)
-    lane = np.searchsorted(first, np.arange(n_rank), side="right") - 1
-    rel_key = np.full(n, -1, np.int64)
-    rel_key[rel_node[rel_node >= 0]] = np.flatnonzero(rel_node >= 0)
-    key = p["key"].to_numpy(np.int64)
-    out: list[dict[str, Any]] = []
+    arrival before the release, on the path only where no rank was later). The predecessors
+    are followed once (plain integers), the segments then made column-wise."""
+    pl = pred.tolist()
+    nodes = [sink]
     v = sink
-    while v != n and v >= 0:
-        u = int(pred[v])
+    while True:
+        u = pl[v]
         if u == n or u < 0:
             break
-        if u < n_rank and v < n_rank and v == u + 1 and rank_of[u] == rank_of[v]:
-            dur = int(own[u - lane[u]])
-            if dur:
-                out.append({"kind": "rank", "rank": int(rank_of[u]),
-                            "start_ns": int(node_t[u]), "end_ns": int(node_t[v]),
-                            "dur_ns": dur, "group": None, "seq": None})
-        elif v >= n_rank:  # arrival -> release
-            g, s = keys.loc[rel_key[v], ["group", "seq"]]
-            if node_t[v] > node_t[u]:
-                out.append({"kind": "wait", "rank": int(rank_of[u]),
-                            "start_ns": int(node_t[u]), "end_ns": int(node_t[v]),
-                            "dur_ns": int(node_t[v] - node_t[u]), "group": g, "seq": s})
-        else:  # release -> a rank's end of the collective
-            g, s = keys.loc[key[v], ["group", "seq"]]
-            out.append({"kind": "transfer", "rank": int(rank_of[v]),
-                        "start_ns": int(node_t[u]), "end_ns": int(node_t[v]),
-                        "dur_ns": int(max(0, node_t[v] - node_t[u])), "group": g, "seq": s})
+        nodes.append(u)
         v = u
-    return out[::-1]
+    path = np.array(nodes[::-1], np.int64)
+    u, v = path[:-1], path[1:]
+    rank_of = np.append(p["rank"].to_numpy(np.int64), np.full(n - n_rank, -1))
+    key = np.append(p["key"].to_numpy(np.int64), np.full(n - n_rank, -1))
+    rel_key = np.full(n, -1, np.int64)
+    rel_key[rel_node[rel_node >= 0]] = np.flatnonzero(rel_node >= 0)
+    # the rank edge out of node i has index i - (its lane's number) in ``own``
+    lane = np.searchsorted(first, np.arange(n_rank), side="right") - 1
+    is_rank = (u < n_rank) & (v < n_rank) & (v == u + 1) & (rank_of[u] == rank_of[v])
+    to_rel = v >= n_rank
+    from_rel = u >= n_rank
+    dur = np.zeros(u.size, np.int64)
+    if is_rank.any():
+        dur[is_rank] = own[u[is_rank] - lane[u[is_rank]]]
+    dur[to_rel | from_rel] = np.maximum(node_t[v] - node_t[u], 0)[to_rel | from_rel]
+    kind = np.where(is_rank, "rank", np.where(to_rel, "wait", np.where(from_rel, "transfer",
+                                                                          "")))
+    keep = (kind != "") & (dur > 0) | (kind == "transfer")
+    k = np.where(to_rel, rel_key[v], np.where(from_rel, key[v], -1))
+    who = np.where(from_rel, rank_of[v], rank_of[u])
+    g = keys["group"].to_numpy(object)
+    sq = keys["seq"].to_numpy()
+    out = pd.DataFrame({"kind": kind, "rank": who, "start_ns": node_t[u], "end_ns": node_t[v],
+                        "dur_ns": dur,
+                        "group": np.where(k >= 0, g[np.maximum(k, 0)], None),
+                        "seq": np.where(k >= 0, sq[np.maximum(k, 0)], None)})[keep]
+    return out.to_dict("records")
