@@ -161,10 +161,14 @@ def cluster(ctx: ClusterContext) -> AnalyzerResult:
     share = float(ti["hideable_share"].mean())
     if share >= MIN_SHARE:
         worst = ti["hideable_share"].idxmax()
+        # pipeline bubbles (point-to-point time nothing overlaps) named only where there are
+        bub = float(res.metrics["bubble_pct_mean"])
+        what = "communication" + (f" and pipeline bubbles ({bub:.1f}% of step time)"
+                                   if bub >= 0.05 else "")
         res.findings.append(Finding(
             "parallel", "poor_parallelism", min(1.0, share),
-            f"{100 * share:.1f}% of step time is communication or pipeline bubbles that could "
-            f"overlap computation (overlap ratio {float(ti['overlap_ratio'].mean()):.2f})",
+            f"{100 * share:.1f}% of step time is {what} that could overlap computation "
+            f"(overlap ratio {float(ti['overlap_ratio'].mean()):.2f})",
             evidence={"hideable_share_per_rank": {int(r): round(float(v), 4) for r, v in
                                                   ti["hideable_share"].items()},
                       "bubble_pct_mean": round(res.metrics["bubble_pct_mean"], 3),

@@ -5,6 +5,7 @@ fine-grained collector; alternating runs; median step time ratios against no col
                                             [--runs 7] [--steps 30]
     python benchmarks/collector_overhead.py --torch [--runs 5] [--steps 40] [--smoke]
     python benchmarks/collector_overhead.py --smoke     # one round of 3 steps (seconds)
+    python benchmarks/collector_overhead.py --journal [--steps 60]   # the step journal only
 
 Targets (issue 4): monitor <= 1.005, fine <= 1.05 (the Hermes paper: 85.19 s -> 85.20 s per
 step with its monitor; 1.77x with always-on detailed profiling).
@@ -30,6 +31,16 @@ detail windows). Targets: monitor <= 1.01, auto <= 1.01, fine <= 1.05. ``--smoke
 of a few steps per loop, to check the command works (targets not judged); without
 ``--torch``, one round of 3 steps (1 dropped) of the chosen workload, every variant, the same
 table (targets not judged, exit 0).
+
+Every run ends with the step journal's cost (issue 38: a job killed between two checkpoints
+keeps every completed step; ``hermes.trace.journal``): the time of
+``SegmentedTraceWriter.journal`` per step, median and p90, for steps of 0 (the monitor's rows
+only), 1k and 20k producer events (device events with args, as a fine-grained step records
+them), a checkpoint every 20 steps (1 s of 50 ms steps, the default --flush-every) so the
+journal is rewritten in place as in a run; the first checkpoint interval (the journal's pages
+new) apart. Target: well under 1 % of a 50 ms step (500 us). ``write us``: what the session
+already spends on that step's events before the journal (``SegmentedTraceWriter.write``: the
+readable-text checks and buffering; the Parquet encoding at the checkpoint comes on top).
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -127,6 +139,72 @@ def _emulated_workload(variant: str, steps: int, out: Path, model: str) -> list[
     return [b - a for a, b in zip(marks[:-1], marks[1:], strict=True)]
 
 
+def _step_events(n: int, step: int) -> Any:
+    """``n`` events of one step as a producer hands them over: kernels on 4 streams with
+    correlation ids, FLOPs and bytes, 60 operator names, JSON args on every event."""
+    from hermes.trace.writer import to_table
+
+    i = np.arange(n)
+    names = np.array([f"aten::op_{k}" for k in range(60)], dtype=object)
+    lanes = np.array([f"stream {k}" for k in range(4)], dtype=object)
+    return to_table({
+        "rank": np.zeros(n, np.int32), "lane": lanes[i % 4], "lane_kind": ["device"] * n,
+        "kind": ["kernel"] * n, "name": names[i % 60], "ts_ns": step * 50_000_000 + i * 2_000,
+        "dur_ns": np.full(n, 1_500, np.int64), "step": np.full(n, step, np.int32),
+        "corr_id": i + step * n, "stream": (i % 4).astype(np.int32), "flops": (i % 97) * 1e9,
+        "bytes": (i % 89) * 4096,
+        "args": [f'{{"shape": [[{k % 64}, 1024], [1024, 4096]]}}' for k in range(n)]})
+
+
+def _monitor_rows(step: int) -> dict[str, list[Any]]:
+    """The monitor's rows of one step (the step, two host counters)."""
+    t = step * 50_000_000
+    return {"rank": [0] * 3, "lane": ["hermes.steps", "hermes.counters", "hermes.counters"],
+            "lane_kind": ["host", "counter", "counter"], "kind": ["step", "counter", "counter"],
+            "name": ["step", "host_cpu_pct", "host_rss_bytes"], "ts_ns": [t, t + 1, t + 1],
+            "dur_ns": [49_000_000, 0, 0], "step": [step] * 3, "value": [None, 98.0, 2.0e9],
+            "args": [None, '{"unit": "%"}', '{"unit": "B"}']}
+
+
+def journal_cost(steps: int, sizes: tuple[int, ...] = (0, 1000, 20000), every: int = 20
+                 ) -> None:
+    """Print the step journal's cost per step (see the module doc)."""
+    from hermes.trace.meta import TraceMeta
+    from hermes.trace.segments import SegmentedTraceWriter
+
+    print(f"step journal: SegmentedTraceWriter.journal per step, {steps} steps, a checkpoint "
+          f"every {every}")
+    print(f"{'events/step':>11} {'median us':>10} {'p90 us':>8} {'% of 50 ms':>10} "
+          f"{'first interval us':>17} {'journal KB/step':>15} {'write us':>9}")
+    for n in sizes:
+        tables = [_step_events(n, s) for s in range(min(steps, 8))] if n else []
+        first: list[int] = []
+        later: list[int] = []
+        writes: list[int] = []
+        with tempfile.TemporaryDirectory(prefix="hermes-journal-") as tmp:
+            w = SegmentedTraceWriter(Path(tmp) / "tr", TraceMeta(source="profile"))
+            for s in range(steps):
+                t0 = time.perf_counter_ns()
+                if tables:
+                    w.write(tables[s % len(tables)])
+                writes.append(time.perf_counter_ns() - t0)
+                w.write_rows(_monitor_rows(s))
+                if s % every == 0:
+                    w.checkpoint()  # the first step at once, then every ``every``
+                    continue
+                t0 = time.perf_counter_ns()
+                w.journal(s)
+                (first if s < every else later).append(time.perf_counter_ns() - t0)
+            size = (Path(tmp) / "tr" / ".rank-00000.journal").stat().st_size / (every - 1)
+            w.close()
+        pool = later or first
+        med = statistics.median(pool) / 1e3
+        p90 = float(np.percentile(pool, 90)) / 1e3
+        print(f"{n:>11,} {med:>10.1f} {p90:>8.1f} {100 * med / 50_000:>9.3f}% "
+              f"{statistics.median(first) / 1e3:>17.1f} {size / 1024:>15.1f} "
+              f"{statistics.median(writes) / 1e3:>9.1f}")
+
+
 WORKLOADS: dict[str, Callable[[str, int, Path, str], list[int]]] = {
     "emulated": _emulated_workload,
     "python": _python_workload,
@@ -145,7 +223,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="real PyTorch CPU loops (cnn, transformer, 2-rank ddp) instead")
     ap.add_argument("--smoke", action="store_true",
                     help="one short round per variant (--torch: per loop); targets not judged")
+    ap.add_argument("--journal", action="store_true",
+                    help="only the step journal's cost per step (--steps of each size)")
     args = ap.parse_args(argv)
+    if args.journal:
+        journal_cost(7 if args.smoke else max(args.steps, 41), every=3 if args.smoke else 20)
+        return 0
     if args.torch:
         from torch_overhead import main as torch_main
 
@@ -193,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{target or '':>7} {flag:>6}")
     print("run medians (ms): " + "; ".join(
         f"{v} " + " ".join(f"{m / 1e6:.2f}" for m in run_medians[v]) for v in variants))
+    journal_cost(7 if args.smoke else 60, every=3 if args.smoke else 20)
     if args.smoke:
         print("smoke run: targets not judged")
         return 0

@@ -75,7 +75,7 @@ base = rss()
 path, workers, n, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 ranks, meta = _trace_ranks(Path(path))[:2]  # (ranks, metadata, is a directory, unreadable)
 ex = LocalExecutor(workers)
-got = dict(ex.map(functools.partial(_rank_results, path, False), ranks))
+got = dict(ex.map(functools.partial(_rank_results, path, False, None), ranks))
 blobs = [pickle.dumps(got[r], protocol=5) for r in ranks]
 del got
 t = time.perf_counter()

@@ -19,8 +19,9 @@ Output: ``out`` ending in ``.parquet`` -> one file; any other path -> a director
 ``rank-NNNNN.parquet`` per rank (torchrun-style ``RANK``/``WORLD_SIZE`` are read from the
 environment). The file is published (temp then rename) on exit, on an exception, on SIGINT,
 SIGTERM and SIGABRT, with every step completed so far; the first completed step is saved at
-once and later ones every ``flush_seconds``, so a SIGKILL or a segfault loses at most the steps
-since, and each step's number is kept in a progress file that tells readers how far it got.
+once and later ones every ``flush_seconds``, each step in between goes to a journal
+(``hermes.trace.journal``): a SIGKILL or a segfault loses no completed step. Each step's
+number is kept in a progress file that tells readers how far it got.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 
 from hermes.collectors import pyhooks, pysample
 from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
+from hermes.collectors.envvars import env_int
 from hermes.collectors.fine import FineCollector
 from hermes.collectors.monitor import Monitor
 from hermes.errors import HermesError, OutputError, UsageError
@@ -66,19 +68,6 @@ def warn(message: str) -> None:
         print(f"hermes: warning: {message}", file=sys.stderr, flush=True)
 
 
-def _env_int(name: str, default: int, lo: int = 0, hi: int = 2**31 - 1) -> int:
-    """An integer from the environment (torchrun's RANK, WORLD_SIZE), ASCII digits in
-    [lo, hi] only: '²', '1.5' or 10**30 are refused by name, never wrapped around."""
-    raw = os.environ.get(name, "")
-    text = raw.strip()
-    if not text:
-        return default
-    if not (text.isascii() and text.isdigit() and len(text) <= 10 and lo <= int(text) <= hi):
-        raise UsageError(f"environment variable {name}={raw[:40]!r} is not an integer from "
-                         f"{lo} to {hi}")
-    return int(text)
-
-
 class Recording:
     """One process's profiling session (a ``Collector``); use through :func:`profile`."""
 
@@ -96,8 +85,8 @@ class Recording:
         if window < 1:
             raise UsageError(f"window must be >= 1, got {window}")
         self.mode = mode
-        self.rank = _env_int("RANK", 0) if rank is None else int(rank)
-        self.world_size = _env_int("WORLD_SIZE", 1, lo=1) if world_size is None \
+        self.rank = env_int("RANK", 0) if rank is None else int(rank)
+        self.world_size = env_int("WORLD_SIZE", 1, lo=1) if world_size is None \
             else int(world_size)
         self.out = Path(out if out is not None else "hermes-trace")
         if self.out.suffix == ".parquet" and self.world_size > 1:
@@ -126,6 +115,7 @@ class Recording:
         self.flush_seconds = max(0.0, float(flush_seconds))
         self._last_checkpoint = perf_counter_ns()
         self._checkpoints = 0
+        self._journaling = True  # each step between two checkpoints (off once a write fails)
         self.monitor = Monitor(self._sink, peak_flops=peak_flops, z_threshold=z_threshold,
                                min_ratio=min_ratio, flush_steps=flush_steps)
         self.trigger: AutoTrigger | None = None
@@ -234,6 +224,8 @@ class Recording:
             # the first completed step is saved at once, later ones every flush_seconds
             if not self._checkpoints or t0 - self._last_checkpoint >= self.flush_seconds * 1e9:
                 self._checkpoint(t0)
+            elif self._journaling:
+                self._journal(info.step)
             if self.trigger is not None:
                 self.trigger.step_ended(info.step)
             self._events_entry = None
@@ -361,7 +353,19 @@ class Recording:
         cols = {k: v[:n] for k, v in h.items()}
         if self._shift_ns:
             cols["ts_ns"] = [t - self._shift_ns for t in cols["ts_ns"]]
-        self.fine.record(cols)
+        self.fine.record_rows(cols)
+
+    def _journal(self, step: int) -> None:
+        """This step's rows (the monitor's, the host's) and events into the journal: a death
+        before the next checkpoint keeps them (one warning and no more journal if it fails)."""
+        try:
+            self.monitor.flush()
+            self._flush_host()
+            self.fine.journal(step)
+        except (HermesError, OSError) as exc:
+            self._journaling = False
+            msg = exc.one_line() if isinstance(exc, HermesError) else str(exc)
+            warn(f"cannot journal the steps ({msg}); a crash loses those since the last save")
 
     def _checkpoint(self, now: int) -> None:
         """Publish every completed step to disk (a segment file each rank): what a SIGKILL
@@ -377,9 +381,10 @@ class Recording:
             msg = exc.one_line() if isinstance(exc, HermesError) else str(exc)
             warn(f"cannot save the trace so far ({msg}); the job continues")
             self.flush_seconds = float("inf")  # once: do not retry every step
+            self._journaling = False  # (a journal is only emptied by checkpoints)
 
     def _sink(self, batch: EventBatch) -> None:
-        self.fine.record(batch)
+        self.fine.record_rows(batch)
 
     # -- signals: publish on SIGTERM, never in the middle of a hook ---------------------
     def _install_signals(self) -> None:

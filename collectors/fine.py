@@ -96,6 +96,17 @@ class FineCollector:
         self.events_written += table.num_rows
         self.busy_ns += time.perf_counter_ns() - t0
 
+    def record_rows(self, rows: dict[str, list[Any]]) -> None:
+        """The caller's own rows as Python lists (a segmented writer keeps them so until its
+        next checkpoint, journaling them meanwhile: one Arrow table per checkpoint)."""
+        if not isinstance(self._writer, SegmentedTraceWriter):
+            self.record(rows)
+            return
+        t0 = time.perf_counter_ns()
+        self._writer.write_rows(rows)
+        self.events_written += min((len(v) for v in rows.values()), default=0)
+        self.busy_ns += time.perf_counter_ns() - t0
+
     def _drop(self, table: pa.Table) -> pa.Table:
         """Rows whose kind is in ``drop_kinds`` removed (compared on dictionary indices)."""
         kind = table.column("kind").combine_chunks()
@@ -112,6 +123,12 @@ class FineCollector:
         reader of a killed run's segments finds; see ``hermes.trace.segments``)."""
         if isinstance(self._writer, SegmentedTraceWriter) and not self.closed:
             self._writer.progress(rank, step)
+
+    def journal(self, step: int) -> None:
+        """Journal what was recorded since the last step (segmented writers: see
+        ``hermes.trace.journal``), so a death before the next checkpoint keeps it."""
+        if isinstance(self._writer, SegmentedTraceWriter) and not self.closed:
+            self._writer.journal(step)
 
     def checkpoint(self) -> None:
         """Publish what was recorded so far (segmented writers only; others write on close)."""

@@ -68,7 +68,7 @@ class SlowStep:
 class _HostSampler:
     """Host CPU % (this process, 100 = one core) and RSS via psutil; None where unavailable.
 
-    Read at most every ``interval_s`` (two /proc reads cost ~30 us; a step can be shorter):
+    Read at most every ``interval_s`` (two /proc reads per sample; a step can be shorter):
     between reads :meth:`sample` returns (None, None) and no counter row is written.
     """
 

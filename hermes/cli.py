@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: Commands that close everything they write before returning: a console run ends without the
-#: interpreter's teardown (~60 ms after an import: freeing every module and Arrow's pools;
-#: ~0.15-0.5 s after an analysis: its frames, results and the modules of pandas and scipy).
+#: interpreter's teardown (freeing every module and Arrow's pools; after an analysis also its
+#: frames, results and the modules of pandas and scipy; docs/benchmarks.md has its cost).
 _QUICK_EXIT = frozenset({"import", "analyze"})
 
 

@@ -36,13 +36,17 @@ def analyze_and_advise(trace_or_path: Any, ranks: Iterable[int] | None = None, w
         from dataclasses import replace
 
         analysis = replace(analysis, device_option=device)
-    # the trace travels on to the advisor so what-if can replay it (estimate = "replay")
-    return analysis, advise(analysis, table, trace=trace_or_path if ranks is None else None)
+    # the trace travels on to the advisor so what-if can replay it (estimate = "replay"), with
+    # the step graphs the critical path built (``analysis.keep``), let go once it has advised
+    advice = advise(analysis, table, trace=trace_or_path if ranks is None else None)
+    if analysis.keep is not None:
+        analysis.keep.clear()
+    return analysis, advice
 
 
 def preload() -> None:
     """Import now what an analysis and its advice import on first use (the analyzers, the
-    what-if replay: ~30 ms), for a caller that has time to spare before its trace is there
+    what-if replay), for a caller that has time to spare before its trace is there
     (``hermes analyze`` while a forked child imports the file)."""
     import importlib
 

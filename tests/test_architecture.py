@@ -310,3 +310,35 @@ def test_the_private_check_catches_both_forms():
         "hermes.whatif.chains: hermes.analyzers.engine.run._reduce"]
     inside = "from hermes.analyzers.critical_path import _lanes\n"
     assert private_uses("hermes.analyzers.critical_path.lanes", ast.parse(inside), mods) == []
+
+
+#: packages whose ``__init__`` only re-exports (their logic lives in named modules)
+REEXPORT_ONLY = ("hermes.whatif", "hermes.advisor", "hermes.rules")
+
+
+def logic_in(tree: ast.Module) -> list[str]:
+    """What a package ``__init__`` holds besides its docstring, imports and ``__all__``: one
+    entry per other statement (a function, a class, an assignment, any code)."""
+    out = []
+    for i, node in enumerate(tree.body):
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [
+                "__all__"]:
+            continue
+        out.append(f"line {node.lineno}: {type(node).__name__}")
+    return out
+
+
+@pytest.mark.parametrize("name", REEXPORT_ONLY)
+def test_these_packages_only_re_export(name):
+    path = modules()[name]
+    assert path.name == "__init__.py"
+    assert logic_in(ast.parse(path.read_text())) == []
+
+
+def test_the_re_export_check_catches_logic():
+    src = '"""doc."""\nfrom a import b\n__all__ = ["b"]\nX = 1\ndef f():\n    pass\n'
+    assert logic_in(ast.parse(src)) == ["line 4: Assign", "line 5: FunctionDef"]

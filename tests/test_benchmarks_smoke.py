@@ -85,6 +85,10 @@ SHAPES: dict[str, list[str]] = {
     "shared_traces_json.py": [r"^ok  \S+: bound=", r"^1 files, 0 differ"],
     "synth.py": [r"^wrote 164 events .* as parquet", r"^wrote 164 events .* as kineto",
                  r"^read back: ranks \[0, 1\], 164 events"],
+    "tricks.py": [r"^trick +file +on s +off s +gain",
+                  *(rf"^{t} +big_matmul\.pt\.trace\.json\.gz +[\d.]+ +[\d.]+ +[-+][\d.]+%"
+                    for t in ("solver_threads", "packed_sort_key", "release_memory",
+                              "quick_exit", "no_numpy_ma", "hold_gc"))],
     "whatif.py": [r"^  emulated resnet50 x1 +measured", r"^replay error over 2 traces",
                   r"^  resnet50 +io\.slow_data_reading +\w+", r"^speedup error over 1 cases",
                   r"^iter +finding addressed", r"^ +1 +cpu\.garbage_collection"],

@@ -34,12 +34,19 @@ TP_GROUPS = r"(?:^|[^a-z])tp(?:_|$|\d)|tensor|model_parallel|mp_group"
 LOADER = r"dataloader|_multiprocessingdataloaderiter|_singleprocessdataloaderiter"
 
 
-def _distinct(ev: pd.DataFrame, col: str) -> pd.Series:
+def _distinct(ev: pd.DataFrame, col: str, rows: np.ndarray | None = None) -> pd.Series:
+    """The distinct values of ``ev[col]`` (of the ``rows`` mask only, if given), lower-case
+    text, in order of first appearance; a categorical's from its codes."""
     if col not in ev.columns:
         return pd.Series([], dtype=object)
     s = ev[col]
-    vals = s.cat.categories[pd.unique(s.cat.codes[s.cat.codes >= 0])] \
-        if isinstance(s.dtype, pd.CategoricalDtype) else pd.unique(s.dropna())
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes = s.cat.codes.to_numpy()
+        if rows is not None:
+            codes = codes[rows]
+        vals = s.cat.categories[pd.unique(codes[codes >= 0])]
+    else:
+        vals = pd.unique((s[rows] if rows is not None else s).dropna())
     return pd.Series(np.asarray(vals, dtype=object), dtype=object).astype(str).str.lower()
 
 
@@ -71,16 +78,20 @@ def facts(ctx: RankContext, k: pd.DataFrame, args: pd.Series | None = None) -> d
     """The device, the matmul dtype mix and the parallelism the trace shows, for rank ``ctx``
     whose device tasks are ``k`` (name, family, dur_ns, elem, unit)."""
     ev = ctx.events
-    names = k["name"].astype(object) if len(k) else pd.Series([], dtype=object)
+    names = k["name"] if len(k) else pd.Series([], dtype=object)
+    if not isinstance(names.dtype, pd.CategoricalDtype):  # (distinct names: codes, not text)
+        names = names.astype(object).astype("category")
     src = str(getattr(ctx.meta, "source", "") or "")
     cores = None
     if src == "ascend" and "unit" in k.columns:  # cube / vector / mix tasks of the importer
         cores = k["unit"].astype(object).map({"vector": "AI_VECTOR_CORE", "mix": "MIX_AIC"})
-    device = identify(ctx.device, pd.unique(names), core_types=cores)
+    used = names.cat.codes.to_numpy()
+    present = np.asarray(names.cat.categories, dtype=object)[pd.unique(used[used >= 0])]
+    device = identify(ctx.device, present, core_types=cores)
     mix: dict[str, Any] = {"matmul_ns": 0.0, "kernels": 0, "shares": {}, "unknown_share": 0.0,
                            "source": {"recorded": 0.0, "kernel names": 0.0}, "top": None}
     if len(k):
-        fam = k["family"].astype(object).isin(MATRIX_FAMILIES).to_numpy(bool) \
+        fam = k["family"].isin(MATRIX_FAMILIES).to_numpy(bool) \
             if "family" in k.columns else np.zeros(len(k), bool)
         mm = fam | is_matmul(names)
         elem = pd.Series(k["elem"].to_numpy(np.float64) if "elem" in k.columns
@@ -89,11 +100,14 @@ def facts(ctx: RankContext, k: pd.DataFrame, args: pd.Series | None = None) -> d
                          recorded=_recorded(ev, k, mm, args),
                          matmul=mm, fallback=elem)
     all_names = _distinct(ev, "name")
-    # host-side names only for annotations (kernel names carry tile "stage" counts)
+    # host-side names only for annotations (kernel names carry tile "stage" counts, CK's
+    # "...Pipeline..." templates), and no Python stack frame: a frame names where the code is
+    # ("transformers/pipelines/base.py(1306): __call__", vLLM's "get_pp_group" that runs at
+    # any pipeline degree), not stages the job has
     host_names = all_names
     if "kind" in ev.columns and "name" in ev.columns:
-        not_kernel = ev["kind"].astype(object).ne("kernel").to_numpy(bool)
-        host_names = _distinct(pd.DataFrame({"name": ev["name"][not_kernel]}), "name")
+        annotation = ~ev["kind"].isin(("kernel", "python")).to_numpy(bool)
+        host_names = _distinct(ev, "name", annotation)
     groups = _distinct(ev, "coll_group")
     kinds = set(_distinct(ev, "kind"))
     p2p = all_names[all_names.str.contains(P2P, regex=True)]

@@ -1,15 +1,16 @@
-"""Communication analyzers: ``communication`` (rank) and ``communication_cluster`` (cluster).
+"""The rank communication analyzer ``communication`` (its cluster twin ``communication_cluster``
+is in ``cluster.py``).
 
 A collective costs synchronization (waiting for the last rank to arrive) plus transmission.
 ``communication(ctx) -> AnalyzerResult`` builds the per-collective table of one rank and judges
 transmission: small packets, byte misalignment, retransmission (tail outliers), bandwidth
 contention (low bandwidth while computation overlaps) and network configuration (low bandwidth
-with nothing overlapping). ``communication_cluster(ctx)`` matches the same collective across ranks
-by ``(coll_group, coll_seq)`` and measures synchronization: T_wait = sum_i(A_max - A_i) over the
-ranks' arrival times A_i, R_wait = 1 - T_avg/T_max with T_i = A_i - (the moment the previous
-collective of the group released every rank), the late rank and the communication matrix.
-The causes' costs and findings are in ``causes.py``, the table's derived columns in
-``columns.py``. Formulas and thresholds: ``docs/analysis/communication.md``.
+with nothing overlapping). ``cluster.py``'s ``communication_cluster(ctx)`` matches the same
+collective across ranks by ``(coll_group, coll_seq)`` and measures synchronization: T_wait =
+sum_i(A_max - A_i) over the ranks' arrival times A_i, R_wait = 1 - T_avg/T_max with T_i = A_i -
+(the moment the previous collective of the group released every rank), the late rank and the
+communication matrix. The causes' costs and findings are in ``causes.py``, the table's derived
+columns in ``columns.py``. Formulas and thresholds: ``docs/analysis/communication.md``.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ import pandas as pd
 from hermes.analyzers.common.steps import step_windows
 from hermes.analyzers.critical_path import edges as cpedges
 from hermes.analyzers.critical_path import graph as cpgraph
-from hermes.analyzers.critical_path import stepgraph
-from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
+from hermes.analyzers.critical_path import lanes, stepgraph
+from hermes.analyzers.engine.base import AnalyzerResult, Keep, RankContext, register
 from hermes.analyzers.engine.executor import usable_cpus
 
 COMPONENTS = stepgraph.COMPONENTS
@@ -74,7 +74,7 @@ def solver_threads() -> int:
     return 2 if usable_cpus() >= 2 else 1
 
 
-def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0
+def step_groups(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0
             ) -> tuple[list[tuple[int, int, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
     """Groups of consecutive windows (sorted by start) of about ``size`` events each (0:
     ``CHUNK_EVENTS``): [(first window, end window, indices of the events overlapping them)], and
@@ -82,8 +82,14 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0
     size = size or CHUNK_EVENTS
     nw = ws.size
     idx = np.int32 if nw < 2**31 - 1 else np.int64
-    lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
-    hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before
+    kern = lanes.compiled_pass()
+    if kern is not None and idx is np.int32:  # (compiled: searched from the last event's)
+        lo, hi = np.empty(pre.ts.size, idx), np.empty(pre.ts.size, idx)
+        kern.bounds(*(np.ascontiguousarray(a, np.int64) for a in (pre.ts, pre.te, ws, we)),
+                    lo, hi)
+    else:
+        lo = np.searchsorted(we, pre.ts, side="right").astype(idx)  # first window ending after
+        hi = np.searchsorted(ws, pre.te, side="left").astype(idx)   # windows starting before
     inside = lo < hi
     if nw <= 1 or int(inside.sum()) <= size:
         return [(0, nw, np.flatnonzero(inside))], (lo, hi)
@@ -99,8 +105,8 @@ def _chunks(pre: _Events, ws: np.ndarray, we: np.ndarray, size: int = 0
 
 
 def _solved(ev: pd.DataFrame, windows: pd.DataFrame, pre: _Events, length: np.ndarray,
-            gap_ns: np.ndarray) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray,
-                                                  np.ndarray]]:
+            gap_ns: np.ndarray, keep: Keep | None = None
+            ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]]:
     """The groups of steps (``CHUNK_EVENTS``) solved in order: yields, per group, its event
     copies (``stepgraph.build``'s table), their window (index into ``windows``), cp_ns and
     slack_ns; fills ``length`` and ``gap_ns`` (per window of ``windows``). With
@@ -113,12 +119,13 @@ def _solved(ev: pd.DataFrame, windows: pd.DataFrame, pre: _Events, length: np.nd
     we = wsorted["end_ns"].to_numpy(np.int64)
     ln, gap = np.zeros(nw, np.int64), np.zeros(nw, np.int64)  # (in sorted order)
     threads = solver_threads() if len(pre.ts) > CHUNK_EVENTS else 1
-    groups, (lo, hi) = _chunks(pre, ws, we, max(1, CHUNK_EVENTS // threads)) if nw else (
+    groups, (lo, hi) = step_groups(pre, ws, we, max(1, CHUNK_EVENTS // threads)) if nw else (
         [(0, 0, np.empty(0, np.int64))], (None, None))
 
     def one(a: int, b: int, sel: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, np.ndarray,
                                                       np.ndarray]:
-        g, info = stepgraph.build_sel(pre, sel, wsorted.iloc[a:b], bounds=(lo, hi, a, ws, we))
+        g, info = stepgraph.build_sel(pre, sel, wsorted.iloc[a:b], bounds=(lo, hi, a, ws, we),
+                                      keep=keep)
         cp, slack = _solve(g, info, b - a, ln[a:b], gap[a:b])
         del g
         return info, o[a + info["win"].to_numpy(np.int64)], cp, slack
@@ -139,11 +146,12 @@ def _solved(ev: pd.DataFrame, windows: pd.DataFrame, pre: _Events, length: np.nd
     length[o], gap_ns[o] = ln, gap
 
 
-def copies(ev: pd.DataFrame, windows: pd.DataFrame
+def copies(ev: pd.DataFrame, windows: pd.DataFrame, keep: Keep | None = None
             ) -> tuple[np.ndarray, np.ndarray, _Events, dict[str, np.ndarray], dict[str, Any]]:
     """The longest path of every step, as arrays: (length ns per window, lane-gap ns on it per
-    window, the per-event arrays, the columns of the per-event-copy table as arrays -- ``_KEEP``, ``kind`` and ``component`` as category codes --, the
-    categories of those two)."""
+    window, the per-event arrays, the columns of the per-event-copy table as arrays --
+    ``_KEEP``, ``kind`` and ``component`` as category codes --, the categories of those two).
+    ``keep``: the analysis run's store, where the step graphs are kept for the replay."""
     nw = len(windows)
     length, gap_ns = np.zeros(nw, np.int64), np.zeros(nw, np.int64)
     pre = _Events(ev)
@@ -151,7 +159,7 @@ def copies(ev: pd.DataFrame, windows: pd.DataFrame
     cats: dict[str, Any] = {k: list(v) for k, v in (("kind", stepgraph.KIND_NAMES),
                                                      ("component", COMPONENTS))}
     idx = np.int32 if max(len(ev), nw) < 2**31 else np.int64
-    for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns):
+    for info, win, cp, slack in _solved(ev, windows, pre, length, gap_ns, keep):
         # only what the tables need is kept across chunks (peak memory), as arrays: one
         # table at the end (the names taken once, categoricals from their codes)
         for k in ("kind", "component"):
@@ -200,16 +208,26 @@ def reduce_copies(pre: _Events, c: dict[str, np.ndarray], nw: int
         present = None
     count = np.bincount(key, minlength=nkeys)
     k = np.flatnonzero(count)
-    mn = np.full(nkeys, np.iinfo(np.int64).max)
-    np.minimum.at(mn, key, slack)
     cnt = count[k]
-    med = group_medians(key, slack, nkeys, cnt)
+    kern = lanes.compiled_pass()
+    mn = np.empty(nkeys, np.int64)
+    if kern is not None:  # (compiled: exact sums, least, medians by a counting sort, selection)
+        dsum, csum, med = np.empty(nkeys, np.int64), np.empty(nkeys, np.int64), np.empty(nkeys)
+        kern.group_stats(*(np.ascontiguousarray(a, np.int64) for a in (key, slack)),
+                         [np.ascontiguousarray(a, np.int64) for a in (dur, cp)], [dsum, csum],
+                         med, mn)
+        dsum, csum, med = dsum[k], csum[k], med[k]
+    else:
+        mn.fill(np.iinfo(np.int64).max)
+        np.minimum.at(mn, key, slack)
+        med = group_medians(key, slack, nkeys, cnt)
+        dsum, csum = group_sums(key, dur, nkeys)[k], group_sums(key, cp, nkeys)[k]
     code = k if present is None else present[k]
     ops = pd.DataFrame({
         "name": pd.Categorical.from_codes(code // nk, dtype=name.dtype),
         "kind": pd.Categorical.from_codes(code % nk, categories=list(stepgraph.KIND_NAMES)),
-        "count": cnt.astype(np.int64), "dur_ns": group_sums(key, dur, nkeys)[k],
-        "cp_time_ns": group_sums(key, cp, nkeys)[k], "min_slack_ns": mn[k],
+        "count": cnt.astype(np.int64), "dur_ns": dsum,
+        "cp_time_ns": csum, "min_slack_ns": mn[k],
         "median_slack_ns": med})
     return by, ops
 
@@ -319,7 +337,7 @@ def analyze(ctx: RankContext) -> AnalyzerResult:
     ev = ctx.events
     windows = step_windows(ev)
     nw = len(windows)
-    length, gap_ns, pre, c, _ = copies(ev, windows)
+    length, gap_ns, pre, c, _ = copies(ev, windows, ctx.keep)
     by, ops = reduce_copies(pre, c, nw)
     del c
     if len(ops):
@@ -358,14 +376,30 @@ def group_members(lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray
     """Events of each group of windows: ``chunk`` is the group of each window (0, 1, ...,
     non-decreasing), event i overlaps windows ``lo[i]..hi[i] - 1``; returns (indptr, events):
     group c's events, ascending, are ``events[indptr[c]:indptr[c + 1]]`` (an event overlapping
-    windows of several groups is in each)."""
+    windows of several groups is in each). Compiled (``_lanes.members``: two counting passes)
+    where the module is and the numbers fit int32; else numpy (a stable sort by group)."""
     nc = int(chunk[-1]) + 1 if chunk.size else 0
+    kern = lanes.compiled_pass()
+    if kern is not None and lo.dtype == np.int32 == hi.dtype and lo.size < 2**31 - 1:
+        ptr = np.empty(nc + 1, np.int64)
+        ch = np.ascontiguousarray(chunk, np.int64)
+        out = np.empty(lo.size, np.int32)
+        total = kern.members(lo, hi, ch, ptr, out)
+        if total > out.size:  # (events in several groups: room for every copy)
+            out = np.empty(total, np.int32)
+            total = kern.members(lo, hi, ch, ptr, out)
+        return ptr, out[:total]
     inside = np.flatnonzero(lo < hi)
     first = chunk[lo[inside]]
     span = chunk[hi[inside] - 1] - first + 1  # groups each event is in (mostly 1)
-    ev = np.repeat(inside, span)
-    grp = np.repeat(first, span) + (np.arange(ev.size) - np.repeat(np.cumsum(span) - span, span))
-    o = np.argsort(grp, kind="stable")  # by group, events ascending within each
+    if span.size and int(span.max()) == 1:  # (the usual case: no event spans two groups)
+        ev, grp = inside, first
+    else:
+        ev = np.repeat(inside, span)
+        grp = np.repeat(first, span) + (np.arange(ev.size) - np.repeat(np.cumsum(span) - span,
+                                                                        span))
+    # by group, events ascending within each (a stable sort: radix on 16-bit group numbers)
+    o = np.argsort(grp.astype(np.uint16) if nc <= 2**16 else grp, kind="stable")
     ptr = np.zeros(nc + 1, np.int64)
     np.cumsum(np.bincount(grp, minlength=nc), out=ptr[1:])
     dtype = np.int32 if lo.size < 2**31 - 1 else np.int64  # (narrow: peak memory)

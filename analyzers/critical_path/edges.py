@@ -44,13 +44,15 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
                            w: np.ndarray, prev_t: np.ndarray, us: list, vs: list,
                            ws_: list, es: list, skip: np.ndarray,
                            awaited: np.ndarray | None = None, lane: np.ndarray | None = None,
-                           line_up: int = LINE_UP_NS, min_gap: int = 0) -> np.ndarray:
+                           line_up: int = LINE_UP_NS, min_gap: int = 0,
+                           by_key: np.ndarray | None = None) -> np.ndarray:
     """Cross-stream dependencies inferred where a task on another stream ends just before a
     task starts after an idle gap on its own stream (events/waits between streams are often not
     in the trace): edge (that end -> this start), weight = the small delay; the gap on the
     waiting stream then weighs 0 (it was a wait). Appends to the edge lists; modifies ``w``;
     returns the mask of events whose start is explained this way (``skip``: tasks whose start
-    is explained already, by a traced event wait)."""
+    is explained already, by a traced event wait). ``by_key``: every event's stable order by
+    ``wkey`` (computed here when not given)."""
     explained = np.zeros(s.size, bool)
     awaited = task if awaited is None else awaited
     tasks = np.flatnonzero(task & ~skip)
@@ -59,8 +61,7 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
     k = start_node[tasks]
     gap = t[k] - prev_t[k] > min_gap
     tasks, k = tasks[gap], k[gap]
-    o = np.flatnonzero(awaited)
-    o = o[np.argsort(wkey[o], kind="stable")]
+    o = _sorted_subset(awaited, wkey, by_key)
     start_key = wkey[tasks] - (t[end_node[tasks]] - s[tasks])  # (step, start) on wkey's scale
     j = np.searchsorted(wkey[o], start_key, side="right") - 1
     cand = o[np.maximum(j, 0)]
@@ -78,6 +79,17 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
     w[k[ok]] = 0  # (a lane's first node has no chain edge: w is 0 there already)
     explained[tasks[ok]] = True
     return explained
+
+
+def _sorted_subset(mask: np.ndarray, wkey: np.ndarray, by_key: np.ndarray | None
+                   ) -> np.ndarray:
+    """The events of ``mask`` in stable ``wkey`` order: ``flatnonzero(mask)`` stably argsorted
+    by ``wkey``, or equally (ties in index order either way) ``by_key``, every event's stable
+    order by ``wkey``, filtered by the mask."""
+    if by_key is None:
+        o = np.flatnonzero(mask)
+        return o[np.argsort(wkey[o], kind="stable")]
+    return by_key[mask[by_key]]
 
 
 def _event_waits(task: np.ndarray, corr: np.ndarray, win: np.ndarray, t: np.ndarray,
@@ -198,8 +210,9 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
     launch_s[di] = s[hi]
     explained = _event_waits(task, corr, win, t, start_node, end_node, w, prev_t, launch_s,
                              waits, us, vs, ws_, es)
+    by_key = np.argsort(wkey, kind="stable")  # (one sort for every search below)
     explained |= _inferred_stream_waits(task, wkey, s, win, start_node, end_node, t, w, prev_t,
-                                        us, vs, ws_, es, explained)
+                                        us, vs, ws_, es, explained, by_key=by_key)
     # a host thread resuming shortly after another thread's event or a collective ended, after
     # an idle gap of its own: it waited for it (a thread's wait on another -- DDP's wait on a
     # Gloo all-reduce, the main thread's on the autograd engine -- is not traced); the gap
@@ -210,7 +223,7 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
     _inferred_stream_waits(resumed, wkey, s, win, start_node, end_node, t, w, prev_t, us, vs,
                            ws_, es, np.zeros(s.size, bool), awaited=work | (
                                _in(kind, _KIND, COMM_KINDS)), lane=lane,
-                           line_up=HOST_WAKE_NS, min_gap=HOST_WAIT_MIN_NS)
+                           line_up=HOST_WAKE_NS, min_gap=HOST_WAIT_MIN_NS, by_key=by_key)
     # a device-lane gap before an event whose launch is not in the trace (no corr_id, or no
     # host event with it in the step: sampled traces, MTIA DMA requests, CUPTI sync records)
     # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay
@@ -229,11 +242,11 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
         es.append(hi)
     loader = lane_kind == _LANE["loader"]
     data_wait = np.flatnonzero((kind == _KIND["data_wait"]) & host)
-    for waits, awaited in ((np.flatnonzero(kind == _KIND["sync"]), np.flatnonzero(task)),
-                           (data_wait, np.flatnonzero(loader))):
-        if not (waits.size and awaited.size):
+    for waits, awaited in ((np.flatnonzero(kind == _KIND["sync"]), task),
+                           (data_wait, loader)):
+        if not (waits.size and awaited.any()):
             continue
-        o = awaited[np.argsort(wkey[awaited], kind="stable")]
+        o = _sorted_subset(awaited, wkey, by_key)
         k = np.searchsorted(wkey[o], wkey[waits], side="right") - 1
         cand = o[np.maximum(k, 0)]
         # the awaited event ending last within the wait, in the same step, on another lane

@@ -164,11 +164,21 @@ def both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def lane_both(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`both` by the numpy lane pass (:mod:`lanepass`: chain scans, rounds over the cross
-    edges); None when the sums could overflow int64."""
+    """:func:`both` by two lane passes (:mod:`.lanes`), the forward one and the reversed
+    graph's; compiled (``_lanes.graph_both``: one topological pass for the distances and the
+    tie rule's predecessors, the same order backwards for the reversed graph, the lost times
+    computed in the same call) where the module is and the graph is a DAG, else
+    :func:`.lanes.shortest` twice. None when the sums could overflow int64."""
     from hermes.analyzers.critical_path import lanes as lanepass
 
     n = g.n
+    kern = lanepass.compiled_pass()
+    if kern is not None:  # (compiled: the lane graph's lost times in the same call)
+        dist, pred, bwd = (np.empty(n, np.int64) for _ in range(3))
+        if kern.graph_both(*(np.ascontiguousarray(a, np.int64) for a in (g.t, g.w)),
+                           g.first_of_lane(), *(np.ascontiguousarray(a, np.int64)
+                                                for a in (g.cu, g.cv, g.cw)), dist, pred, bwd):
+            return dist, pred, bwd
     t0, t1 = int(g.t.min()), int(g.t.max())
     chain = ~g.first_of_lane()
     lost = np.zeros(n, np.int64)

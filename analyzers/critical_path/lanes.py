@@ -200,6 +200,12 @@ def shortest(n: int, chain: np.ndarray, chain_lost: np.ndarray, cu: np.ndarray,
     return d, pred
 
 
+def compiled_pass():
+    """The compiled module (``_lanes``: also the step graph's passes, ``graph.lane_both``'s), or
+    None where it is not compiled or switched off (``HERMES_NO_EXTENSION=1``)."""
+    return _lanes
+
+
 def _rescan(x: np.ndarray, p: np.ndarray, d: np.ndarray, f: np.ndarray, fe: np.ndarray,
             inf: int | None) -> np.ndarray | None:
     """A round's scan of the lanes from ``f`` to ``fe`` (a few ranges), slice by slice:

@@ -12,9 +12,7 @@ graph type and its longest-path solver.
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +24,9 @@ from hermes.analyzers.common.nesting import innermost_active, node_order
 from hermes.analyzers.common.steps import split_by_windows, step_windows
 from hermes.analyzers.critical_path import edges as cpedges
 from hermes.analyzers.critical_path import graph as cpgraph
+from hermes.analyzers.critical_path import lanes as cplanes
 from hermes.analyzers.critical_path.stepkeep import name_key, same_events, same_inputs, same_values
+from hermes.analyzers.engine.base import Keep
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import (
     COMPUTE_KINDS,
@@ -194,20 +194,26 @@ def serial_starts(ts: np.ndarray, te: np.ndarray, lane: np.ndarray, device: np.n
     return out
 
 
-def build(ev: pd.DataFrame, windows: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame]:
+def build(ev: pd.DataFrame, windows: pd.DataFrame, keep: Keep | None = None
+          ) -> tuple[cpgraph.Graph, pd.DataFrame]:
     """One graph for all steps: every event is cut at step borders and clipped to each step it
     overlaps; chains are per (step, lane) and cross edges stay within a step, so the steps are
     disconnected parts of one graph. Returns the graph and the event copies (index = graph
-    event id): name, kind, component, start, end, win (window index)."""
-    return build_sel(Events(ev), np.arange(len(ev)), windows)
+    event id): name, kind, component, start, end, win (window index). ``keep``: the analysis
+    run's store (:func:`build_sel`)."""
+    return build_sel(Events(ev), np.arange(len(ev)), windows, keep=keep)
 
 
 def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
-              bounds: tuple[Any, ...] | None = None) -> tuple[cpgraph.Graph, pd.DataFrame]:
+              bounds: tuple[Any, ...] | None = None, keep: Keep | None = None
+              ) -> tuple[cpgraph.Graph, pd.DataFrame]:
     """:func:`build` on the events ``sel`` (indices into ``pre``, ascending). ``bounds``:
     (lo, hi, a, ws, we) when ``windows`` are the windows ``a..`` of the sorted windows
     starting at ``ws`` and ending at ``we`` and each event of ``pre`` overlaps the windows
-    ``lo..hi - 1`` of those (the cut then uses them)."""
+    ``lo..hi - 1`` of those (the cut then uses them). ``keep``: the analysis run's store: a
+    graph of at most :data:`KEEP_MAX_EVENTS` events built of exactly the inputs of one kept
+    there is taken from it, and one built here is kept there (read-only arrays); None: built,
+    not kept."""
     # (dropped before the cut: the same pieces, fewer)
     sel = sel[pre.work[sel]].astype(np.int64, copy=False)
     if bounds is not None and bounds[0] is not None:  # (None: no windows)
@@ -227,32 +233,22 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     corr = pre.corr[src] if pre.corr is not None else np.full(n_ev, np.nan)
     waits = tuple(x[src] for x in pre.waits) if pre.waits is not None else None
     made_of = None
-    if n_ev <= KEEP_MAX_EVENTS:
+    if keep is not None and n_ev <= KEEP_MAX_EVENTS:
         # everything the graph is made of (the rest of this function reads nothing else),
         # as narrow as it was made (kept with the graph): kind and lane_kind are kind8's and
         # lane_kind8's, lane is win * lanes + lane_code
         made_of = (s, e, win, src, kind8, lane_kind8, nccl, lane_code, np.array(pre.lanes), corr,
                    windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64),
                    *name_key(pre.name, src), *(waits or ()))
-        with _KEPT_LOCK:  # (groups of steps may be built on two threads)
-            entries = list(_KEPT.items())
-        for key, kept in entries:
-            if same_inputs(kept[3], made_of):
-                with _KEPT_LOCK:
-                    if key in _KEPT:
-                        _KEPT.move_to_end(key)
-                return kept[0], kept[1].copy(deep=False)  # (columns added to a copy stay there)
-        entries = kept = None  # (an entry evicted while this graph is built is freed: memory)
+        got = keep.find(lambda v: isinstance(v, KeptGraph) and same_inputs(v.made_of, made_of))
+        if got is not None:
+            return got.graph, got.info.copy(deep=False)  # (columns added to a copy stay there)
     g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
-    if made_of is None:
+    if made_of is None or keep is None:
         return g, info
     for a in g.__dict__.values():
         a.flags.writeable = False  # shared with later users: no change in place
-    whole = _whole_steps(pre, windows, bounds)
-    with _KEPT_LOCK:
-        _KEPT[next(_KEYS)] = (g, info, n_ev, made_of, whole)
-        while sum(v[2] for v in _KEPT.values()) > KEEP_MAX_EVENTS:
-            _KEPT.popitem(last=False)  # the least recently used first
+    keep.add(KeptGraph(g, info, made_of, _whole_steps(pre, windows, bounds)), n_ev)
     return g, info.copy(deep=False)
 
 
@@ -267,21 +263,20 @@ def _whole_steps(pre: Events, windows: pd.DataFrame, bounds: tuple[Any, ...] | N
     return (pre.source, own) if same_values(own, windows) else None
 
 
-def kept_steps(ev: pd.DataFrame) -> tuple[cpgraph.Graph, pd.DataFrame, pd.DataFrame] | None:
-    """The kept graph of every step of events equal to ``ev`` (:func:`same_events`), as
-    ``build(ev, steps.step_windows(ev))`` gives it, with those windows as ``step_windows``
+def kept_steps(ev: pd.DataFrame, keep: Keep | None
+               ) -> tuple[cpgraph.Graph, pd.DataFrame, pd.DataFrame] | None:
+    """The graph ``keep`` holds of every step of events equal to ``ev`` (:func:`same_events`),
+    as ``build(ev, steps.step_windows(ev))`` gives it, with those windows as ``step_windows``
     gives them: (graph, event copies, windows); None when none is kept (the critical path
     built it, and the replay of the same events takes it without computing the events'
     arrays, their steps or their cut again)."""
-    with _KEPT_LOCK:
-        entries = [(k, v) for k, v in _KEPT.items() if v[4] is not None]
-    for key, (g, info, _, _, (src, windows)) in entries:
-        if same_events(src, ev):
-            with _KEPT_LOCK:
-                if key in _KEPT:
-                    _KEPT.move_to_end(key)
-            return g, info.copy(deep=False), windows.copy()
-    return None
+    if keep is None:
+        return None
+    got = keep.find(lambda v: isinstance(v, KeptGraph) and v.whole is not None
+                    and same_events(v.whole[0], ev))
+    if got is None:
+        return None
+    return got.graph, got.info.copy(deep=False), got.whole[1].copy()
 
 
 def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -319,17 +314,25 @@ def split_sel(ts: np.ndarray, te: np.ndarray, sel: np.ndarray, lo: np.ndarray, h
     return cs[keep], ce[keep], win[keep], src[keep]
 
 
-#: Graphs of at most this many events in all are kept after they are built (the most recently
-#: used, each with everything it is made of: a build of exactly the same arrays takes it): the
-#: what-if replay (``hermes.whatif``, the advisor's replayed speedups) builds the graph of the
-#: same events and steps as the critical path did and takes it from here. Bigger graphs are
-#: not kept (memory) -- the replay of a rank of over a million events builds its median step
-#: alone.
+#: A graph of at most this many events is kept after it is built, in the analysis run's
+#: :class:`~hermes.analyzers.engine.base.Keep` (with everything it is made of: a build of
+#: exactly the same arrays takes it): the what-if replay (``hermes.whatif``, the advisor's
+#: replayed speedups) builds the graph of the same events and steps as the critical path did
+#: and takes it from there. Bigger graphs are not kept (memory) -- the replay of a rank of over
+#: a million events builds its median step alone.
 KEEP_MAX_EVENTS = 500_000
-_KEPT: OrderedDict[int, tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...],
-                              tuple[pd.DataFrame, pd.DataFrame] | None]] = OrderedDict()
-_KEYS = itertools.count()
-_KEPT_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class KeptGraph:
+    """A step graph kept in a :class:`Keep`: the graph, its event copies, what it is made of
+    (:func:`build_sel`'s inputs) and, when it is of every step of its events, (those events,
+    their step windows)."""
+
+    graph: cpgraph.Graph
+    info: pd.DataFrame
+    made_of: tuple[Any, ...]
+    whole: tuple[pd.DataFrame, pd.DataFrame] | None
 
 
 def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.ndarray,
@@ -356,7 +359,7 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     # nodes: start (is_start 1) and end (0) of every event, laid out [starts, ends]
     order = layout_order(s, e, lane)
     n_t = np.concatenate([s, e])
-    t, ln, w, seg, start_node, end_node, first, prev_t = _nodes(
+    t, ln, w, seg, start_node, end_node, first, prev_t = node_arrays(
         order, n_t, lane, kind, host_ev, win, ws)
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
@@ -365,11 +368,23 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 
-def _nodes(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarray,
+def node_arrays(order: np.ndarray, n_t: np.ndarray, lane: np.ndarray, kind: np.ndarray,
            host_ev: np.ndarray, win: np.ndarray, ws: np.ndarray) -> tuple[np.ndarray, ...]:
     """The node arrays: t, lane, chain weight,
-    attributed event, start and end node of each event, first-of-lane, previous time."""
+    attributed event, start and end node of each event, first-of-lane, previous time.
+    Compiled (``_lanes.nodes``: one pass over the node order) where the module is; else numpy
+    (:func:`~hermes.analyzers.common.nesting.innermost_active` for the attributed events)."""
     n_ev = order.size // 2
+    kern = cplanes.compiled_pass()
+    if kern is not None:
+        n = order.size
+        t, ln, w, seg, pos, prev_t = (np.empty(n, np.int64) for _ in range(6))
+        first = np.empty(n, bool)
+        i64 = [np.ascontiguousarray(a, np.int64) for a in (order, n_t, lane, win, ws)]
+        kern.nodes(*i64[:3], np.ascontiguousarray(kind == _KIND["sync"]),
+                   np.ascontiguousarray(host_ev, bool), *i64[3:], t, ln, w, seg, pos, first,
+                   prev_t)
+        return t, ln, w, seg, pos[:n_ev], pos[n_ev:], first, prev_t
     t = n_t[order]
     del n_t
     # a node's event and start/end follow from its place in the layout (no gathers)
@@ -432,22 +447,3 @@ def layout_order(s: np.ndarray, e: np.ndarray, lane: np.ndarray) -> np.ndarray:
         half *= 2
         half += start
     return cpgraph.sort_by_key(key, tie)
-
-
-
-
-
-
-
-
-def kept() -> list[tuple[cpgraph.Graph, pd.DataFrame, int, tuple[Any, ...], Any]]:
-    """The graphs kept in this process (:data:`KEEP_MAX_EVENTS`), least recently used first:
-    (graph, event copies, events, what it is made of, its whole steps or None)."""
-    with _KEPT_LOCK:
-        return list(_KEPT.values())
-
-
-def forget_kept() -> None:
-    """Drop every kept graph (their memory is freed once no user holds them)."""
-    with _KEPT_LOCK:
-        _KEPT.clear()

@@ -15,6 +15,8 @@ Tables are pandas DataFrames with units in column names (``dur_ns``, ``share_pct
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,14 +37,77 @@ class AnalyzerResult:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
+#: What one analysis run keeps for the stages after it, in :class:`Keep`'s units (the critical
+#: path's step graphs: their events)
+KEEP_LIMIT = 500_000
+
+
+class Keep:
+    """Products of the analyzers handed to the stages after the analysis -- the critical path's
+    step graphs, which the advisor's replay (``hermes.whatif.graphs(..., keep=)``) takes instead
+    of building them again. One run of :func:`hermes.analyzers.engine.run.analyze` makes one
+    (``Analysis.keep``) and gives it to each rank's analyzers (``RankContext.keep``); nothing is
+    kept from one run to the next. At most ``limit`` units in all (an entry's ``size``; the
+    least recently used go first); safe across threads. Not pickled with its entries (a copy
+    in another process starts empty)."""
+
+    def __init__(self, limit: int = KEEP_LIMIT) -> None:
+        self.limit = int(limit)
+        self._entries: OrderedDict[int, tuple[int, Any]] = OrderedDict()
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def add(self, value: Any, size: int) -> None:
+        """Keep ``value`` (``size`` units), dropping the least recently used over the limit."""
+        with self._lock:
+            self._entries[self._next] = (int(size), value)
+            self._next += 1
+            while sum(n for n, _ in self._entries.values()) > self.limit:
+                self._entries.popitem(last=False)
+
+    def find(self, match: Callable[[Any], bool]) -> Any | None:
+        """The first kept value (least recently used first) for which ``match`` is true, made
+        the most recently used; None when none is. ``match`` runs outside the lock."""
+        with self._lock:
+            entries = list(self._entries.items())
+        for key, (_, value) in entries:
+            if match(value):
+                with self._lock:
+                    if key in self._entries:
+                        self._entries.move_to_end(key)
+                return value
+        return None
+
+    def values(self) -> list[Any]:
+        """The kept values, least recently used first."""
+        with self._lock:
+            return [v for _, v in self._entries.values()]
+
+    def clear(self) -> None:
+        """Drop every entry (their memory is freed once no user holds them)."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"limit": self.limit}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["limit"])  # type: ignore[misc]
+
+
 @dataclass
 class RankContext:
-    """Input of a rank analyzer: one rank's events, the trace metadata, earlier results."""
+    """Input of a rank analyzer: one rank's events, the trace metadata, earlier results, and
+    the run's :class:`Keep` (None: nothing is handed past the analysis, e.g. in a worker)."""
 
     rank: int
     events: pd.DataFrame
     meta: Any  # hermes.trace.TraceMeta
     results: dict[str, AnalyzerResult] = field(default_factory=dict)
+    keep: Keep | None = None
 
     @property
     def device(self) -> dict[str, Any]:

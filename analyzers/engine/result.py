@@ -171,6 +171,9 @@ class Analysis:
     #: what the trace records of an accelerator: ``accelerator``, ``cpu_only`` or
     #: ``device_not_captured`` (``analyzers/common/runkind.py``)
     run_kind: str = "accelerator"
+    #: what the analyzers handed to the stages after the analysis (``engine.base.Keep``: the
+    #: critical path's step graphs for the advisor's replay); None: nothing
+    keep: Any = field(default=None, repr=False, compare=False)
 
     @property
     def machine(self) -> dict[str, Any]:

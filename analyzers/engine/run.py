@@ -26,8 +26,8 @@ import pandas as pd
 
 from hermes.analyzers.common import runkind
 from hermes.analyzers.common.steps import drop_warmup, step_windows
-from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, RankContext, ordered
-from hermes.analyzers.engine.executor import Executor, Failure, LocalExecutor, usable_cpus
+from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, Keep, RankContext, ordered
+from hermes.analyzers.engine.executor import Executor, Failure, LocalExecutor
 from hermes.analyzers.engine.fold import fold_symptoms, merge_findings
 from hermes.analyzers.engine.rankfiles import check_copies, check_rank, load_rank, rank_where
 from hermes.analyzers.engine.result import BREAKDOWN_KEYS, Analysis, missing_what, pack
@@ -54,17 +54,18 @@ def load_analyzers() -> None:
 
 
 def run_rank(rank: int, events: pd.DataFrame, meta: Any, keep_warmup: bool = False,
-             packed: bool = False) -> dict[str, AnalyzerResult]:
+             packed: bool = False, keep: Keep | None = None) -> dict[str, AnalyzerResult]:
     """Every rank analyzer on one rank's events, in dependency order; a warm-up first step
     (``steps.drop_warmup``) is left out unless ``keep_warmup``. ``packed``: each result is
     packed (:func:`hermes.analyzers.engine.result.pack`: the worker-only tables dropped, the others
     compressed) as soon as no analyzer still to run ``needs`` it, so a big table (the per-task
-    table of computation) is not held while the later analyzers run."""
+    table of computation) is not held while the later analyzers run. ``keep``: the run's
+    :class:`Keep` (what the analyzers hand to the stages after the analysis)."""
     _check_times(events)
     warmup = None
     if not keep_warmup:
         events, warmup = drop_warmup(events)
-    return _analyze_rank(rank, events, meta, warmup, packed)
+    return _analyze_rank(rank, events, meta, warmup, packed, keep)
 
 
 def _check_times(events: pd.DataFrame) -> None:
@@ -79,7 +80,7 @@ def _check_times(events: pd.DataFrame) -> None:
 
 
 def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, float] | None,
-                  packed: bool) -> dict[str, AnalyzerResult]:
+                  packed: bool, keep: Keep | None = None) -> dict[str, AnalyzerResult]:
     """:func:`run_rank` once the warm-up step is dropped (``warmup``: what was left out)."""
     load_analyzers()
     results: dict[str, AnalyzerResult] = {}
@@ -87,71 +88,18 @@ def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, 
     big = len(events) >= RELEASE_MIN_EVENTS
     if big:
         release_memory()  # what loading (or importing) the trace freed
-    side = None if big or packed else _beside(todo, rank, events, meta)
     for i, a in enumerate(todo):
-        if side is not None and a.name == side.name:
-            continue
-        results[a.name] = a.fn(RankContext(rank=rank, events=events, meta=meta, results=results))
+        results[a.name] = a.fn(RankContext(rank=rank, events=events, meta=meta, results=results,
+                                           keep=keep))
         if packed:
             needed = {n for later in todo[i + 1:] for n in later.needs}
             pack({k: v for k, v in results.items() if k not in needed})
         if big:
             release_memory()
-    if side is not None:  # its result where a serial run puts it (the order reports show)
-        got = side.result()
-        results = {a.name: got if a.name == side.name else results[a.name] for a in todo}
     windows = step_windows(events)
     results["steps"] = AnalyzerResult("steps", tables={"windows": windows},
                                       metrics={"warmup": warmup} if warmup else {})
     return pack(results) if packed else results
-
-
-#: The analyzer run on a thread of its own beside the others, for a rank analyzed in this
-#: process (a trace in memory) under :data:`RELEASE_MIN_EVENTS`: the longest one that needs no
-#: other's result and whose result no other needs. Its numpy passes let go of the interpreter
-#: lock part of the time, so some of it runs on a second core (docs/benchmarks.md has its
-#: measured gain). Not for a bigger rank
-#: (both would hold their memory at once) nor in a worker process (the other workers have the
-#: cores).
-BESIDE = "critical_path"
-
-
-class Beside:
-    """One analyzer running on its own thread; :meth:`result` waits for it (its error is
-    raised there, in the caller's thread)."""
-
-    def __init__(self, name: str, fn: Callable[[], AnalyzerResult]) -> None:
-        import threading
-
-        self.name = name
-        self._fn = fn
-        self._out: AnalyzerResult | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"hermes-{name}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._out = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller in result()
-            self._error = exc
-
-    def result(self) -> AnalyzerResult:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._out is not None
-        return self._out
-
-
-def _beside(todo: list[Any], rank: int, events: pd.DataFrame, meta: Any) -> Beside | None:
-    """:data:`BESIDE` started on its own thread, where it is independent of every other
-    analyzer in ``todo`` and this process has two or more CPUs; else None (run in order)."""
-    a = next((a for a in todo if a.name == BESIDE), None)
-    if a is None or a.needs or any(BESIDE in b.needs for b in todo) or usable_cpus() < 2:
-        return None
-    ctx = RankContext(rank=rank, events=events, meta=meta, results={})
-    return Beside(a.name, functools.partial(a.fn, ctx))
 
 
 #: A rank of at least this many events gives the memory each analyzer freed back to the OS
@@ -178,10 +126,11 @@ def release_memory() -> None:
         pass
 
 
-def rank_job(path: str, rank: int, keep_warmup: bool = False
+def rank_job(path: str, rank: int, keep_warmup: bool = False, keep: Keep | None = None
               ) -> tuple[int, dict[str, AnalyzerResult]]:
     """One rank, on whichever worker runs it: read that rank's events from ``path`` and analyze
-    them; only the results go back to the driver."""
+    them; only the results go back to the driver (``keep``: the run's :class:`Keep` when the
+    rank runs in the driver's process, else None)."""
     tr = load_rank(path, rank)
     # rows of another rank first: that error names every file the rank is read from
     check_rank(tr.events, rank, rank_where(str(path), rank))
@@ -193,12 +142,13 @@ def rank_job(path: str, rank: int, keep_warmup: bool = False
     # of held beside the copy for the whole analysis (an argument stays referenced by its
     # caller until the call returns)
     del tr
-    return rank, _analyze_rank(rank, events, meta, warmup, packed=True)
+    return rank, _analyze_rank(rank, events, meta, warmup, packed=True, keep=keep)
 
 
-def _rank_results(path: str, keep_warmup: bool, rank: int) -> dict[str, AnalyzerResult]:
+def _rank_results(path: str, keep_warmup: bool, keep: Keep | None, rank: int
+                  ) -> dict[str, AnalyzerResult]:
     """``rank_job`` with the rank last, for ``Executor.map`` (a partial of it pickles)."""
-    return rank_job(path, rank, keep_warmup)[1]
+    return rank_job(path, rank, keep_warmup, keep)[1]
 
 
 def _trace_ranks(path: Path) -> tuple[list[int], Any, bool, list[dict[str, Any]]]:
@@ -322,6 +272,7 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
     load_analyzers()
     per_rank: dict[int, dict[str, AnalyzerResult]] = {}
     missing: list[dict[str, Any]] = []
+    keep = Keep()
     if isinstance(trace_or_path, (str, os.PathLike)):
         path = Path(trace_or_path)
         all_ranks, meta, is_dir, unread = _trace_ranks(path)
@@ -336,9 +287,12 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
             from hermes.trace import load
 
             tr = load(path, ranks=todo, lazy_args=True)
-            _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup, packed=True)
+            _run_split(tr.events, tr.meta, todo, per_rank, progress, keep_warmup, packed=True,
+                       keep=keep)
         else:
-            job = functools.partial(_rank_results, str(path), keep_warmup)
+            # (ranks run in this process share the run's Keep; a worker's results come alone)
+            here = isinstance(ex, LocalExecutor) and (ex.workers <= 1 or len(todo) <= 1)
+            job = functools.partial(_rank_results, str(path), keep_warmup, keep if here else None)
             for i, (r, res) in enumerate(ex.map(job, todo)):
                 if isinstance(res, Failure):
                     missing.append({"rank": int(r), "error": res.error,
@@ -360,10 +314,12 @@ def analyze(trace_or_path: Any, ranks: Iterable[int] | None = None, workers: int
             [int(r) for r in (getattr(meta, "ranks", ()) or (0,))]
         # events already in this process are analyzed here: shipping them to workers would cost
         # more than the analysis
-        _run_split(events, meta, _pick(present, ranks), per_rank, progress, keep_warmup)
+        _run_split(events, meta, _pick(present, ranks), per_rank, progress, keep_warmup,
+                   keep=keep)
     # results arrive in completion order; the reduce sees ranks in order, as a serial run does
     per_rank = {r: per_rank[r] for r in sorted(per_rank)}
     analysis = _reduce(per_rank, meta)
+    analysis.keep = keep
     # ranks in order, then the files of unknown ranks by name
     analysis.missing_ranks = sorted(missing, key=lambda m: (m["rank"] is None, m["rank"] or 0,
                                                             m.get("file") or ""))
@@ -376,15 +332,16 @@ def _missing_line(missing: list[dict[str, Any]]) -> str:
 
 def _run_split(events: pd.DataFrame, meta: Any, todo: list[int],
                per_rank: dict[int, dict[str, AnalyzerResult]], progress: Progress | None,
-               keep_warmup: bool = False, packed: bool = False) -> None:
+               keep_warmup: bool = False, packed: bool = False, keep: Keep | None = None) -> None:
     """Ranks of events already in this process, one after the other; ``packed``: results kept
-    as a trace path's are (:func:`hermes.analyzers.engine.result.pack`)."""
+    as a trace path's are (:func:`hermes.analyzers.engine.result.pack`); ``keep``: the run's
+    :class:`Keep`."""
     groups = by_rank(events, todo)
     for i, r in enumerate(todo):
         ev = groups.get(r, events.iloc[0:0])
         if not numbered(ev):
             ev = ev.reset_index(drop=True)
-        per_rank[r] = run_rank(r, ev, meta, keep_warmup, packed)
+        per_rank[r] = run_rank(r, ev, meta, keep_warmup, packed, keep)
         if progress:
             progress(i + 1, len(todo))
 

@@ -46,7 +46,7 @@ class Pending:
         #: a pipe's reading end: the child writes :data:`_WRITTEN` to it once all of its output
         #: is in the file, then exits; it reads as ended (EOF) at once if the child dies first.
         #: The trace is read on that byte, without waiting for the child's exit (freeing its
-        #: memory: ~10 ms for a 200k-event trace's)
+        #: memory)
         self.ready = ready
         self._status: int | None = None  # the child's wait status, once :meth:`done` saw it end
         self._written = False  # the child said it wrote all of its output

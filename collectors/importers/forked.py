@@ -1,7 +1,7 @@
 """A profiler file imported into memory in a forked process, while this one loads the analysis.
 
-``hermes analyze FILE.json.gz`` spends about as long importing pandas and the analyzers (~0.4 s)
-as it does parsing a 200k-event Kineto file (~0.45 s), and neither needs the other: the parse
+``hermes analyze FILE.json.gz`` spends about as long importing pandas and the analyzers as it
+does parsing a 200k-event Kineto file (docs/benchmarks.md), and neither needs the other: the parse
 needs numpy, pyarrow and msgspec only. :func:`start` forks a child that imports the file into an
 Arrow table (``MemoryWriter(arrow=True)``: no pandas) and writes it to a temporary file as Arrow
 IPC; the parent goes on with its imports on the other core, then :meth:`Pending.result` waits for
@@ -127,7 +127,7 @@ def _child(imp: Any, src: Path, fd: int, written: int = -1) -> None:
     Arrow IPC stream (:func:`write_out`). The importer may fork helper processes of its own
     to share the parse (the Kineto importer's ``halves``) where three or more CPUs are usable:
     on two, the parent's own imports take the other one (a helper measured no faster there:
-    200k events, 1.074 vs 1.070 s, 10 alternated runs)."""
+    docs/benchmarks.md)."""
     gc.enable()  # off in a console run while its modules load (``commands._util.hold_gc``)
     options: dict[str, Any] = {"in_memory": "arrow"}
     if _cpus() < 3:  # the parent loads the analysis on the other CPU meanwhile

@@ -80,7 +80,7 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
     meta = getattr(analysis, "meta", None)
     events, trace_meta = _events(trace, slowest_ranks(analysis),
                                  getattr(analysis, "unread_files", None))
-    gs = graphs(events, max_ranks=MAX_RANKS)
+    gs = graphs(events, max_ranks=MAX_RANKS, keep=getattr(analysis, "keep", None))
     cache: dict[str, float | None] = {}
     why: dict[str, str] = {}
     out = {}

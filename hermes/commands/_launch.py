@@ -3,7 +3,7 @@
 ``hermes analyze FILE.json.gz`` imports the file in a forked process while this one loads what
 analyzes it (:mod:`hermes.collectors.importers.forked`); the parse is the longer of the two,
 so every millisecond before the fork is on the command's critical path. Loading typer and
-every command module to parse the arguments costs ~0.06 s; :func:`main` reads the few things
+every command module to parse the arguments takes time; :func:`main` reads the few things
 the decision needs straight from ``sys.argv`` first (:func:`early_source`) and starts the
 import at once, then hands over to :func:`hermes.cli.main`, whose ``analyze`` takes the import
 already under way (``forked.start`` of the same file) instead of starting another. A
@@ -85,9 +85,8 @@ def start_early(argv: list[str]) -> bool:
     return start_source(src, None, early=True) is not None
 
 
-#: numpy's OpenBLAS starts a thread per CPU when numpy loads, and each spins for work a while:
-#: ~0.1 s of CPU per ``hermes analyze`` on two CPUs (1.66 -> 1.56 s in all, wall time the
-#: same). Hermes calls no BLAS routine worth a thread (one ``polyfit`` of a few points), so the
+#: numpy's OpenBLAS starts a thread per CPU when numpy loads, and each spins for work a while
+#: (CPU time, not wall time: docs/benchmarks.md). Hermes calls no BLAS routine worth a thread (one ``polyfit`` of a few points), so the
 #: import started here loads numpy with one; the variable is taken back out of the
 #: environment right after, so that no process Hermes starts later (``hermes profile``'s
 #: training script) inherits it. A value the user set is kept.

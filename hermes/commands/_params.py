@@ -1,6 +1,6 @@
 """Plain CLI values without pydantic: typer >= 0.26 coerces every parameter through a pydantic
-``TypeAdapter``, which costs a command line ~0.1 s (importing pydantic, building an adapter per
-parameter) before any work starts.
+``TypeAdapter``, which costs every command line time before any work starts (importing
+pydantic, building an adapter per parameter; docs/benchmarks.md).
 
 :func:`light_params` gives each parameter of the assembled click command a coercion that takes
 the values Hermes' commands use (text, a path, decimal digits, lists of them, numbers already

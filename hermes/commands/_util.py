@@ -221,8 +221,8 @@ def keep_freed_memory(limit: int = IN_MEMORY_MAX_BYTES) -> None:
     blocks under 32 MiB from the heap instead of fresh mappings, and up to ``limit`` bytes of
     freed heap kept instead of returned at once (``mallopt`` M_MMAP_THRESHOLD and
     M_TRIM_THRESHOLD). An analysis allocates and frees the same event-sized arrays over and over;
-    by default each big one is a new mapping whose pages fault in again (a 200k-event trace:
-    ~130k page faults -> ~87k, ~0.1 s of system time less). For a trace analyzed in memory
+    by default each big one is a new mapping whose pages fault in again (docs/benchmarks.md has
+    the page faults and system time saved). For a trace analyzed in memory
     only: a big rank returns its memory explicitly (``analyzers.run.release_memory``). A no-op
     where the C library is not glibc."""
     import ctypes

@@ -35,8 +35,9 @@ def register(app: typer.Typer) -> None:
                                           help="Device profile for MFU (h100, ascend910b...)."),
         flush_every: float = typer.Option(
             1.0, "--flush-every",
-            help="Seconds between saves of the completed steps (0: after every step): a job "
-                 "killed by SIGKILL or abort keeps every step completed before the last save."),
+            help="Seconds between saves of the completed steps as segments (0: after every "
+                 "step); each step in between is journaled: a job killed by SIGKILL or abort "
+                 "keeps every completed step."),
     ) -> int:
         """Run `python SCRIPT ARGS...` (or `python -m MODULE`, `python -c CODE`) unchanged
         with Hermes profiling: argv, stdio, signals and the exit code are the script's own.

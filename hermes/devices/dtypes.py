@@ -121,7 +121,13 @@ def matmul_mix(names: pd.Series, dur_ns: Any, recorded: pd.Series | None = None,
 
 
 def _per_unique(values: pd.Series, fn: Any) -> np.ndarray:
-    codes, uniq = pd.factorize(pd.Series(values).astype(object), use_na_sentinel=True)
+    """``fn`` (of lower-case text) on each distinct value, spread back per value (None where
+    missing): a categorical's categories and codes as they are, else factorized once."""
+    s = pd.Series(values)
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes, uniq = s.cat.codes.to_numpy(), np.asarray(s.cat.categories, dtype=object)
+    else:
+        codes, uniq = pd.factorize(s.astype(object), use_na_sentinel=True)
     if len(uniq) == 0:
         return np.full(len(codes), None, object)
     got = np.asarray(fn(pd.Series(uniq, dtype=object).astype(str).str.lower()), dtype=object)

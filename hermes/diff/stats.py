@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 #: Bootstrap resamples. 2000 puts the Monte-Carlo error of a 95 % percentile bound well under
-#: the width of the interval itself, at ~1 ms for 100 steps.
+#: the width of the interval itself.
 N_BOOT = 2000
 #: The seed of every bootstrap: the same two runs always give the same interval (a CI gate
 #: must not flip on a re-run of the check itself).

@@ -10,13 +10,17 @@ package (``pip install 'hermes-profiler[mcp]'``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermes.errors import UsageError
+
+if TYPE_CHECKING:
+    from hermes.mcp.analysis import Workspace
 
 
 def workspace(roots: list[Path] | None = None, out_dir: Path | None = None,
               max_rows: int | None = None, max_bytes: int | None = None,
-              cache_size: int = 8) -> object:
+              cache_size: int = 8) -> Workspace:
     """The :class:`~hermes.mcp.analysis.Workspace` of a server (roots checked now)."""
     from hermes.mcp.analysis import Workspace
     from hermes.mcp.bounds import MAX_BYTES, MAX_ROWS

@@ -41,6 +41,10 @@ class Cache:
                 return True, self._items[key]
         return False, None
 
+    def peek(self, key: Hashable) -> Any | None:
+        """The cached value for ``key`` (a hit), or None: nothing computed, nothing waited for."""
+        return self._take(key)[1]
+
     def get(self, key: Hashable, compute: Callable[[], Any]) -> tuple[Any, bool]:
         """``(value, hit)``: the cached value for ``key``, or ``compute()``'s (run under
         :data:`WORK`, once for concurrent callers of the same key)."""

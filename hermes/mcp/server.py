@@ -123,7 +123,7 @@ def _tools(ws: Workspace) -> dict[str, tuple[Callable[..., dict[str, Any]], str]
                ) -> dict[str, Any]:
         return t.report(ws, trace, top)
 
-    out = {
+    out: dict[str, tuple[Callable[..., dict[str, Any]], str]] = {
         "analyze": (analyze, DESCRIPTIONS["analyze"]),
         "findings": (findings, DESCRIPTIONS["findings"]),
         "kernels": (kernels, DESCRIPTIONS["kernels"]),

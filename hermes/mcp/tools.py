@@ -147,12 +147,13 @@ def whatif(ws: an.Workspace, trace: str, apply: list[str] | None = None) -> dict
 def report(ws: an.Workspace, trace: str, top: int = 10) -> dict[str, Any]:
     """``hermes analyze TRACE --format html --out FILE``, FILE in the server's output folder
     named by the trace and its content hash (an unchanged trace's report is written once)."""
-    from hermes.commands._util import check_output_path, hermes_source, write_text_atomic
+    from hermes.commands._util import check_output_path, write_text_atomic
     from hermes.commands.analyze import timeline_trace
     from hermes.report import RENDERERS
 
     path, digest = ws.trace(trace)
     a, hit = an.analyzed(ws, trace)
+    source = an.imported(ws, path, digest)
     name = path.name.split(".")[0] or "trace"
     out = ws.out_dir / f"{name}-{digest[:12]}-top{int(top)}.html"
     written = False
@@ -160,9 +161,8 @@ def report(ws: an.Workspace, trace: str, top: int = 10) -> dict[str, Any]:
         if not out.is_file():
             ws.out_dir.mkdir(parents=True, exist_ok=True)
             check_output_path(out, [path], file_only=True)
-            with hermes_source(path) as source:
-                loaded = timeline_trace(source, None, a.analysis)
-                html = RENDERERS.get("html")(a.analysis, a.advice, int(top), trace=loaded)
+            loaded = timeline_trace(source, None, a.analysis)
+            html = RENDERERS.get("html")(a.analysis, a.advice, int(top), trace=loaded)
             write_text_atomic(out, html)
             written = True
     return _bounded(ws, {"path": str(out), "bytes": out.stat().st_size, "written": written,
@@ -196,21 +196,21 @@ def query_tool() -> tuple[Any, str] | None:
 
 def query(ws: an.Workspace, trace: str, sql: str) -> dict[str, Any]:
     """``hermes query TRACE SQL --format json`` of at most the row cap's rows: the trace as
-    that command reads it (profiler output imported to a Parquet), the analysis tables from the
-    cached analysis, the rows converted by its JSON renderer."""
+    that command reads it (profiler output imported to a Parquet: the server's one import of
+    it), the analysis tables from the cached analysis, the rows converted by its JSON
+    renderer."""
     import json
 
-    from hermes.commands._util import hermes_trace
     from hermes.commands.query import as_json
 
     q = _query_module()
     path, digest = ws.trace(trace)
     a, _ = an.analyzed(ws, trace)
+    source = an.imported(ws, path, digest)
 
     def load() -> Any:
-        with hermes_trace(path) as traced:
-            src = q.Source(traced, a.advice.attach(a.analysis))
-            src.events()  # read now: a temporary import goes away with the context
+        src = q.Source(source, a.advice.attach(a.analysis))
+        src.events()  # read now, under the work lock
         return src
 
     src, hit = ws.cache.get(("query", digest), load)

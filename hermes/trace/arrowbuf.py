@@ -2,7 +2,7 @@
 importers and the in-memory writer build their tables with these).
 
 ``pa.array`` on anything but an Arrow array first asks whether the input is a pandas object,
-which imports pandas (~0.15 s, and ~40 MB) into the import process on first use. The import
+which imports pandas (time and memory: docs/benchmarks.md) into the import process on first use. The import
 path never needs pandas, so it builds its arrays from buffers: zero-copy for numpy columns,
 one ``b"".join`` for strings.
 """

@@ -2,8 +2,8 @@
 no file written or read.
 
 ``hermes analyze FILE.json.gz`` imports the file and analyzes it in one process; writing the
-trace to Parquet and reading it back only to hand the events to the analysis cost ~0.15 s on a
-200k-event trace. :class:`MemoryWriter` takes the same batches as
+trace to Parquet and reading it back only to hand the events to the analysis is work the
+analysis does not need. :class:`MemoryWriter` takes the same batches as
 :class:`hermes.trace.writer.TraceWriter` (``write(columns)``, ``close(meta)``, ``abort()``) and
 ``trace`` is then exactly the frame ``hermes.trace.load`` gives of the file that writer would have
 written: same columns, dtypes, values and categorical categories *in the same order*.

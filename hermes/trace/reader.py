@@ -75,6 +75,7 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     """The Parquet files that make up a trace (one file, or ``*.parquet`` in a directory)."""
     p = Path(path)
     if p.is_dir():
+        recover_steps(p)
         # segments a clean close merged, seen before it removed them, are read once (merged)
         files = superseded(sorted(f for f in p.glob("*.parquet") if not f.name.startswith(".")))
         odd = [f for f in files if not f.is_file()]
@@ -100,6 +101,18 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceFormatError("not a regular file (a FIFO, socket or device)", path=p,
                                hint="point at a .parquet trace file")
     return [p]
+
+
+def recover_steps(directory: Path) -> list[Path]:
+    """Turn the step journals a killed profiled run left in ``directory`` into the segments
+    their next checkpoint would have written (``hermes.trace.journal``: every completed step
+    loads, none twice); the journals that could not be (a read-only directory). A journal
+    whose writer is alive is left alone: a reader of a running job reads its checkpoints."""
+    if not any(directory.glob(".*.journal")):
+        return []
+    from hermes.trace.journal import recover
+
+    return recover(directory)
 
 
 class TraceChanged(TraceFormatError):

@@ -21,7 +21,11 @@ holds the number of the last step the rank completed, rewritten in place at ever
 kernel drops it when the process dies, however it dies, so a reader tells a run still
 writing from one that was killed, and a second run aimed at the same rank of the same output
 is refused (:class:`hermes.errors.OutputError`) instead of mixing its steps with the first's.
-A clean close merges the segments, then removes them and the progress file.
+Between checkpoints each completed step's new events go to the rank's journal
+(``.rank-00003.journal``, :mod:`hermes.trace.journal`, :meth:`SegmentedTraceWriter.journal`),
+so a run that dies keeps every completed step: the first reader turns the journal into the
+segment the next checkpoint would have written. A clean close merges the segments, then
+removes them, the journal and the progress file.
 """
 
 from __future__ import annotations
@@ -39,15 +43,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hermes.errors import OutputError
+from hermes.trace.journal import JournalWriter, journals, recover
+from hermes.trace.journal import held as _holder
 from hermes.trace.meta import TraceMeta
 from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, TraceWriter, by_rank, to_table
+
+#: rows a rank keeps as Python lists (:meth:`SegmentedTraceWriter.write_rows`) before they
+#: become an Arrow table in its open segment (bounded memory)
+ROWS_LIMIT = 16384
+Rows = dict[str, list[Any]]
 
 
 class SegmentedTraceWriter:
     """Crash-safe trace writer: segments published at checkpoints, merged on close."""
 
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta | None = None,
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, journal: bool = True) -> None:
         self.path = Path(path)
         self.meta = meta or TraceMeta()
         self.row_group_rows = row_group_rows
@@ -65,6 +76,13 @@ class SegmentedTraceWriter:
         self._closed = False
         self._progress: dict[int | None, int] = {}  # key -> fd of its locked progress file
         self._steps: dict[int | None, int] = {}
+        #: journal each completed step (:meth:`journal`); off after a failed write
+        self.journaling = journal
+        self._journals: dict[int | None, JournalWriter] = {}
+        self._seg_no: dict[int | None, int] = {}  # key -> number of its open segment
+        self._new: dict[int | None, list[pa.Table]] = {}  # tables not journaled yet
+        self._rows: dict[int | None, Rows] = {}  # rows not in the open segment yet
+        self._rows_journaled: dict[int | None, int] = {}
 
     def _progress_path(self, key: int | None) -> Path:
         return self.seg_dir / f".{self._stem(key)}.progress"
@@ -77,7 +95,9 @@ class SegmentedTraceWriter:
         if fd is not None:
             return fd
         path = self._progress_path(key)
-        left = path.exists() and _holder(path) is None and _segments_of(self.seg_dir, key)
+        left = path.exists() and _holder(path) is None and (
+            _segments_of(self.seg_dir, key) or (self.seg_dir / f".{self._stem(key)}.journal")
+            .exists())
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -128,12 +148,21 @@ class SegmentedTraceWriter:
     def _meta(self, key: int | None) -> TraceMeta:
         return self.meta if key is None else self.meta.with_(ranks=(key,))
 
+    def _segment_no(self, key: int | None) -> int:
+        """The number of ``key``'s next segment (reserved: its journal names it before the
+        segment's writer is opened)."""
+        no = self._seg_no.get(key)
+        if no is None:
+            self._count += 1
+            no = self._seg_no[key] = self._count
+        return no
+
     def _writer(self, key: int | None) -> TraceWriter:
         w = self._open.get(key)
         if w is None:
-            self._count += 1
             # the pid keeps a restarted job from renaming over an earlier run's segments
-            seg = self.seg_dir / f"{self._stem(key)}.seg-{os.getpid()}-{self._count:05d}.parquet"
+            seg = self.seg_dir / (f"{self._stem(key)}.seg-{os.getpid()}-"
+                                  f"{self._segment_no(key):05d}.parquet")
             w = TraceWriter(seg, self._meta(key), self.row_group_rows)
             self._open[key] = w
         return w
@@ -142,22 +171,104 @@ class SegmentedTraceWriter:
         table = to_table(batch)
         if table.num_rows == 0:
             return
-        if self.single:
-            self.claim(None)
-            self._writer(None).write(table)
+        for key, part in ([(None, table)] if self.single else by_rank(table)):
+            self.claim(key)
+            self._writer(key).write(part)
+            if self.journaling:
+                self._new.setdefault(key, []).append(part)
+
+    def write_rows(self, rows: Rows) -> None:
+        """Rows as Python lists (trace-schema columns: the monitor's, a session's own), kept
+        so until the next checkpoint (one Arrow table then, not one per step) or until a
+        rank holds :data:`ROWS_LIMIT`; journaled by :meth:`journal` meanwhile."""
+        n = min((len(v) for v in rows.values()), default=0)
+        if n == 0:
             return
-        for r, part in by_rank(table):
-            self.claim(r)
-            self._writer(r).write(part)
+        ranks = rows["rank"]
+        first = ranks[0]
+        if self.single or ranks.count(first) >= n:
+            parts = [(None if self.single else first, rows)]
+        else:  # rows of several ranks (one process emulating many): a few rows per step
+            idx: dict[int, list[int]] = {}
+            for i, r in enumerate(ranks[:n]):
+                idx.setdefault(r, []).append(i)
+            parts = [(r, {c: [v[i] for i in ix] for c, v in rows.items()})
+                     for r, ix in sorted(idx.items())]
+        for key, part in parts:
+            self.claim(key)
+            pend = self._rows.get(key)
+            if pend is None:
+                self._rows[key] = {c: list(v[:n]) for c, v in part.items()}
+            else:
+                _extend(pend, part)
+            if len(self._rows[key]["rank"]) >= ROWS_LIMIT:
+                self._spill(key)
+
+    def _spill(self, key: int | None) -> None:
+        """``key``'s pending rows into its open segment; those not journaled yet also go to
+        its next journal entry (as a table)."""
+        rows = self._rows.pop(key, None)
+        done = self._rows_journaled.pop(key, 0)
+        if not rows:
+            return
+        n = len(rows["rank"])
+        w = self._writer(key)
+        if done:
+            w.write(to_table({c: v[:done] for c, v in rows.items()}))
+        if n > done:
+            table = to_table({c: v[done:] for c, v in rows.items()} if done else rows)
+            w.write(table)
+            if self.journaling:
+                self._new.setdefault(key, []).append(table)
+
+    def journal(self, step: int) -> None:
+        """Journal what every rank wrote since its last entry (``step``: the step that just
+        completed), so that a death before the next checkpoint keeps it. An
+        :class:`OutputError` when the journal cannot be written (journaling stops)."""
+        if not self.journaling:
+            return
+        keys = [k for k in dict.fromkeys([*self._new, *self._rows])
+                if self._new.get(k) or len(self._rows.get(k, {}).get("rank", ())) >
+                self._rows_journaled.get(k, 0)]
+        try:
+            for key in keys:
+                self._journal_key(key, step)
+        except OSError as exc:
+            self.journaling = False
+            self._drop_journals(remove=True)
+            raise OutputError(f"cannot write the step journal: {exc.strerror or exc}",
+                              path=self.seg_dir) from None
+
+    def _journal_key(self, key: int | None, step: int) -> None:
+        j = self._journals.get(key)
+        if j is None:
+            j = self._journals[key] = JournalWriter(self.seg_dir / f".{self._stem(key)}.journal")
+        rows = self._rows.get(key)
+        done = self._rows_journaled.get(key, 0)
+        if rows and done:
+            rows = {c: v[done:] for c, v in rows.items()}
+        j.append(self._segment_no(key), lambda: self._meta(key).to_kv(), step,
+                 self._new.pop(key, ()), rows or None)
+        self._rows_journaled[key] = len(self._rows.get(key, {}).get("rank", ()))
+
+    def _drop_journals(self, remove: bool) -> None:
+        for j in self._journals.values():
+            j.close(remove)
+        self._journals.clear()
 
     def checkpoint(self, meta: TraceMeta | None = None) -> None:
-        """Publish everything written since the last checkpoint as complete segment files."""
+        """Publish everything written since the last checkpoint as complete segment files
+        (the journal's entries are redundant then: the next one starts it over)."""
         if meta is not None:
             self.meta = meta
+        for key in list(self._rows):
+            self._spill(key)
+        self._new.clear()
         for key, w in list(self._open.items()):
             w.close(self._meta(key))
             self._segments.setdefault(key, []).append(w.path)
         self._open.clear()
+        self._seg_no.clear()
 
     def close(self, meta: TraceMeta | None = None) -> Path:
         """Merge the segments into the final trace (atomically), then remove them."""
@@ -179,6 +290,7 @@ class SegmentedTraceWriter:
             for seg in segs:  # only once the merged file is in place
                 with contextlib.suppress(OSError):
                     seg.unlink()
+        self._drop_journals(remove=True)  # (before the lock goes: a reader never sees one)
         self._release(remove=True)
         if self.single:
             shutil.rmtree(self.seg_dir, ignore_errors=True)
@@ -190,11 +302,28 @@ class SegmentedTraceWriter:
         for w in self._open.values():
             w.abort()
         self._open.clear()
+        self._rows.clear()
+        self._new.clear()
+        self._drop_journals(remove=True)  # what it journaled was dropped with them
         self._release(remove=False)
         self._closed = True
 
 
 _RECORD_BYTES = 128
+
+
+def _extend(pend: Rows, part: Rows) -> None:
+    """``part``'s rows after ``pend``'s; a column one of them lacks is null there."""
+    had = len(pend["rank"])
+    n = min(len(v) for v in part.values())
+    for c, v in part.items():
+        col = pend.get(c)
+        if col is None:
+            col = pend[c] = [None] * had
+        col.extend(v[:n] if len(v) > n else v)
+    for col in pend.values():
+        if len(col) < had + n:
+            col.extend([None] * (had + n - len(col)))
 
 
 def _record(path: Path) -> dict[str, Any]:
@@ -204,21 +333,6 @@ def _record(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return rec if isinstance(rec, dict) else {}
-
-
-def _holder(path: Path) -> bool | None:
-    """True when a live process holds ``path``'s lock, None when none does."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return None
 
 
 def _segments_of(d: Path, key: int | None) -> list[Path]:
@@ -238,8 +352,8 @@ def progress_dir(path: str | os.PathLike[str]) -> Path | None:
 
 def interrupted(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The ranks of a profiled run at ``path`` that did not close: per rank its ``rank``,
-    ``pid``, ``steps`` (completed steps the monitor saw; the saved ones can be fewer: those
-    after the last checkpoint died with the process) and ``running`` (the writer is alive)."""
+    ``pid``, ``steps`` (completed steps the monitor saw: every one is saved, in segments and
+    the journal, unless a write failed) and ``running`` (the writer is alive)."""
     d = progress_dir(path)
     if d is None:
         return []
@@ -262,14 +376,19 @@ def busy(path: str | os.PathLike[str]) -> str | None:
 
 
 def interrupted_note(path: str | os.PathLike[str]) -> str | None:
-    """One line saying how far an interrupted (or still running) profiled run got, or None."""
+    """One line saying how far an interrupted (or still running) profiled run got, or None
+    (a killed run's journals are recovered first: :func:`hermes.trace.journal.recover`)."""
     recs = interrupted(path)
     if not recs:
         return None
+    d = progress_dir(path)
+    lost = recover(d) if d is not None and journals(d) else []
     running = [r for r in recs if r["running"]]
     reached = ", ".join(f"rank {r['rank'] if r['rank'] is not None else 0} "
                         f"{r['steps']} step(s)" for r in recs[:8])
     more = f" and {len(recs) - 8} more rank(s)" if len(recs) > 8 else ""
     state = "is still running" if running else "was interrupted (killed before it closed)"
-    return (f"the profiled run {state}; the monitor saw {reached}{more} completed: the trace "
-            "holds the steps saved until then (the first at once, then every --flush-every)")
+    saved = "the trace holds every step saved by then (each one as it completed)" if not lost \
+        else (f"the steps journaled since the last save of {len(lost)} rank(s) cannot be read "
+              f"here ({lost[0].parent} is not writable: copy it and read the copy)")
+    return f"the profiled run {state}; the monitor saw {reached}{more} completed: {saved}"

@@ -108,8 +108,8 @@ def _as_array(values: Any, typ: pa.DataType, name: str) -> pa.Array | pa.Chunked
 
 
 def _ranks(table: pa.Table) -> set[int]:
-    """The distinct ranks of a table (numpy on the int32 buffers: pyarrow.compute costs
-    ~30 ms to import, which a Kineto import otherwise never needs)."""
+    """The distinct ranks of a table (numpy on the int32 buffers: a Kineto import otherwise
+    never imports pyarrow.compute)."""
     out: set[int] = set()
     for chunk in table.column("rank").chunks:
         if chunk.null_count:

@@ -31,9 +31,8 @@ def text(sg: StepGraph, col: str) -> np.ndarray:
 
 def args_at(sg: StepGraph, rows: np.ndarray) -> pd.Series | None:
     """The ``args`` text of graph events ``rows`` (index: ``rows``; None: the trace has no
-    args): taken from the events for those rows only (a copy of every event's text costs
-    ~20 ms at 200k events; a trace loaded with ``lazy_args`` reads just those rows' from its
-    file)."""
+    args): taken from the events for those rows only (no copy of every event's text; a trace
+    loaded with ``lazy_args`` reads just those rows' from its file)."""
     if sg.args is None:
         return None
     src = sg.info["src"].to_numpy(np.int64)[rows]

@@ -13,6 +13,7 @@ import pandas as pd
 
 from hermes.analyzers.common import opinfo
 from hermes.analyzers.computation import families
+from hermes.rules.preconditions import FP8_TRAINING_ARCHS, TRAIN_DTYPES
 from hermes.whatif.facts import args_at, args_mention, duration, number
 from hermes.whatif.replay import Change, StepGraph
 
@@ -22,12 +23,24 @@ DISPATCH_KINDS = ("host_op", "python", "infer_shape", "tiling", "launch", "runti
 LAUNCH_KINDS = ("launch", "runtime")
 
 
+def training_peak(device: Mapping[str, Any]) -> float:
+    """The profile's peak FLOP/s (``dtype_flops``) of the fastest dtype a training step's
+    matmuls could use under the precision rules (``rules.preconditions``): a floating-point
+    training dtype (``TRAIN_DTYPES``), fp8 only on an architecture whose libraries train in it
+    (``FP8_TRAINING_ARCHS``); never fp6 / fp4 / int8 (B200, MI355X: 2-4x the bf16 peak). NaN
+    when the profile gives none."""
+    flops = dict(device.get("dtype_flops") or {})
+    arch = str(device.get("arch") or "")
+    fp8 = any(arch.startswith(a) for a in FP8_TRAINING_ARCHS)
+    return max((float(flops[d]) for d in TRAIN_DTYPES if d in flops and (d != "fp8" or fp8)),
+               default=np.nan)
+
+
 def _peak(device: Mapping[str, Any], units: np.ndarray) -> np.ndarray:
-    """Peak FLOP/s per event from the device profile: its unit's (``peak_flops``), else the
-    profile's fastest dtype (``dtype_flops``); NaN when the profile gives none."""
+    """Peak FLOP/s per event from the device profile: its unit's (``peak_flops``), else
+    :func:`training_peak`; NaN when the profile gives none."""
     peaks = dict(device.get("peak_flops") or {})
-    best = max((float(v) for v in dict(device.get("dtype_flops") or {}).values()), default=np.nan)
-    out = np.full(units.size, best)
+    out = np.full(units.size, training_peak(device))
     for u, v in peaks.items():
         out[units == u] = float(v)
     return out

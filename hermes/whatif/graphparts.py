@@ -94,7 +94,7 @@ def main_chain(g: cpgraph.Graph, info: pd.DataFrame) -> np.ndarray:
     if not host.any():
         return np.zeros(len(info), bool)
     # events per (step, chain), then per step the chain with the most (a tie: the higher
-    # chain), in numpy (a pandas groupby costs ~5 ms here)
+    # chain), in numpy (no pandas groupby)
     win, ch = info["win"].to_numpy(np.int64)[host], chain[host]
     span = int(ch.max()) + 1
     keys, cnt = np.unique(win * span + ch, return_counts=True)

@@ -38,6 +38,7 @@ import pandas as pd
 from hermes.analyzers.common.steps import step_windows
 from hermes.analyzers.critical_path import graph as cpgraph
 from hermes.analyzers.critical_path import stepgraph
+from hermes.analyzers.engine.base import Keep
 from hermes.whatif import chains
 from hermes.whatif.graphparts import collectives, fed_tasks
 
@@ -114,16 +115,19 @@ class Change:
                    np.zeros(n_ev, bool))
 
 
-def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0) -> StepGraph:
-    """The step graph of one rank's events (``windows``: the steps, default all of them)."""
+def build(ev: pd.DataFrame, windows: pd.DataFrame | None = None, rank: int = 0,
+          keep: Keep | None = None) -> StepGraph:
+    """The step graph of one rank's events (``windows``: the steps, default all of them).
+    ``keep``: an analysis run's store (``Analysis.keep``): the graph the critical path built of
+    the same events and steps is taken from it, not built again."""
     # (the graph of every step the critical path built of the same events, when kept: not
     # built again, nor its events' arrays and steps)
-    got = stepgraph.kept_steps(ev) if windows is None else None
+    got = stepgraph.kept_steps(ev, keep) if windows is None else None
     if got is not None:
         g, info, windows = got
     else:
         windows = step_windows(ev) if windows is None else windows.reset_index(drop=True)
-        g, info = stepgraph.build(ev, windows)
+        g, info = stepgraph.build(ev, windows, keep=keep)
     sg = StepGraph(g, info, windows, rank)
     n = g.n
     node_ev = np.empty(n, np.int64)

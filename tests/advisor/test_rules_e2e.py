@@ -10,6 +10,7 @@ import pytest
 
 import hermes
 import hermes.advisor
+import hermes.advisor.advice
 import hermes.rules
 from hermes.commands.emulate import trace_collector
 from hermes.npu.emulate import emulate, plan
@@ -110,7 +111,7 @@ def test_broken_rule_table_is_one_line_exit_2(slow_processing, tmp_path, monkeyp
     def broken(*args, **kwargs):
         return hermes.rules.load_rules(bad)
 
-    monkeypatch.setattr(hermes.advisor, "recommend", broken)
+    monkeypatch.setattr(hermes.advisor.advice, "recommend", broken)
     code, out, err = run_cli("analyze", str(slow_processing[0]))
     assert code == 2
     assert "(x.one), field 'recover'" in err and "Traceback" not in err

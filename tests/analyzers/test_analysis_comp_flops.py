@@ -1,4 +1,4 @@
-"""FLOPs and bytes of PyTorch operators from record_shapes (``analyzers/opcost.py``), by hand."""
+"""FLOPs and bytes of PyTorch operators from record_shapes (``analyzers/computation/opcost.py``), by hand."""
 
 from __future__ import annotations
 

@@ -14,12 +14,12 @@ from hermes.trace.meta import TraceMeta
 from tests.tracegen import ev, events
 
 
-def run(*rows):
+def run(*rows, keep=None):
     df = pd.DataFrame(events(*rows)) if rows else pd.DataFrame(
         {c: [] for c in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns")})
     for c in ("corr_id", "stream"):
         df[c] = pd.array(df[c] if c in df.columns else [None] * len(df), dtype="Int64")
-    return check_result(analyze(RankContext(rank=0, events=df, meta=TraceMeta())))
+    return check_result(analyze(RankContext(rank=0, events=df, meta=TraceMeta(), keep=keep)))
 
 
 def top(res):
@@ -286,26 +286,27 @@ def _same_graph(a, b):
     pd.testing.assert_frame_equal(i1, i2)
 
 
-def test_replay_takes_the_graph_the_critical_path_built(monkeypatch):
+def test_replay_takes_the_graph_the_critical_path_built():
     from hermes.analyzers.common.steps import step_windows
     from hermes.analyzers.critical_path import stepgraph
+    from hermes.analyzers.engine.base import Keep
     from hermes.whatif import replay
 
-    stepgraph.forget_kept()
+    keep = Keep()
     df = _sync_frame()
-    run(*SYNC)  # the critical path builds the graph and keeps it
-    kept = stepgraph.kept()[0]
-    sg = replay.build(df.copy(), step_windows(df))
+    run(*SYNC, keep=keep)  # the critical path builds the graph and keeps it in the run's store
+    (kept,) = keep.values()
+    sg = replay.build(df.copy(), step_windows(df), keep=keep)
     # the very arrays (nothing built again), and the same as a fresh build
-    assert sg.g.t is kept[0].t and sg.info["start"].to_numpy().tolist() == [0, 10, 40, 85, 20]
-    monkeypatch.setattr(stepgraph, "KEEP_MAX_EVENTS", 0)
-    _same_graph(stepgraph.build(df, step_windows(df)), (kept[0], kept[1]))
+    assert sg.g.t is kept.graph.t and sg.info["start"].to_numpy().tolist() == [0, 10, 40, 85, 20]
+    assert replay.build(df.copy(), step_windows(df)).g.t is not kept.graph.t  # no store: built
+    _same_graph(stepgraph.build(df, step_windows(df)), (kept.graph, kept.info))
     # a kept graph is read-only: a user changing it in place would change the next one's
     with pytest.raises(ValueError):
-        kept[0].w[0] = 1
+        kept.graph.w[0] = 1
     # columns a user adds to its info stay in its copy
     sg.info["extra"] = 1
-    assert "extra" not in kept[1].columns
+    assert "extra" not in kept.info.columns
 
 
 @pytest.mark.parametrize("col, value", [("corr_id", pd.array([None] * 6, dtype="Int64")),
@@ -314,14 +315,14 @@ def test_replay_takes_the_graph_the_critical_path_built(monkeypatch):
 def test_a_kept_graph_is_not_taken_for_other_events(col, value):
     from hermes.analyzers.common.steps import step_windows
     from hermes.analyzers.critical_path import stepgraph
+    from hermes.analyzers.engine.base import Keep
 
-    stepgraph.forget_kept()
+    keep = Keep()
     df = _sync_frame()
-    stepgraph.build(df, step_windows(df))
+    stepgraph.build(df, step_windows(df), keep=keep)
     other = _sync_frame(**{col: value})
-    g, info = stepgraph.build(other, step_windows(other))
-    assert len(stepgraph.kept()) == 2  # built, not taken
-    stepgraph.forget_kept()
+    g, info = stepgraph.build(other, step_windows(other), keep=keep)
+    assert len(keep) == 2  # built, not taken
     _same_graph((g, info), stepgraph.build(other, step_windows(other)))
 
 

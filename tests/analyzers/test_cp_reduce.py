@@ -31,8 +31,14 @@ def _reference(df: pd.DataFrame, windows: pd.DataFrame) -> tuple[np.ndarray, pd.
     return by, ops
 
 
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("seed", range(8))
-def test_reduced_is_the_groupby_of_the_table(seed):
+def test_reduced_is_the_groupby_of_the_table(seed, native, monkeypatch):
+    from hermes.analyzers.critical_path import lanes
+    if not native:  # the numpy reduction (the compiled module absent)
+        monkeypatch.setattr(lanes, "_lanes", None)
+    elif not lanes.COMPILED:
+        pytest.skip("hermes.analyzers.critical_path._lanes not compiled")
     rng = np.random.default_rng(seed)
     df = random_trace(rng, int(rng.integers(3, 9)))
     names = sorted(set(df["name"])) + ["unused"]

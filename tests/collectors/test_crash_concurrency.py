@@ -31,7 +31,9 @@ out, rank, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 open(f"{go}.{rank}", "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
-with hermes.profile(out=out, mode="monitor", rank=rank, world_size=8, flush_seconds=0):
+# even ranks publish a segment per step, odd ones journal their steps between checkpoints
+with hermes.profile(out=out, mode="monitor", rank=rank, world_size=8,
+                    flush_seconds=0 if rank % 2 == 0 else 1.0):
     for i in range(20):
         time.sleep(0.005)
         hermes.step()
@@ -125,5 +127,9 @@ def test_two_runs_into_one_out_never_mix(tmp_path: Path) -> None:
     _, err = third.communicate(timeout=120)
     assert third.returncode == 2, err
     assert "holds the saved steps of an interrupted hermes profile run" in err, err
-    report = validate(out)  # the killed run's steps, untouched by the refused ones
-    assert report.ok and report.summary["steps"]["count"] == 1
+    report = validate(out)  # the killed run's two steps (one journaled), untouched by the
+    assert report.ok and report.summary["steps"]["count"] == 2  # refused ones
+    # once read (the journal turned into a segment), a new run is still refused
+    fourth = _profile(out, other)
+    _, err = fourth.communicate(timeout=120)
+    assert fourth.returncode == 2 and "holds the saved steps of an interrupted" in err, err

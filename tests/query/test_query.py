@@ -101,3 +101,22 @@ def test_args_are_json(trace: Path) -> None:
                        "json_extract(args, '$.block[0]')::INT AS bx "
                        "FROM events WHERE kind = 'kernel'")
     assert t.to_pylist() == [{"gx": "128", "bx": 256}]
+
+
+def test_concurrent_queries_do_not_cross(trace: Path, tmp_path: Path) -> None:
+    """Issue 38 item 4: calls on two traces from 16 threads at once (each its own DuckDB
+    connection) each answer their own trace, the same as alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    other_src = syn.write(tmp_path / "o.sqlite", 7, processes=1, steps=2, nccl_every=0,
+                          memcpy_every=0)
+    other = tmp_path / "o.parquet"
+    code, _, err = run_cli("import", str(other_src), "--out", str(other))
+    assert code == 0, err
+    sql = "SELECT kind, count(*) AS n, sum(dur_ns) AS d FROM events GROUP BY kind ORDER BY kind"
+    alone = {p: q.query(p, sql).to_pylist() for p in (trace, other)}
+    assert alone[trace] != alone[other]  # (the two traces differ: a crossed answer shows)
+    jobs = [trace, other] * 8
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda p: q.query(p, sql).to_pylist(), jobs))
+    assert got == [alone[p] for p in jobs]

@@ -150,7 +150,7 @@ def test_steps_in_sequence_a_loader_that_falls_behind():
 
 
 def test_unchanged_replay_computed_once_per_set_of_graphs(monkeypatch):
-    import hermes.whatif as wi
+    import hermes.whatif.prediction as wi
 
     calls = []
     real = rp.replay

@@ -132,11 +132,39 @@ def _rank_clash(files: list[SourceFile]) -> str | None:
             "rank (profiler_info_<rank>.json); import them one by one with a rank option")
 
 
+#: An Ascend chip name as the profiler writes it, whole: "Ascend910B3", "Ascend910_9392" (a
+#: 910C), "Ascend910B4-1", "Ascend 910B"; and its family part ("Ascend910B" of "Ascend910B9").
+CHIP = re.compile(r"Ascend\s?\d{3}[A-Za-z0-9_-]*", re.IGNORECASE)
+FAMILY = re.compile(r"Ascend\s?\d{3}[A-Za-z]", re.IGNORECASE)
+
+
+def chip_profile(text: str) -> devices.DeviceProfile | None:
+    """The device profile of the first Ascend chip named in ``text`` that the device table
+    names: its whole name (as written, then without the space) equal to a profile's name or
+    alias, else the family its name starts with (a letter after the number: "Ascend910B9" is a
+    910B). A name the table does not list and with no family letter ("Ascend910_9399") names
+    no profile: its number alone ("Ascend910") would be the 910A's."""
+    for m in CHIP.finditer(text):
+        name = m.group(0).rstrip("_-")
+        fam = FAMILY.match(name)
+        for cand in (name, name.replace(" ", ""), fam.group(0) if fam else ""):
+            prof = devices.match(cand) if cand else None
+            if prof is not None and _named(prof, cand):
+                return prof
+    return None
+
+
+def _named(prof: devices.DeviceProfile, name: str) -> bool:
+    """``prof`` is named by ``name`` itself (its name or an alias equal to it), not by a word
+    inside it (``devices.match`` also finds "Ascend910" in "Ascend910_9399")."""
+    return name.lower() in {x.lower() for x in (prof.name, prof.display_name,
+                                                *prof.fields.get("aliases", []))}
+
+
 def _device(sources: list[Path], options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     name = options.get("device")
     if name:
         return devices.get(str(name)).to_meta(), None
-    pattern = re.compile(r"Ascend\s?\d{3}[A-Z]?\d?", re.IGNORECASE)
     for src in sources:
         root = Path(src) if Path(src).is_dir() else Path(src).parent
         infos = [p for glob in ("profiler_info*.json", "profiler_metadata.json",
@@ -146,10 +174,9 @@ def _device(sources: list[Path], options: dict[str, Any]) -> tuple[dict[str, Any
             try:
                 if p.stat().st_size > 1 << 20:
                     continue
-                m = pattern.search(p.read_text(errors="replace"))
+                prof = chip_profile(p.read_text(errors="replace"))
             except OSError:
                 continue
-            prof = devices.match(m.group(0)) if m else None
             if prof is not None:
                 return prof.to_meta(), None
     return {}, ("the files do not name the Ascend chip, so no device profile is stored "

@@ -378,7 +378,7 @@ def _record_side(side: Side, kind: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     """What phase 2 needs from this chunk: steps, correlations, collectives and the
     record_param_comms ops that describe them."""
     n = len(kind)
-    lane_idx = to_numpy(lane_arr.indices)  # Array.to_numpy would import pandas (~0.8 s)
+    lane_idx = to_numpy(lane_arr.indices)  # Array.to_numpy would import pandas
     lane_code = np.array([side.lane_codes.setdefault(lb, len(side.lane_codes))
                           for lb in lane_arr.dictionary.to_pylist()], np.int64)
     lane_code = lane_code[lane_idx] if len(lane_code) else np.zeros(n, np.int64)

@@ -72,7 +72,7 @@ class _Finish:
         self.host_corr = hc[order, 0]
         self.host_corr_step = _in_window(hc[order, 1], self.host_win)
         dc = np.sort(np.concatenate(side.dev_corr)) if side.dev_corr else np.zeros(0, np.int64)
-        # distinct values by hand: a bare np.unique imports numpy.ma (~40 ms) on first use
+        # distinct values by hand: a bare np.unique imports numpy.ma on first use
         self.dev_corr = dc[np.r_[True, dc[1:] != dc[:-1]]] if len(dc) else dc
         self.thread_names = side.thread_names
         self.multi_device = len(side.device_pids) > 1
@@ -191,7 +191,7 @@ class _Finish:
 def _kind_counts(kind: np.ndarray) -> list[tuple[int, int]]:
     """(kind, events) of a batch, kinds in order of first appearance (as the summary lists
     them): counted with bincount, each kind's first row found by one scan per kind (a batch
-    holds a few kinds; a stable argsort of every row cost ~0.5 ms a batch)."""
+    holds a few kinds; no stable argsort of every row)."""
     if len(kind) == 0:
         return []
     if int(kind.min()) < 0:  # never (phase 1 resolves every pseudo-kind): as before, sorted

@@ -39,7 +39,7 @@ from hermes.collectors.importers.kineto.events import (
 )
 from hermes.errors import ImportFormatError
 
-try:  # ISA-L's inflate: the same gzip stream ~3x faster (a 28.7 MB trace: ~60 -> ~20 ms)
+try:  # ISA-L's inflate: the same gzip stream, faster (docs/benchmarks.md)
     from isal import igzip as _gzip
     from isal.isal_zlib import error as _InflateError
 except ImportError:  # pragma: no cover - a platform without its wheel: the standard library's

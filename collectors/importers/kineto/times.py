@@ -62,7 +62,7 @@ def us_text_to_ns(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
     try:
         # Arrow parses decimal text exactly; a decimal with scale 3 is stored as the integer
         # value * 10^3, i.e. the nanoseconds, in the low 64 bits of each 128-bit slot
-        import pyarrow.compute as pc  # here: only text times need it (~30 ms to import)
+        import pyarrow.compute as pc  # here: only text times need it (slow to import)
 
         dec = pc.cast(text, pa.decimal128(30, 3))
         ns = np.frombuffer(dec.buffers()[1], dtype=np.int64)[::2][dec.offset:dec.offset + n]

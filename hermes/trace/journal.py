@@ -1,0 +1,241 @@
+"""A per-rank journal of the steps completed since the last checkpoint, so that a profiled
+job killed between two checkpoints (SIGKILL, ``os.abort()``, a segfault) keeps every step.
+
+A checkpoint publishes a rank's events as a Parquet segment (``hermes.trace.segments``), the
+first step at once and later ones every ``--flush-every`` seconds. Between two, each completed
+step's new events (what the next checkpoint would write) are appended here with one plain
+``pwritev``: written into the page cache, they outlive the process however it dies (not a
+power loss: nothing is fsynced). The first reader after the death (:func:`recover`, called by
+``hermes.trace.reader.trace_files``) turns the journal's complete entries into the segment
+the checkpoint would have written, under the same name.
+
+``.rank-00003.journal`` (``.seg.journal`` for a single-file trace), little-endian:
+
+* a header at offset 0, written when a segment starts (the first entry after a checkpoint):
+  ``HRMSJNL1`` | pid u64 | segment number u64 | metadata length u64 | the segment's metadata
+  (JSON of ``TraceMeta.to_kv()``), zero-padded to 8 bytes;
+* one entry per completed step: ``HJE1`` u32 0 | segment u64 | entry number u64 (1, 2, ...) |
+  step i64 | rows length u64 | IPC length u64, then the rows (JSON column -> values: the
+  session's own rows, not yet Arrow), the Arrow IPC stream of the producers' tables (all-null
+  columns left out) and a trailer ``HJC1`` u32 0 | segment u64 | entry number u64.
+
+A write a death cuts short leaves a prefix of what it wrote, so an entry whose trailer is in
+place is whole; the first entry that is not (torn, or a stale one of an earlier segment) ends
+the read. After a checkpoint the journal is overwritten from offset 0: its pages stay in the
+page cache, and writing over them costs a fraction of growing a file (measured in
+``benchmarks/collector_overhead.py``). A journal whose segment is published already (the
+process died between the checkpoint and the next entry) is redundant: its steps are read
+once, from the segment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from hermes.errors import HermesError
+from hermes.trace.meta import TraceMeta
+
+MAGIC = b"HRMSJNL1"
+_HEAD = struct.Struct("<8sQQQ")  # magic, pid, segment, metadata length
+_ENTRY = struct.Struct("<4sIQQqQQ")  # magic, 0, segment, entry, step, rows length, IPC length
+_TRAIL = struct.Struct("<4sIQQ")  # magic, 0, segment, entry
+_E, _T = b"HJE1", b"HJC1"
+_SLACK = 1 << 16  # IPC bytes beyond the tables' buffers (schema, dictionaries, padding)
+_SPARSE_ROWS = 4096  # from this many rows a step's all-null columns are left out (bytes)
+_IPC = pa.ipc.IpcWriteOptions()
+
+
+def held(path: Path) -> bool | None:
+    """True when a live process holds ``path``'s ``flock`` (a profiled run's progress file),
+    None when none does (or the file is gone)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return None
+
+
+class JournalWriter:
+    """Append entries to one rank's journal (see the module doc); one process at a time (the
+    caller holds the rank's progress-file lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+        self.segment: int | None = None
+        self.entries = 0
+        self._offset = 0
+        self._scratch = pa.allocate_buffer(_SLACK, resizable=True)  # reused: pages stay warm
+
+    def append(self, segment: int, meta_kv: Callable[[], dict[str, str]], step: int,
+               tables: Sequence[pa.Table], rows: dict[str, list[Any]] | None) -> None:
+        """One completed step's new events (for ``segment``: the segment the next checkpoint
+        publishes); an ``OSError`` when the write fails (the disk is full)."""
+        parts: list[Any] = []
+        if segment != self.segment:  # a new segment: the journal starts over at offset 0
+            meta = json.dumps(meta_kv(), separators=(",", ":")).encode()
+            parts += [_HEAD.pack(MAGIC, os.getpid(), segment, len(meta)), meta,
+                      b"\0" * (-len(meta) % 8)]
+            self.segment, self.entries, self._offset = segment, 0, 0
+        self.entries += 1
+        body = json.dumps(rows, separators=(",", ":")).encode() if rows else b""
+        ipc = self._ipc(tables) if tables else b""
+        parts += [_ENTRY.pack(_E, 0, segment, self.entries, step, len(body), len(ipc)), body,
+                  ipc, _TRAIL.pack(_T, 0, segment, self.entries)]
+        want = sum(len(p) for p in parts)
+        wrote = os.pwritev(self._fd, parts, self._offset)
+        self._offset += wrote
+        if wrote != want:  # a short write: the entry is torn, as after a death
+            raise OSError(f"short write to the journal ({wrote} of {want} bytes)")
+
+    def _ipc(self, tables: Sequence[pa.Table]) -> pa.Buffer:
+        """The tables as one Arrow IPC stream in the scratch buffer, their all-null columns
+        left out (a reader fills them back); a slice of the bytes written (not a memoryview:
+        one of a resized buffer keeps its old length)."""
+        schema = tables[0].schema
+        if sum(t.num_rows for t in tables) >= _SPARSE_ROWS:  # (small: the check costs more)
+            keep = [i for i, f in enumerate(schema) if not f.nullable or any(
+                t.column(i).null_count < t.num_rows for t in tables)]
+            if len(keep) < len(schema.names):
+                tables = [t.select(keep) for t in tables]
+        need = sum(t.get_total_buffer_size() for t in tables) + _SLACK * len(tables)
+        if self._scratch.size < need:
+            self._scratch.resize(max(need, 2 * self._scratch.size))
+        sink = pa.FixedSizeBufferWriter(self._scratch)
+        with pa.ipc.RecordBatchStreamWriter(sink, tables[0].schema, options=_IPC) as w:
+            for t in tables:
+                w.write_table(t)
+        return self._scratch.slice(0, sink.tell())
+
+    def close(self, remove: bool) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        if remove:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+
+@dataclass
+class Journal:
+    """What a journal holds: its header and every complete entry, in order."""
+
+    pid: int
+    segment: int
+    meta: dict[str, str]
+    steps: list[int] = field(default_factory=list)
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: list[dict[str, list[Any]]] = field(default_factory=list)
+    torn: bool = False  # an entry of this segment was cut short (the last one, by a death)
+
+
+def read(path: Path) -> Journal | None:
+    """The complete entries of the journal at ``path``; None when it holds no valid header
+    (empty, or cut short while the header was written: nothing of that segment was journaled
+    yet)."""
+    try:
+        data = memoryview(path.read_bytes())
+    except OSError:
+        return None
+    if len(data) < _HEAD.size:
+        return None
+    magic, pid, segment, n = _HEAD.unpack_from(data, 0)
+    pos = _HEAD.size + n + (-n % 8)
+    if magic != MAGIC or pos > len(data):
+        return None
+    try:
+        meta = json.loads(bytes(data[_HEAD.size: _HEAD.size + n]))
+    except ValueError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    out = Journal(pid, segment, {str(k): str(v) for k, v in meta.items()})
+    while pos + _ENTRY.size <= len(data):
+        magic, _, seg, entry, step, nrows, nipc = _ENTRY.unpack_from(data, pos)
+        if magic != _E or seg != segment or entry != len(out.steps) + 1:
+            break  # the end: a stale entry of an earlier segment, or zeros
+        end = pos + _ENTRY.size + nrows + nipc
+        if end + _TRAIL.size > len(data) or _TRAIL.unpack_from(data, end) != (
+                _T, 0, segment, entry):
+            out.torn = True
+            break
+        body = data[pos + _ENTRY.size: pos + _ENTRY.size + nrows]
+        try:
+            rows = json.loads(bytes(body)) if nrows else None
+            table = pa.ipc.open_stream(pa.py_buffer(data[end - nipc: end])).read_all() \
+                if nipc else None
+        except (ValueError, OSError, pa.ArrowException):
+            out.torn = True
+            break
+        out.steps.append(step)
+        if isinstance(rows, dict):
+            out.rows.append(rows)
+        if table is not None:
+            out.tables.append(table)
+        pos = end + _TRAIL.size
+    else:  # what is left is shorter than an entry's header: the start of one, cut short?
+        rest = bytes(data[pos: pos + 4])
+        out.torn = bool(rest) and _E.startswith(rest)
+    return out
+
+
+def journals(directory: Path) -> list[Path]:
+    """The journals in a trace directory (or a ``.partial`` directory)."""
+    return sorted(directory.glob(".*.journal"))
+
+
+def stem_of(journal: Path) -> str:
+    """``rank-00003`` of ``.rank-00003.journal``."""
+    return journal.name[1: -len(".journal")]
+
+
+def recover(directory: Path) -> list[Path]:
+    """Turn the journals of dead writers in ``directory`` into the segments their next
+    checkpoint would have published (temp name, then rename), and remove them; a journal
+    whose segment (or merged rank file) is there already is only removed. Returns the
+    journals left unrecovered (the directory is not writable): their steps cannot be read."""
+    from hermes.trace.writer import TraceWriter, to_table
+
+    left = []
+    for j in journals(directory):
+        stem = stem_of(j)
+        if held(directory / f".{stem}.progress"):
+            continue  # its writer is alive: the journal is still being written
+        got = read(j)
+        if got is not None and got.steps:
+            seg = directory / f"{stem}.seg-{got.pid}-{got.segment:05d}.parquet"
+            if not seg.exists() and not (directory / f"{stem}.parquet").exists():
+                try:
+                    meta = TraceMeta.from_kv(got.meta)
+                    meta = meta.with_(extra={**meta.extra, "journal_steps": len(got.steps)})
+                    w = TraceWriter(seg, meta)
+                    try:
+                        for t in got.tables:
+                            w.write(to_table(t))
+                        for r in got.rows:
+                            w.write(to_table(r))
+                        w.close()
+                    except BaseException:
+                        w.abort()
+                        raise
+                except (HermesError, OSError, ValueError, TypeError):
+                    left.append(j)
+                    continue
+        with contextlib.suppress(OSError):
+            j.unlink()
+    return left
