@@ -94,7 +94,10 @@ def test_sigterm_keeps_every_completed_step(tmp_path: Path) -> None:
 
 def test_sigint_and_crash_publish_the_trace(tmp_path: Path) -> None:
     out = tmp_path / "int"
-    p = _profile("--out", str(out), "--", sys.executable, str(_script(tmp_path)), "1000", "0.01")
+    # a shell without job control starts background jobs with SIGINT ignored, and Python keeps an
+    # ignored SIGINT ignored: give the profiler the default disposition, as a terminal would
+    p = _profile("--out", str(out), "--", sys.executable, str(_script(tmp_path)), "1000", "0.01",
+                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.stdout is not None
     while not p.stdout.readline().startswith("done 3"):
         pass
