@@ -54,13 +54,14 @@ def input_bytes(args: pd.Series) -> pd.Series:
     return (n * kind.map(ELEMENT_BYTES).astype("float64")).astype("float64")
 
 
-def before_arrival(ev: pd.DataFrame, t: pd.DataFrame, step_start: np.ndarray, offset: int
-                    ) -> dict[str, np.ndarray]:
+def before_arrival(ev: pd.DataFrame, t: pd.DataFrame, step_start: np.ndarray, offset: int,
+                   comp: iv.Union | None = None) -> dict[str, np.ndarray]:
     """Per collective of ``t`` (sorted by arrival), how the rank spent the time from its last
     sync point to its arrival, in the parts of ``PRE_PARTS`` (ns, disjoint, summing to the
     window). The sync point is the latest end of an earlier collective of the same group that
     ended before this arrival (collectives of a group that overlap, such as DDP's buckets,
-    share it), else the start of the arrival's step; times on the rank's own clock."""
+    share it), else the start of the arrival's step; times on the rank's own clock. ``comp``:
+    the union of the rank's computation (``COMPUTE_KINDS`` spans) when the caller has it."""
     arrive = t["arrive_ns"].to_numpy(np.int64) - offset
     end = t["end_ns"].to_numpy(np.int64) - offset
     start = np.minimum(step_start.astype(np.int64), arrive)
@@ -73,13 +74,13 @@ def before_arrival(ev: pd.DataFrame, t: pd.DataFrame, step_start: np.ndarray, of
     work = ~is_(ev, "kind", *NOT_WORK_KINDS, "collective")
     io_m = is_(ev, "kind", *IO_KINDS) | data_wait_mask(ev)
     host = is_(ev, "lane_kind", "host", "loader")
-    masks = {"compute": is_(ev, "kind", *COMPUTE_KINDS),
+    masks = {"compute": is_(ev, "kind", *COMPUTE_KINDS) if comp is None else comp,
              "io": io_m, "sync": host & is_(ev, "kind", "sync") & ~io_m,
              "host": host & work & ~io_m}
     out: dict[str, np.ndarray] = {}
     seen = iv.EMPTY
     for part, m in masks.items():
-        u = iv.subtract(spans(ev, m), seen)
+        u = iv.subtract(m if isinstance(m, tuple) else spans(ev, m), seen)
         out[part] = iv.overlap_per_interval(start, arrive, u)
         seen = iv.union(np.r_[seen[0], u[0]], np.r_[seen[1], u[1]])
     out["unrecorded"] = (arrive - start) - sum(out.values())

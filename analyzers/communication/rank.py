@@ -52,6 +52,7 @@ from hermes.analyzers.communication.columns import (
 )
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import MIN_SHARE
+from hermes.trace.args import args_of
 from hermes.trace.schema import COMPUTE_KINDS
 
 #: A collective starting within this time of the previous one's end was queued behind it
@@ -99,7 +100,7 @@ def by_transport(ctx: RankContext, t: pd.DataFrame) -> dict[str, dict[str, float
     coll = (ev["kind"] == "collective").to_numpy() if len(ev) else np.zeros(0, bool)
     if not len(t) or not coll.any():
         return {}
-    args = base_frame(ev, coll, text_args=True)["args"]
+    args = args_of(ev, coll)
     has = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
     rows: list[dict[str, Any]] = []
     for raw in args[has]:  # one per collective that carries per-transport figures
@@ -209,7 +210,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     t["prev_end_ns"] = prev.fillna(pd.Series(ws[k], index=t.index)).astype("int64")
     t["overlap_compute_ns"] = _compute_overlap(ev, t, offset, comp)
     first = ws[k] - offset if len(windows) else np.full(len(t), int(ev["ts_ns"].min()))
-    for part, v in before_arrival(ev, t, first, offset).items():
+    for part, v in before_arrival(ev, t, first, offset, comp).items():
         t[f"pre_{part}_ns"] = v
     del pk
     return t[COLUMNS].reset_index(drop=True)
