@@ -291,14 +291,32 @@ def table_to_pandas(table: pa.Table, destroy: bool = False) -> pd.DataFrame:
     ``Int32``, required ints as numpy). ``destroy``: free the table's buffers column by column
     while converting (lower peak memory; ``table`` must not be used afterwards). Columns are
     kept as separate blocks (no consolidation copy)."""
+    names = table.column_names
+    # nullable ints holding nulls: made here (pandas' own conversion goes chunk by chunk and
+    # takes twice as long on a 10M-event column); the rest by pyarrow
+    masked = {n: table.column(n) for n in names if table.column(n).null_count and
+              table.schema.field(n).type in _PANDAS_TYPES}
+    if masked:
+        table = table.drop_columns(list(masked))
     df = table.to_pandas(types_mapper=_PANDAS_TYPES.get, split_blocks=True,
                          self_destruct=destroy)
+    for n, col in masked.items():
+        df.insert(names.index(n), n, _masked_ints(col))
+    del masked
     for name in _NON_NULL_INT & set(df.columns):  # required ints: plain numpy int64/int32
         col = df[name]
         # no nulls (checked on reading): the masked array's data is the column, no copy
         df[name] = col.array.to_numpy() if isinstance(col.dtype, pd.api.extensions.
                                                       ExtensionDtype) else col
     return df
+
+
+def _masked_ints(col: pa.ChunkedArray) -> pd.api.extensions.ExtensionArray:
+    """A nullable int column (int64 or int32) as pandas' ``Int64``/``Int32`` array, nulls
+    masked (their values 0)."""
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    values = arr.fill_null(0).to_numpy(zero_copy_only=False)
+    return pd.arrays.IntegerArray(values, arr.is_null().to_numpy(zero_copy_only=False))
 
 
 def load(path: str | os.PathLike[str], columns: Sequence[str] | None = None,

@@ -234,3 +234,29 @@ def test_python_path_gives_the_same(monkeypatch):
     assert np.array_equal(with_c[2][0], without[2][0]) and with_c[2][1] == without[2][1]
     _same(with_c[3], without[3])
 
+
+
+def test_nullable_ints_with_nulls_convert_as_pandas_would_over_several_chunks() -> None:
+    """table_to_pandas builds Int64/Int32 columns holding nulls itself: the same values, nulls,
+    dtypes and column order as pyarrow's own conversion, for a column of several chunks."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from hermes.trace.reader import table_to_pandas
+
+    a = pa.chunked_array([pa.array([1, None, 3], pa.int64()), pa.array([None, 5], pa.int64())])
+    b = pa.chunked_array([pa.array([7, 8, None], pa.int32()), pa.array([9, None], pa.int32())])
+    full = pa.chunked_array([pa.array([1, 2, 3, 4, 5], pa.int64())])
+    t = pa.table({"ts_ns": full, "corr_id": a, "stream": b, "x": pa.array([0.5] * 5)})
+    got = table_to_pandas(t)
+    assert list(got.columns) == ["ts_ns", "corr_id", "stream", "x"]
+    assert str(got["corr_id"].dtype) == "Int64" and str(got["stream"].dtype) == "Int32"
+    assert got["corr_id"].isna().tolist() == [False, True, False, True, False]
+    assert got["corr_id"].dropna().tolist() == [1, 3, 5]
+    assert got["stream"].isna().tolist() == [False, False, True, False, True]
+    assert got["stream"].dropna().tolist() == [7, 8, 9]
+    assert got["ts_ns"].dtype.kind == "i"  # a required int: numpy
+    ref = t.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(),
+                                    pa.int32(): pd.Int32Dtype()}.get)
+    ref["ts_ns"] = ref["ts_ns"].array.to_numpy()
+    pd.testing.assert_frame_equal(got, ref)
