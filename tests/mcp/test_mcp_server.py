@@ -197,6 +197,16 @@ def strip(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in ADDED}
 
 
+
+def _query_as_cli(server: Any, trace: Path, sql: str) -> dict[str, Any]:
+    """The server's ``query`` of ``sql`` on ``trace``, asserted equal to ``hermes query
+    --format json`` and not truncated."""
+    got = server.call("query", trace=str(trace), sql=sql)
+    code, out, err = run_cli("query", str(trace), sql, "--format", "json")
+    assert code == 0, err
+    assert got["rows"] == json.loads(out) and got["truncated"] is False
+    return got
+
 def test_tools_are_listed_with_schemas_and_descriptions(server: Client) -> None:
     tools = {t.name: t for t in server.portal.call(server.session.list_tools).tools}
     want = {"analyze", "findings", "kernels", "critical_path", "memory", "diff", "check",
@@ -345,10 +355,7 @@ def test_report_and_query_on_the_ascend_trace_match_the_cli(server: Client,
            "FROM events GROUP BY rank) e FULL JOIN (SELECT rank, count(*) AS kernels, "
            "sum(total_ns) AS kernel_ns FROM kernels GROUP BY rank) k ON e.rank = k.rank "
            "ORDER BY rank")
-    got = server.call("query", trace=str(ASCEND), sql=sql)
-    code, out, err = run_cli("query", str(ASCEND), sql, "--format", "json")
-    assert code == 0, err
-    assert got["rows"] == json.loads(out) and got["truncated"] is False
+    got = _query_as_cli(server, ASCEND, sql)
     assert [row["rank"] for row in got["rows"]] == list(range(8))
     # rank 0's kernel names: the 281 rows of the kernels tool's table
     assert got["rows"][0]["kernels"] == server.call("kernels", trace=str(ASCEND))["total"] \
@@ -446,10 +453,7 @@ def test_query_matches_the_cli_where_hermes_query_exists(
            "sum(dur_ns) AS total FROM events GROUP BY kind) UNION ALL SELECT * FROM ("
            "SELECT 'kernels', name, sum(count), sum(total_ns) FROM kernels GROUP BY name "
            "ORDER BY 4 DESC, 2 LIMIT 5) ORDER BY tbl, total DESC, key")
-    got = server.call("query", trace=str(KINETO), sql=sql)
-    code, out, err = run_cli("query", str(KINETO), sql, "--format", "json")
-    assert code == 0, err
-    assert got["rows"] == json.loads(out) and got["truncated"] is False
+    got = _query_as_cli(server, KINETO, sql)
     # the same kernels as analyze's table: its five biggest, and all its launches as events
     top = kineto_doc["computation"]["top_kernels"]
     kernels = [r for r in got["rows"] if r["tbl"] == "kernels"]
