@@ -9,11 +9,13 @@ All on distinct names and group names (categoricals' values), never per event.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers.common.names import is_
 from hermes.analyzers.common.opinfo import arg_values
 from hermes.analyzers.engine.base import RankContext
 from hermes.devices.dtypes import is_matmul, matmul_mix
@@ -32,13 +34,15 @@ PIPELINE_NAMES = (r"pipeline|pp_stage|pipe_stage|stage_id|(?:^|[^a-z])pp(?:_|$|\
                   r"(?:send|recv)_(?:forward|backward)")
 TP_GROUPS = r"(?:^|[^a-z])tp(?:_|$|\d)|tensor|model_parallel|mp_group"
 LOADER = r"dataloader|_multiprocessingdataloaderiter|_singleprocessdataloaderiter"
+_P2P_RE, _PIPELINE_RE, _TP_RE, _LOADER_RE = (re.compile(p) for p in (P2P, PIPELINE_NAMES, TP_GROUPS,
+                                                                    LOADER))
 
 
-def _distinct(ev: pd.DataFrame, col: str, rows: np.ndarray | None = None) -> pd.Series:
+def _distinct(ev: pd.DataFrame, col: str, rows: np.ndarray | None = None) -> list[str]:
     """The distinct values of ``ev[col]`` (of the ``rows`` mask only, if given), lower-case
     text, in order of first appearance; a categorical's from its codes."""
     if col not in ev.columns:
-        return pd.Series([], dtype=object)
+        return []
     s = ev[col]
     if isinstance(s.dtype, pd.CategoricalDtype):
         codes = s.cat.codes.to_numpy()
@@ -47,7 +51,12 @@ def _distinct(ev: pd.DataFrame, col: str, rows: np.ndarray | None = None) -> pd.
         vals = s.cat.categories[pd.unique(codes[codes >= 0])]
     else:
         vals = pd.unique((s[rows] if rows is not None else s).dropna())
-    return pd.Series(np.asarray(vals, dtype=object), dtype=object).astype(str).str.lower()
+    return [str(v).lower() for v in np.asarray(vals, dtype=object)]
+
+
+def _matching(values: list[str], pattern: re.Pattern[str]) -> list[str]:
+    """``values`` that ``pattern`` finds something in (few: distinct names, group names)."""
+    return [v for v in values if pattern.search(v)]
 
 
 def _recorded(ev: pd.DataFrame, k: pd.DataFrame, mm: np.ndarray,
@@ -91,11 +100,14 @@ def facts(ctx: RankContext, k: pd.DataFrame, args: pd.Series | None = None) -> d
     mix: dict[str, Any] = {"matmul_ns": 0.0, "kernels": 0, "shares": {}, "unknown_share": 0.0,
                            "source": {"recorded": 0.0, "kernel names": 0.0}, "top": None}
     if len(k):
-        fam = k["family"].isin(MATRIX_FAMILIES).to_numpy(bool) \
-            if "family" in k.columns else np.zeros(len(k), bool)
+        fam = is_(k, "family", *MATRIX_FAMILIES) if "family" in k.columns \
+            else np.zeros(len(k), bool)
         mm = fam | is_matmul(names)
-        elem = pd.Series(k["elem"].to_numpy(np.float64) if "elem" in k.columns
-                         else np.full(len(k), np.nan)).map(ELEM_DTYPE)
+        elem = np.full(len(k), None, object)
+        if "elem" in k.columns:
+            size = k["elem"].to_numpy(np.float64)
+            for b, label in ELEM_DTYPE.items():
+                elem[size == b] = label
         mix = matmul_mix(names, k["dur_ns"].to_numpy(np.float64),
                          recorded=_recorded(ev, k, mm, args),
                          matmul=mm, fallback=elem)
@@ -106,16 +118,16 @@ def facts(ctx: RankContext, k: pd.DataFrame, args: pd.Series | None = None) -> d
     # any pipeline degree), not stages the job has
     host_names = all_names
     if "kind" in ev.columns and "name" in ev.columns:
-        annotation = ~ev["kind"].isin(("kernel", "python")).to_numpy(bool)
+        annotation = ~is_(ev, "kind", "kernel", "python")
         host_names = _distinct(ev, "name", annotation)
     groups = _distinct(ev, "coll_group")
     kinds = set(_distinct(ev, "kind"))
-    p2p = all_names[all_names.str.contains(P2P, regex=True)]
-    stage = host_names[host_names.str.contains(PIPELINE_NAMES, regex=True)]
-    pp_groups = groups[groups.str.contains(PIPELINE_NAMES, regex=True)]
-    tp_groups = groups[groups.str.contains(TP_GROUPS, regex=True)]
+    p2p = _matching(all_names, _P2P_RE)
+    stage = _matching(host_names, _PIPELINE_RE)
+    pp_groups = _matching(groups, _PIPELINE_RE)
+    tp_groups = _matching(groups, _TP_RE)
     loader = bool(kinds & {"data_read", "data_process", "data_fetch", "data_wait"}) or \
-        bool(all_names.str.contains(LOADER, regex=True).any())
+        any(_LOADER_RE.search(n) for n in all_names)
     return {
         "device": device.to_dict(), "matmul_mix": mix,
         "kernel_ns": float(k["dur_ns"].sum()) if len(k) else 0.0,
@@ -124,8 +136,7 @@ def facts(ctx: RankContext, k: pd.DataFrame, args: pd.Series | None = None) -> d
         "loader": loader,
         "pipeline": bool(len(p2p) or len(stage) or len(pp_groups)),
         "tensor_parallel": bool(len(tp_groups)),
-        "parallel_evidence": {"p2p": p2p.head(3).tolist(), "stage_names": stage.head(3).tolist(),
-                              "groups": groups.head(8).tolist()},
+        "parallel_evidence": {"p2p": p2p[:3], "stage_names": stage[:3], "groups": groups[:8]},
     }
 
 

@@ -11,12 +11,13 @@ after the two index tokens: S fp32, D fp64, H fp16, B bf16, X xf32, F8/B8 fp8, I
 first). Where a name carries several dtypes (inputs, accumulator, output), the first one is the
 inputs'. A recorded fp32 whose kernel name says tf32 ran as tf32.
 
-Everything works on the distinct names (``pd.factorize``), each classified once with vectorized
-string operations, then mapped back to the events.
+Everything works on the distinct names (a categorical's categories in use, else ``pd.factorize``),
+each classified once by compiled patterns, then mapped back to the events.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -121,63 +122,71 @@ def matmul_mix(names: pd.Series, dur_ns: Any, recorded: pd.Series | None = None,
 
 
 def _per_unique(values: pd.Series, fn: Any) -> np.ndarray:
-    """``fn`` (of lower-case text) on each distinct value, spread back per value (None where
-    missing): a categorical's categories and codes as they are, else factorized once."""
+    """``fn`` (of one lower-case text) on each distinct value present, spread back per value
+    (None where missing): a categorical's codes as they are (only the categories in use are
+    classified), else factorized once."""
     s = pd.Series(values)
     if isinstance(s.dtype, pd.CategoricalDtype):
         codes, uniq = s.cat.codes.to_numpy(), np.asarray(s.cat.categories, dtype=object)
+        used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(uniq)))
     else:
         codes, uniq = pd.factorize(s.astype(object), use_na_sentinel=True)
-    if len(uniq) == 0:
-        return np.full(len(codes), None, object)
-    got = np.asarray(fn(pd.Series(uniq, dtype=object).astype(str).str.lower()), dtype=object)
-    got = np.append(got, None)  # code -1 (missing) -> None
+        uniq = np.asarray(uniq, dtype=object)
+        used = np.arange(len(uniq))
+    got = np.full(len(uniq) + 1, None, object)  # the last: code -1 (missing) -> None
+    got[used] = [fn(str(u).lower()) for u in uniq[used]]
     return got[codes]
 
 
-def _last_part(low: pd.Series) -> pd.Series:
+# the distinct values are few (a trace's vocabulary), so each is classified by compiled
+# patterns in plain Python: pandas' string methods loop over the values the same way, with
+# a Series' overhead per operation on top
+_MATMUL_RE = re.compile(MATMUL)
+_EXPLICIT_RE = tuple((d, re.compile(p)) for d, p in EXPLICIT)
+_SHAPE_RE = tuple((d, re.compile(p)) for d, p in SHAPE)
+_RECORDED_RE = tuple((d, re.compile(p)) for d, p in RECORDED)
+_TENSILE_RE = re.compile(r"^cijk_[a-z]+_[a-z]+_([a-z0-9]+)")
+_TURING_RE = re.compile(r"turing_|cutlass_75|sm_?75")
+
+
+def _last_part(low: str) -> str:
     """Ascend ``aclnnMm_MatMulCommon_MatMulV2`` -> ``matmulv2`` (the kernel is the last part)."""
-    acl = low.str.startswith("aclnn")
-    return low.where(~acl, low.str.rsplit("_", n=1).str[-1])
+    return low.rsplit("_", 1)[-1] if low.startswith("aclnn") else low
 
 
-def _matmul_unique(low: pd.Series) -> np.ndarray:
-    return _last_part(low).str.contains(MATMUL, regex=True).to_numpy(object)
+def _matmul_unique(low: str) -> bool:
+    return _MATMUL_RE.search(_last_part(low)) is not None
 
 
-def _first_of(low: pd.Series, table: tuple[tuple[str, str], ...]) -> tuple[np.ndarray,
-                                                                          np.ndarray]:
-    """(dtype of the earliest match, its position) per string; None / inf where none."""
-    pos = np.full((len(table), len(low)), np.inf)
-    for i, (_, pattern) in enumerate(table):
-        head = low.str.extract(f"^(.*?)(?:{pattern})", expand=False)
-        pos[i] = head.str.len().to_numpy(np.float64, na_value=np.inf)
-    best = pos.argmin(axis=0) if len(low) else np.zeros(0, int)
-    found = np.isfinite(pos.min(axis=0)) if len(low) else np.zeros(0, bool)
-    labels = np.array([d for d, _ in table] + [None], dtype=object)
-    return labels[np.where(found, best, len(table))], pos.min(axis=0)
+def _first_of(low: str, table: tuple[tuple[str, re.Pattern[str]], ...]) -> str | None:
+    """The dtype of ``table``'s earliest match in ``low`` (the first entry on a tie), None
+    where none matches on the text's first line."""
+    line_end = low.find("\n")
+    best, at = None, len(low) + 1
+    for dtype, pattern in table:
+        m = pattern.search(low)
+        if m is not None and m.start() < at and (line_end < 0 or m.start() <= line_end):
+            best, at = dtype, m.start()
+    return best
 
 
-def _tensile(low: pd.Series) -> np.ndarray:
-    code = low.str.extract(r"^cijk_[a-z]+_[a-z]+_([a-z0-9]+)", expand=False)
-    out = np.full(len(low), None, object)
-    for prefix, dtype in TENSILE:  # in order: the first prefix that fits wins
-        hit = code.str.startswith(prefix).fillna(False).to_numpy(bool) & pd.isna(out)
-        out[hit] = dtype
-    return out
+def _tensile(low: str) -> str | None:
+    m = _TENSILE_RE.search(low)
+    if m is None:
+        return None
+    code = m.group(1)
+    return next((dtype for prefix, dtype in TENSILE if code.startswith(prefix)), None)
 
 
-def _dtype_unique(low: pd.Series) -> np.ndarray:
+def _dtype_unique(low: str) -> str | None:
     low = _last_part(low)
-    tensile = _tensile(low)
-    explicit, _ = _first_of(low, EXPLICIT)
-    shape, _ = _first_of(low, SHAPE)
+    found = _tensile(low) or _first_of(low, _EXPLICIT_RE)
+    if found is not None:
+        return found
+    shape = _first_of(low, _SHAPE_RE)
     # s1688 on Turing (cutlass_75, turing_) takes fp16 inputs; TF32 exists from Ampere on
-    turing = low.str.contains(r"turing_|cutlass_75|sm_?75", regex=True).to_numpy(bool)
-    shape = np.where((shape == "tf32") & turing, "fp16", shape)
-    return np.where(pd.notna(tensile), tensile, np.where(pd.notna(explicit), explicit, shape))
+    return "fp16" if shape == "tf32" and _TURING_RE.search(low) else shape
 
 
-def _recorded_unique(low: pd.Series) -> np.ndarray:
-    got, _ = _first_of(low, RECORDED)
-    return got
+def _recorded_unique(low: str) -> str | None:
+    return _first_of(low, _RECORDED_RE)
