@@ -13,6 +13,8 @@ emulator, tests) keeps its ``args`` column and gets the same values, dtype and i
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +26,24 @@ import pyarrow as pa
 ROW = "_row"
 #: key of the frame's ``attrs`` holding the :class:`FileArgs` its rows come from
 SOURCE = "hermes.args"
+#: decoded row groups a :class:`FileArgs` keeps for the next analyzer's read (bytes of Arrow
+#: strings; least recently used dropped first)
+CACHE_BYTES = 64 * 2**20
 
 
 class FileArgs:
     """The ``args`` column of one Parquet file, read by row number (row groups that hold none
-    of the rows asked for are not read). Pickles as its path; pandas' attrs propagation
-    (a deep copy per operation) shares it."""
+    of the rows asked for are not read; up to :data:`CACHE_BYTES` of decoded row groups are
+    kept, so the analyzers of one rank that read the same groups decode them once). Pickles as
+    its path; pandas' attrs propagation (a deep copy per operation) shares it."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._pf: Any = None
         self._starts: np.ndarray | None = None
+        self._kept: OrderedDict[int, pa.ChunkedArray] = OrderedDict()
+        self._kept_bytes = 0
+        self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return FileArgs, (str(self.path),)
@@ -53,8 +62,26 @@ class FileArgs:
         return self._pf
 
     def _args(self, pf: Any, g: int) -> pa.ChunkedArray:
-        """Row group ``g``'s args as strings; a page that cannot be read (or args of a type
-        that is no text) is the file's TraceFormatError, naming it."""
+        """Row group ``g``'s args as strings, from the kept groups or read (and kept while they
+        fit :data:`CACHE_BYTES`); a page that cannot be read (or args of a type that is no
+        text) is the file's TraceFormatError, naming it."""
+        with self._lock:
+            col = self._kept.get(g)
+            if col is not None:
+                self._kept.move_to_end(g)
+                return col
+        col = self._read(pf, g)
+        size = col.nbytes
+        with self._lock:
+            if g not in self._kept and size <= CACHE_BYTES:
+                while self._kept and self._kept_bytes + size > CACHE_BYTES:
+                    self._kept_bytes -= self._kept.popitem(last=False)[1].nbytes
+                self._kept[g] = col
+                self._kept_bytes += size
+        return col
+
+    def _read(self, pf: Any, g: int) -> pa.ChunkedArray:
+        """Row group ``g``'s args read from the file and cast to strings."""
         from hermes.errors import TraceFormatError
         from hermes.trace.unreadable import UNREADABLE, row_data_error
 

@@ -61,3 +61,29 @@ def test_in_memory_frames_keep_their_column() -> None:
     assert pd.isna(got.iloc[0]) and got.iloc[1] == '{"a": 1}' and got.index.tolist() == [1, 0]
     bare = f.drop(columns=["args"])
     assert not has_args(bare) and args_of(bare, [0, 1]).isna().all()
+
+
+def test_row_groups_are_decoded_once_within_the_budget(path: Path, monkeypatch) -> None:
+    import pyarrow.parquet as pq
+
+    import hermes.trace.args as args_mod
+
+    lazy = load(path, lazy_args=True).events
+    reads: list[int] = []
+    real = pq.ParquetFile.read_row_group
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group",
+                        lambda self, g, *a, **k: reads.append(g) or real(self, g, *a, **k))
+    first = args_of(lazy, [7, 2, 5])  # row groups 2, 0, 1 (rows 6-8, 0-2, 3-5)
+    assert sorted(reads) == [0, 1, 2]
+    pd.testing.assert_series_equal(args_of(lazy, [7, 2, 5]), first)  # from the kept groups
+    assert sorted(reads) == [0, 1, 2]
+    # a budget that holds one group of three: the least recently used goes, and is read again
+    one = real(pq.ParquetFile(path), 0, columns=["args"]).column(0).nbytes
+    monkeypatch.setattr(args_mod, "CACHE_BYTES", one)
+    fresh = load(path, lazy_args=True).events
+    reads.clear()
+    assert args_of(fresh, [0]).tolist() == ['{"i": 0}']
+    assert args_of(fresh, [3]).tolist() == ['{"i": 3}']  # group 1 replaces group 0
+    assert args_of(fresh, [4, 5]).iloc[1] == '{"i": 5}'  # kept
+    assert args_of(fresh, [1]).tolist() == ['{"i": 1}']  # read again
+    assert reads == [0, 1, 0]
