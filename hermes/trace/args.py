@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ ROW = "_row"
 #: key of the frame's ``attrs`` holding the :class:`FileArgs` its rows come from
 SOURCE = "hermes.args"
 #: decoded row groups a :class:`FileArgs` keeps for the next analyzer's read (bytes of Arrow
-#: strings; least recently used dropped first)
+#: strings; the first groups read are kept, later ones read each time: analyzers scan the
+#: groups in order, where dropping the oldest would make every read a miss)
 CACHE_BYTES = 64 * 2**20
 
 
@@ -41,7 +41,7 @@ class FileArgs:
         self.path = Path(path)
         self._pf: Any = None
         self._starts: np.ndarray | None = None
-        self._kept: OrderedDict[int, pa.ChunkedArray] = OrderedDict()
+        self._kept: dict[int, pa.ChunkedArray] = {}
         self._kept_bytes = 0
         self._lock = threading.Lock()
 
@@ -63,21 +63,16 @@ class FileArgs:
 
     def _args(self, pf: Any, g: int) -> pa.ChunkedArray:
         """Row group ``g``'s args as strings, from the kept groups or read (and kept while they
-        fit :data:`CACHE_BYTES`); a page that cannot be read (or args of a type that is no
+        fit in :data:`CACHE_BYTES`); a page that cannot be read (or args of a type that is no
         text) is the file's TraceFormatError, naming it."""
-        with self._lock:
-            col = self._kept.get(g)
-            if col is not None:
-                self._kept.move_to_end(g)
-                return col
+        col = self._kept.get(g)
+        if col is not None:
+            return col
         col = self._read(pf, g)
-        size = col.nbytes
         with self._lock:
-            if g not in self._kept and size <= CACHE_BYTES:
-                while self._kept and self._kept_bytes + size > CACHE_BYTES:
-                    self._kept_bytes -= self._kept.popitem(last=False)[1].nbytes
+            if g not in self._kept and self._kept_bytes + col.nbytes <= CACHE_BYTES:
                 self._kept[g] = col
-                self._kept_bytes += size
+                self._kept_bytes += col.nbytes
         return col
 
     def _read(self, pf: Any, g: int) -> pa.ChunkedArray:
