@@ -30,7 +30,6 @@ from hermes.analyzers.common.opinfo import (
     arg_values,
     base_frame,
     clip_to_windows,
-    peaks,
     profile_of,
     union_time,
 )
@@ -52,7 +51,6 @@ from hermes.analyzers.communication.columns import (
 )
 from hermes.analyzers.engine.base import AnalyzerResult, RankContext, register
 from hermes.findings import MIN_SHARE
-from hermes.trace.args import args_of
 from hermes.trace.schema import COMPUTE_KINDS
 
 #: A collective starting within this time of the previous one's end was queued behind it
@@ -76,8 +74,7 @@ def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Seri
     HCCS / PCIE / RDMA; SDMA is the DMA engine behind HCCS and PCIe, so it is not a link)."""
     out = pd.Series(np.nan, index=args.index, dtype=object)
     if index is not None:  # the same rows, scanned as pyarrow strings
-        s = index.s
-        m = s.index[s.str.contains("transit_ns_by_transport", regex=False).to_numpy(bool)]
+        m = index.s.index[index.carries("transit_ns_by_transport")]
     else:
         m = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
     for i, raw in args[m].items():
@@ -91,19 +88,16 @@ def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Seri
     return out
 
 
-def by_transport(ctx: RankContext, t: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Bytes, transit time and bandwidth per link type over the rank's collectives, from the
-    importer's ``transit_bytes`` / ``transit_ns_by_transport`` (Ascend communication.json:
-    HCCS, PCIE, RDMA, SDMA): ``{transport: {"bytes", "transit_ns", "GBps"}}`` with GBps =
-    bytes / transit time (what msprof-analyze's totals compute); empty without them."""
-    ev = ctx.events
-    coll = (ev["kind"] == "collective").to_numpy() if len(ev) else np.zeros(0, bool)
-    if not len(t) or not coll.any():
-        return {}
-    args = args_of(ev, coll)
-    has = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
+def by_transport(args: pd.Series, index: ArgKeys | None = None) -> dict[str, dict[str, float]]:
+    """Bytes, transit time and bandwidth per link type over the rank's collectives (``args``:
+    their args; ``index``: an ``ArgKeys`` of them), from the importer's ``transit_bytes`` /
+    ``transit_ns_by_transport`` (Ascend communication.json: HCCS, PCIE, RDMA, SDMA):
+    ``{transport: {"bytes", "transit_ns", "GBps"}}`` with GBps = bytes / transit time (what
+    msprof-analyze's totals compute); empty without them."""
+    ix = ArgKeys(args, group=False) if index is None else index
+    has = ix.carries("transit_ns_by_transport")
     rows: list[dict[str, Any]] = []
-    for raw in args[has]:  # one per collective that carries per-transport figures
+    for raw in ix.s[has]:  # one per collective that carries per-transport figures
         try:
             a = json.loads(raw)
         except ValueError:
@@ -134,16 +128,22 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
                      comp: iv.Union | None = None) -> pd.DataFrame:
     """One row per collective of the rank (columns ``COLUMNS``; times on rank 0's clock);
     ``comp``: the union of the rank's kernels (``_compute_union``) when the caller has it."""
+    return _table(ctx, windows, comp)[0]
+
+
+def _table(ctx: RankContext, windows: pd.DataFrame, comp: iv.Union | None = None
+           ) -> tuple[pd.DataFrame, ArgKeys | None]:
+    """``collective_table`` and an ``ArgKeys`` of the collectives' args (None without any)."""
     ev = ctx.events
     if len(ev) == 0:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=COLUMNS), None
     c = base_frame(ev, (ev["kind"] == "collective").to_numpy(), text_args=True)
     if len(c) == 0:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=COLUMNS), None
     offset = int((getattr(ctx.meta, "clock_offsets_ns", {}) or {}).get(int(ctx.rank), 0))
     # pyarrow strings (what ArgKeys reads), not one Python string per collective
     args = c["args"].astype("string[pyarrow]")
-    pk, prof = peaks(ctx), profile_of(ctx)
+    prof = profile_of(ctx)
     dev = {**(prof.fields if prof is not None else {}), **ctx.device}
     # columns built as Series / arrays on the collectives' index, the frame made once
     idx = c.index
@@ -212,8 +212,7 @@ def collective_table(ctx: RankContext, windows: pd.DataFrame,
     first = ws[k] - offset if len(windows) else np.full(len(t), int(ev["ts_ns"].min()))
     for part, v in before_arrival(ev, t, first, offset, comp).items():
         t[f"pre_{part}_ns"] = v
-    del pk
-    return t[COLUMNS].reset_index(drop=True)
+    return t[COLUMNS].reset_index(drop=True), ix
 
 
 def _queued(t: pd.DataFrame) -> np.ndarray:
@@ -263,7 +262,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
     step_total = int(windows["dur_ns"].sum()) if len(windows) else 0
     offset = int((getattr(ctx.meta, "clock_offsets_ns", {}) or {}).get(int(ctx.rank), 0))
     comp = _compute_union(ev) if len(ev) else iv.EMPTY
-    t = collective_table(ctx, windows, comp)
+    t, ix = _table(ctx, windows, comp)
     res = AnalyzerResult("communication", tables={"collectives": t})
     ranks = (int(ctx.rank),)
     # overlap figures (ns, within the steps): communication, computation, pipeline bubbles
@@ -292,7 +291,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         "wait_ns": int(t["wait_ns"].sum()) if len(t) else 0,
         "sync_ns": int(t["sync_ns"].fillna(0).sum()) if len(t) else 0,
         "idle_ns": int(t["idle_ns"].fillna(0).sum()) if len(t) else 0,
-        "by_transport": by_transport(ctx, t),
+        "by_transport": by_transport(ix.s, ix) if ix is not None else {},
         "explicit_wait": bool(explicit),
         "bytes": int(t["bytes"].fillna(0).sum()) if len(t) else 0,
     })
