@@ -13,6 +13,8 @@ child's ``ru_maxrss``), and the gain = off / on - 1.
 
 Tricks (``TRICKS``):
 
+* ``beside``: the critical path analyzer runs on a thread of its own beside the other rank
+  analyzers (``engine.run.Beside``; off: ``run.BESIDE`` names no analyzer, all run in order);
 * ``solver_threads``: the critical path builds and solves its next group of steps on a second
   thread while the previous one is reduced (off: ``critical_path.analysis.THREADS = 1``);
 * ``packed_sort_key``: the step graph's node order sorts one bit-packed int64 key (lane, time,
@@ -69,6 +71,7 @@ _CP = "import hermes.analyzers.critical_path.analysis as c"
 #: import the same modules before the command starts (an import moved ahead of the forked
 #: parse costs the same in both), so they differ by the trick alone.
 TRICKS = {
+    "beside": ("analyze", f"{_RUN}; r.BESIDE = 'none'", _RUN),
     "solver_threads": ("analyze", f"{_CP}; c.THREADS = 1", _CP),
     "packed_sort_key": ("analyze", _LEXSORT,
                         "from hermes.analyzers.critical_path import stepgraph"),

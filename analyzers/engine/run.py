@@ -27,7 +27,7 @@ import pandas as pd
 from hermes.analyzers.common import runkind
 from hermes.analyzers.common.steps import drop_warmup, step_windows
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, Keep, RankContext, ordered
-from hermes.analyzers.engine.executor import Executor, Failure, LocalExecutor
+from hermes.analyzers.engine.executor import Executor, Failure, LocalExecutor, usable_cpus
 from hermes.analyzers.engine.fold import fold_symptoms, merge_findings
 from hermes.analyzers.engine.rankfiles import check_copies, check_rank, load_rank, rank_where
 from hermes.analyzers.engine.result import BREAKDOWN_KEYS, Analysis, missing_what, pack
@@ -88,7 +88,10 @@ def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, 
     big = len(events) >= RELEASE_MIN_EVENTS
     if big:
         release_memory()  # what loading (or importing) the trace freed
+    side = None if big or packed else _beside(todo, rank, events, meta, keep)
     for i, a in enumerate(todo):
+        if side is not None and a.name == side.name:
+            continue
         results[a.name] = a.fn(RankContext(rank=rank, events=events, meta=meta, results=results,
                                            keep=keep))
         if packed:
@@ -96,10 +99,63 @@ def _analyze_rank(rank: int, events: pd.DataFrame, meta: Any, warmup: dict[str, 
             pack({k: v for k, v in results.items() if k not in needed})
         if big:
             release_memory()
+    if side is not None:  # its result where a serial run puts it (the order reports show)
+        got = side.result()
+        results = {a.name: got if a.name == side.name else results[a.name] for a in todo}
     windows = step_windows(events)
     results["steps"] = AnalyzerResult("steps", tables={"windows": windows},
                                       metrics={"warmup": warmup} if warmup else {})
     return pack(results) if packed else results
+
+
+#: The analyzer run on a thread of its own beside the others, for a rank analyzed in this
+#: process (a trace in memory, not a worker's packed rank) under :data:`RELEASE_MIN_EVENTS`: the
+#: longest one that needs no other's result and whose result no other needs. Its numpy passes
+#: and compiled lanes let go of the interpreter lock part of the time, so some of it runs on a
+#: second core (docs/benchmarks.md has its measured gain). Not for a bigger rank (both would
+#: hold their memory at once) nor in a worker process (the other workers have the cores). What
+#: it shares with the others is safe across threads: the events are only read, the lazy args'
+#: row-group cache and the run's :class:`Keep` take locks.
+BESIDE = "critical_path"
+
+
+class Beside:
+    """One analyzer running on its own thread; :meth:`result` waits for it (its error is
+    raised there, in the caller's thread)."""
+
+    def __init__(self, name: str, fn: Callable[[], AnalyzerResult]) -> None:
+        import threading
+
+        self.name = name
+        self._fn = fn
+        self._out: AnalyzerResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"hermes-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._out = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller in result()
+            self._error = exc
+
+    def result(self) -> AnalyzerResult:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
+
+
+def _beside(todo: list[Any], rank: int, events: pd.DataFrame, meta: Any,
+            keep: Keep | None) -> Beside | None:
+    """:data:`BESIDE` started on its own thread, where it is independent of every other
+    analyzer in ``todo`` and this process has two or more CPUs; else None (run in order)."""
+    a = next((a for a in todo if a.name == BESIDE), None)
+    if a is None or a.needs or any(BESIDE in b.needs for b in todo) or usable_cpus() < 2:
+        return None
+    ctx = RankContext(rank=rank, events=events, meta=meta, results={}, keep=keep)
+    return Beside(a.name, functools.partial(a.fn, ctx))
 
 
 #: A rank of at least this many events gives the memory each analyzer freed back to the OS
