@@ -52,28 +52,29 @@ class FileArgs:
         return self
 
     def _file(self) -> Any:
-        if self._pf is None:
-            import pyarrow.parquet as pq
+        with self._lock:  # (two analyzers' threads may open it at once: _pf set last)
+            if self._pf is None:
+                import pyarrow.parquet as pq
 
-            self._pf = pq.ParquetFile(self.path)
-            md = self._pf.metadata
-            sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
-            self._starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        return self._pf
+                pf = pq.ParquetFile(self.path)
+                md = pf.metadata
+                sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+                self._starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+                self._pf = pf
+            return self._pf
 
     def _args(self, pf: Any, g: int) -> pa.ChunkedArray:
         """Row group ``g``'s args as strings, from the kept groups or read (and kept while they
         fit in :data:`CACHE_BYTES`); a page that cannot be read (or args of a type that is no
         text) is the file's TraceFormatError, naming it."""
-        col = self._kept.get(g)
-        if col is not None:
+        with self._lock:  # one reader of the file at a time: a group is decoded once
+            col = self._kept.get(g)
+            if col is None:
+                col = self._read(pf, g)
+                if self._kept_bytes + col.nbytes <= CACHE_BYTES:
+                    self._kept[g] = col
+                    self._kept_bytes += col.nbytes
             return col
-        col = self._read(pf, g)
-        with self._lock:
-            if g not in self._kept and self._kept_bytes + col.nbytes <= CACHE_BYTES:
-                self._kept[g] = col
-                self._kept_bytes += col.nbytes
-        return col
 
     def _read(self, pf: Any, g: int) -> pa.ChunkedArray:
         """Row group ``g``'s args read from the file and cast to strings."""

@@ -87,3 +87,41 @@ def test_row_groups_are_decoded_once_within_the_budget(path: Path, monkeypatch) 
     assert args_of(fresh, [4, 5]).iloc[1] == '{"i": 5}'  # read again
     assert args_of(fresh, [1, 2]).tolist() == ['{"i": 1}', '{"i": 2}']  # kept
     assert reads == [0, 1, 1]
+
+
+def test_two_threads_reading_at_once_get_the_rows_and_decode_each_group_once(
+        path: Path, monkeypatch) -> None:
+    """The critical path reads args on its own thread beside the other analyzers: both threads
+    open the same file and read the same groups at once (a slow read widens the window)."""
+    import threading
+    import time
+
+    import pyarrow.parquet as pq
+
+    lazy = load(path, lazy_args=True).events
+    eager = load(path).events["args"]
+    reads: list[int] = []
+    real = pq.ParquetFile.read_row_group
+
+    def slow(self, g, *a, **k):  # type: ignore[no-untyped-def]
+        reads.append(g)
+        time.sleep(0.02)
+        return real(self, g, *a, **k)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", slow)
+    got: dict[int, pd.Series] = {}
+    go = threading.Barrier(2)
+
+    def read(i: int) -> None:
+        go.wait()
+        got[i] = args_of(lazy, list(range(10)))
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    for i in range(2):
+        pd.testing.assert_series_equal(got[i], eager)
+    assert sorted(reads) == [0, 1, 2, 3]
