@@ -35,8 +35,14 @@ def detailed(ev: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
     if not len(steps) or "step" not in ev.columns:
         return np.zeros(len(steps), bool)
     work = ~is_(ev, "kind", "step", "counter", "marker")
-    s = pd.to_numeric(ev.loc[work, "step"], errors="coerce").dropna().to_numpy(np.int64)
-    return np.isin(steps, np.unique(s))
+    col = ev["step"]
+    if pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype):
+        # (a numeric column: its values as floats, no Series of the selected rows)
+        v = col.to_numpy(np.float64, na_value=np.nan)[work]
+        s = v[~np.isnan(v)].astype(np.int64)
+    else:
+        s = pd.to_numeric(ev.loc[work, "step"], errors="coerce").dropna().to_numpy(np.int64)
+    return np.isin(steps, s)
 
 
 def captured_after(meta: Any, step: int, detailed_steps: set[int]) -> list[int]:

@@ -34,13 +34,37 @@ SMALL_TRAFFIC_MIN = 0.2
 ALIGN_B = 512  # HCCS byte alignment (Hermes, msprof-analyze)
 
 
-def shortfall(t: pd.DataFrame, ref_GBps: pd.Series) -> pd.Series:
+def shortfall(transit: np.ndarray, busbw: np.ndarray, ref_GBps: np.ndarray) -> np.ndarray:
     """Transit time beyond what the bytes need at ``ref_GBps`` (bus bandwidth): transit x
-    (1 - busbw / ref), within [0, transit]; the whole transit where the bandwidth is unknown."""
-    tr = t["transit_ns"].astype("float64").fillna(0.0)
+    (1 - busbw / ref), within [0, transit]; the whole transit where the bandwidth is unknown
+    (``transit``: ns, NaN read as 0)."""
+    tr = np.nan_to_num(transit, nan=0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        frac = (1.0 - t["busbw_GBps"].astype("float64") / ref_GBps.astype("float64")).clip(0, 1)
-    return (tr * frac.fillna(1.0)).clip(lower=0)
+        frac = np.clip(1.0 - busbw / ref_GBps, 0.0, 1.0)
+    return np.maximum(tr * np.where(np.isnan(frac), 1.0, frac), 0.0)
+
+
+def _rank_sums(codes: np.ndarray, **columns: np.ndarray) -> dict[str, np.ndarray]:
+    """Each column's sum per code (0 .. the largest code), pandas' groupby sum."""
+    g = pd.DataFrame(columns).groupby(codes, sort=True).sum()
+    return {k: g[k].to_numpy() for k in columns}
+
+
+def _group_median(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """The median of ``values`` (NaN left out) per group code in ``range(groups)``, NaN for a
+    group with none (pandas' groupby median: the mean of the two middle values of an even
+    count)."""
+    ok = ~np.isnan(values)
+    c, v = codes[ok], values[ok]
+    order = np.lexsort((v, c))
+    c, v = c[order], v[order]
+    counts = np.bincount(c, minlength=groups)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    out = np.full(groups, np.nan)
+    has = counts > 0
+    lo, hi = starts[has] + (counts[has] - 1) // 2, starts[has] + counts[has] // 2
+    out[has] = (v[lo] + v[hi]) / 2
+    return out
 
 
 def ops_of(sub: pd.DataFrame) -> list[dict[str, Any]]:
@@ -137,21 +161,32 @@ def packet_findings(t: pd.DataFrame, step_total: dict[int, int], comm_ns: dict[i
     if len(t) == 0:
         return out
     ranks = sorted(step_total)
-    rk = t["rank"].astype("int64")
-    tr = t["transit_ns"].astype("float64").fillna(0.0)
-    small = t["small"].astype(bool) & t["expected_GBps"].notna()
-    by_rank_tr = tr.groupby(rk).transform("sum")
-    traffic = (tr.where(small, 0.0).groupby(rk).transform("sum") / by_rank_tr.where(
-        by_rank_tr > 0)).fillna(0.0)
+    # numpy over the rows, per rank by rank codes; the sums by one groupby of their columns
+    # (pandas' compensated sums, as each column's own groupby gives)
+    uniq, rk = np.unique(t["rank"].astype("int64").to_numpy(), return_inverse=True)
+    ng = len(uniq)
+    tr = t["transit_ns"].astype("float64").fillna(0.0).to_numpy()
+    exp = t["expected_GBps"].astype("float64").to_numpy()
+    busbw = t["busbw_GBps"].astype("float64").to_numpy()
+    small = t["small"].astype(bool).to_numpy() & ~np.isnan(exp)
+    mis = t["misaligned"].astype(bool).to_numpy()
+    if not small.any() and not mis.any():  # neither costs anything
+        return out
+    sums = _rank_sums(rk, tr=tr, small=np.where(small, tr, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        traffic = sums["small"] / np.where(sums["tr"] > 0, sums["tr"], np.nan)
+    traffic = np.nan_to_num(traffic, nan=0.0)[rk]
     small_on = small & (traffic > SMALL_TRAFFIC_MIN)
-    mis = t["misaligned"].astype(bool)
-    ok = ~mis & ~small & t["busbw_GBps"].notna()
-    ok_med = t["busbw_GBps"].astype("float64").where(ok).groupby(rk).transform("median")
-    ref = np.minimum(t["expected_GBps"].astype("float64"), ok_med.fillna(np.inf))
-    costs = {"small_packet": shortfall(t, t["expected_GBps"]).where(small_on, 0.0),
-             "byte_alignment": shortfall(t, ref).where(mis, 0.0)}
+    if not small_on.any() and not mis.any():
+        return out
+    ok = ~mis & ~small & ~np.isnan(busbw)
+    ok_med = _group_median(rk, np.where(ok, busbw, np.nan), ng)[rk]
+    ref = np.minimum(exp, np.where(np.isnan(ok_med), np.inf, ok_med))
+    costs = {"small_packet": np.where(small_on, shortfall(tr, busbw, exp), 0.0),
+             "byte_alignment": np.where(mis, shortfall(tr, busbw, ref), 0.0)}
+    per_rank = _rank_sums(rk, **costs)
     for cause, cost in costs.items():
-        per = cost.groupby(rk).sum()
+        per = dict(zip(uniq.tolist(), per_rank[cause].tolist(), strict=True))
         shares = [min(per.get(r, 0.0), comm_ns.get(r, np.inf)) / step_total[r]
                   if step_total.get(r) else 0.0 for r in ranks]
         share = float(np.mean(shares)) if shares else 0.0

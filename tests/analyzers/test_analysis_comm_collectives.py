@@ -125,6 +125,35 @@ def test_small_packets_and_alignment() -> None:
          "bytes": 10000.0}]
 
 
+def test_misaligned_messages_fall_short_of_their_ranks_aligned_median() -> None:
+    # packet_findings over two ranks' collectives (the cluster's call): a misaligned message
+    # costs transit x (1 - busbw / ref), ref = min(link, the median bus bandwidth of the rank's
+    # aligned large messages). Rank 0: aligned 10, 20, 30, 40 GB/s -> median 25 (even count:
+    # the two middle ones' mean); its misaligned one at 5 GB/s for 1000 ns -> 800 ns lost.
+    # Rank 1: aligned 10, 20, 60 -> 20; 4 GB/s for 2000 ns -> 1600 ns lost. Step 10 / 20 us:
+    # 8 % each, the finding's share their mean.
+    from hermes.analyzers.communication.causes import packet_findings
+
+    rows = [(0, 10, 100, False), (0, 40, 100, False), (0, 20, 100, False), (0, 30, 100, False),
+            (0, 5, 1000, True), (1, 60, 100, False), (1, 10, 100, False), (1, 20, 100, False),
+            (1, 4, 2000, True)]
+    t = pd.DataFrame({"rank": [r[0] for r in rows], "group": "dp", "op": "allreduce",
+                      "busbw_GBps": [float(r[1]) for r in rows],
+                      "transit_ns": [float(r[2]) for r in rows],
+                      "misaligned": [r[3] for r in rows], "small": False,
+                      "latency_bound": False, "expected_GBps": 50.0, "bytes": 1000.0,
+                      "dur_ns": [r[2] for r in rows]})
+    (f,) = packet_findings(t, {0: 10_000, 1: 20_000}, {0: 10**9, 1: 10**9})
+    assert f.cause == "byte_alignment" and f.ranks == (0, 1)
+    assert f.evidence["cost_ns"] == 800 + 1600
+    assert f.time_share == pytest.approx(0.08)
+    # rank 1's communication caps its cost: 800 ns of a 20 us step -> (8 % + 4 %) / 2
+    (g,) = packet_findings(t, {0: 10_000, 1: 20_000}, {0: 10**9, 1: 800})
+    assert g.time_share == pytest.approx(0.06)
+    # nothing misaligned and nothing small: no finding
+    assert packet_findings(t.assign(misaligned=False), {0: 10_000, 1: 20_000}, {}) == []
+
+
 def test_large_message_latency_bound_for_its_group() -> None:
     # Ascend 910B RDMA: 25 GB/s, 8 us a step. A 26 MiB all-reduce over 512 ranks: bandwidth
     # term 2 x 511/512 x 26 MiB / 25 GB/s = 2.18 ms, latency 2 x 511 x 8 us = 8.18 ms -> small
