@@ -69,14 +69,12 @@ COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns
                f"pre_{k}_ns" for k in PRE_PARTS)]
 
 
-def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Series:
+def _busiest_transport(args: pd.Series, index: ArgKeys) -> pd.Series:
     """The transport that carried most transit time (Ascend ``transit_ns_by_transport``:
-    HCCS / PCIE / RDMA; SDMA is the DMA engine behind HCCS and PCIe, so it is not a link)."""
+    HCCS / PCIE / RDMA; SDMA is the DMA engine behind HCCS and PCIe, so it is not a link);
+    ``index``: the ``ArgKeys`` of ``args``."""
     out = pd.Series(np.nan, index=args.index, dtype=object)
-    if index is not None:  # the same rows, scanned as pyarrow strings
-        m = index.s.index[index.carries("transit_ns_by_transport")]
-    else:
-        m = args.notna() & args.astype(str).str.contains("transit_ns_by_transport", regex=False)
+    m = index.s.index[index.carries("transit_ns_by_transport")]
     for i, raw in args[m].items():
         try:
             by = json.loads(raw).get("transit_ns_by_transport") or {}
@@ -88,16 +86,15 @@ def _busiest_transport(args: pd.Series, index: ArgKeys | None = None) -> pd.Seri
     return out
 
 
-def by_transport(args: pd.Series, index: ArgKeys | None = None) -> dict[str, dict[str, float]]:
-    """Bytes, transit time and bandwidth per link type over the rank's collectives (``args``:
-    their args; ``index``: an ``ArgKeys`` of them), from the importer's ``transit_bytes`` /
+def by_transport(index: ArgKeys) -> dict[str, dict[str, float]]:
+    """Bytes, transit time and bandwidth per link type over the rank's collectives (``index``:
+    the ``ArgKeys`` of their args), from the importer's ``transit_bytes`` /
     ``transit_ns_by_transport`` (Ascend communication.json: HCCS, PCIE, RDMA, SDMA):
     ``{transport: {"bytes", "transit_ns", "GBps"}}`` with GBps = bytes / transit time (what
     msprof-analyze's totals compute); empty without them."""
-    ix = ArgKeys(args, group=False) if index is None else index
-    has = ix.carries("transit_ns_by_transport")
+    has = index.carries("transit_ns_by_transport")
     rows: list[dict[str, Any]] = []
-    for raw in ix.s[has]:  # one per collective that carries per-transport figures
+    for raw in index.s[has]:  # one per collective that carries per-transport figures
         try:
             a = json.loads(raw)
         except ValueError:
@@ -291,7 +288,7 @@ def communication(ctx: RankContext) -> AnalyzerResult:
         "wait_ns": int(t["wait_ns"].sum()) if len(t) else 0,
         "sync_ns": int(t["sync_ns"].fillna(0).sum()) if len(t) else 0,
         "idle_ns": int(t["idle_ns"].fillna(0).sum()) if len(t) else 0,
-        "by_transport": by_transport(ix.s, ix) if ix is not None else {},
+        "by_transport": by_transport(ix) if ix is not None else {},
         "explicit_wait": bool(explicit),
         "bytes": int(t["bytes"].fillna(0).sum()) if len(t) else 0,
     })
