@@ -13,7 +13,14 @@ from hermes.whatif.replay import StepGraph
 
 
 def kinds(sg: StepGraph) -> np.ndarray:
-    return sg.info["kind"].astype(str).to_numpy()
+    """Each graph event's kind as text (an object array; NaN where unknown), what
+    ``astype(str)`` gives -- of a categorical column from its categories, one string per
+    category, not one conversion per event."""
+    k = sg.info["kind"]
+    if isinstance(k.dtype, pd.CategoricalDtype):
+        text = np.array([str(c) for c in k.cat.categories] + [np.nan], dtype=object)
+        return text[k.cat.codes.to_numpy()]  # (code -1, missing: the last, NaN)
+    return k.astype(str).to_numpy()
 
 
 def number(sg: StepGraph, col: str) -> np.ndarray:

@@ -160,3 +160,24 @@ def test_args_mention_looks_only_inside_the_values_of_the_array():
     assert mentions(pa.array([1, 2]), ("Type",))  # not text: not known, read them
     assert not mentions(pa.array([None, None], pa.string()), ("Type",))
     assert mentions(arr.cast(pa.large_string()).slice(0, 1), ("Type",))
+
+
+def test_kinds_are_the_kind_column_as_text_missing_as_nan() -> None:
+    # the transforms select events by kind text: a categorical column's codes give the same
+    # object array as astype(str) (a missing kind NaN, never the text "nan"), a plain one too
+    import numpy as np
+
+    from hermes.whatif.facts import kinds
+
+    class G:
+        info: pd.DataFrame
+
+    for col in (pd.Categorical(["gc", None, "sync", "gc"], categories=["sync", "gc", "x"]),
+                pd.Series(["gc", None, "sync", "gc"], dtype=object)):
+        g = G()
+        g.info = pd.DataFrame({"kind": col})
+        got = kinds(g)
+        assert got.dtype == object
+        assert got[0] == "gc" and got[2] == "sync" and got[3] == "gc"
+        assert isinstance(got[1], float) and np.isnan(got[1])
+        assert list((got == "gc").nonzero()[0]) == [0, 3]
