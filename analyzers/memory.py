@@ -25,12 +25,18 @@ def _samples(events: pd.DataFrame) -> pd.DataFrame:
         # no events, or a caller that loaded only some columns: no samples to read
         return pd.DataFrame(columns=["device", "quantity", "ts_ns", "value"])
     counter = (events["kind"] == "counter").to_numpy(bool)
-    lanes = events["lane"][counter].astype(str)  # counter rows only: no string per event
-    parts = lanes.str.extract(_COUNTER)
-    ok = parts["device"].notna().to_numpy(bool)
+    lane = events["lane"]
+    if isinstance(lane.dtype, pd.CategoricalDtype):  # each lane name read once, by its code
+        parts = pd.Series(lane.cat.categories.astype(str)).str.extract(_COUNTER)
+        code = lane.cat.codes.to_numpy()[counter]
+        device = np.append(parts["device"].to_numpy(object), np.nan)[code]
+        quantity = np.append(parts["quantity"].to_numpy(object), np.nan)[code]
+    else:
+        parts = lane[counter].astype(str).str.extract(_COUNTER)  # counter rows only
+        device, quantity = parts["device"].to_numpy(object), parts["quantity"].to_numpy(object)
+    ok = pd.notna(device)
     rows = np.flatnonzero(counter)[ok]  # (their times and values only: no copy of the rows)
-    out = pd.DataFrame({"device": parts["device"][ok].to_numpy(),
-                        "quantity": parts["quantity"][ok].to_numpy(),
+    out = pd.DataFrame({"device": device[ok], "quantity": quantity[ok],
                         "ts_ns": events["ts_ns"].take(rows).to_numpy(np.int64),
                         "value": events["value"].take(rows).to_numpy(np.float64)})
     return out.sort_values("ts_ns", kind="stable").reset_index(drop=True)

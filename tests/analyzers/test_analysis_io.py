@@ -205,3 +205,31 @@ def test_warm_up_step_split_as_the_steady_steps_and_kept_in_the_denominator():
     assert t["explained_ns"].tolist() == [100, 300, 300, 300]
     assert t["processing_ns"].tolist() == [67, 200, 200, 200]
     assert t["reading_ns"].tolist() == [33, 100, 100, 100]
+
+
+def test_pageable_text_is_pythons_search_row_by_row() -> None:
+    # the vectorized pageable test (ASCII rows by pyarrow's regex, the rest by Python's re)
+    # reads every row as re.search(PAGEABLE) does: case, \s incl. \v and \x1c-\x1f, missing
+    # rows, non-ASCII text (long s, dotless i) and a match nowhere but across two rows
+    import random
+    import re
+
+    import pandas as pd
+
+    from hermes.analyzers.io import PAGEABLE, pageable_text
+
+    rx = re.compile(PAGEABLE)
+    fixed = ["Memcpy HtoD (Pageable -> Device)", 'x {"pinned": false}', '{"PINNED"\v:\x1cFALSE}',
+             '{"pinned":true}', '{"pınned": false}', '{"pinned": falſe}', None, "", '"pinned"',
+             ": false"]
+    atoms = ["pageable", "PAGE", "able", '"pinned"', '"Pinned"', ":", " ", "\t", "\v", "\x1d",
+             "\n", "false", "FaLsE", "ſ", "ı", "é", "{", "}", "x"]
+    rng = random.Random(7)
+    rows = fixed + ["".join(rng.choice(atoms) for _ in range(rng.randint(0, 7)))
+                    for _ in range(3000)]
+    got = pageable_text(pd.Series(rows, dtype="str"))
+    want = np.array([v is not None and rx.search(v) is not None for v in rows])
+    assert got.tolist() == want.tolist()
+    # (Python folds the dotless i and the long s to i and s: the non-ASCII rows decide so too)
+    assert got[:6].tolist() == [True, True, True, False, True, True]
+    assert not got[6:10].any()
