@@ -39,7 +39,7 @@ import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
 from hermes.analyzers.common import opinfo
-from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.names import WS_ASCII, is_, name_matches, rows_matching
 from hermes.analyzers.common.runkind import ACCELERATOR, rank_kind
 from hermes.analyzers.common.spans import (
     data_wait_mask,
@@ -64,31 +64,8 @@ READ_NAME = r"(?i)(^|[^a-z])(read|readinto|open|fread|pread|recv|get_object|down
             r"decompress|unzip|untar|tarfile|zipfile)([^a-z]|$)"
 FETCH_NAME = r"(?i)pin_memory|HtoD|H2D"
 PAGEABLE = r"(?i)pageable|\"pinned\"\s*:\s*false"
-#: PAGEABLE in RE2's syntax for ASCII text (pyarrow's vectorized regex, where RE2's and Python's
-#: case folding agree): Python's ``\s`` on text also matches ``\v`` and ``\x1c``-``\x1f``, RE2's
-#: does not, so the class is spelled out
-_PAGEABLE_ASCII = (r'(?i)pageable|"pinned"[\t\n\v\f\r\x1c-\x1f ]*:'
-                   r'[\t\n\v\f\r\x1c-\x1f ]*false')
-
-
-def pageable_text(text: pd.Series) -> np.ndarray:
-    """``name_matches(text, PAGEABLE)`` row by row without a Python search per row: ASCII rows
-    by pyarrow's regex, the others (rare) by Python's ``re``; missing rows never match."""
-    import re
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arr = pa.array(text.astype("string[pyarrow]"))
-    out = pc.match_substring_regex(arr, _PAGEABLE_ASCII).to_numpy(zero_copy_only=False)
-    out = np.asarray(pd.array(out, dtype="boolean").fillna(False), bool)
-    other = np.flatnonzero(~np.asarray(
-        pd.array(pc.string_is_ascii(arr).to_numpy(zero_copy_only=False), dtype="boolean"
-                 ).fillna(True), bool))
-    if other.size:
-        rx = re.compile(PAGEABLE)
-        out[other] = [rx.search(v) is not None for v in text.iloc[other].tolist()]
-    return out
+#: PAGEABLE in RE2's syntax for ASCII text (``rows_matching``)
+PAGEABLE_ASCII = (r'(?i)pageable|"pinned"' + WS_ASCII + r'*:' + WS_ASCII + r'*false')
 
 
 # ------------------------------------------------------------------ queue rule
@@ -169,7 +146,7 @@ def _h2d(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, Any]:
     text = names.astype(str) + " " + args_of(events, h2d).astype(str).fillna("") \
         if has_args(events) else names.astype(str)
     pageable = h2d.copy()
-    pageable[h2d] = pageable_text(text)
+    pageable[h2d] = rows_matching(text, PAGEABLE, PAGEABLE_ASCII)
     # (no pageable copy: nothing exposed, without the kernels' union)
     exposed = iv.intersect(iv.subtract(spans(events, pageable),
                                        spans(events, dev & is_(events, "kind", "kernel"))),

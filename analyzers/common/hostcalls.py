@@ -30,7 +30,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.names import WS_ASCII, is_, name_matches, rows_matching
 from hermes.analyzers.common.spans import data_wait_mask
 from hermes.trace.args import args_of, has_args
 from hermes.trace.schema import COMM_KINDS, NOT_WORK_KINDS
@@ -157,7 +157,9 @@ def blocking_copy_calls(ev: pd.DataFrame, host: np.ndarray) -> np.ndarray:
     text = ev["name"][d2h].astype(str)
     if has_args(ev):
         text = text + " " + args_of(ev, d2h).astype(str).fillna("")
-    pageable = np.flatnonzero(d2h)[name_matches(text, PAGEABLE_D2H + r'|"pinned"\s*:\s*false')]
+    pageable = np.flatnonzero(d2h)[rows_matching(text, PAGEABLE_D2H + r'|"pinned"\s*:\s*false',
+                                                 PAGEABLE_D2H + r'|"pinned"' + WS_ASCII
+                                                 + r'*:' + WS_ASCII + r'*false')]
     if pageable.size == 0:
         return out
     corr = pd.to_numeric(ev["corr_id"], errors="coerce").to_numpy(np.float64, na_value=np.nan)

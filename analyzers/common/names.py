@@ -86,3 +86,28 @@ def desc_order(x: np.ndarray, kind: str = "stable") -> np.ndarray:
     NaN): pandas reverses, sorts ascending and reverses back."""
     idx = np.arange(len(x))[::-1]
     return idx[x[::-1].argsort(kind=kind)][::-1]
+
+
+#: Python's ``\s`` on text over ASCII, in RE2's syntax (RE2's own ``\s`` lacks ``\v`` and
+#: ``\x1c``-``\x1f``)
+WS_ASCII = r"[\t\n\v\f\r\x1c-\x1f ]"
+
+
+def rows_matching(text: pd.Series, pattern: str, ascii_pattern: str) -> np.ndarray:
+    r"""``re.search(pattern)`` of each row of ``text`` (missing rows never match) without a
+    Python search per row: ASCII rows by pyarrow's regex with ``ascii_pattern`` -- ``pattern``
+    in RE2's syntax, which must match an ASCII text exactly when ``pattern`` does (over ASCII
+    both fold case alike; spell ``\s`` as :data:`WS_ASCII`) --, the others by Python's ``re``.
+    For texts that differ per row (args), where :func:`name_matches` would search each."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(text.astype("string[pyarrow]"))
+    out = np.asarray(pd.array(pc.match_substring_regex(arr, ascii_pattern).to_numpy(
+        zero_copy_only=False), dtype="boolean").fillna(False), bool)
+    other = np.flatnonzero(~np.asarray(pd.array(pc.string_is_ascii(arr).to_numpy(
+        zero_copy_only=False), dtype="boolean").fillna(True), bool))
+    if other.size:
+        rx = re.compile(pattern)
+        out[other] = [rx.search(v) is not None for v in text.iloc[other].tolist()]
+    return out

@@ -207,29 +207,37 @@ def test_warm_up_step_split_as_the_steady_steps_and_kept_in_the_denominator():
     assert t["reading_ns"].tolist() == [33, 100, 100, 100]
 
 
-def test_pageable_text_is_pythons_search_row_by_row() -> None:
-    # the vectorized pageable test (ASCII rows by pyarrow's regex, the rest by Python's re)
-    # reads every row as re.search(PAGEABLE) does: case, \s incl. \v and \x1c-\x1f, missing
-    # rows, non-ASCII text (long s, dotless i) and a match nowhere but across two rows
+def test_rows_matching_is_pythons_search_row_by_row() -> None:
+    # the vectorized row test (ASCII rows by pyarrow's regex, the rest by Python's re) reads
+    # every row as re.search does, for the pageable H2D and D2H patterns: case, \s incl. \v and
+    # \x1c-\x1f, '.' not crossing a newline, missing rows, non-ASCII text (long s, dotless i)
     import random
     import re
 
     import pandas as pd
 
-    from hermes.analyzers.io import PAGEABLE, pageable_text
+    from hermes.analyzers.common import hostcalls
+    from hermes.analyzers.common.names import WS_ASCII, rows_matching
+    from hermes.analyzers.io import PAGEABLE, PAGEABLE_ASCII
 
-    rx = re.compile(PAGEABLE)
+    d2h = (hostcalls.PAGEABLE_D2H + r'|"pinned"\s*:\s*false',
+           hostcalls.PAGEABLE_D2H + r'|"pinned"' + WS_ASCII + r'*:' + WS_ASCII + r'*false')
     fixed = ["Memcpy HtoD (Pageable -> Device)", 'x {"pinned": false}', '{"PINNED"\v:\x1cFALSE}',
-             '{"pinned":true}', '{"pınned": false}', '{"pinned": falſe}', None, "", '"pinned"',
-             ": false"]
+             '{"pinned":true}', '{"pınned": false}', '{"pinned": falſe}', None, "",
+             '"pinned"', ": false", "Memcpy DtoH (Device -> Pageable)", "DtoH\nPageable"]
     atoms = ["pageable", "PAGE", "able", '"pinned"', '"Pinned"', ":", " ", "\t", "\v", "\x1d",
-             "\n", "false", "FaLsE", "ſ", "ı", "é", "{", "}", "x"]
+             "\n", "false", "FaLsE", "ſ", "ı", "é", "{", "}", "x", "DtoH", "d2h",
+             "Pageable"]
     rng = random.Random(7)
     rows = fixed + ["".join(rng.choice(atoms) for _ in range(rng.randint(0, 7)))
                     for _ in range(3000)]
-    got = pageable_text(pd.Series(rows, dtype="str"))
-    want = np.array([v is not None and rx.search(v) is not None for v in rows])
-    assert got.tolist() == want.tolist()
+    for pattern, ascii_pattern in ((PAGEABLE, PAGEABLE_ASCII), d2h):
+        rx = re.compile(pattern)
+        got = rows_matching(pd.Series(rows, dtype="str"), pattern, ascii_pattern)
+        assert got.tolist() == [v is not None and rx.search(v) is not None for v in rows]
+    got = rows_matching(pd.Series(fixed, dtype="str"), PAGEABLE, PAGEABLE_ASCII)
     # (Python folds the dotless i and the long s to i and s: the non-ASCII rows decide so too)
     assert got[:6].tolist() == [True, True, True, False, True, True]
     assert not got[6:10].any()
+    got = rows_matching(pd.Series(fixed, dtype="str"), *d2h)
+    assert got[10] and not got[11]
