@@ -88,8 +88,13 @@ def functions(ev: pd.DataFrame, outside: iv.Union, steps: int, top: int = TOP
     owner, a, b = _segments(ev, idx)
     ns = iv.overlap_per_interval(a, b, outside)
     per_event = np.bincount(owner, weights=ns, minlength=idx.size)
-    names = ev["name"].to_numpy(object)[idx]
-    frame = pd.DataFrame({"name": names.astype(str), "ns": per_event})
+    col = ev["name"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # the frames' names by code: no string per event
+        text = np.array([str(c) for c in col.cat.categories] + ["nan"], dtype=object)
+        names = text[col.cat.codes.to_numpy()[idx]]
+    else:
+        names = col.iloc[idx].to_numpy(object).astype(str)
+    frame = pd.DataFrame({"name": names, "ns": per_event})
     by = frame.groupby("name", sort=False)["ns"].sum()
     by = by[by > 0].sort_values(ascending=False, kind="stable").head(top)
     # the line of the frame of each function that spent the most (args read for those only)
