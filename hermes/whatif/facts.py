@@ -55,11 +55,15 @@ def args_mention(sg: StepGraph, keys: tuple[str, ...]) -> bool:
     events' texts only reads True, which asks for the exact per-event look."""
     if sg.args is None:
         return False
+    # (kept on the graph with the events it was found in: each transform of a set asks again)
+    got = sg.memo.get(("args_mention", keys))
+    if got is not None and got[0] is sg.args:
+        return got[1]
     col = sg.args["args"] if "args" in sg.args.columns else None
     to_arrow = getattr(getattr(col, "array", None), "__arrow_array__", None)
-    if to_arrow is None:
-        return True
-    return mentions(to_arrow(), keys)
+    found = True if to_arrow is None else mentions(to_arrow(), keys)
+    sg.memo[("args_mention", keys)] = (sg.args, found)
+    return found
 
 
 def mentions(arr: Any, keys: tuple[str, ...]) -> bool:

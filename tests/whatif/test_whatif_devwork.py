@@ -181,3 +181,21 @@ def test_kinds_are_the_kind_column_as_text_missing_as_nan() -> None:
         assert got[0] == "gc" and got[2] == "sync" and got[3] == "gc"
         assert isinstance(got[1], float) and np.isnan(got[1])
         assert list((got == "gc").nonzero()[0]) == [0, 3]
+
+
+def test_args_mention_is_searched_once_per_graph_and_events(monkeypatch) -> None:
+    # every fusion transform of a set asks whether any event's args hold the Ascend keys: the
+    # answer is kept on the graph for the events it was found in, searched again for others
+    from hermes.whatif import facts
+
+    calls = []
+    real = facts.mentions
+    monkeypatch.setattr(facts, "mentions", lambda arr, keys: calls.append(keys) or real(arr, keys))
+    rows = (ev("kernel", "k", 0, 100, args='{"Input Shapes": "1,2"}'), ev("step", "ProfilerStep#0", 0, 200))
+    (sg,) = graphs(frame(*rows)).values()
+    keys = ("Input Shapes",)
+    assert facts.args_mention(sg, keys) and facts.args_mention(sg, keys)
+    assert len(calls) == 1
+    assert not facts.args_mention(sg, ("Output Shapes",)) and len(calls) == 2
+    sg.args = sg.args.assign(args='{"x": 1}')  # other events: searched again
+    assert not facts.args_mention(sg, keys) and len(calls) == 3
