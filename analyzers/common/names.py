@@ -103,10 +103,10 @@ def rows_matching(text: pd.Series, pattern: str, ascii_pattern: str) -> np.ndarr
     import pyarrow.compute as pc
 
     arr = pa.array(text.astype("string[pyarrow]"))
-    out = np.asarray(pd.array(pc.match_substring_regex(arr, ascii_pattern).to_numpy(
-        zero_copy_only=False), dtype="boolean").fillna(False), bool)
-    other = np.flatnonzero(~np.asarray(pd.array(pc.string_is_ascii(arr).to_numpy(
-        zero_copy_only=False), dtype="boolean").fillna(True), bool))
+    out = pc.fill_null(pc.match_substring_regex(arr, ascii_pattern), False).to_numpy(
+        zero_copy_only=False)
+    other = np.flatnonzero(~pc.fill_null(pc.string_is_ascii(arr), True).to_numpy(
+        zero_copy_only=False))
     if other.size:
         rx = re.compile(pattern)
         out[other] = [rx.search(v) is not None for v in text.iloc[other].tolist()]

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
-from hermes.analyzers.common.names import is_, name_matches
+from hermes.analyzers.common.names import col, is_, name_matches
 from hermes.analyzers.common.nesting import event_nodes
 from hermes.analyzers.common.spans import spans
 from hermes.trace.args import args_of
@@ -88,12 +88,10 @@ def functions(ev: pd.DataFrame, outside: iv.Union, steps: int, top: int = TOP
     owner, a, b = _segments(ev, idx)
     ns = iv.overlap_per_interval(a, b, outside)
     per_event = np.bincount(owner, weights=ns, minlength=idx.size)
-    col = ev["name"]
-    if isinstance(col.dtype, pd.CategoricalDtype):  # the frames' names by code: no string per event
-        text = np.array([str(c) for c in col.cat.categories] + ["nan"], dtype=object)
-        names = text[col.cat.codes.to_numpy()[idx]]
+    if isinstance(ev["name"].dtype, pd.CategoricalDtype):  # by code: no string per event
+        names = col(ev, "name")[idx]
     else:
-        names = col.iloc[idx].to_numpy(object).astype(str)
+        names = ev["name"].iloc[idx].to_numpy(object).astype(str)
     frame = pd.DataFrame({"name": names, "ns": per_event})
     by = frame.groupby("name", sort=False)["ns"].sum()
     by = by[by > 0].sort_values(ascending=False, kind="stable").head(top)
