@@ -79,8 +79,9 @@ class TorchDriver:
         self.warnings: list[str] = []
         self._starts: list[tuple[int, int]] = []  # (step, start ns) while the profiler runs
         self._t_on = 0
-        # Wall clock minus the session clock, to put Kineto's epoch timestamps on ours.
-        self._wall_minus_perf = time.time_ns() - perf_counter_ns()
+        # Wall clock minus the session clock, to put Kineto's epoch timestamps on ours
+        # (measured again each time the profiler starts).
+        self._wall_minus_perf = wall_minus_perf_ns()
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
@@ -116,6 +117,7 @@ class TorchDriver:
         self.prof = profile(activities=acts, record_shapes=True)
         self.prof.start()
         self._t_on = perf_counter_ns()
+        self._wall_minus_perf = wall_minus_perf_ns()
 
     def _finish(self) -> None:
         self._hook.remove()
@@ -218,6 +220,24 @@ def _loader_args(it: Any) -> str | None:
         except AttributeError:  # an iterator with __slots__: work it out each time
             pass
     return cached
+
+
+def wall_minus_perf_ns(samples: int = 9) -> int:
+    """The wall clock (``time.time_ns``) minus the session clock (``perf_counter_ns``), in ns.
+
+    One reading of each clock is off by however long the process was descheduled between the
+    two calls (milliseconds on a loaded machine: longer than a small model's step, so operators
+    landed in the wrong steps). Each sample brackets a wall reading between two session
+    readings; the tightest bracket is the one least disturbed, and its midpoint is taken.
+    """
+    best_width, best = None, 0
+    for _ in range(max(1, samples)):
+        before = perf_counter_ns()
+        wall = time.time_ns()
+        after = perf_counter_ns()
+        if best_width is None or after - before < best_width:
+            best_width, best = after - before, wall - (before + after) // 2
+    return best
 
 
 def _base_time_ns(path: Path) -> int | None:
