@@ -45,14 +45,18 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
                            ws_: list, es: list, skip: np.ndarray,
                            awaited: np.ndarray | None = None, lane: np.ndarray | None = None,
                            line_up: int = LINE_UP_NS, min_gap: int = 0,
-                           by_key: np.ndarray | None = None) -> np.ndarray:
+                           by_key: np.ndarray | None = None,
+                           marks: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
     """Cross-stream dependencies inferred where a task on another stream ends just before a
     task starts after an idle gap on its own stream (events/waits between streams are often not
     in the trace): edge (that end -> this start), weight = the small delay; the gap on the
     waiting stream then weighs 0 (it was a wait). Appends to the edge lists; modifies ``w``;
     returns the mask of events whose start is explained this way (``skip``: tasks whose start
     is explained already, by a traced event wait). ``by_key``: every event's stable order by
-    ``wkey`` (computed here when not given)."""
+    ``wkey`` (computed here when not given). ``marks``: user ranges (lane, start, end) of the
+    waiting lanes: a task that no end lines up with is tried again with its lane's wake-up
+    (:func:`resumed_at`: where a user range opens in its gap); the edge still carries the
+    delay to the task."""
     explained = np.zeros(s.size, bool)
     awaited = task if awaited is None else awaited
     tasks = np.flatnonzero(task & ~skip)
@@ -62,16 +66,29 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
     gap = t[k] - prev_t[k] > min_gap
     tasks, k = tasks[gap], k[gap]
     o = _sorted_subset(awaited, wkey, by_key)
-    start_key = wkey[tasks] - (t[end_node[tasks]] - s[tasks])  # (step, start) on wkey's scale
-    j = np.searchsorted(wkey[o], start_key, side="right") - 1
-    cand = o[np.maximum(j, 0)]
-    end_t = t[end_node[cand]]
-    # the latest task end at or before the start, inside the idle gap (so on another stream:
-    # this stream was idle), in the same step, at most LINE_UP_NS earlier
-    ok = (j >= 0) & (win[cand] == win[tasks]) & (end_t > prev_t[k]) & (end_t <= t[k]) & \
-        (t[k] - end_t <= line_up)
-    if lane is not None:
-        ok &= lane[cand] != lane[tasks]
+
+    def awaited_before(woke: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # the latest task end at or before the start (or wake-up), inside the idle gap (so on
+        # another stream: this stream was idle), in the same step, at most LINE_UP_NS earlier
+        start_key = wkey[tasks] - (t[end_node[tasks]] - woke)  # (step, wake) on wkey's scale
+        j = np.searchsorted(wkey[o], start_key, side="right") - 1
+        cand = o[np.maximum(j, 0)]
+        end_t = t[end_node[cand]]
+        ok = (j >= 0) & (win[cand] == win[tasks]) & (end_t > prev_t[k]) & (end_t <= woke) & \
+            (woke - end_t <= line_up)
+        if lane is not None:
+            ok &= lane[cand] != lane[tasks]
+        return cand, end_t, ok
+
+    cand, end_t, ok = awaited_before(t[k])
+    if marks is not None and not ok.all():
+        # not lined up with the task's start: with the wake-up a user range shows, if earlier
+        woke = resumed_at(marks, lane[tasks], prev_t[k], t[k])
+        again = ~ok & (woke < t[k])
+        if again.any():
+            c2, e2, ok2 = awaited_before(woke)
+            take = again & ok2
+            cand, end_t, ok = np.where(take, c2, cand), np.where(take, e2, end_t), ok | take
     us.append(end_node[cand[ok]])
     vs.append(k[ok])
     ws_.append((t[k] - end_t)[ok])
@@ -79,6 +96,41 @@ def _inferred_stream_waits(task: np.ndarray, wkey: np.ndarray, s: np.ndarray, wi
     w[k[ok]] = 0  # (a lane's first node has no chain edge: w is 0 there already)
     explained[tasks[ok]] = True
     return explained
+
+
+def resumed_at(marks: tuple[np.ndarray, ...], lane: np.ndarray, idle_from: np.ndarray,
+               start: np.ndarray) -> np.ndarray:
+    """When each thread ran again after an idle gap, for tasks starting at ``start`` on
+    ``lane`` after their lane was idle from ``idle_from``: the start of the first user range
+    (``marks``: lane, start, end) that opens on the lane inside the gap and is still open at
+    the task's start -- the thread was running from there (``Optimizer.step`` opens, its first
+    operator follows hundreds of microseconds later) -- else the task's own start. A range
+    that opens in the gap and closes before the task does not count (the thread ran and
+    stopped again: nothing says when it woke for the task)."""
+    m_lane, m_start, m_end = marks
+    woke = start.copy()
+    if not m_lane.size or not start.size:
+        return woke
+    o = np.lexsort((m_start, m_lane))  # (lane, start)
+    ml, mst, men = m_lane[o], m_start[o], m_end[o]
+    lo = np.searchsorted(ml, lane, side="left")
+    hi = np.searchsorted(ml, lane, side="right")
+    # first range of the lane starting after idle_from: a bisection within each lane's block
+    a, b = lo.copy(), hi.copy()
+    while True:
+        open_ = a < b
+        if not open_.any():
+            break
+        mid = (a + b) // 2
+        mid_c = np.minimum(mid, ml.size - 1)
+        right = open_ & (mst[mid_c] > idle_from)
+        left = open_ & ~right
+        b = np.where(right, mid, b)
+        a = np.where(left, mid + 1, a)
+    f = np.minimum(a, ml.size - 1)
+    ok = (a < hi) & (mst[f] <= start) & (men[f] >= start)
+    woke[ok] = mst[f[ok]]
+    return woke
 
 
 def _sorted_subset(mask: np.ndarray, wkey: np.ndarray, by_key: np.ndarray | None
@@ -193,7 +245,8 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
                  kind: np.ndarray, lane_kind: np.ndarray, lane: np.ndarray,
                  start_node: np.ndarray, end_node: np.ndarray, t: np.ndarray, w: np.ndarray,
                  first: np.ndarray, seg: np.ndarray, prev_t: np.ndarray,
-                 waits: tuple[np.ndarray, ...] | None
+                 waits: tuple[np.ndarray, ...] | None,
+                 marks: tuple[np.ndarray, ...] | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Launch -> task edges, awaited device task -> sync end and awaited loader event -> data
     wait end edges, within a step; zeroes stream gaps that were waits for a launch and the
@@ -218,12 +271,13 @@ def cross_edges(corr: np.ndarray, win: np.ndarray, wkey: np.ndarray, s: np.ndarr
     # Gloo all-reduce, the main thread's on the autograd engine -- is not traced); the gap
     # weighs 0 and the edge carries the wake-up delay
     work = host & ~_in(kind, _KIND, NOT_WORK_KINDS)
-    # (a user range such as Optimizer.step opens where the thread runs again)
+    # (a user range such as Optimizer.step opens where the thread runs again: ``marks``)
     resumed = host & ~_in(kind, _KIND, ("step", "counter", "other"))
     _inferred_stream_waits(resumed, wkey, s, win, start_node, end_node, t, w, prev_t, us, vs,
                            ws_, es, np.zeros(s.size, bool), awaited=work | (
                                _in(kind, _KIND, COMM_KINDS)), lane=lane,
-                           line_up=HOST_WAKE_NS, min_gap=HOST_WAIT_MIN_NS, by_key=by_key)
+                           line_up=HOST_WAKE_NS, min_gap=HOST_WAIT_MIN_NS, by_key=by_key,
+                           marks=marks)
     # a device-lane gap before an event whose launch is not in the trace (no corr_id, or no
     # host event with it in the step: sampled traces, MTIA DMA requests, CUPTI sync records)
     # weighs 0 like a host-lane gap: nothing shows the event was ready, so it is no delay

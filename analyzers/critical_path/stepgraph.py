@@ -128,6 +128,9 @@ class Events:
         self.work = ~_in(kind, _KIND, NOT_WORK_KINDS) & \
             (self.lane_kind != _LANE["counter"]) & ~self.helper
         del kind
+        # user ranges (record_function, NVTX) on host threads: not on the path, but where one
+        # opens the thread was running (edges.resumed_at: when a thread woke)
+        self.mark = (self.kind == _KIND["marker"]) & host & ~self.helper
         # CUPTI 'Stream Wait Event' records (Kineto cuda_sync): the stream that waits, the
         # stream and the event record (the cudaEventRecord call's correlation id) it waits for;
         # with the device of each lane ('gpu 1 stream 7' -> 'gpu 1 '). Only kept when a trace
@@ -215,13 +218,12 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
     there is taken from it, and one built here is kept there (read-only arrays); None: built,
     not kept."""
     # (dropped before the cut: the same pieces, fewer)
+    msel = sel[pre.mark[sel]].astype(np.int64, copy=False)
     sel = sel[pre.work[sel]].astype(np.int64, copy=False)
-    if bounds is not None and bounds[0] is not None:  # (None: no windows)
-        lo, hi, a, ws, we = bounds
-        s, e, win, src = split_sel(pre.ts, pre.te, sel, lo, hi, ws, we, a, a + len(windows))
-    else:
-        s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
-        src = sel[src]
+    s, e, win, src = _cut(pre, sel, windows, bounds)
+    # the user ranges of the selection, cut the same way: (graph lane, start, end)
+    ms, me, mwin, msrc = _cut(pre, msel, windows, bounds)
+    marks = (mwin * pre.lanes + pre.lane[msrc], ms, me)
     kind8 = np.where(pre.blocking[src], _KIND["sync"], pre.kind[src])  # (narrow: kept)
     kind = kind8.astype(np.int64)
     lane_kind8 = pre.lane_kind[src]
@@ -239,17 +241,28 @@ def build_sel(pre: Events, sel: np.ndarray, windows: pd.DataFrame,
         # lane_kind8's, lane is win * lanes + lane_code
         made_of = (s, e, win, src, kind8, lane_kind8, nccl, lane_code, np.array(pre.lanes), corr,
                    windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64),
-                   *name_key(pre.name, src), *(waits or ()))
+                   *marks, *name_key(pre.name, src), *(waits or ()))
         got = keep.find(lambda v: isinstance(v, KeptGraph) and same_inputs(v.made_of, made_of))
         if got is not None:
             return got.graph, got.info.copy(deep=False)  # (columns added to a copy stay there)
-    g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows)
+    g, info = _graph(pre, s, e, win, src, kind, lane_kind, nccl, lane, corr, waits, windows,
+                     marks)
     if made_of is None or keep is None:
         return g, info
     for a in g.__dict__.values():
         a.flags.writeable = False  # shared with later users: no change in place
     keep.add(KeptGraph(g, info, made_of, _whole_steps(pre, windows, bounds)), n_ev)
     return g, info.copy(deep=False)
+
+
+def _cut(pre: Events, sel: np.ndarray, windows: pd.DataFrame, bounds: tuple[Any, ...] | None
+         ) -> tuple[np.ndarray, ...]:
+    """The events ``sel`` of ``pre`` cut at the step borders: (start, end, window, event)."""
+    if bounds is not None and bounds[0] is not None:  # (None: no windows)
+        lo, hi, a, ws, we = bounds
+        return split_sel(pre.ts, pre.te, sel, lo, hi, ws, we, a, a + len(windows))
+    s, e, win, src = split_by_windows(pre.ts[sel], pre.te[sel], windows)
+    return s, e, win, sel[src]
 
 
 def _whole_steps(pre: Events, windows: pd.DataFrame, bounds: tuple[Any, ...] | None
@@ -337,9 +350,10 @@ class KeptGraph:
 
 def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.ndarray,
            kind: np.ndarray, lane_kind: np.ndarray, nccl: np.ndarray, lane: np.ndarray,
-           corr: np.ndarray, waits: tuple[np.ndarray, ...] | None, windows: pd.DataFrame
-           ) -> tuple[cpgraph.Graph, pd.DataFrame]:
-    """The graph of the event copies (after :func:`build_sel`'s cut and selection)."""
+           corr: np.ndarray, waits: tuple[np.ndarray, ...] | None, windows: pd.DataFrame,
+           marks: tuple[np.ndarray, ...] | None = None) -> tuple[cpgraph.Graph, pd.DataFrame]:
+    """The graph of the event copies (after :func:`build_sel`'s cut and selection); ``marks``:
+    the user ranges' (graph lane, start, end) (:func:`edges.cross_edges`)."""
     n_ev = s.size
     ws = windows["start_ns"].to_numpy(np.int64)
     span = int((windows["end_ns"] - windows["start_ns"]).to_numpy(np.int64).max(initial=0)) + 1
@@ -364,7 +378,7 @@ def _graph(pre: Events, s: np.ndarray, e: np.ndarray, win: np.ndarray, src: np.n
     # sync matching sorts by (window, end): a single int64 key (end relative to its window)
     wkey = win * span + (e - ws[win])
     cu, cv, cw, ce = cpedges.cross_edges(corr, win, wkey, s, kind, lane_kind, lane, start_node,
-                                         end_node, t, w, first, seg, prev_t, waits)
+                                         end_node, t, w, first, seg, prev_t, waits, marks)
     return cpgraph.Graph(t, ln, w, seg, cu, cv, cw, ce, start_node, end_node), info
 
 

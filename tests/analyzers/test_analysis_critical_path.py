@@ -244,6 +244,26 @@ def test_a_host_thread_resuming_after_a_collective_waited_for_it():
     assert top(res)[0] == {"gloo:all_reduce": 9 * ms}
 
 
+def test_a_user_range_opening_in_the_gap_shows_when_the_thread_woke():
+    # as the second case above (B starts 1 ms after the all-reduce ends), but the thread opens
+    # a user range (Optimizer.step) 200 us after it (< HOST_WAKE_NS) that still holds B: the
+    # thread woke there, so it waited for the all-reduce; the edge carries the 1 ms to B.
+    # Path: all-reduce 9 ms -> 1 ms -> B 2 ms
+    ms = 1_000_000
+    base = (ev("step", "ProfilerStep#1", 0, 13 * ms),
+            ev("host_op", "A", 0, 1 * ms),
+            ev("collective", "gloo:all_reduce", 1 * ms, 9 * ms, lane="thread 2"),
+            ev("host_op", "B", 11 * ms, 2 * ms))
+    res = run(*base, ev("marker", "Optimizer.step#SGD.step", 10_200_000, 2_800_000))
+    times, _ = top(res)
+    assert times == {"gloo:all_reduce": 9 * ms, "B": 2 * ms}
+    assert res.metrics["length_ms_median"] == pytest.approx(12.0)
+    # a range that opens in the gap but closes before B says nothing of when the thread woke
+    # for B; one that opens before the gap (the step's own range) neither
+    for mark in (ev("marker", "log", 10_200_000, 100_000), ev("marker", "outer", 0, 13 * ms)):
+        assert top(run(*base, mark))[0] == {"gloo:all_reduce": 9 * ms}
+
+
 def test_traced_stream_wait_event_links_the_recording_stream_to_the_waiting_one():
     # CUPTI 'Stream Wait Event' (Kineto cuda_sync): stream 9 waits for the event recorded on
     # stream 7 by cudaEventRecord (corr 2) after A. B (launched at 4 ns, long before) starts
