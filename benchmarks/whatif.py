@@ -53,6 +53,8 @@ ZOO = [("resnet50", 1), ("bert-large", 1), ("pangu-1.3b", 1), ("llama2-7b", 1),
 WORKLOADS = ("resnet50", "bert-large", "pangu-1.3b")
 #: two measured speedups further apart than this ratio form a decided pair (their order counts)
 DECIDED = 1.10
+#: emulated steps per run of the speedup part (``--steps``); every one counts in its median
+STEPS = 6
 
 
 def replay_error(trace) -> tuple[float, float]:
@@ -121,13 +123,15 @@ def part_replay(smoke: bool = False) -> None:
     print(f"replay error over {e.size} traces: mean {e.mean():.2f} %, max {e.max():.2f} %")
 
 
-def _measured_after(w: str, cause: str, opt: str, ranks: int, tmp: Path) -> float:
+def _measured_after(w: str, cause: str, opt: str, ranks: int, tmp: Path, steps: int = STEPS
+                    ) -> float:
     p = plan(w, ranks=ranks, inject_specs=[cause], opt_specs=[opt])
     path = tmp / f"after{'.parquet' if ranks == 1 else ''}"
-    return emulate(p, trace_collector(p, path), 6).median_step_ms
+    return emulate(p, trace_collector(p, path), steps).median_step_ms
 
 
-def part_speedup(workloads: tuple[str, ...] = WORKLOADS, causes: tuple[str, ...] = ()) -> None:
+def part_speedup(workloads: tuple[str, ...] = WORKLOADS, causes: tuple[str, ...] = (),
+                 steps: int = STEPS) -> None:
     print("top recommendation per injected cause: predicted vs measured speedup")
     all_err = []
     for w in workloads:
@@ -141,7 +145,8 @@ def part_speedup(workloads: tuple[str, ...] = WORKLOADS, causes: tuple[str, ...]
             ranks = max(c.min_ranks, 1)
             with tempfile.TemporaryDirectory() as tmp:
                 try:
-                    step, findings = emulate_and_advise(w, [cid], [], 6, ranks, "ascend910b", 0,
+                    step, findings = emulate_and_advise(w, [cid], [], steps, ranks,
+                                                        "ascend910b", 0,
                                                         Path(tmp))
                 except Exception as exc:  # noqa: BLE001
                     print(f"  {w:<11} {cid:<38} not emulated: {exc}"[:140])
@@ -151,7 +156,7 @@ def part_speedup(workloads: tuple[str, ...] = WORKLOADS, causes: tuple[str, ...]
                     print(f"  {w:<11} {cid:<38} no recommendation with an emulator option")
                     continue
                 _, r = pick
-                after = _measured_after(w, cid, r.emulator_opt, ranks, Path(tmp))
+                after = _measured_after(w, cid, r.emulator_opt, ranks, Path(tmp), steps)
             m = step / after
             err = r.estimated_speedup / m - 1
             pred.append(r.estimated_speedup)
@@ -210,6 +215,10 @@ def main() -> None:
                     help="speedup part: comma-separated workloads (default: %(default)s)")
     ap.add_argument("--causes", default="",
                     help="speedup part: comma-separated cause ids (default: every one)")
+    ap.add_argument("--steps", type=int, default=STEPS,
+                    help="speedup part: emulated steps per run, all in its median (default: "
+                    "%(default)s; a loader's prefetched lead can cover that many steps of a "
+                    "run whose loader would fall behind later)")
     ap.add_argument("--smoke", action="store_true",
                     help="each part tiny (seconds): for the test suite")
     a = ap.parse_args()
@@ -220,7 +229,7 @@ def main() -> None:
         part_replay(a.smoke)
     if a.part in ("speedup", "all"):
         part_speedup(tuple(x for x in a.workloads.split(",") if x),
-                     tuple(x for x in a.causes.split(",") if x))
+                     tuple(x for x in a.causes.split(",") if x), a.steps)
     if a.part in ("optimize", "all"):
         part_optimize(a.smoke)
     print(f"({time.perf_counter() - t0:.0f} s)")
