@@ -51,13 +51,52 @@ def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
     """``re.search`` of ``pattern`` on each name, evaluated once per distinct name."""
     if len(names) == 0:
         return np.zeros(0, bool)
-    rx = re.compile(pattern)
     if isinstance(names.dtype, pd.CategoricalDtype):  # (a few matching names: compared codes)
-        return codes_in(names, [bool(rx.search(str(c))) for c in names.dtype.categories.tolist()])
+        return codes_in(names, search_each([str(c) for c in names.dtype.categories.tolist()],
+                                           pattern).tolist())
     # (as its categories would: each distinct value once, missing ones never match)
     codes, uniq = pd.factorize(names, use_na_sentinel=True)
-    hit = np.array([bool(rx.search(str(c))) for c in uniq], dtype=bool)
+    hit = search_each([str(c) for c in uniq], pattern)
     return np.append(hit, False)[codes]  # code -1 (missing) reads the trailing False
+
+
+#: texts from which :func:`search_each` hands the search to pyarrow's RE2 (below, Python's
+#: ``re`` one by one is as fast as building the Arrow array)
+RE2_MIN_TEXTS = 64
+# constructs whose meaning differs between Python's re and RE2 over ASCII text, or that RE2
+# lacks: \s/\S (RE2's lacks \v, \x1c-\x1f), \Z, \u/\U/\N escapes, POSIX classes, a brace
+# that is not {n}, {n,} or {n,m},
+# any (?...) group but (?:...), (?P<name>...) and leading (?i)/(?s) flags, \b in a class
+_RE2_DIFFERS = re.compile(r"\\[sSZuUN]|\[:|\{(?!\d+(,\d*)?\})|\(\?(?![:P])|\[[^\]]*\\b")
+_LEADING_FLAGS = re.compile(r"^\(\?[is]+\)")
+
+
+def search_each(texts: list[str], pattern: str) -> np.ndarray:
+    """``re.search(pattern, t) is not None`` for each text, as a bool array. Over enough texts,
+    those that are ASCII without a newline go through pyarrow's RE2 in one call when the
+    pattern means the same there (an ASCII pattern without the constructs of
+    ``_RE2_DIFFERS``; Python's ``$`` also matches before a final newline, and its case folding
+    reaches non-ASCII letters: such texts stay with Python), the rest through Python's ``re``;
+    a pattern RE2 rejects (backreferences, ...) goes through Python whole."""
+    rx = re.compile(pattern)
+    flags = _LEADING_FLAGS.match(pattern)
+    body = pattern[flags.end():] if flags else pattern
+    if len(texts) < RE2_MIN_TEXTS or not pattern.isascii() or _RE2_DIFFERS.search(body):
+        return np.fromiter((rx.search(t) is not None for t in texts), bool, len(texts))
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(texts, pa.string())
+    try:
+        out = pc.match_substring_regex(arr, pattern).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return np.fromiter((rx.search(t) is not None for t in texts), bool, len(texts))
+    out = np.array(out, bool)  # (writable)
+    plain = pc.and_(pc.string_is_ascii(arr),
+                    pc.invert(pc.match_substring(arr, "\n"))).to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(~plain).tolist():
+        out[i] = rx.search(texts[i]) is not None
+    return out
 
 
 def col(events: pd.DataFrame, name: str) -> np.ndarray:
