@@ -11,6 +11,7 @@ trace has no wait figures, transmission causes are judged with the wait removed
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -24,13 +25,13 @@ from hermes.analyzers.communication.causes import (
     transmission_costs,
 )
 from hermes.analyzers.communication.columns import MATRIX_COLUMNS, PRE_PARTS
-from hermes.analyzers.communication.rank import COLUMNS, P2P
+from hermes.analyzers.communication.rank import COLUMNS, P2P, P2P_GROUP
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
 #: collectives-table columns the cluster reduce reads (sync_table, the per-rank waits,
 #: transmission_costs and the findings' top operators)
-REDUCE_COLUMNS = [c for c in COLUMNS if c not in ("wait_ns", "link", "peer", "bw_GBps")]
+REDUCE_COLUMNS = [c for c in COLUMNS if c not in ("wait_ns", "link", "bw_GBps")]
 #: A set of ranks *holds the job back* when the waits they cause (the other ranks' waits at the
 #: collectives they reach last) are at least this share of all waiting, and the set is at most
 #: half of the job's ranks; otherwise no rank is consistently last (arrival jitter).
@@ -61,8 +62,7 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     """Per collective matched on >= 2 ranks by (group, seq): T_wait, R_wait, late rank."""
     cols = ["group", "seq", "op", "ranks", "T_wait_ns", "R_wait", "late_rank", "skew_ns",
             "transit_ns", "late_by", "late_excess_ns"]
-    # point-to-point transfers pair two ranks, not a group: they are not matched by sequence
-    t = t[t["seq"].notna() & ~t["op"].astype(str).str.contains(P2P)]
+    t = matchable(t)
     if len(t) == 0:
         return pd.DataFrame(columns=cols)
     g = t.groupby(["group", "seq"], sort=False)
@@ -76,9 +76,15 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     g = t.groupby(["group", "seq"], sort=False)
     a_max = g["arrive_ns"].transform("max")
     ref = g["prev_end_ns"].transform("max")
-    t["wait_i"] = a_max - t["arrive_ns"]
+    t["wait_i"] = waited(t, a_max)
     t["T_i"] = (t["arrive_ns"] - ref).clip(lower=0)
     t["tr_i"] = (t["end_ns"] - a_max).clip(lower=0)
+    # a transfer's time after both sides are there is the receiver's (a send may return once
+    # its data is handed over, before or after it arrived)
+    p2p = _is_p2p(t)
+    if p2p.any():
+        src = t.loc[p2p, "group"].astype(str).str.extract(r"^p2p (-?\d+)->")[0].astype("int64")
+        t.loc[src.index[(t.loc[p2p, "rank"] == src).to_numpy()], "tr_i"] = np.nan
     idx_late = g["arrive_ns"].idxmax()
     out = g.agg(op=("op", "first"), ranks=("rank", "size"), T_wait_ns=("wait_i", "sum"),
                 T_avg=("T_i", "mean"), T_max=("T_i", "max"), skew_ns=("wait_i", "max"),
@@ -88,6 +94,82 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     out["late_rank"] = t.loc[idx_late.to_numpy(), "rank"].to_numpy()
     out["late_by"], out["late_excess_ns"] = _late_by(t, idx_late.to_numpy())
     return out[cols].sort_values(["group", "seq"], kind="stable").reset_index(drop=True)
+
+
+_SEND = re.compile(r"send", re.I)
+_RECV = re.compile(r"recv", re.I)
+
+
+def p2p_keys(t: pd.DataFrame) -> None:
+    """Point-to-point transfers of the ranks' collective tables ``t`` (each rank's rows in
+    arrival order) keyed for matching across ranks, in place: a send to ``peer`` or a receive
+    from it gets the group ``p2p src->dst`` and its order among that pair's messages on its
+    rank as ``seq`` (messages between two ranks arrive in the order they were sent), and its op
+    name with the direction spelled ``send/recv`` (both sides of a transfer carry one op)."""
+    if len(t) == 0 or "peer" not in t.columns:
+        return
+    peer = pd.to_numeric(t["peer"], errors="coerce")
+    rank = t["rank"].astype("int64")
+    known = peer.notna() & (peer >= 0) & (peer != rank)
+    if not known.any():  # (the usual case: no text read on a job's every collective)
+        return
+    op = t.loc[known, "op"].astype(str)
+    send = op.str.contains(_SEND) & ~op.str.contains(_RECV)
+    recv = op.str.contains(_RECV) & ~op.str.contains(_SEND)
+    known = (send | recv).reindex(t.index, fill_value=False)
+    if not known.any():
+        return
+    send = send[known[op.index].to_numpy()]
+    op = op[known[op.index].to_numpy()]
+    pe, rk = peer[known].astype("int64"), rank[known]
+    src = np.where(send, rk, pe)
+    dst = np.where(send, pe, rk)
+    group = pd.Series([P2P_GROUP.format(src=a, dst=b) for a, b in zip(src, dst, strict=True)],
+                      index=pe.index)
+    t["group"] = t["group"].astype(object)
+    t.loc[known, "group"] = group
+    t.loc[known, "seq"] = group.groupby([rk, group], sort=False).cumcount().astype("float64")
+    t["op"] = t["op"].astype(object)
+    t.loc[known, "op"] = op.str.replace(r"(?i)i?(send|recv)", "send/recv", n=1,
+                                               regex=True)
+
+
+def _is_p2p(t: pd.DataFrame) -> pd.Series:
+    """Rows keyed as point-to-point transfers (``rank.p2p_keys``)."""
+    return t["group"].astype(str).str.startswith("p2p ")
+
+
+def matchable(t: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the ranks' collective tables that are matched by (group, seq): collectives
+    with a sequence number, and point-to-point transfers keyed by their pair of ranks whose
+    two sides agree -- as many receives on the destination as sends on the source, both in
+    the trace (a peer read as a rank of a smaller process group gives counts that disagree,
+    or a rank that never sends). Other point-to-point transfers pair two ranks outside any
+    group and are not matched."""
+    t = t[t["seq"].notna()]
+    p2p = _is_p2p(t)
+    other = t["op"].astype(str).str.contains(P2P) & ~p2p
+    if p2p.any():
+        q = t[p2p]
+        per = q.groupby(["group", "rank"], sort=False).size().unstack(fill_value=0)
+        ok = (per > 0).sum(axis=1).eq(2) & per.max(axis=1).eq(per.where(per > 0).min(axis=1))
+        ends = per.index.to_series().str.extract(r"p2p (-?\d+)->(-?\d+)").astype("int64")
+        for col in (0, 1):  # both ranks of the pair are the ones with rows
+            ok &= pd.Series([r in per.columns and per.at[g, r] > 0
+                             for g, r in ends[col].items()], index=ok.index, dtype=bool)
+        other |= p2p & ~t["group"].isin(ok.index[ok])
+    return t[~other]
+
+
+def waited(t: pd.DataFrame, a_max: pd.Series) -> pd.Series:
+    """Each rank's wait at its matched collective: until the last participant arrives; none for
+    a side of a point-to-point transfer that ended before the other arrived (a send of a small
+    message returns before the receive is posted: it did not wait)."""
+    w = a_max - t["arrive_ns"]
+    p2p = _is_p2p(t)
+    if p2p.any():
+        w = w.where(~p2p | (t["end_ns"] > a_max), 0)
+    return w
 
 
 def by_op(sync: pd.DataFrame, n: int = 20) -> list[dict[str, Any]]:
@@ -197,6 +279,7 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
         del x
     t = pd.concat(tabs, ignore_index=True) if tabs else pd.DataFrame(columns=REDUCE_COLUMNS)
     del tabs
+    p2p_keys(t)
     sync = sync_table(t)
     res.tables["sync"] = sync
     mats = [r.tables["matrix"] for r in per.values() if len(r.tables.get("matrix", ()))]
@@ -211,7 +294,7 @@ def communication_cluster(ctx: ClusterContext) -> AnalyzerResult:
         return res
     m = t[t["seq"].notna()].merge(sync[["group", "seq", "op", "transit_ns"]],
                                   on=["group", "seq", "op"], suffixes=("", "_matched"))
-    m["wait_i"] = m.groupby(["group", "seq"])["arrive_ns"].transform("max") - m["arrive_ns"]
+    m["wait_i"] = waited(m, m.groupby(["group", "seq"])["arrive_ns"].transform("max"))
     wait = union_per_rank(m["rank"], m["arrive_ns"], m["arrive_ns"] + m["wait_i"])
     # a wait costs the rank's step only where its device does not compute meanwhile (a
     # collective queued on a communication stream waits while the backward pass goes on):

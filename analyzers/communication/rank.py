@@ -198,9 +198,10 @@ def _table(ctx: RankContext, windows: pd.DataFrame, comp: iv.Union | None = None
         "small": (nbytes > 0) & ((nbytes < small_b) | lat_bound),
         "misaligned": (nbytes > 0) & (nbytes.fillna(0) % max(align, 1) != 0) & (align > 0),
         "latency_bound": (nbytes > 0) & lat_bound}, index=idx)
+    t["peer"] = _p2p_peers(ev, c, t["peer"])
+    t = t.sort_values("arrive_ns", kind="stable")
     # previous sync point: end of the previous collective of the same group on this rank, else
     # the start of the step (both on rank 0's clock)
-    t = t.sort_values("arrive_ns", kind="stable")
     prev = t.groupby("group", sort=False)["end_ns"].shift(1)
     ws = windows["start_ns"].to_numpy(np.int64) + offset if len(windows) else np.zeros(1, np.int64)
     k = np.clip(np.searchsorted(ws, t["arrive_ns"].to_numpy(np.int64), side="right") - 1, 0, None)
@@ -210,6 +211,47 @@ def _table(ctx: RankContext, windows: pd.DataFrame, comp: iv.Union | None = None
     for part, v in before_arrival(ev, t, first, offset, comp).items():
         t[f"pre_{part}_ns"] = v
     return t[COLUMNS].reset_index(drop=True), ix
+
+
+#: the ProcessGroup ops a Gloo send/recv range runs inside; their third input is the peer
+P2P_PARENTS = ("c10d::send", "c10d::recv_")
+#: the group of a point-to-point transfer matched across ranks: every message from src to dst
+P2P_GROUP = "p2p {src}->{dst}"
+_SEND = re.compile(r"send", re.I)
+_RECV = re.compile(r"recv", re.I)
+
+
+def _p2p_peers(ev: pd.DataFrame, c: pd.DataFrame, peer: pd.Series) -> pd.Series:
+    """The peer rank of each point-to-point collective of ``c`` (NaN: unknown): the args' own
+    peer, else the enclosing ``c10d::send`` / ``c10d::recv_`` op's third input (its
+    ``Concrete Inputs``: tensors, process group, peer, tag) on the same thread. That peer is
+    the rank within the op's process group: the cluster keeps a pairing only where the two
+    ranks' counts agree (:func:`~hermes.analyzers.communication.cluster.sync_table`)."""
+    peer = peer.reindex(c.index)
+    p2p = c["name"].astype(str).str.contains(P2P) & peer.isna()
+    if not p2p.any() or "lane" not in c.columns:
+        return peer
+    par = np.flatnonzero(is_(ev, "name", *P2P_PARENTS) & (ev["kind"] == "host_op").to_numpy())
+    if par.size == 0:
+        return peer
+    pf = base_frame(ev, np.isin(np.arange(len(ev)), par))
+    vals = []
+    for a in pf["args"].tolist():  # (one per send/recv call: few next to the events)
+        try:
+            v = json.loads(a).get("Concrete Inputs") if isinstance(a, str) else None
+            vals.append(float(int(v[2])) if isinstance(v, list) and len(v) > 2 else np.nan)
+        except (ValueError, TypeError, AttributeError):
+            vals.append(np.nan)
+    pf = pd.DataFrame({"lane": pf["lane"].astype(str).to_numpy(), "ts": pf["ts_ns"].to_numpy(),
+                       "end": pf["end_ns"].to_numpy(), "peer": vals}).sort_values("ts")
+    kids = pd.DataFrame({"lane": c.loc[p2p, "lane"].astype(str).to_numpy(),
+                         "ts": c.loc[p2p, "ts_ns"].to_numpy(), "row": c.index[p2p]}
+                        ).sort_values("ts")
+    got = pd.merge_asof(kids, pf, on="ts", by="lane", direction="backward")
+    inside = got["end"].to_numpy(np.float64) >= got["ts"].to_numpy(np.float64)
+    found = pd.Series(np.where(inside, got["peer"].to_numpy(np.float64), np.nan),
+                      index=got["row"].to_numpy())
+    return peer.fillna(found.reindex(peer.index))
 
 
 def _queued(t: pd.DataFrame) -> np.ndarray:
