@@ -362,7 +362,10 @@ def _wait_finding(share: float, sync: pd.DataFrame, pr: pd.DataFrame, held: list
         "wait_caused_ns": {int(r): int(v) for r, v in lt["wait_caused_ns"].items()},
         "times_late": {int(r): int(v) for r, v in lt["times_late"].items()},
         "matched": int(len(sync)), "top_ops": ops}
-    head = f"ranks wait {100 * share:.1f}% of step time at collectives"
+    p2p = _is_p2p(sync)
+    where = ("collectives" if not p2p.any() else "point-to-point transfers" if p2p.all() else
+             "collectives and point-to-point transfers")
+    head = f"ranks wait {100 * share:.1f}% of step time at {where}"
     if not held:
         worst = int(late_tab["rank"].iloc[0]) if len(late_tab) else -1
         caused = float(lt["wait_caused_ns"].iloc[0]) / total if len(lt) and total else 0.0

@@ -72,3 +72,8 @@ def test_each_direction_is_matched_and_its_waits_are_the_traces(analysis) -> Non
     assert by["p2p 0->1"]["waited_for_rank"] == 0 and by["p2p 1->0"]["waited_for_rank"] == 1
     assert by["default"]["count"] == 4  # the all-reduces, still matched by order
     assert cc.metrics["matched"] == 20
+
+
+def test_the_wait_finding_says_where_the_ranks_wait(analysis) -> None:
+    f = {x.cause: x for x in analysis.findings}["synchronization_wait"]
+    assert "at collectives and point-to-point transfers" in f.summary
