@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
+from hermes.analyzers.communication.cluster import p2p_keys
 from hermes.analyzers.critical_path.graph import shortest
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 
@@ -64,7 +65,8 @@ def _rank_time(p: pd.DataFrame, windows: pd.DataFrame, offset: int, c: pd.DataFr
 
 @register("critical_path_cluster", scope="cluster", needs=("communication_cluster",))
 def critical_path_cluster(ctx: ClusterContext) -> AnalyzerResult:
-    """The job's critical path across ranks, joined at matched collectives."""
+    """The job's critical path across ranks, joined at matched collectives and point-to-point
+    transfers."""
     res = AnalyzerResult("critical_path_cluster")
     sync_res = ctx.results.get("communication_cluster")
     sync = sync_res.tables.get("sync") if sync_res is not None else None
@@ -84,6 +86,9 @@ def critical_path_cluster(ctx: ClusterContext) -> AnalyzerResult:
         w = rr["steps"].tables.get("windows")
         if t is None or w is None or len(w) == 0:
             continue
+        if "peer" in t.columns:  # point-to-point transfers keyed as the cluster matched them
+            t = t.copy()
+            p2p_keys(t)
         c = t.merge(keys, on=["group", "seq"])[["key", "arrive_ns", "end_ns"]]
         off = int(offsets.get(int(r), offsets.get(str(r), 0)) or 0)
         p = _rank_points(int(r), w, off, c)
@@ -120,6 +125,10 @@ def _solve(res: AnalyzerResult, pts: list[pd.DataFrame],
     a_idx = np.flatnonzero(arr)
     e_idx = np.flatnonzero(what == _END)
     e_idx = e_idx[rel_node[key[e_idx]] >= 0]
+    # a side of a point-to-point transfer that ended before the other arrived (a send that
+    # returned once its data was handed over) does not wait for the release
+    p2p = keys["group"].astype(str).str.startswith("p2p ").to_numpy(bool)
+    e_idx = e_idx[~(p2p[key[e_idx]] & (t[e_idx] < rt[key[e_idx]]))]
     u = np.concatenate([cu, a_idx, rel_node[key[e_idx]]])
     v = np.concatenate([cu + 1, rel_node[key[a_idx]], e_idx])
     wait = rt[key[a_idx]] - t[a_idx]

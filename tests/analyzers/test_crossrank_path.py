@@ -57,3 +57,27 @@ def test_one_rank_late_everywhere_is_the_path() -> None:
 def test_a_single_rank_has_no_cross_rank_path() -> None:
     res = _job({0: [(10, 20)]}, {0: 30})
     assert res.metrics["ranks_on_path"] == [] and len(res.tables["path"]) == 0
+
+
+def test_a_pipeline_path_runs_through_its_point_to_point_transfers() -> None:
+    # rank 0 works 0-10.1 ms, sends to rank 1 (its gloo:send returns at 10.6); rank 1 posted
+    # its receive at 1.1 ms, has the data at 10.8 and works to 30 ms; rank 0 idles to 25 ms.
+    # Path: rank 0 0-10.1, transfer 10.1-10.8 (the receiver's), rank 1 10.8-30 -- not rank 1
+    # alone, as when its 9.7 ms receive counted as its own time
+    from tests.analyzers.test_analysis_comm_collectives import _p2p
+
+    per = {}
+    rows = {0: _p2p("send", 1, 10 * MS, MS, (10_100_000, 500_000), 0, 0),
+            1: _p2p("recv", 0, 1 * MS, 10 * MS, (1_100_000, 9_700_000), 1, 0)}
+    for r, ends in ((0, 25), (1, 30)):
+        df = frame(ev("step", "ProfilerStep#1", 0, ends * MS, rank=r, step=1), *rows[r])
+        per[r] = {"communication": communication(RankContext(r, df, H100)),
+                  "steps": AnalyzerResult("steps", tables={"windows": step_windows(df)})}
+    cc = communication_cluster(ClusterContext(per, H100))
+    res = critical_path_cluster(ClusterContext(per, H100, results={"communication_cluster": cc}))
+    path = res.tables["path"]
+    assert path[["kind", "rank", "start_ns", "end_ns"]].values.tolist() == [
+        ["rank", 0, 0, 10_100_000], ["transfer", 1, 10_100_000, 10_800_000],
+        ["rank", 1, 10_800_000, 30 * MS]]
+    assert res.metrics["path_ns"] == 30 * MS and res.metrics["lost_ns"] == 0
+    assert res.metrics["collectives_on_path"] == 1

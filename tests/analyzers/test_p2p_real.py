@@ -77,3 +77,11 @@ def test_each_direction_is_matched_and_its_waits_are_the_traces(analysis) -> Non
 def test_the_wait_finding_says_where_the_ranks_wait(analysis) -> None:
     f = {x.cause: x for x in analysis.findings}["synchronization_wait"]
     assert "at collectives and point-to-point transfers" in f.summary
+
+
+def test_the_path_across_ranks_passes_the_transfers(analysis) -> None:
+    # 16 matched transfers on the path (the 4 all-reduces alone before p2p pairing); rank 1
+    # sleeps 20 ms a step to rank 0's 10 (capture.py): the longer stage holds more of the path
+    m = analysis.cluster["critical_path_cluster"].metrics
+    assert m["collectives_on_path"] == 16 and m["ranks_on_path"] == [0, 1]
+    assert m["rank_pct"][1] > m["rank_pct"][0] > 0
