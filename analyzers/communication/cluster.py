@@ -11,13 +11,13 @@ trace has no wait figures, transmission causes are judged with the wait removed
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common.opinfo import top_ops
+from hermes.analyzers.common.p2p import is_p2p, p2p_keys
 from hermes.analyzers.common.ranks import same_op_slowdown
 from hermes.analyzers.communication.causes import (
     comm_finding,
@@ -25,7 +25,7 @@ from hermes.analyzers.communication.causes import (
     transmission_costs,
 )
 from hermes.analyzers.communication.columns import MATRIX_COLUMNS, PRE_PARTS
-from hermes.analyzers.communication.rank import COLUMNS, P2P, P2P_GROUP
+from hermes.analyzers.communication.rank import COLUMNS, P2P
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
@@ -81,7 +81,7 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     t["tr_i"] = (t["end_ns"] - a_max).clip(lower=0)
     # a transfer's time after both sides are there is the receiver's (a send may return once
     # its data is handed over, before or after it arrived)
-    p2p = _is_p2p(t)
+    p2p = is_p2p(t)
     if p2p.any():
         src = t.loc[p2p, "group"].astype(str).str.extract(r"^p2p (-?\d+)->")[0].astype("int64")
         t.loc[src.index[(t.loc[p2p, "rank"] == src).to_numpy()], "tr_i"] = np.nan
@@ -96,49 +96,6 @@ def sync_table(t: pd.DataFrame) -> pd.DataFrame:
     return out[cols].sort_values(["group", "seq"], kind="stable").reset_index(drop=True)
 
 
-_SEND = re.compile(r"send", re.I)
-_RECV = re.compile(r"recv", re.I)
-
-
-def p2p_keys(t: pd.DataFrame) -> None:
-    """Point-to-point transfers of the ranks' collective tables ``t`` (each rank's rows in
-    arrival order) keyed for matching across ranks, in place: a send to ``peer`` or a receive
-    from it gets the group ``p2p src->dst`` and its order among that pair's messages on its
-    rank as ``seq`` (messages between two ranks arrive in the order they were sent), and its op
-    name with the direction spelled ``send/recv`` (both sides of a transfer carry one op)."""
-    if len(t) == 0 or "peer" not in t.columns:
-        return
-    peer = pd.to_numeric(t["peer"], errors="coerce")
-    rank = t["rank"].astype("int64")
-    known = peer.notna() & (peer >= 0) & (peer != rank)
-    if not known.any():  # (the usual case: no text read on a job's every collective)
-        return
-    op = t.loc[known, "op"].astype(str)
-    send = op.str.contains(_SEND) & ~op.str.contains(_RECV)
-    recv = op.str.contains(_RECV) & ~op.str.contains(_SEND)
-    known = (send | recv).reindex(t.index, fill_value=False)
-    if not known.any():
-        return
-    send = send[known[op.index].to_numpy()]
-    op = op[known[op.index].to_numpy()]
-    pe, rk = peer[known].astype("int64"), rank[known]
-    src = np.where(send, rk, pe)
-    dst = np.where(send, pe, rk)
-    group = pd.Series([P2P_GROUP.format(src=a, dst=b) for a, b in zip(src, dst, strict=True)],
-                      index=pe.index)
-    t["group"] = t["group"].astype(object)
-    t.loc[known, "group"] = group
-    t.loc[known, "seq"] = group.groupby([rk, group], sort=False).cumcount().astype("float64")
-    t["op"] = t["op"].astype(object)
-    t.loc[known, "op"] = op.str.replace(r"(?i)i?(send|recv)", "send/recv", n=1,
-                                               regex=True)
-
-
-def _is_p2p(t: pd.DataFrame) -> pd.Series:
-    """Rows keyed as point-to-point transfers (``rank.p2p_keys``)."""
-    return t["group"].astype(str).str.startswith("p2p ")
-
-
 def matchable(t: pd.DataFrame) -> pd.DataFrame:
     """The rows of the ranks' collective tables that are matched by (group, seq): collectives
     with a sequence number, and point-to-point transfers keyed by their pair of ranks whose
@@ -147,7 +104,7 @@ def matchable(t: pd.DataFrame) -> pd.DataFrame:
     or a rank that never sends). Other point-to-point transfers pair two ranks outside any
     group and are not matched."""
     t = t[t["seq"].notna()]
-    p2p = _is_p2p(t)
+    p2p = is_p2p(t)
     other = t["op"].astype(str).str.contains(P2P) & ~p2p
     if p2p.any():
         q = t[p2p]
@@ -166,7 +123,7 @@ def waited(t: pd.DataFrame, a_max: pd.Series) -> pd.Series:
     a side of a point-to-point transfer that ended before the other arrived (a send of a small
     message returns before the receive is posted: it did not wait)."""
     w = a_max - t["arrive_ns"]
-    p2p = _is_p2p(t)
+    p2p = is_p2p(t)
     if p2p.any():
         w = w.where(~p2p | (t["end_ns"] > a_max), 0)
     return w
@@ -362,7 +319,7 @@ def _wait_finding(share: float, sync: pd.DataFrame, pr: pd.DataFrame, held: list
         "wait_caused_ns": {int(r): int(v) for r, v in lt["wait_caused_ns"].items()},
         "times_late": {int(r): int(v) for r, v in lt["times_late"].items()},
         "matched": int(len(sync)), "top_ops": ops}
-    p2p = _is_p2p(sync)
+    p2p = is_p2p(sync)
     where = ("collectives" if not p2p.any() else "point-to-point transfers" if p2p.all() else
              "collectives and point-to-point transfers")
     head = f"ranks wait {100 * share:.1f}% of step time at {where}"

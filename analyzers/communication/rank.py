@@ -215,10 +215,6 @@ def _table(ctx: RankContext, windows: pd.DataFrame, comp: iv.Union | None = None
 
 #: the ProcessGroup ops a Gloo send/recv range runs inside; their third input is the peer
 P2P_PARENTS = ("c10d::send", "c10d::recv_")
-#: the group of a point-to-point transfer matched across ranks: every message from src to dst
-P2P_GROUP = "p2p {src}->{dst}"
-_SEND = re.compile(r"send", re.I)
-_RECV = re.compile(r"recv", re.I)
 
 
 def _p2p_peers(ev: pd.DataFrame, c: pd.DataFrame, peer: pd.Series) -> pd.Series:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.analyzers.common import intervals as iv
-from hermes.analyzers.communication.cluster import p2p_keys
+from hermes.analyzers.common.p2p import p2p_keys
 from hermes.analyzers.critical_path.graph import shortest
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 

@@ -470,7 +470,7 @@ def test_small_messages_are_judged_on_the_transfer_after_the_last_arrival() -> N
     assert f["synchronization_wait"].ranks == (1,)
 
 
-def _p2p(kind: str, peer: int, ts: int, dur: int, inner: tuple[int, int], rank: int,
+def p2p_call(kind: str, peer: int, ts: int, dur: int, inner: tuple[int, int], rank: int,
          seq: int) -> list[dict]:
     """A Gloo point-to-point call as PyTorch records it: the ProcessGroup op (c10d::send /
     c10d::recv_, its third input the peer) on the calling thread, the gloo:send / gloo:recv
@@ -488,12 +488,12 @@ def test_point_to_point_pairs_matched_by_their_ranks_in_a_three_stage_pipeline()
     # rank 0 sends to 1 at 10.1 ms (its gloo:send returns at 10.6); rank 1 posted its receive
     # at 2.1 ms and gets the data at 10.8 ms; rank 1 sends on to 2 at 40.1 ms, where rank 2
     # has waited since 5.1 ms. By order alone all three would be "collective 0"
-    f = {0: frame(step(0, 100 * ms), *_p2p("send", 1, 10 * ms, ms, (10_100_000, 500_000), 0, 0)),
+    f = {0: frame(step(0, 100 * ms), *p2p_call("send", 1, 10 * ms, ms, (10_100_000, 500_000), 0, 0)),
          1: frame(step(1, 100 * ms),
-                  *_p2p("recv", 0, 2 * ms, 9 * ms, (2_100_000, 8_700_000), 1, 0),
-                  *_p2p("send", 2, 40 * ms, ms, (40_100_000, 500_000), 1, 1)),
+                  *p2p_call("recv", 0, 2 * ms, 9 * ms, (2_100_000, 8_700_000), 1, 0),
+                  *p2p_call("send", 2, 40 * ms, ms, (40_100_000, 500_000), 1, 1)),
          2: frame(step(2, 100 * ms),
-                  *_p2p("recv", 1, 5 * ms, 36 * ms, (5_100_000, 35_800_000), 2, 0))}
+                  *p2p_call("recv", 1, 5 * ms, 36 * ms, (5_100_000, 35_800_000), 2, 0))}
     res = cluster(f)
     s = res.tables["sync"].set_index("group")
     assert sorted(s.index) == ["p2p 0->1", "p2p 1->2"]
@@ -511,12 +511,12 @@ def test_an_eager_send_waits_nothing_and_disagreeing_pairs_are_not_matched() -> 
     ms = 1_000_000
     # rank 0's send returns (0.5 ms) long before rank 1 posts its receive at 20 ms: nobody
     # waited (the late one is the receiver, and its own wait is 0)
-    f = {0: frame(step(0, 50 * ms), *_p2p("send", 1, 1 * ms, ms, (1_100_000, 500_000), 0, 0)),
-         1: frame(step(1, 50 * ms), *_p2p("recv", 0, 20 * ms, ms, (20_100_000, 300_000), 1, 0))}
+    f = {0: frame(step(0, 50 * ms), *p2p_call("send", 1, 1 * ms, ms, (1_100_000, 500_000), 0, 0)),
+         1: frame(step(1, 50 * ms), *p2p_call("recv", 0, 20 * ms, ms, (20_100_000, 300_000), 1, 0))}
     s = cluster(f).tables["sync"]
     assert len(s) == 1 and s["T_wait_ns"].iloc[0] == 0 and s["late_rank"].iloc[0] == 1
     # a peer read in a smaller process group's numbering: rank 2 receives "from 0" while rank 0
     # sends to 1 only -- neither pair has both sides: nothing matched
-    f = {0: frame(step(0, 50 * ms), *_p2p("send", 1, 1 * ms, ms, (1_100_000, 500_000), 0, 0)),
-         2: frame(step(2, 50 * ms), *_p2p("recv", 0, 2 * ms, ms, (2_100_000, 300_000), 2, 0))}
+    f = {0: frame(step(0, 50 * ms), *p2p_call("send", 1, 1 * ms, ms, (1_100_000, 500_000), 0, 0)),
+         2: frame(step(2, 50 * ms), *p2p_call("recv", 0, 2 * ms, ms, (2_100_000, 300_000), 2, 0))}
     assert len(cluster(f).tables["sync"]) == 0

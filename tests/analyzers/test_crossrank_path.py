@@ -64,11 +64,11 @@ def test_a_pipeline_path_runs_through_its_point_to_point_transfers() -> None:
     # its receive at 1.1 ms, has the data at 10.8 and works to 30 ms; rank 0 idles to 25 ms.
     # Path: rank 0 0-10.1, transfer 10.1-10.8 (the receiver's), rank 1 10.8-30 -- not rank 1
     # alone, as when its 9.7 ms receive counted as its own time
-    from tests.analyzers.test_analysis_comm_collectives import _p2p
+    from tests.analyzers.test_analysis_comm_collectives import p2p_call
 
     per = {}
-    rows = {0: _p2p("send", 1, 10 * MS, MS, (10_100_000, 500_000), 0, 0),
-            1: _p2p("recv", 0, 1 * MS, 10 * MS, (1_100_000, 9_700_000), 1, 0)}
+    rows = {0: p2p_call("send", 1, 10 * MS, MS, (10_100_000, 500_000), 0, 0),
+            1: p2p_call("recv", 0, 1 * MS, 10 * MS, (1_100_000, 9_700_000), 1, 0)}
     for r, ends in ((0, 25), (1, 30)):
         df = frame(ev("step", "ProfilerStep#1", 0, ends * MS, rank=r, step=1), *rows[r])
         per[r] = {"communication": communication(RankContext(r, df, H100)),
