@@ -7,7 +7,10 @@ loads them) are decided once per category, never per row.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -79,24 +82,30 @@ def search_each(texts: list[str], pattern: str) -> np.ndarray:
     reaches non-ASCII letters: such texts stay with Python), the rest through Python's ``re``;
     a pattern RE2 rejects (backreferences, ...) goes through Python whole."""
     rx = re.compile(pattern)
-    flags = _LEADING_FLAGS.match(pattern)
-    body = pattern[flags.end():] if flags else pattern
-    if len(texts) < RE2_MIN_TEXTS or not pattern.isascii() or _RE2_DIFFERS.search(body):
-        return np.fromiter((rx.search(t) is not None for t in texts), bool, len(texts))
+    if len(texts) >= RE2_MIN_TEXTS and _re2_reads_alike(pattern):
+        import pyarrow as pa
+
+        return _search_arrow(pa.array(texts, pa.string()), pattern, pattern,
+                             lambda rows: [texts[i] for i in rows.tolist()])
+    return np.fromiter((rx.search(t) is not None for t in texts), bool, len(texts))
+
+
+@functools.lru_cache(maxsize=256)
+def _re2_reads_alike(pattern: str) -> bool:
+    """Whether pyarrow's RE2 takes ``pattern`` and means by it what Python's ``re`` does over
+    ASCII texts without a newline: an ASCII pattern without the constructs of
+    ``_RE2_DIFFERS`` that RE2 compiles (it rejects backreferences, for one)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = pa.array(texts, pa.string())
+    flags = _LEADING_FLAGS.match(pattern)
+    if not pattern.isascii() or _RE2_DIFFERS.search(pattern[flags.end():] if flags else pattern):
+        return False
     try:
-        out = pc.match_substring_regex(arr, pattern).to_numpy(zero_copy_only=False)
+        pc.match_substring_regex(pa.array([""], pa.string()), pattern)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return np.fromiter((rx.search(t) is not None for t in texts), bool, len(texts))
-    out = np.array(out, bool)  # (writable)
-    plain = pc.and_(pc.string_is_ascii(arr),
-                    pc.invert(pc.match_substring(arr, "\n"))).to_numpy(zero_copy_only=False)
-    for i in np.flatnonzero(~plain).tolist():
-        out[i] = rx.search(texts[i]) is not None
-    return out
+        return False
+    return True
 
 
 def col(events: pd.DataFrame, name: str) -> np.ndarray:
@@ -134,19 +143,32 @@ WS_ASCII = r"[\t\n\v\f\r\x1c-\x1f ]"
 
 def rows_matching(text: pd.Series, pattern: str, ascii_pattern: str) -> np.ndarray:
     r"""``re.search(pattern)`` of each row of ``text`` (missing rows never match) without a
-    Python search per row: ASCII rows by pyarrow's regex with ``ascii_pattern`` -- ``pattern``
-    in RE2's syntax, which must match an ASCII text exactly when ``pattern`` does (over ASCII
-    both fold case alike; spell ``\s`` as :data:`WS_ASCII`) --, the others by Python's ``re``.
-    For texts that differ per row (args), where :func:`name_matches` would search each."""
+    Python search per row: plain ASCII rows by pyarrow's regex with ``ascii_pattern`` --
+    ``pattern`` in RE2's syntax, which must match an ASCII text exactly when ``pattern`` does
+    (over ASCII both fold case alike; spell ``\s`` as :data:`WS_ASCII`) --, the others by
+    Python's ``re`` (:func:`_search_arrow`). For texts that differ per row (args), where
+    :func:`name_matches` would search each."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     arr = pa.array(text.astype("string[pyarrow]"))
-    out = pc.fill_null(pc.match_substring_regex(arr, ascii_pattern), False).to_numpy(
-        zero_copy_only=False)
-    other = np.flatnonzero(~pc.fill_null(pc.string_is_ascii(arr), True).to_numpy(
-        zero_copy_only=False))
+    return _search_arrow(arr, pattern, ascii_pattern, lambda i: text.iloc[i].tolist())
+
+
+def _search_arrow(arr: Any, pattern: str, re2_pattern: str,
+                  text_at: Callable[[np.ndarray], list[str]]) -> np.ndarray:
+    """``re.search(pattern)`` of each element of the Arrow string array ``arr`` (null: no
+    match), as a bool array: elements that are ASCII without a newline by pyarrow's RE2 with
+    ``re2_pattern`` (Python's ``$`` also matches before a final newline, and its case folding
+    reaches non-ASCII letters), the others by Python's ``re`` (``text_at(rows)``: their texts).
+    Raises pyarrow's error for a pattern RE2 rejects."""
+    import pyarrow.compute as pc
+
+    out = np.array(pc.fill_null(pc.match_substring_regex(arr, re2_pattern), False).to_numpy(
+        zero_copy_only=False), bool)
+    plain = pc.fill_null(pc.and_(pc.string_is_ascii(arr),
+                                 pc.invert(pc.match_substring(arr, "\n"))), True)
+    other = np.flatnonzero(~plain.to_numpy(zero_copy_only=False))
     if other.size:
         rx = re.compile(pattern)
-        out[other] = [rx.search(v) is not None for v in text.iloc[other].tolist()]
+        out[other] = [rx.search(t) is not None for t in text_at(other)]
     return out

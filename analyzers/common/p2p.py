@@ -23,29 +23,29 @@ def p2p_keys(t: pd.DataFrame) -> None:
     name with the direction spelled ``send/recv`` (both sides of a transfer carry one op)."""
     if len(t) == 0 or "peer" not in t.columns:
         return
-    peer = pd.to_numeric(t["peer"], errors="coerce")
-    rank = t["rank"].astype("int64")
-    known = peer.notna() & (peer >= 0) & (peer != rank)
-    if not known.any():  # (the usual case: no text read on a job's every collective)
+    peer = pd.to_numeric(t["peer"], errors="coerce").to_numpy(np.float64)
+    rank = t["rank"].to_numpy(np.int64)
+    cand = np.flatnonzero(~np.isnan(peer) & (peer >= 0) & (peer != rank))
+    if cand.size == 0:  # (the usual case: no text read on a job's every collective)
         return
-    op = t.loc[known, "op"].astype(str)
-    send = op.str.contains(_SEND) & ~op.str.contains(_RECV)
-    recv = op.str.contains(_RECV) & ~op.str.contains(_SEND)
-    known = (send | recv).reindex(t.index, fill_value=False)
-    if not known.any():
+    op = t["op"].iloc[cand].astype(str)
+    send = (op.str.contains(_SEND) & ~op.str.contains(_RECV)).to_numpy(bool)
+    recv = (op.str.contains(_RECV) & ~op.str.contains(_SEND)).to_numpy(bool)
+    keep = send | recv
+    if not keep.any():
         return
-    send = send[known[op.index].to_numpy()]
-    op = op[known[op.index].to_numpy()]
-    pe, rk = peer[known].astype("int64"), rank[known]
+    rows, op, send = cand[keep], op[keep], send[keep]
+    pe, rk = peer[rows].astype(np.int64), rank[rows]
     src = np.where(send, rk, pe)
     dst = np.where(send, pe, rk)
-    group = pd.Series([P2P_GROUP.format(src=a, dst=b) for a, b in zip(src, dst, strict=True)],
-                      index=pe.index)
+    group = pd.Series([P2P_GROUP.format(src=a, dst=b) for a, b in zip(src, dst, strict=True)])
+    idx = t.index[rows]
     t["group"] = t["group"].astype(object)
-    t.loc[known, "group"] = group
-    t.loc[known, "seq"] = group.groupby([rk, group], sort=False).cumcount().astype("float64")
+    t.loc[idx, "group"] = group.to_numpy(object)
+    t.loc[idx, "seq"] = group.groupby([rk, group], sort=False).cumcount().to_numpy(np.float64)
     t["op"] = t["op"].astype(object)
-    t.loc[known, "op"] = op.str.replace(r"(?i)i?(send|recv)", "send/recv", n=1, regex=True)
+    t.loc[idx, "op"] = op.str.replace(r"(?i)i?(send|recv)", "send/recv", n=1,
+                                      regex=True).to_numpy(object)
 
 
 def is_p2p(t: pd.DataFrame) -> pd.Series:

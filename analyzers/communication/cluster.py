@@ -109,11 +109,9 @@ def matchable(t: pd.DataFrame) -> pd.DataFrame:
     if p2p.any():
         q = t[p2p]
         per = q.groupby(["group", "rank"], sort=False).size().unstack(fill_value=0)
+        # (a rank's rows of a pair's group are its sends or receives: the ranks with rows are
+        # the pair's own)
         ok = (per > 0).sum(axis=1).eq(2) & per.max(axis=1).eq(per.where(per > 0).min(axis=1))
-        ends = per.index.to_series().str.extract(r"p2p (-?\d+)->(-?\d+)").astype("int64")
-        for col in (0, 1):  # both ranks of the pair are the ones with rows
-            ok &= pd.Series([r in per.columns and per.at[g, r] > 0
-                             for g, r in ends[col].items()], index=ok.index, dtype=bool)
         other |= p2p & ~t["group"].isin(ok.index[ok])
     return t[~other]
 

@@ -227,10 +227,10 @@ def _p2p_peers(ev: pd.DataFrame, c: pd.DataFrame, peer: pd.Series) -> pd.Series:
     p2p = c["name"].astype(str).str.contains(P2P) & peer.isna()
     if not p2p.any() or "lane" not in c.columns:
         return peer
-    par = np.flatnonzero(is_(ev, "name", *P2P_PARENTS) & (ev["kind"] == "host_op").to_numpy())
-    if par.size == 0:
+    par = is_(ev, "name", *P2P_PARENTS) & (ev["kind"] == "host_op").to_numpy()
+    if not par.any():
         return peer
-    pf = base_frame(ev, np.isin(np.arange(len(ev)), par))
+    pf = base_frame(ev, par)
     vals = []
     for a in pf["args"].tolist():  # (one per send/recv call: few next to the events)
         try:
