@@ -47,6 +47,14 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def compiled_modules() -> set[str]:
+    """The C extensions setup.py builds: they import nothing of Hermes, so an import of one is
+    no edge (``from pkg import _c`` would otherwise read as an import of ``pkg``)."""
+    import re
+
+    return set(re.findall(r'Extension\(\s*"([\w.]+)"', (ROOT / "setup.py").read_text()))
+
+
 def _owner(path: Path, cfg: dict) -> str:
     best = ""
     for pkg, folder in cfg["package-dir"].items():
@@ -63,6 +71,7 @@ def _resolve(name: str, mods: dict[str, Path]) -> str | None:
 
 def graph() -> dict[str, set[str]]:
     mods = modules()
+    compiled = compiled_modules()
     g: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
         pkg = m if f.name == "__init__.py" else m.rpartition(".")[0]
@@ -79,8 +88,11 @@ def graph() -> dict[str, set[str]]:
                 # on pkg (a name defined there)
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
                            for a in node.names]
+            if isinstance(node, ast.ImportFrom):
+                targets = [t for t, a in zip(targets, node.names, strict=True)
+                           if f"{t}.{a.name}" not in compiled]
             for t in targets:
-                if not t.startswith("hermes"):
+                if not t.startswith("hermes") or t in compiled:
                     continue
                 r = _resolve(t, mods)
                 if r and r != m and not (r == "hermes" and t != "hermes"):
@@ -148,6 +160,11 @@ def test_the_graph_sees_the_package():
     assert "hermes.analyzers.engine.run" in g and "hermes.advisor" in g
     assert "hermes.findings" in g["hermes.analyzers.engine.base"]       # a plain import is seen
     assert "hermes.analyzers.engine.run" in g["hermes.pipeline"]
+
+
+def test_compiled_modules_are_known():
+    assert {"hermes.trace._columns", "hermes.collectors.importers.nsys._scan"} <= \
+        compiled_modules()
 
 
 def test_no_import_cycle():

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from hermes.collectors.importers.base import ImportResult
 from hermes.collectors.importers.nsys import context, gpu, host, info, nvtx, report
@@ -75,8 +76,9 @@ Reader = Callable[[_State], tuple[Iterator[Any], Callable[[Any], Any]]]
 
 def _nvtx_reader(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
     exprs, layout = nvtx.exprs_of(st.export)
-    chunks = st.export.chunks(nvtx.TABLE, exprs, source=nvtx.source(st.export))
-    return chunks, lambda c: nvtx.to_batch(c, st.ctx, st.domains, layout)
+    chunks = st.export.chunks(nvtx.TABLE, exprs, where=nvtx.where())
+    strings = (pa.array(st.export.strings()[1], pa.string()), st.export.string_codes)
+    return chunks, lambda c: nvtx.to_batch(c, st.ctx, st.domains, layout, strings)
 
 
 def _host_reader(spec: host.HostTable) -> Reader:

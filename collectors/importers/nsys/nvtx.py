@@ -43,7 +43,6 @@ from hermes.trace.arrowbuf import from_numpy, to_numpy
 TABLE = "NVTX_EVENTS"
 MARK, PUSH_POP, START_END, DOMAIN_CREATE = 34, 59, 60, 75
 EVENT_TYPES = (MARK, PUSH_POP, START_END)
-_STEP = "(?i)" + "|".join(f"(?:{p})" for p in STEP_PATTERNS)
 _NUMBER = r"(\d+)"
 _STEP_NO = "(?i)" + "|".join("(?:" + p.replace(_NUMBER, f"(?P<s{i}>" + _NUMBER[1:], 1) + ")"
                              for i, p in enumerate(STEP_PATTERNS))
@@ -56,6 +55,20 @@ def text_expr(export: Export) -> str:
     if export.has(TABLE, "textId") and export.has("StringIds", "id", "value"):
         parts.append("(SELECT value FROM StringIds WHERE id = textId)")
     return f"coalesce({', '.join(parts)}, '')" if parts else "''"
+
+
+def _may_be_step(export: Export) -> str:
+    """SQL: the row's text may be a step marker (holds 'step' or 'iter', any case); the
+    registered strings are searched once, not per row."""
+    like = "LIKE '%step%' OR {0} LIKE '%iter%'"
+    terms = []
+    if export.has(TABLE, "text"):
+        terms.append("text " + like.format("text"))
+    if export.has(TABLE, "textId") and export.has("StringIds", "id", "value"):
+        own = "text IS NULL AND " if export.has(TABLE, "text") else ""
+        terms.append(f"({own}textId IN (SELECT id FROM StringIds WHERE value "
+                     + like.format("value") + "))")
+    return "(" + " OR ".join(terms) + ")" if terms else "0"
 
 
 def domains(export: Export) -> dict[int, str]:
@@ -72,10 +85,9 @@ def steps(export: Export, ctx: Context) -> None:
     keeps the rows read few; the patterns decide)."""
     if not export.has(TABLE, "start", "end", "eventType", "globalTid"):
         return
-    t = text_expr(export)
-    rows = export.rows(f"SELECT start, end, globalTid, {t} AS t FROM {TABLE} "
+    rows = export.rows(f"SELECT start, end, globalTid, {text_expr(export)} FROM {TABLE} "
                        f"WHERE eventType IN ({PUSH_POP}, {START_END}) AND end IS NOT NULL "
-                       "AND (t LIKE '%step%' OR t LIKE '%iter%')")
+                       f"AND {_may_be_step(export)}")
     found = [(r[0], r[1], r[2], n) for r in rows if (n := step_number(r[3])) is not None]
     if not found:
         return
@@ -89,48 +101,37 @@ def steps(export: Export, ctx: Context) -> None:
 
 
 def _arg_specs(export: Export) -> list[tuple[str, Any]]:
-    """The args columns read: those some row fills (a column of NULLs costs its read)."""
-    used = set(export.filled(TABLE, ["category", *_PAYLOADS]))
+    """The args columns read (a row's NULLs are left out of its args)."""
+    def present(cols: list[str]) -> list[str]:
+        return [c for c in cols if export.has(TABLE, c)]
 
-    def filled(cols: list[str]) -> list[str]:
-        return [c for c in cols if c in used]
-
-    ints = filled(["uint64Value", "int64Value", "uint32Value", "int32Value"])
-    reals = filled(["doubleValue", "floatValue"])
-    specs: list[tuple[str, Any]] = [("category", c) for c in filled(["category"])]
+    ints = present(["uint64Value", "int64Value", "uint32Value", "int32Value"])
+    reals = present(["doubleValue", "floatValue"])
+    specs: list[tuple[str, Any]] = [("category", c) for c in present(["category"])]
     if ints:
         specs.append(("payload", f"coalesce({', '.join(ints)})"))
     if reals:  # text: a REAL payload keeps its digits
         specs.append(("payload_real", text(f"CAST(coalesce({', '.join(reals)}) AS TEXT)")))
-    specs += [("payload_json", text(c)) for c in filled(["jsonText"])]
+    specs += [("payload_json", text(c)) for c in present(["jsonText"])]
     return specs
 
 
-#: SQL over a range's text ``t``: where an emit_nvtx operator's ", seq = " or ", op_id = "
-#: follows its name (``aten::mm, seq = 12, op_id = 40, sizes = ...``)
-_COMMA = "instr(t, ', ')"
-_IS_OP = (f"({_COMMA} > 1 AND (substr(t, {_COMMA}, 8) = ', seq = ' "
-          f"OR substr(t, {_COMMA}, 10) = ', op_id = '))")
-
-
-def source(export: Export) -> str:
-    """The rows read: ranges and marks, with their text resolved (``t``)."""
-    return (f"(SELECT *, {text_expr(export)} AS t FROM {TABLE} WHERE "
-            f"eventType IN ({', '.join(str(e) for e in EVENT_TYPES)}))")
+def where() -> str:
+    """The rows read: ranges and marks."""
+    return f"eventType IN ({', '.join(str(e) for e in EVENT_TYPES)})"
 
 
 def exprs_of(export: Export) -> tuple[dict[str, str], list[Any]]:
-    """The columns to read, and the layout of the args among them. SQLite splits an
-    operator's name from its ids (instr/substr, no regex per row in Python) and keeps the
-    text of the few rows that may be step markers."""
+    """The columns to read, and the layout of the args among them: a row's own text, else
+    the id of its registered string (resolved per chunk, in numpy, as are the operator
+    names and ids split from the text, in Arrow: no string work per row in SQL)."""
+    has_text = export.has(TABLE, "text")
+    has_id = export.has(TABLE, "textId") and export.has("StringIds", "id", "value")
     out = {"start": "start", "end": "end", "etype": "eventType", "tid": "globalTid",
            "domain": "domainId" if export.has(TABLE, "domainId") else "NULL",
-           "name": text(f"CASE WHEN {_IS_OP} THEN substr(t, 1, {_COMMA} - 1) ELSE t END"),
-           "op": f"CASE WHEN {_IS_OP} AND instr(t, ', op_id = ') > 0 THEN "
-                 "CAST(substr(t, instr(t, ', op_id = ') + 10) AS INTEGER) END",
-           "is_op": f"{_IS_OP}",
-           "maybe_step": text("CASE WHEN t LIKE '%step%' OR t LIKE '%iter%' THEN t END"),
-           "nccl": "t GLOB 'nccl[A-Z]*'"}
+           "text": text("text" if has_text else "NULL"),
+           "text_id": ("CASE WHEN text IS NULL THEN textId END" if has_text else "textId")
+           if has_id else "NULL"}
     exprs, layout = arg_fields(_Cols(export), TABLE, _arg_specs(export))
     out.update(exprs)
     return out, layout
@@ -151,8 +152,44 @@ def required() -> list[str]:
     return ["start", "eventType", "globalTid"]
 
 
+def resolve_text(chunk: pa.Table, strings: pa.Array, codes: np.ndarray) -> pa.Array:
+    """Each row's text: its own, else its registered string (``strings[codes]``; ``codes``
+    -1: none, '')."""
+    own = chunk.column("text").combine_chunks()
+    if not (codes >= 0).any():
+        return own
+    reg = strings.take(pa.array(np.maximum(codes, 0))) if len(strings) else \
+        pa.nulls(len(codes), pa.string())
+    return pc.if_else(pa.array(codes >= 0), reg, own)
+
+
+_OP_ID = r"(?s), op_id = [ \t\n\f\r]*(?P<op>[+-]?[0-9]{1,18})"
+
+
+def operators(t: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """PyTorch's ``emit_nvtx`` operator ranges in texts ``t``: (which are, their names, their
+    op ids, -1 where none). An operator's text is its name, ``, seq = `` or ``, op_id = ``
+    right after the name's first ``, ``, then the ids: ``aten::mm, seq = 12, op_id = 40``."""
+    n = len(t)
+    parts = pc.split_pattern(t, ", ", max_splits=1)
+    two = to_numpy(pc.list_value_length(parts)) == 2
+    flat = pc.list_flatten(parts)
+    first = to_numpy(parts.offsets)[:-1]
+    head = flat.take(pa.array(first))
+    rest = flat.take(pa.array(np.where(two, first + 1, first)))
+    is_op = two & (to_numpy(pc.binary_length(head)) > 0) & (
+        bools(pc.starts_with(rest, "seq = ")) | bools(pc.starts_with(rest, "op_id = ")))
+    op_id = np.full(n, -1, np.int64)
+    rows = np.flatnonzero(is_op)
+    if len(rows):
+        found = pc.struct_field(pc.extract_regex(t.take(pa.array(rows)), _OP_ID), "op")
+        op_id[rows] = to_numpy(pc.cast(found, pa.int64()).fill_null(-1))
+    name = pc.if_else(pa.array(is_op), head, t) if is_op.any() else t
+    return is_op, name, op_id
+
+
 def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str],
-             arg_layout: list[Any]) -> dict[str, Any] | None:
+             arg_layout: list[Any], strings: tuple[pa.Array, Any]) -> dict[str, Any] | None:
     tid = col(chunk, "tid")
     rank = ctx.rank_of_tid(tid)
     keep = rank >= 0
@@ -168,22 +205,30 @@ def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str],
     end = np.where(etype == MARK, ts, col(chunk, "end"))
     end = np.where(end < 0, ts, end)
     is_range = etype != MARK
-    maybe = chunk.column("maybe_step").combine_chunks()
-    is_step = bools(pc.match_substring_regex(maybe, _STEP)) & is_range
-    is_op = (col(chunk, "is_op", 0) == 1) & is_range
+    values, string_codes = strings
+    t = resolve_text(chunk, values, string_codes(col(chunk, "text_id")))
+    # a step marker holds 'step' or 'iter' (any case): the patterns run on those rows only
+    maybe = np.flatnonzero(bools(pc.match_substring_regex(t, "(?i)step|iter")) & is_range)
+    step_no = np.full(n, -1, np.int64)
+    if len(maybe):
+        groups = pc.extract_regex(t.take(pa.array(maybe)), _STEP_NO)
+        # the pattern that matched fills its group, the others are '' (Arrow's unmatched
+        # group): joined, the number; too many digits for an int64 is no step
+        found = pc.binary_join_element_wise(
+            *(pc.struct_field(groups, f"s{i}") for i in range(len(STEP_PATTERNS))), "")
+        digits = pc.utf8_length(found)
+        found = pc.if_else(pc.and_(pc.greater(digits, 0), pc.less_equal(digits, 18)),
+                           found, pa.scalar(None, pa.string()))
+        step_no[maybe] = to_numpy(pc.cast(found, pa.int64()).fill_null(-1))
+    is_step = step_no >= 0
+    is_op, name, op_id = operators(t)
+    is_op &= is_range
+    op_id = np.where(is_op, op_id, -1)
     domain = col(chunk, "domain")
     nccl_ids = [d for d, name in domain_names.items() if name.upper() == "NCCL"]
-    is_nccl = (col(chunk, "nccl", 0) == 1) | np.isin(domain, nccl_ids)
+    is_nccl = bools(pc.match_substring_regex(t, "^nccl[A-Z]")) | np.isin(domain, nccl_ids)
     kind = np.where(is_step, K["step"], np.where((is_op | is_nccl) & is_range,
                                                   K["host_op"], K["marker"]))
-    name = chunk.column("name").combine_chunks()
-    step_no = np.full(n, -1, np.int64)
-    if is_step.any():
-        groups = pc.extract_regex(maybe, _STEP_NO)
-        found = pc.coalesce(*(pc.struct_field(groups, f"s{i}")
-                              for i in range(len(STEP_PATTERNS))))
-        step_no = np.where(is_step, to_numpy(pc.cast(found, pa.int64()).fill_null(-1)), -1)
-    op_id = np.where(is_op, col(chunk, "op"), -1)
     step = np.where(step_no >= 0, step_no, ctx.step_at(rank, ts))
     lanes = Lanes.of(tid, ctx.thread_lane)
     cols = batch(rank=rank, lanes=lanes, lane_kind=np.full(n, LK["host"]), kind=kind,

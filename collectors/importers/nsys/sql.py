@@ -5,15 +5,18 @@ The export's schema differs between Nsight versions, so nothing is assumed: :cla
 lists the tables and their columns once, and each reader asks for the columns it needs and
 says what it skips.
 
-Big tables (kernels, runtime calls: millions of rows) are streamed through ADBC's SQLite
-driver, which turns rows into Arrow record batches in C (no Python object per value; ~5x
-the standard library's cursor), ``CHUNK_ROWS`` rows at a time: memory is bounded by the
-chunk, whatever the export's size. Small tables (processes, strings, enums) are read with
-the standard library's ``sqlite3``. Both connections are read-only.
+Big tables (kernels, runtime calls, NVTX: millions of rows) are streamed through the
+compiled reader ``_scan`` (``_scan.c``: ``sqlite3_step`` into Arrow-shaped buffers, every
+column's type given, the GIL released, so the next chunk is read while the importer maps
+this one), ``CHUNK_ROWS`` rows at a time: memory is bounded by the chunk, whatever the
+export's size. Where ``_scan`` was not built (no C compiler or no SQLite header) ADBC's
+SQLite driver gives the same chunks, slower. Small tables (processes, strings, enums) are
+read with the standard library's ``sqlite3``. Every connection is read-only.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -24,6 +27,19 @@ import pyarrow as pa
 
 from hermes.collectors.importers.nsys.detect import connect
 from hermes.errors import ImportFormatError
+
+
+@functools.cache
+def scanner() -> Any:
+    """The compiled reader (``_scan``, built by setup.py), None where it was not built: ADBC's
+    driver reads instead. (Imported here, not at the top: the package imports this
+    module.)"""
+    try:
+        from hermes.collectors.importers.nsys import _scan
+    except ImportError:  # a build without a C compiler or SQLite's header
+        return None
+    return _scan
+
 
 #: rows per chunk of a big table
 CHUNK_ROWS = 128 * 1024
@@ -108,8 +124,11 @@ class Export:
         return [c for c, hit in zip(present, row, strict=True) if hit]
 
     def size(self, table: str) -> int:
-        """About how many rows ``table`` has, without counting them (its rowid span)."""
-        lo, hi = self.rows(f"SELECT min(rowid), max(rowid) FROM {quote(table)}")[0]
+        """About how many rows ``table`` has, without counting them (its rowid span; each
+        bound alone, so SQLite reads it off the b-tree's ends instead of scanning)."""
+        t = quote(table)
+        lo, hi = self.rows(f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})"
+                           )[0]
         return 0 if lo is None else int(hi) - int(lo) + 1
 
     # -- big tables ----------------------------------------------------------------------
@@ -121,19 +140,67 @@ class Export:
                ) -> Iterator[pa.Table]:
         """``table``'s rows, ``chunk_rows`` at a time, as Arrow tables with one column per
         entry of ``exprs`` (name -> SQL expression: int64, or string where declared with
-        :func:`text`). ``source``: a subquery to read instead of the table itself."""
+        :func:`text`). ``source``: a subquery to read instead of the table itself.
+
+        The next chunk is read (in C, the GIL released) while the caller works on this one:
+        at most ``READ_AHEAD`` chunks wait, so memory stays bounded by the chunk size."""
         if not exprs:
             return
         chunk_rows = chunk_rows or CHUNK_ROWS
-        # a text column is never NULL: ADBC's driver types a column by its first batch, and
-        # one of NULLs reads as integers, so a later text would not fit ('' stands for none)
+        # a text column is never NULL ('' stands for none): ADBC's driver types a column by
+        # its first batch, and one of NULLs reads as integers, so a later text would not fit
         cols = ", ".join((f"coalesce({sql_of(e)}, '')" if is_text(e) else sql_of(e)) +
                          f" AS {quote(n)}" for n, e in exprs.items())
         sql = f"SELECT {cols} FROM {source or quote(table)}" + \
             (f" WHERE {where}" if where else "")
-        types = [pa.string() if is_text(e) else pa.int64() for e in exprs.values()]
+        names = list(exprs)
+        texts = [is_text(e) for e in exprs.values()]
+        if scanner() is None:
+            yield from self._adbc_chunks(sql, names, texts, table, chunk_rows)
+            return
+        yield from _read_ahead(self._scan_chunks(sql, names, texts, table, chunk_rows))
+
+    def _scan_chunks(self, sql: str, names: list[str], texts: list[bool], table: str,
+                     chunk_rows: int) -> Iterator[pa.Table]:
+        scan_mod = scanner()
+        try:
+            scan = scan_mod.Scan(str(self.path.resolve()), sql,
+                              "".join("t" if t else "i" for t in texts))
+        except scan_mod.ScanError as exc:
+            raise ImportFormatError(f"cannot read {table} ({exc})", path=self.path,
+                                    hint="the file is damaged or not an Nsight export"
+                                    ) from None
+        try:
+            while True:
+                try:
+                    got = scan.fetch(chunk_rows)
+                except scan_mod.ScanError as exc:
+                    what, row, col = exc.args
+                    if col < 0:
+                        raise ImportFormatError(
+                            f"cannot read {table} ({what})", path=self.path,
+                            where=f"row {row + 1:,}",
+                            hint="the file is damaged or not an Nsight export") from None
+                    raise ImportFormatError(
+                        f"{table} holds {what} values where integers belong", path=self.path,
+                        where=f"{names[col]}, row {row + 1:,}", hint="the file is damaged"
+                    ) from None
+                if got is None:
+                    return
+                n, bufs = got
+                yield pa.Table.from_arrays(
+                    [_text_array(n, *b) if t else _int_array(n, *b)
+                     for b, t in zip(bufs, texts, strict=True)], names=names)
+        finally:
+            scan.close()
+
+    def _adbc_chunks(self, sql: str, names: list[str], texts: list[bool], table: str,
+                     chunk_rows: int) -> Iterator[pa.Table]:
+        """The same chunks through ADBC's SQLite driver, where ``scanner`` (``_scan``) was
+        not built."""
         import adbc_driver_manager
 
+        types = [pa.string() if t else pa.int64() for t in texts]
         try:
             with self._adbc().cursor() as cur:
                 cur.adbc_statement.set_options(
@@ -142,7 +209,7 @@ class Export:
                 reader = cur.fetch_record_batch()
                 for i, b in enumerate(reader):
                     if b.num_rows:
-                        yield self._typed(b, list(exprs), types, table, i * chunk_rows)
+                        yield self._typed(b, names, types, table, i * chunk_rows)
         except (adbc_driver_manager.Error, pa.ArrowException, OSError) as exc:
             # (a row the driver cannot convert surfaces from Arrow's stream reader)
             msg = " ".join(str(exc).split("query:")[0].split())[:200]
@@ -168,10 +235,78 @@ class Export:
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                     raise ImportFormatError(
                         f"{table} holds {arr.type} values where integers belong",
-                        path=self.path, where=f"{name}, rows from {row}",
+                        path=self.path, where=f"{name}, rows from {row + 1:,}",
                         hint="the file is damaged") from None
             arrays.append(arr)
         return pa.Table.from_arrays(arrays, names=names)
+
+
+#: chunks read ahead of the one being worked on
+READ_AHEAD = 2
+
+
+def _read_ahead(chunks: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """``chunks``, produced on a thread of their own up to ``READ_AHEAD`` ahead; an error
+    there is raised here, at the chunk it stopped; leaving early stops the thread."""
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(READ_AHEAD)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        q.put(("chunk", chunk), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            item: tuple[str, Any] = ("end", None)
+        except BaseException as exc:  # handed to the consumer, raised there
+            item = ("error", exc)
+        finally:
+            chunks.close()  # type: ignore[attr-defined]
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    thread = threading.Thread(target=produce, name="hermes-nsys-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            what, value = q.get()
+            if what == "chunk":
+                yield value
+            elif what == "error":
+                raise value
+            else:
+                return
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _int_array(n: int, values: bytes, validity: bytes | None) -> pa.Array:
+    return pa.Array.from_buffers(pa.int64(), n, [
+        None if validity is None else pa.py_buffer(validity), pa.py_buffer(values)])
+
+
+def _text_array(n: int, offsets: bytes, data: bytes, validity: bytes | None,
+                bad: int) -> pa.Array:
+    bufs = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets),
+            pa.py_buffer(data)]
+    if bad:  # bytes that are not UTF-8 (SQLite stores what it is given): replaced, kept
+        raw = pa.Array.from_buffers(pa.large_binary(), n, bufs)
+        return pa.array([None if b is None else b.decode("utf-8", "replace")
+                         for b in raw.to_pylist()], pa.string())
+    return pa.Array.from_buffers(pa.large_string(), n, bufs).cast(pa.string())
 
 
 #: marks an expression as text: ``text(expr)``
