@@ -23,8 +23,14 @@ _TYPES = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(),
 
 
 def from_numpy(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
-    """A primitive Arrow array over ``values`` (int/float numpy); ``mask`` True = null."""
+    """A primitive Arrow array over ``values`` (int/float/bool numpy); ``mask`` True = null.
+    Booleans are packed into Arrow's bitmap (a copy: 1 bit a value)."""
     values = np.ascontiguousarray(values)
+    if values.dtype == np.bool_:
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+        valid = None if mask is None or not np.any(mask) else \
+            pa.py_buffer(np.packbits(~np.asarray(mask, bool), bitorder="little"))
+        return pa.Array.from_buffers(pa.bool_(), len(values), [valid, data])
     typ = _TYPES[values.dtype]
     n = len(values)
     validity = None
@@ -93,3 +99,21 @@ def valid(arr: pa.Array) -> np.ndarray:
     bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little",
                          count=arr.offset + n)
     return bits[arr.offset:].astype(bool)
+
+
+def filled(arr: pa.Array | pa.ChunkedArray, default: int) -> np.ndarray:
+    """An integer array's values as numpy, ``default`` where null (``fill_null`` makes a
+    scalar of ``default``, which imports pandas on first use)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    values = to_numpy(arr)
+    return values if not arr.null_count else np.where(valid(arr), values, default)
+
+
+def truths(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean array as numpy bools, nulls False."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little",
+                         count=arr.offset + len(arr))[arr.offset:].astype(bool)
+    return bits & valid(arr) if arr.null_count else bits

@@ -73,6 +73,10 @@ def test_registered_strings_name_ranges_ops_and_steps(tmp_path: Path) -> None:
     ("aten::relu, seq = 3", True, "aten::relu", -1),
     ("aten::view, seq = 3, op_id = junk", True, "aten::view", -1),
     ("aten::x, seq = 1, op_id = -5", True, "aten::x", -5),
+    ("aten::y, op_id = \t +9, sizes = []", True, "aten::y", 9),  # blanks and a sign, as CAST
+    ("\u00e9t\u00e9::op, seq = 1, op_id = 3", True, "\u00e9t\u00e9::op", 3),  # bytes, not chars
+    ("aten::z, seq = 1, op_id = 1234567890123456789", True, "aten::z", -1),  # > 18 digits
+    ("a,, seq = 2, op_id = 8", True, "a,", 8),
     ("a, b, seq = 1, op_id = 2", False, "a, b, seq = 1, op_id = 2", -1),  # first ', ' decides
     (", seq = 1, op_id = 2", False, ", seq = 1, op_id = 2", -1),  # no name
     ("forward", False, "forward", -1),

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from hermes.trace.arrowbuf import dictionary, from_numpy, strings, to_numpy
+from hermes.trace.arrowbuf import dictionary, filled, from_numpy, strings, to_numpy, truths
 from hermes.trace.schema import EVENT_KINDS, LANE_KINDS, UNITS
 
 KINDS: tuple[str, ...] = tuple(EVENT_KINDS)
@@ -26,21 +26,12 @@ def col(table: pa.Table, name: str, default: int = -1) -> np.ndarray:
     """An int64 column of a chunk as numpy, nulls as ``default`` (a missing column: all)."""
     if name not in table.column_names:
         return np.full(table.num_rows, default, np.int64)
-    arr = table.column(name).combine_chunks()
-    if arr.null_count:
-        arr = arr.fill_null(default)
-    return to_numpy(arr)
+    return filled(table.column(name), default)
 
 
 def bools(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A boolean Arrow array as numpy (nulls False), without pandas."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.null_count:
-        arr = arr.fill_null(False)
-    bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little",
-                         count=arr.offset + len(arr))
-    return bits[arr.offset:].astype(bool)
+    return truths(arr)
 
 
 def texts(table: pa.Table, name: str) -> pa.Array:
@@ -143,6 +134,36 @@ def arg_fields(export: Any, table: str, fields: Sequence[tuple[str, Any]]
     return exprs, layout
 
 
+def distinct_rows(arrays: Sequence[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of int64 columns ``arrays`` (``n`` rows): (a first row of each, each
+    row's distinct row). The columns are packed into one key, mixed-radix over each one's
+    span (a column of few values but a wide span, such as NULL and a few ids, by its distinct
+    values): no sort of whole rows; the key is compacted whenever the next column would
+    overflow it, and grouped by a table where its span is small."""
+    key = np.zeros(n, np.int64)
+    card = 1
+    for a in arrays:
+        lo, hi = (int(a.min()), int(a.max())) if n else (0, 0)
+        if lo == hi:
+            continue
+        span = hi - lo + 1
+        if span > 4 * n:
+            _, a = np.unique(a, return_inverse=True)
+            lo, span = 0, int(a.max()) + 1
+        if card * span >= 2 ** 62:
+            _, key = np.unique(key, return_inverse=True)
+            card = int(key.max()) + 1
+        key = key * span + (a - lo)
+        card *= span
+    if card <= 4 * n + 1024:  # a table over the key's span
+        at = np.full(card, n, np.int64)
+        at[key[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first row
+        seen = at < n
+        return at[seen], (np.cumsum(seen) - 1)[key]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse
+
+
 def args_json(chunk: pa.Table, layout: Sequence[ArgField],
               extra: Sequence[tuple[str, np.ndarray | list[np.ndarray]]] = ()) -> pa.Array:
     """Each row's ``args`` JSON object from its ``layout`` columns (and ``extra`` integer
@@ -157,10 +178,10 @@ def args_json(chunk: pa.Table, layout: Sequence[ArgField],
     texts_: list[list[str]] = []
     for f in layout:
         for c in f.columns:
-            if f.is_text:
-                enc = chunk.column(c).combine_chunks().fill_null("").dictionary_encode()
-                arrays.append(to_numpy(enc.indices.cast(pa.int64())))
-                texts_.append(enc.dictionary.to_pylist())
+            if f.is_text:  # a null reads as '' (code -1: the last entry)
+                enc = chunk.column(c).combine_chunks().dictionary_encode()
+                arrays.append(filled(enc.indices.cast(pa.int64()), -1))
+                texts_.append([*enc.dictionary.to_pylist(), ""])
             else:
                 arrays.append(col(chunk, c, NULL))
         keys.append((f.key, len(f.columns), f.array, f.is_text))
@@ -170,11 +191,9 @@ def args_json(chunk: pa.Table, layout: Sequence[ArgField],
         keys.append((key, len(group), isinstance(values, list), False))
     if not arrays:
         return dictionary(np.zeros(n, np.int32), ["{}"]).cast(pa.string())
-    mat = np.ascontiguousarray(np.stack(arrays, 1))
-    view = mat.view(np.dtype((np.void, mat.dtype.itemsize * mat.shape[1]))).ravel()
-    _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+    first, inverse = distinct_rows(arrays, n)
     out = []
-    for row in mat[first].tolist():
+    for row in zip(*(a[first].tolist() for a in arrays), strict=True):
         parts, i, t = [], 0, 0
         for key, width, array, is_text in keys:
             vals = row[i:i + width]

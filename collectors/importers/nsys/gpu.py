@@ -331,7 +331,7 @@ def to_batch(chunk: pa.Table, spec: DeviceTable, st: DeviceState) -> dict[str, A
     keep = rank >= 0
     if not keep.all():
         ctx.skipped[spec.table] = ctx.skipped.get(spec.table, 0) + int((~keep).sum())
-        chunk = chunk.filter(pa.array(keep))
+        chunk = chunk.filter(from_numpy(keep))
         rank = rank[keep]
     if not chunk.num_rows:
         return None

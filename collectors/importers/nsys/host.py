@@ -108,7 +108,7 @@ def to_batch(chunk: pa.Table, spec: HostTable, st: HostState) -> dict[str, Any] 
     keep = rank >= 0
     if not keep.all():
         ctx.skipped[spec.table] = ctx.skipped.get(spec.table, 0) + int((~keep).sum())
-        chunk = chunk.filter(pa.array(keep))
+        chunk = chunk.filter(from_numpy(keep))
         rank, tid = rank[keep], tid[keep]
     if not chunk.num_rows:
         return None

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from hermes.collectors.importers.base import ImportResult
 from hermes.collectors.importers.nsys import context, gpu, host, info, nvtx, report
@@ -32,6 +31,7 @@ from hermes.collectors.importers.nsys.events import KINDS
 from hermes.collectors.importers.nsys.sql import Export
 from hermes.errors import ImportFormatError
 from hermes.trace import comm_patterns
+from hermes.trace.arrowbuf import strings as arrow_strings
 from hermes.trace.arrowbuf import to_numpy
 from hermes.trace.memory import MemoryWriter
 from hermes.trace.meta import TraceMeta
@@ -77,7 +77,7 @@ Reader = Callable[[_State], tuple[Iterator[Any], Callable[[Any], Any]]]
 def _nvtx_reader(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
     exprs, layout = nvtx.exprs_of(st.export)
     chunks = st.export.chunks(nvtx.TABLE, exprs, where=nvtx.where())
-    strings = (pa.array(st.export.strings()[1], pa.string()), st.export.string_codes)
+    strings = (arrow_strings(st.export.strings()[1]), st.export.string_codes)
     return chunks, lambda c: nvtx.to_batch(c, st.ctx, st.domains, layout, strings)
 
 

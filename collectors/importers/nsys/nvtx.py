@@ -38,12 +38,14 @@ from hermes.collectors.importers.nsys.events import (
     encode_strings,
 )
 from hermes.collectors.importers.nsys.sql import Export, text
-from hermes.trace.arrowbuf import from_numpy, to_numpy
+from hermes.trace.arrowbuf import filled, from_numpy, to_numpy
+from hermes.trace.arrowbuf import strings as arrow_strings
 
 TABLE = "NVTX_EVENTS"
 MARK, PUSH_POP, START_END, DOMAIN_CREATE = 34, 59, 60, 75
 EVENT_TYPES = (MARK, PUSH_POP, START_END)
 _NUMBER = r"(\d+)"
+_STEP = "(?i)" + "|".join(f"(?:{p})" for p in STEP_PATTERNS)
 _STEP_NO = "(?i)" + "|".join("(?:" + p.replace(_NUMBER, f"(?P<s{i}>" + _NUMBER[1:], 1) + ")"
                              for i, p in enumerate(STEP_PATTERNS))
 _PAYLOADS = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
@@ -158,34 +160,110 @@ def resolve_text(chunk: pa.Table, strings: pa.Array, codes: np.ndarray) -> pa.Ar
     own = chunk.column("text").combine_chunks()
     if not (codes >= 0).any():
         return own
-    reg = strings.take(pa.array(np.maximum(codes, 0))) if len(strings) else \
+    reg = strings.take(from_numpy(np.maximum(codes, 0))) if len(strings) else \
         pa.nulls(len(codes), pa.string())
-    return pc.if_else(pa.array(codes >= 0), reg, own)
+    return pc.if_else(from_numpy(codes >= 0), reg, own)
 
 
-_OP_ID = r"(?s), op_id = [ \t\n\f\r]*(?P<op>[+-]?[0-9]{1,18})"
+def _utf8_parts(t: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string array's bytes and its n + 1 offsets, as numpy (no copy)."""
+    if t.null_count:
+        t = t.fill_null("")
+    if t.type == pa.large_string():
+        offsets = np.frombuffer(t.buffers()[1], np.int64)
+    else:
+        offsets = np.frombuffer(t.buffers()[1], np.int32)
+    offsets = offsets[t.offset: t.offset + len(t) + 1].astype(np.int64)
+    data = t.buffers()[2]
+    return (np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)), \
+        offsets
+
+
+def _starts_with(data: np.ndarray, at: np.ndarray, end: np.ndarray,
+                 prefix: bytes) -> np.ndarray:
+    """Whether the bytes from each ``at`` (before its ``end``) begin with ``prefix``: one
+    vectorized comparison per byte of the prefix."""
+    ok = at + len(prefix) <= end
+    last = max(len(data) - 1, 0)
+    for j, byte in enumerate(prefix):
+        if not ok.any():
+            break
+        ok &= data[np.minimum(at + j, last)] == byte
+    return ok
+
+
+def _leading_int(data: np.ndarray, at: np.ndarray, end: np.ndarray,
+                 width: int = 40) -> np.ndarray:
+    """The integer the bytes from each ``at`` (to its ``end``) start with, as SQLite's CAST
+    reads one: blanks, a sign, digits, whatever follows ignored; -1 where no digit comes, or
+    more than 18. One vectorized step per byte position, over all rows, until every row's
+    number has ended (a few steps: op ids are short)."""
+    value = np.zeros(len(at), np.int64)
+    count = np.zeros(len(at), np.int64)
+    neg = np.zeros(len(at), bool)
+    state = np.zeros(len(at), np.int8)  # 0 blanks, 1 after the sign, 2 digits, 3 ended
+    last = max(len(data) - 1, 0)
+    for j in range(width):
+        live = state < 3
+        if not live.any():
+            break
+        pos = at + j
+        b = np.where(pos < end, data[np.minimum(pos, last)] if len(data) else 0, 0)
+        blank = (b == 32) | ((b >= 9) & (b <= 13))
+        sign = (b == 43) | (b == 45)
+        dig = (b >= 48) & (b <= 57) & live
+        first = state == 0
+        neg |= first & (b == 45)
+        step = dig & (count < 19)
+        value = np.where(step, value * 10 + (b.astype(np.int64) - 48), value)
+        count += dig
+        state = np.where(dig, 2, np.where(first & blank, 0, np.where(first & sign, 1, 3))
+                         ).astype(np.int8)
+    value = np.where(neg, -value, value)
+    return np.where((count > 0) & (count <= 18), value, -1)
+
+
+_SEQ, _OPID = b", seq = ", b", op_id = "
 
 
 def operators(t: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     """PyTorch's ``emit_nvtx`` operator ranges in texts ``t``: (which are, their names, their
-    op ids, -1 where none). An operator's text is its name, ``, seq = `` or ``, op_id = ``
-    right after the name's first ``, ``, then the ids: ``aten::mm, seq = 12, op_id = 40``."""
+    op ids, -1 where none). An operator's text is its name, then ``, seq = `` or
+    ``, op_id = `` at the name's first ``, ``: ``aten::mm, seq = 12, op_id = 40``; its op id
+    is the integer after the text's first ``, op_id = ``. Found with Arrow's substring search
+    and numpy over the bytes (no regular expression, no string per row)."""
     n = len(t)
-    parts = pc.split_pattern(t, ", ", max_splits=1)
-    two = to_numpy(pc.list_value_length(parts)) == 2
-    flat = pc.list_flatten(parts)
-    first = to_numpy(parts.offsets)[:-1]
-    head = flat.take(pa.array(first))
-    rest = flat.take(pa.array(np.where(two, first + 1, first)))
-    is_op = two & (to_numpy(pc.binary_length(head)) > 0) & (
-        bools(pc.starts_with(rest, "seq = ")) | bools(pc.starts_with(rest, "op_id = ")))
+    data, offsets = _utf8_parts(t)
+    start, end = offsets[:-1], offsets[1:]
+    comma = filled(pc.find_substring(t, ", "), -1).astype(np.int64)
+    cand = np.flatnonzero(comma > 0)
+    is_op = np.zeros(n, bool)
     op_id = np.full(n, -1, np.int64)
-    rows = np.flatnonzero(is_op)
-    if len(rows):
-        found = pc.struct_field(pc.extract_regex(t.take(pa.array(rows)), _OP_ID), "op")
-        op_id[rows] = to_numpy(pc.cast(found, pa.int64()).fill_null(-1))
-    name = pc.if_else(pa.array(is_op), head, t) if is_op.any() else t
-    return is_op, name, op_id
+    if not len(cand):
+        return is_op, t, op_id
+    at = start[cand] + comma[cand]
+    rows = cand[_starts_with(data, at, end[cand], _SEQ) |
+                _starts_with(data, at, end[cand], _OPID)]
+    if not len(rows):
+        return is_op, t, op_id
+    is_op[rows] = True
+    found = filled(pc.find_substring(t.take(from_numpy(rows)), _OPID.decode()), -1
+                   ).astype(np.int64)
+    has = found >= 0
+    if has.any():
+        r = rows[has]
+        op_id[r] = _leading_int(data, start[r] + found[has] + len(_OPID), end[r])
+    # the operators' names: each one's bytes up to its first ', ', gathered in one pass
+    lens = comma[rows]
+    into = np.cumsum(lens) - lens
+    idx = np.repeat(start[rows] - into, lens) + np.arange(int(lens.sum()))
+    heads = pa.Array.from_buffers(pa.string(), len(rows), [
+        None, pa.py_buffer(np.r_[0, np.cumsum(lens)].astype(np.int32)),
+        pa.py_buffer(data[idx].tobytes())])
+    where = np.full(n, -1, np.int64)
+    where[rows] = np.arange(len(rows))
+    spread = heads.take(from_numpy(where, where < 0))
+    return is_op, pc.coalesce(spread, t), op_id
 
 
 def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str],
@@ -195,7 +273,7 @@ def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str],
     keep = rank >= 0
     if not keep.all():
         ctx.skipped[TABLE] = ctx.skipped.get(TABLE, 0) + int((~keep).sum())
-        chunk = chunk.filter(pa.array(keep))
+        chunk = chunk.filter(from_numpy(keep))
         rank, tid = rank[keep], tid[keep]
     n = chunk.num_rows
     if not n:
@@ -207,19 +285,20 @@ def to_batch(chunk: pa.Table, ctx: Context, domain_names: dict[int, str],
     is_range = etype != MARK
     values, string_codes = strings
     t = resolve_text(chunk, values, string_codes(col(chunk, "text_id")))
-    # a step marker holds 'step' or 'iter' (any case): the patterns run on those rows only
-    maybe = np.flatnonzero(bools(pc.match_substring_regex(t, "(?i)step|iter")) & is_range)
+    # the patterns are anchored (a row fails at its first bytes): matched first, the numbers
+    # are extracted from the few rows that are steps
+    maybe = np.flatnonzero(bools(pc.match_substring_regex(t, _STEP)) & is_range)
     step_no = np.full(n, -1, np.int64)
     if len(maybe):
-        groups = pc.extract_regex(t.take(pa.array(maybe)), _STEP_NO)
+        groups = pc.extract_regex(t.take(from_numpy(maybe)), _STEP_NO)
         # the pattern that matched fills its group, the others are '' (Arrow's unmatched
         # group): joined, the number; too many digits for an int64 is no step
         found = pc.binary_join_element_wise(
-            *(pc.struct_field(groups, f"s{i}") for i in range(len(STEP_PATTERNS))), "")
-        digits = pc.utf8_length(found)
-        found = pc.if_else(pc.and_(pc.greater(digits, 0), pc.less_equal(digits, 18)),
-                           found, pa.scalar(None, pa.string()))
-        step_no[maybe] = to_numpy(pc.cast(found, pa.int64()).fill_null(-1))
+            *(pc.struct_field(groups, f"s{i}") for i in range(len(STEP_PATTERNS))),
+            arrow_strings([""] * len(maybe)))
+        digits = filled(pc.utf8_length(found), 0)
+        ok = np.flatnonzero((digits > 0) & (digits <= 18))
+        step_no[maybe[ok]] = to_numpy(pc.cast(found.take(from_numpy(ok)), pa.int64()))
     is_step = step_no >= 0
     is_op, name, op_id = operators(t)
     is_op &= is_range
