@@ -30,9 +30,11 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A read-only connection (``mode=ro``: the export is never written, nor a journal)."""
-    return sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+def connect(path: Path, any_thread: bool = False) -> sqlite3.Connection:
+    """A read-only connection (``mode=ro``: the export is never written, nor a journal);
+    ``any_thread``: one a thread opens for itself, closed by another when the export is."""
+    return sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,
+                           check_same_thread=not any_thread)
 
 
 def table_names(path: Path) -> set[str]:

@@ -95,7 +95,7 @@ class DeviceState:
         ids, values = export.strings()
         self.values = values
         self._comm: dict[int, str | None] = {}
-        #: rowid of each collective kernel -> its order on its rank (filled by ``kernel_seq``)
+        #: rowid of each collective kernel -> its order on its rank (filled from ``collective_order``)
         self.coll_rowid = np.zeros(0, np.int64)
         self.coll_order = np.zeros(0, np.int64)
         self.groups: list[str] = []
@@ -126,18 +126,20 @@ def _kernel_name_column(export: Export, table: str) -> str:
     return "NULL"
 
 
-def kernel_seq(state: DeviceState, table: str) -> None:
+def collective_order(export: Export, patterns: CommPatterns, table: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """The order of the collective kernels on each rank (by start), which is their sequence
-    number in their library's group: read once, before the chunks, as (rowid, order)."""
-    export = state.export
+    number in their library's group: read once, before the chunks, as (rowids sorted, each
+    one's order); empty where the export names no communication kernel."""
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     name = _kernel_name_column(export, table)
     if name == "NULL" or not export.has(table, "start", "globalPid"):
-        return
+        return none
     ids, values = export.strings()
     comm_ids = [int(i) for i, v in zip(ids.tolist(), values, strict=True)
-                if state.patterns.is_comm(v)]
+                if patterns.is_comm(v)]
     if not comm_ids:
-        return
+        return none
     rows = []
     for lo in range(0, len(comm_ids), 500):
         marks = ",".join(str(i) for i in comm_ids[lo:lo + 500])
@@ -149,7 +151,7 @@ def kernel_seq(state: DeviceState, table: str) -> None:
     first = np.r_[0, np.flatnonzero(np.diff(arr[:, 1])) + 1]
     seq = np.arange(len(arr)) - np.repeat(first, np.diff(np.r_[first, len(arr)]))
     by_rowid = np.argsort(arr[:, 0])
-    state.coll_rowid, state.coll_order = arr[by_rowid, 0], seq[by_rowid]
+    return arr[by_rowid, 0], seq[by_rowid]
 
 
 #: a kernel's launch configuration packed into three integers by SQLite (fewer values to

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,32 +71,45 @@ class _State:
     domains: dict[int, str]
 
 
-#: a table's reader: its chunks, and the function making a chunk's batch
-Reader = Callable[[_State], tuple[Iterator[Any], Callable[[Any], Any]]]
+@dataclass(frozen=True)
+class Reader:
+    """How one table is read: ``open(export, collectives)`` starts reading its chunks (SQL
+    only: no state needed, so a table can be read while earlier ones are mapped);
+    ``mapper(state)``, called when its first chunk is to be mapped (after the tables before
+    it), gives the function making a chunk's batch."""
+
+    open: Callable[[Export, bool], Iterator[Any]]
+    mapper: Callable[[_State], Callable[[Any], Any]]
 
 
-def _nvtx_reader(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
-    exprs, layout = nvtx.exprs_of(st.export)
-    chunks = st.export.chunks(nvtx.TABLE, exprs, where=nvtx.where())
+def _nvtx_mapper(st: _State) -> Callable[[Any], Any]:
+    _, layout = nvtx.exprs_of(st.export)
     strings = (arrow_strings(st.export.strings()[1]), st.export.string_codes)
-    return chunks, lambda c: nvtx.to_batch(c, st.ctx, st.domains, layout, strings)
+    return lambda c: nvtx.to_batch(c, st.ctx, st.domains, layout, strings)
+
+
+NVTX_READER = Reader(
+    open=lambda export, _: export.chunks(nvtx.TABLE, nvtx.exprs_of(export)[0],
+                                         where=nvtx.where()),
+    mapper=_nvtx_mapper)
 
 
 def _host_reader(spec: host.HostTable) -> Reader:
-    def read(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+    def mapper(st: _State) -> Callable[[Any], Any]:
         st.ctx.ops.seal()  # the operator ranges are all read: NVTX came first
-        chunks = st.export.chunks(spec.table, host.exprs_of(st.export, spec))
-        return chunks, lambda c: host.to_batch(c, spec, st.hst)
-    return read
+        return lambda c: host.to_batch(c, spec, st.hst)
+    return Reader(lambda export, _: export.chunks(spec.table, host.exprs_of(export, spec)),
+                  mapper)
 
 
 def _device_reader(spec: gpu.DeviceTable) -> Reader:
-    def read(st: _State) -> tuple[Iterator[Any], Callable[[Any], Any]]:
+    def mapper(st: _State) -> Callable[[Any], Any]:
         st.ctx.ops.seal()
         st.ctx.seal_host()  # the runtime calls are all read
-        exprs = gpu.exprs_of(st.export, spec, len(st.dev.coll_rowid) > 0)
-        return st.export.chunks(spec.table, exprs), lambda c: gpu.to_batch(c, spec, st.dev)
-    return read
+        return lambda c: gpu.to_batch(c, spec, st.dev)
+    return Reader(lambda export, coll: export.chunks(spec.table,
+                                                     gpu.exprs_of(export, spec, coll)),
+                  mapper)
 
 
 def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Reader]]:
@@ -111,7 +125,7 @@ def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Reader]]
     # NVTX first (the runtime calls take their operator's id), then the runtime calls (the
     # device rows take their launch's step, correlation and operator)
     if not lacks(nvtx.TABLE, nvtx.required()):
-        yield nvtx.TABLE, _nvtx_reader
+        yield nvtx.TABLE, NVTX_READER
     yield from ((s.table, _host_reader(s)) for s in host.TABLES
                 if not lacks(s.table, host.required(s)))
     yield from ((s.table, _device_reader(s)) for s in gpu.TABLES
@@ -123,7 +137,18 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
                 progress: Callable[[float], None]) -> tuple[list[int], dict[str, Any]]:
     """Import one export; (its ranks, what the metadata says of it)."""
     export = Export(path)
+    pool = ThreadPoolExecutor(2, thread_name_prefix="hermes-nsys")
     try:
+        plan = list(_tables(export, warnings))
+        total = sum(export.size(t) for t, _ in plan) or 1
+        patterns = options.get("comm_patterns") or comm_patterns.default()
+        # NVTX is read from now on, while the processes, the step windows and the
+        # collectives' order are found (each query on a thread and connection of its own:
+        # SQLite runs them at once)
+        first = plan[0][1].open(export, False) if plan and plan[0][0] == nvtx.TABLE else None
+        steps = pool.submit(nvtx.step_rows, export)
+        order = pool.submit(gpu.collective_order, export, patterns,
+                            "CUPTI_ACTIVITY_KIND_KERNEL")
         ctx = context.build(export, rank_base)
         if options.get("rank") is not None:
             if len(ctx.ranks) == 1:
@@ -135,16 +160,17 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
         if not len(ctx.pids):
             raise ImportFormatError("the export holds no CUDA, NVTX or runtime events",
                                     path=path, hint="capture with nsys profile -t cuda,nvtx")
-        nvtx.steps(export, ctx)
-        patterns = options.get("comm_patterns") or comm_patterns.default()
+        nvtx.set_steps(ctx, steps.result())
         st = _State(export, ctx, gpu.DeviceState(export, ctx, patterns),
                     host.HostState(export, ctx), nvtx.domains(export))
-        gpu.kernel_seq(st.dev, "CUPTI_ACTIVITY_KIND_KERNEL")
-        plan = list(_tables(export, warnings))
-        total = sum(export.size(t) for t, _ in plan) or 1
+        st.dev.coll_rowid, st.dev.coll_order = order.result()
+        collectives = len(st.dev.coll_rowid) > 0
+        # every other table starts reading too (each at most READ_AHEAD chunks ahead)
+        opened = [(t, r, first if i == 0 and first is not None else r.open(export, collectives))
+                  for i, (t, r) in enumerate(plan)]
         done = 0
-        for table, reader in plan:
-            chunks, make = reader(st)
+        for table, reader, chunks in opened:
+            make = reader.mapper(st)
             for chunk in chunks:
                 done += chunk.num_rows
                 _write(writer, make(chunk), table, counts)
@@ -168,6 +194,7 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
                  "steps": int(len(ctx.step_no))}
         return ranks, about
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         export.close()
 
 

@@ -82,14 +82,18 @@ def domains(export: Export) -> dict[int, str]:
     return {int(d): str(t) for d, t in rows if d is not None and t}
 
 
-def steps(export: Export, ctx: Context) -> None:
-    """The step windows: ranges whose text is a step marker, per rank (the prefilter in SQL
-    keeps the rows read few; the patterns decide)."""
+def step_rows(export: Export) -> list[tuple]:
+    """The ranges whose text may be a step marker: (start, end, globalTid, text); the
+    prefilter in SQL keeps the rows read few, the patterns decide (``set_steps``)."""
     if not export.has(TABLE, "start", "end", "eventType", "globalTid"):
-        return
-    rows = export.rows(f"SELECT start, end, globalTid, {text_expr(export)} FROM {TABLE} "
+        return []
+    return export.rows(f"SELECT start, end, globalTid, {text_expr(export)} FROM {TABLE} "
                        f"WHERE eventType IN ({PUSH_POP}, {START_END}) AND end IS NOT NULL "
                        f"AND {_may_be_step(export)}")
+
+
+def set_steps(ctx: Context, rows: list[tuple]) -> None:
+    """The step windows, per rank, from ``step_rows``."""
     found = [(r[0], r[1], r[2], n) for r in rows if (n := step_number(r[3])) is not None]
     if not found:
         return

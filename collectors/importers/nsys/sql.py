@@ -17,7 +17,9 @@ read with the standard library's ``sqlite3``. Every connection is read-only.
 from __future__ import annotations
 
 import functools
+import queue
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,12 +65,34 @@ class Export:
                                     ) from None
         self._strings: tuple[np.ndarray, list[str]] | None = None
         self._adbc_con: Any = None
+        self._lock = threading.Lock()
+        self._own = threading.get_ident()
+        self._cons: dict[int, sqlite3.Connection] = {self._own: self.con}
+        self._readers: list[ReadAhead] = []
 
     def close(self) -> None:
-        self.con.close()
+        for reader in self._readers:
+            reader.close()
+        self._readers.clear()
+        with self._lock:
+            for con in self._cons.values():
+                con.close()
+            self._cons.clear()
         if self._adbc_con is not None:
             self._adbc_con.close()
             self._adbc_con = None
+
+    def _con(self) -> sqlite3.Connection:
+        """This thread's connection (SQLite serializes the statements of one connection;
+        the importer's first queries run on threads of their own, each on its own)."""
+        me = threading.get_ident()
+        with self._lock:
+            con = self._cons.get(me)
+        if con is None:
+            con = connect(self.path, any_thread=True)
+            with self._lock:
+                self._cons[me] = con
+        return con
 
     def has(self, table: str, *columns: str) -> bool:
         cols = self.tables.get(table)
@@ -81,7 +105,7 @@ class Export:
     def rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         """A small query's rows (enum tables, processes, thread names, device info)."""
         try:
-            return self.con.execute(sql, params).fetchall()
+            return self._con().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise ImportFormatError(f"cannot read the export ({exc})", path=self.path,
                                     where=sql[:80]) from None
@@ -142,10 +166,11 @@ class Export:
         entry of ``exprs`` (name -> SQL expression: int64, or string where declared with
         :func:`text`). ``source``: a subquery to read instead of the table itself.
 
-        The next chunk is read (in C, the GIL released) while the caller works on this one:
-        at most ``READ_AHEAD`` chunks wait, so memory stays bounded by the chunk size."""
+        The reading starts at once, on a thread of its own (in C, the GIL released), and
+        goes on while the caller works: at most ``READ_AHEAD`` chunks wait, so memory stays
+        bounded by the chunk size. ``close`` stops what is still reading."""
         if not exprs:
-            return
+            return iter(())
         chunk_rows = chunk_rows or CHUNK_ROWS
         # a text column is never NULL ('' stands for none): ADBC's driver types a column by
         # its first batch, and one of NULLs reads as integers, so a later text would not fit
@@ -156,9 +181,10 @@ class Export:
         names = list(exprs)
         texts = [is_text(e) for e in exprs.values()]
         if scanner() is None:
-            yield from self._adbc_chunks(sql, names, texts, table, chunk_rows)
-            return
-        yield from _read_ahead(self._scan_chunks(sql, names, texts, table, chunk_rows))
+            return self._adbc_chunks(sql, names, texts, table, chunk_rows)
+        reader = ReadAhead(self._scan_chunks(sql, names, texts, table, chunk_rows))
+        self._readers.append(reader)
+        return reader
 
     def _scan_chunks(self, sql: str, names: list[str], texts: list[bool], table: str,
                      chunk_rows: int) -> Iterator[pa.Table]:
@@ -245,52 +271,59 @@ class Export:
 READ_AHEAD = 2
 
 
-def _read_ahead(chunks: Iterator[pa.Table]) -> Iterator[pa.Table]:
-    """``chunks``, produced on a thread of their own up to ``READ_AHEAD`` ahead; an error
-    there is raised here, at the chunk it stopped; leaving early stops the thread."""
-    import queue
-    import threading
+class ReadAhead:
+    """The chunks of ``chunks``, produced on a thread of its own (started at once) up to
+    ``READ_AHEAD`` ahead of the consumer; an error there is raised to the consumer, at the
+    chunk where it stopped; ``close`` (or the end) stops the thread."""
 
-    q: queue.Queue[tuple[str, Any]] = queue.Queue(READ_AHEAD)
-    stop = threading.Event()
+    def __init__(self, chunks: Iterator[pa.Table]) -> None:
+        self._chunks = chunks
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(READ_AHEAD)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=self._produce, name="hermes-nsys-read",
+                                        daemon=True)
+        self._thread.start()
 
-    def produce() -> None:
+    def _put(self, item: tuple[str, Any]) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        item: tuple[str, Any] = ("end", None)
         try:
-            for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        q.put(("chunk", chunk), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    break
-            item: tuple[str, Any] = ("end", None)
+            for chunk in self._chunks:
+                if not self._put(("chunk", chunk)):
+                    return
         except BaseException as exc:  # handed to the consumer, raised there
             item = ("error", exc)
         finally:
-            chunks.close()  # type: ignore[attr-defined]
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+            self._chunks.close()  # type: ignore[attr-defined]
+        self._put(item)
 
-    thread = threading.Thread(target=produce, name="hermes-nsys-read", daemon=True)
-    thread.start()
-    try:
-        while True:
-            what, value = q.get()
-            if what == "chunk":
-                yield value
-            elif what == "error":
-                raise value
-            else:
-                return
-    finally:
-        stop.set()
-        thread.join()
+    def __iter__(self) -> ReadAhead:
+        return self
+
+    def __next__(self) -> pa.Table:
+        if self._done:
+            raise StopIteration
+        what, value = self._queue.get()
+        if what == "chunk":
+            return value
+        self.close()
+        if what == "error":
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
+        self._thread.join()
 
 
 def _int_array(n: int, values: bytes, validity: bytes | None) -> pa.Array:
