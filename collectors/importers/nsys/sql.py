@@ -182,12 +182,22 @@ class Export:
         texts = [is_text(e) for e in exprs.values()]
         if scanner() is None:
             return self._adbc_chunks(sql, names, texts, table, chunk_rows)
-        reader = ReadAhead(self._scan_chunks(sql, names, texts, table, chunk_rows))
+        # an expression read under several names (a column and its args key) is read once
+        distinct: dict[str, int] = {}
+        of = [distinct.setdefault(e, len(distinct)) for e in exprs.values()]
+        sql = "SELECT " + ", ".join(
+            (f"coalesce({sql_of(e)}, '')" if is_text(e) else sql_of(e)) + f" AS c{i}"
+            for e, i in distinct.items()) + f" FROM {source or quote(table)}" + \
+            (f" WHERE {where}" if where else "")
+        reader = ReadAhead(self._scan_chunks(sql, names, of, [is_text(e) for e in distinct],
+                                             table, chunk_rows))
         self._readers.append(reader)
         return reader
 
-    def _scan_chunks(self, sql: str, names: list[str], texts: list[bool], table: str,
-                     chunk_rows: int) -> Iterator[pa.Table]:
+    def _scan_chunks(self, sql: str, names: list[str], of: list[int], texts: list[bool],
+                     table: str, chunk_rows: int) -> Iterator[pa.Table]:
+        """The chunks of ``sql``'s columns (``texts``: which are text), each name taking
+        column ``of[i]``."""
         scan_mod = scanner()
         try:
             scan = scan_mod.Scan(str(self.path.resolve()), sql,
@@ -209,14 +219,15 @@ class Export:
                             hint="the file is damaged or not an Nsight export") from None
                     raise ImportFormatError(
                         f"{table} holds {what} values where integers belong", path=self.path,
-                        where=f"{names[col]}, row {row + 1:,}", hint="the file is damaged"
+                        where=f"{names[of.index(col)]}, row {row + 1:,}",
+                        hint="the file is damaged"
                     ) from None
                 if got is None:
                     return
                 n, bufs = got
-                yield pa.Table.from_arrays(
-                    [_text_array(n, *b) if t else _int_array(n, *b)
-                     for b, t in zip(bufs, texts, strict=True)], names=names)
+                arrays = [_text_array(n, *b) if t else _int_array(n, *b)
+                          for b, t in zip(bufs, texts, strict=True)]
+                yield pa.Table.from_arrays([arrays[i] for i in of], names=names)
         finally:
             scan.close()
 
