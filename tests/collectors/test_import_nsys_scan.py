@@ -5,8 +5,10 @@ emit_nvtx operator texts, bytes that are not UTF-8 and values of the wrong type,
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -128,3 +130,37 @@ def test_step_marker_by_registered_string_found_before_the_pass(tmp_path: Path) 
     ev = _events(src, tmp_path / "t.parquet")
     op = ev[ev["ts_ns"] == "51000"].iloc[0]
     assert op["kind"] == "host_op" and op["step"] == "42"
+
+
+def test_distinct_rows_by_hand() -> None:
+    """Rows (1, NULL, 7), (2, NULL, 7), (1, NULL, 7), (1, 5, 7), (2, NULL, 7): three distinct,
+    first seen at rows 0, 1, 3; a wide column (NULL and huge ids) and a constant one."""
+    from hermes.collectors.importers.nsys.events import NULL, distinct_rows
+
+    a = np.array([1, 2, 1, 1, 2])
+    b = np.array([NULL, NULL, NULL, 5, NULL])
+    c = np.full(5, 7)
+    first, inverse = distinct_rows([a, b, c], 5)
+    assert sorted(first.tolist()) == [0, 1, 3]
+    groups = [inverse[0], inverse[1], inverse[0], inverse[3], inverse[1]]
+    assert inverse.tolist() == groups and len(set(groups)) == 3
+    rng = np.random.default_rng(7)
+    cols = [rng.integers(0, 3, 4000), rng.integers(-2**62, 2**62, 4000) % 5 * 2**60,
+            rng.integers(0, 2**40, 4000)]  # the last: nearly every row distinct
+    first, inverse = distinct_rows(cols, 4000)
+    mat = np.stack(cols, 1)
+    want = len(np.unique(mat, axis=0))
+    assert len(first) == want and inverse.max() == want - 1
+    assert (mat[first][inverse] == mat).all()
+
+
+@pytest.mark.skipif(sql.scanner() is None, reason="the compiled reader was not built")
+def test_reading_stops_when_the_export_closes_early(tmp_path: Path) -> None:
+    src = syn.write(tmp_path / "r.sqlite", 2000, steps=2, nccl_every=0, memcpy_every=0)
+    export = sql.Export(src)
+    chunks = export.chunks("CUPTI_ACTIVITY_KIND_KERNEL", {"start": "start"}, chunk_rows=64)
+    first = next(chunks)
+    assert first.num_rows == 64
+    export.close()  # the reader thread is stopped and joined, the connections closed
+    assert not any(t.name == "hermes-nsys-read" and t.is_alive()
+                   for t in threading.enumerate())
