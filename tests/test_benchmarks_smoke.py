@@ -70,7 +70,9 @@ SHAPES: dict[str, list[str]] = {
                         r"^  rank: computation +\| +[\d.]+", r"^  report rendered",
                         r"^  whole-run peak RSS"],
     "nsys_import.py": [r"^export: 20,000 kernels", r"^import: [\d,]+ events in",
-                       r"^peak RSS: \d+ MiB"],
+                       r"^peak RSS: \d+ MiB",
+                       r"^baseline, the same rows read and dropped: 60,210 rows in .*"
+                       r"import / read-only: [\d.]+x$"],
     "opcost_speed.py": [r"^2,000 distinct signatures", r"identical numbers: True"],
     "published_cases.py": [r"^ResNet50, num_workers 1 -> 12", r"^VGG16 on 8 NPUs",
                            r"^MobileNetV1-SSD"],

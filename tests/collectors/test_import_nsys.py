@@ -350,3 +350,14 @@ def test_a_folder_with_a_report_and_its_export_is_one_capture(tmp_path: Path) ->
     summary = json.loads(out)
     assert summary["ranks"] == [0, 1]
     assert any("its SQLite export is imported instead" in w for w in summary["warnings"])
+
+
+def test_the_benchmarks_read_only_floor_reads_the_rows_the_import_maps(
+        export: Path, imported: tuple[dict, object]) -> None:
+    # benchmarks/nsys_import.py's baseline: the same queries, rows read and dropped; every
+    # row of this export is a device process's, so each row read is an event imported
+    from hermes.collectors.importers.nsys import importer
+
+    summary, _ = imported
+    assert importer.read_rows(export) == summary["events"] == \
+        sum(summary["by_source_category"].values())

@@ -112,7 +112,7 @@ def _device_reader(spec: gpu.DeviceTable) -> Reader:
                   mapper)
 
 
-def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Reader]]:
+def tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Reader]]:
     """(table, its reader) of every table this export has and Hermes reads, in the order
     the links need; a table without a column its mapping needs is named."""
     def lacks(table: str, cols: list[str]) -> bool:
@@ -132,6 +132,19 @@ def _tables(export: Export, warnings: list[str]) -> Iterator[tuple[str, Reader]]
                 if not lacks(s.table, gpu.required(s)))
 
 
+def read_rows(path: Path) -> int:
+    """Every row the import reads, read by the same queries and readers (every table's
+    reader started at once, as the import starts them) and dropped: no mapping, no writing.
+    The floor ``benchmarks/nsys_import.py`` measures the import against; the number of rows
+    read."""
+    export = Export(path)
+    try:
+        opened = [reader.open(export, True) for _, reader in tables(export, [])]
+        return sum(chunk.num_rows for chunks in opened for chunk in chunks)
+    finally:
+        export.close()
+
+
 def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any],
                 counts: _Counts, warnings: list[str],
                 progress: Callable[[float], None]) -> tuple[list[int], dict[str, Any]]:
@@ -139,7 +152,7 @@ def import_file(path: Path, writer: Any, rank_base: int, options: dict[str, Any]
     export = Export(path)
     pool = ThreadPoolExecutor(2, thread_name_prefix="hermes-nsys")
     try:
-        plan = list(_tables(export, warnings))
+        plan = list(tables(export, warnings))
         total = sum(export.size(t) for t, _ in plan) or 1
         patterns = options.get("comm_patterns") or comm_patterns.default()
         # NVTX is read from now on, while the processes, the step windows and the
