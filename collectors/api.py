@@ -286,6 +286,11 @@ class Recording:
             collector["python_sampler"] = {"interval_ns": self.sampler.interval_ns,
                                            "samples": self.sampler.samples,
                                            "busy_ns": self.sampler.busy_ns}
+            if self.sampler.error:
+                collector["python_sampler"]["error"] = self.sampler.error
+                warn(f"rank {self.rank}: the Python stack sampler stopped after "
+                     f"{self.sampler.samples} samples ({self.sampler.error}); Python time "
+                     "after that is not named by function")
         updates = dict(meta_updates or {})
         collector.update(updates.pop("collector", {}) or {})
         updates["collector"] = collector

@@ -127,6 +127,7 @@ class StackSampler:
         self._ids: dict[int, int] = {}  # id of an open frame -> its depth
         self._top: Any = None  # the innermost frame of the last sample (held: ids stay apart)
         self._hook = False
+        self.error: str | None = None  # why sampling stopped early (an exception), if it did
         self._cost_ns = 0.0  # running mean CPU cost of a sample (sets the wait: BUDGET)
         self._thread = threading.Thread(target=self._run, name="hermes-stack-sampler",
                                         daemon=True)
@@ -157,6 +158,15 @@ class StackSampler:
 
     # -- the sampling thread ----------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._sample()
+        except Exception as exc:  # noqa: BLE001 - the job goes on; the trace says why
+            # a sampler that died must not leave "unattributed" Python time unexplained:
+            # the session reports the error in the trace's metadata and in one warning
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._top = None
+
+    def _sample(self) -> None:
         stack: list[_Open] = []
         step = -1
         prev = 0  # the previous sample's time (0: none in this detailed stretch)

@@ -79,9 +79,7 @@ def _torchrun() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    tmp = tmp_path_factory.mktemp("torchrun")
+def _run_job(tmp: Path) -> dict[str, object]:
     script = tmp / "ddp_job.py"
     script.write_text(JOB)
     out = tmp / "job"
@@ -92,6 +90,46 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
                        capture_output=True, text=True, env=env, cwd=tmp, timeout=240)
     spent = json.loads((tmp / "spent.rank1.json").read_text()) if r.returncode == 0 else []
     return {"r": r, "out": out, "spent_ns": spent}
+
+
+def _diagnosis(job: dict) -> str:
+    """What each rank's file holds of the sampler (for a failure's message): its python
+    events, those of slow_python, the sampler's own counters, and the job's stderr."""
+    lines = []
+    for f in sorted(Path(job["out"]).glob("rank-*.parquet")):
+        t = hermes.load(f)
+        py = t.events[t.events.kind == "python"]
+        slow = py.name.astype(str).str.endswith(": slow_python")
+        lines.append(f"{f.name}: {len(py)} python events, {int(slow.sum())} of slow_python, "
+                     f"steps {sorted(set(py.step.astype(int)))}, "
+                     f"sampler {t.meta.collector.get('python_sampler')}")
+    return "\n".join(lines) + "\n" + job["r"].stderr[-2000:]
+
+
+def _sampled(job: dict) -> bool:
+    if job["r"].returncode != 0:
+        return True  # the tests report the failed job itself
+    ev = hermes.load(job["out"]).events
+    return bool(((ev.kind == "python") & ev.name.astype(str).str.endswith(": slow_python")
+                 & (ev["rank"] == 1)).any())
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The job, run once; run a second time only when rank 1's sampler recorded nothing of
+    slow_python (seen once, on a loaded 2-core CI runner, and not reproduced since): the first
+    run's per-rank diagnosis goes into a warning, and a second such run fails the tests with
+    both diagnoses."""
+    first = _run_job(tmp_path_factory.mktemp("torchrun"))
+    if _sampled(first):
+        return {**first, "diagnosis": ""}
+    import warnings
+
+    warnings.warn("rank 1's stack sampler recorded no slow_python; the job is run again:\n"
+                  + _diagnosis(first), stacklevel=1)
+    second = _run_job(tmp_path_factory.mktemp("torchrun"))
+    return {**second, "diagnosis": "first run:\n" + _diagnosis(first) + "\nsecond run:\n"
+            + _diagnosis(second)}
 
 
 def test_every_worker_writes_its_rank_into_the_one_directory(job: dict) -> None:
@@ -124,7 +162,8 @@ def test_fine_mode_names_the_python_function_that_costs_rank_1(job: dict) -> Non
     assert job["r"].returncode == 0, job["r"].stderr[-3000:]
     ev = hermes.load(job["out"]).events
     py = ev[(ev.kind == "python") & ev.name.astype(str).str.endswith(": slow_python")]
-    assert set(py["rank"].astype(int)) == {1}  # rank 0 never calls it
+    # rank 0 never calls it
+    assert set(py["rank"].astype(int)) == {1}, job["diagnosis"] or _diagnosis(job)
     args = [json.loads(a) for a in py.args]
     assert {a["source"] for a in args} == {"hermes.sampler"}
     assert {os.path.basename(a["file"]) for a in args} == {"ddp_job.py"}
@@ -165,6 +204,7 @@ def test_the_analysis_names_rank_1_and_the_function_that_costs_it(job: dict) -> 
     assert late and late[0].evidence["late_ranks"] == [1]
     py = [f for f in analysis.findings if f.evidence.get("reason") == "python"]
     assert len(py) == 1, [f.id for f in analysis.findings]
+    assert "per_rank_share" in py[0].evidence, job["diagnosis"] or _diagnosis(job)
     ev = py[0].evidence
     shares = {int(r): s for r, s in ev["per_rank_share"].items()}
     assert max(shares, key=shares.get) == 1
