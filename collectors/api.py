@@ -283,14 +283,9 @@ class Recording:
                      "requests": self.trigger.requests if self.trigger else [],
                      **self.monitor.summary()}
         if self.sampler is not None:
-            collector["python_sampler"] = {"interval_ns": self.sampler.interval_ns,
-                                           "samples": self.sampler.samples,
-                                           "busy_ns": self.sampler.busy_ns}
+            collector["python_sampler"] = self.sampler.summary()
             if self.sampler.error:
-                collector["python_sampler"]["error"] = self.sampler.error
-                warn(f"rank {self.rank}: the Python stack sampler stopped after "
-                     f"{self.sampler.samples} samples ({self.sampler.error}); Python time "
-                     "after that is not named by function")
+                warn(f"rank {self.rank}: {self.sampler.stopped()}")
         updates = dict(meta_updates or {})
         collector.update(updates.pop("collector", {}) or {})
         updates["collector"] = collector

@@ -144,6 +144,19 @@ class StackSampler:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=1.0)
 
+    def summary(self) -> dict[str, Any]:
+        """The sampler's counters for the trace's metadata (``collector.python_sampler``)."""
+        out: dict[str, Any] = {"interval_ns": self.interval_ns, "samples": self.samples,
+                               "busy_ns": self.busy_ns}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    def stopped(self) -> str:
+        """One line: why sampling stopped early, and what that leaves unnamed."""
+        return (f"the Python stack sampler stopped after {self.samples} samples "
+                f"({self.error}); Python time after that is not named by function")
+
     def drain(self) -> list[tuple[str, int, int, int, str]]:
         """The events finished since the last call (main thread), as ``(name, ts_ns, dur_ns,
         step, args JSON)``."""
