@@ -19,9 +19,10 @@ Output: ``out`` ending in ``.parquet`` -> one file; any other path -> a director
 ``rank-NNNNN.parquet`` per rank (torchrun-style ``RANK``/``WORLD_SIZE`` are read from the
 environment). The file is published (temp then rename) on exit, on an exception, on SIGINT,
 SIGTERM and SIGABRT, with every step completed so far; the first completed step is saved at
-once and later ones every ``flush_seconds``, each step in between goes to a journal
-(``hermes.trace.journal``): a SIGKILL or a segfault loses no completed step. Each step's
-number is kept in a progress file that tells readers how far it got.
+once and later ones every ``flush_seconds`` or further apart (``collectors/saves.py``: saves
+are kept under 0.2 % of the job's time), each step in between goes to a journal (``hermes.trace.journal``): a SIGKILL or a segfault loses
+no completed step. Each step's number is kept in a progress file that tells readers how far
+it got.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
 from hermes.collectors.envvars import env_int
 from hermes.collectors.fine import FineCollector
 from hermes.collectors.monitor import Monitor
+from hermes.collectors.saves import SaveSchedule
 from hermes.errors import HermesError, OutputError, UsageError
 from hermes.hooks import Collector, EventBatch, NullCollector, StepInfo
 from hermes.trace.meta import TraceMeta
@@ -112,9 +114,7 @@ class Recording:
         self.fine = FineCollector(self.out, meta, drop_kinds=("step",), replace=False,
                                   segmented=True)
         self.fine.progress(self.rank, -1)  # claims the rank: a second run here is refused
-        self.flush_seconds = max(0.0, float(flush_seconds))
-        self._last_checkpoint = perf_counter_ns()
-        self._checkpoints = 0
+        self.saves = SaveSchedule(flush_seconds)
         self._journaling = True  # each step between two checkpoints (off once a write fails)
         self.monitor = Monitor(self._sink, peak_flops=peak_flops, z_threshold=z_threshold,
                                min_ratio=min_ratio, flush_steps=flush_steps)
@@ -221,8 +221,8 @@ class Recording:
                 self.fine.progress(info.rank, info.step)
             if source == "runtime" and info.rank == self.rank:  # (before a checkpoint writes
                 self._learn_shift(info, t0)  # host rows: they go out on the runtime's clock)
-            # the first completed step is saved at once, later ones every flush_seconds
-            if not self._checkpoints or t0 - self._last_checkpoint >= self.flush_seconds * 1e9:
+            # the first completed step is saved at once, later ones every flush_seconds or more
+            if self.saves.due(t0):
                 self._checkpoint(t0)
             elif self._journaling:
                 self._journal(info.step)
@@ -371,16 +371,16 @@ class Recording:
         """Publish every completed step to disk (a segment file each rank): what a SIGKILL
         leaves is a valid trace. Failing to write (the directory removed, disk full) is one
         warning: the user's job goes on, unrecorded."""
-        self._last_checkpoint = now
-        self._checkpoints += 1
+        self.saves.started(now)
         try:
             self.monitor.flush()
             self._flush_host()
             self.fine.checkpoint()
+            self.saves.saved(now, perf_counter_ns())
         except (HermesError, OSError) as exc:
             msg = exc.one_line() if isinstance(exc, HermesError) else str(exc)
             warn(f"cannot save the trace so far ({msg}); the job continues")
-            self.flush_seconds = float("inf")  # once: do not retry every step
+            self.saves.stop()  # once: do not retry every step
             self._journaling = False  # (a journal is only emptied by checkpoints)
 
     def _sink(self, batch: EventBatch) -> None:
