@@ -20,9 +20,9 @@ Output: ``out`` ending in ``.parquet`` -> one file; any other path -> a director
 environment). The file is published (temp then rename) on exit, on an exception, on SIGINT,
 SIGTERM and SIGABRT, with every step completed so far; the first completed step is saved at
 once and later ones every ``flush_seconds`` or further apart (``collectors/saves.py``: saves
-are kept under 0.2 % of the job's time), each step in between goes to a journal (``hermes.trace.journal``): a SIGKILL or a segfault loses
-no completed step. Each step's number is kept in a progress file that tells readers how far
-it got.
+are kept under 0.2 % of the job's time), each step in between goes to a journal
+(``hermes.trace.journal``): a SIGKILL or a segfault loses no completed step. Each step's
+number is kept in a progress file that tells readers how far it got.
 """
 
 from __future__ import annotations
