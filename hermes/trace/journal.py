@@ -4,7 +4,8 @@ job killed between two checkpoints (SIGKILL, ``os.abort()``, a segfault) keeps e
 A checkpoint publishes a rank's events as a Parquet segment (``hermes.trace.segments``), the
 first step at once and later ones every ``--flush-every`` seconds or more
 (``collectors/saves.py``). Between two, each completed step's new events (what the next
-checkpoint would write) are appended here with one plain ``pwritev``: written into the page cache, they outlive the process however it dies (not a
+checkpoint would write) are appended here with one plain ``pwritev``: written into the
+page cache, they outlive the process however it dies (not a
 power loss: nothing is fsynced). The first reader after the death (:func:`recover`, called by
 ``hermes.trace.reader.trace_files``) turns the journal's complete entries into the segment
 the checkpoint would have written, under the same name.
