@@ -26,6 +26,7 @@ import pandas as pd
 
 from hermes.analyzers.common.opinfo import top_ops
 from hermes.analyzers.common.ranks import same_op_slowdown
+from hermes.analyzers.common.stages import balance_gain, stage_table
 from hermes.analyzers.engine.base import AnalyzerResult, ClusterContext, register
 from hermes.findings import MIN_SHARE, Finding
 
@@ -158,6 +159,10 @@ def cluster(ctx: ClusterContext) -> AnalyzerResult:
                                                 for r, v in comp.items()},
                           **_slow_ops(ctx, slow_c)},
                 ranks=tuple(slow_c)))
+    sync = ctx.results.get("communication_cluster")
+    stages = stage_table(ctx.per_rank, t, sync.tables.get("sync") if sync is not None else None)
+    res.tables["stages"] = stages
+    slow_stage = _unequal_stages(stages, res)
     share = float(ti["hideable_share"].mean())
     if share >= MIN_SHARE:
         worst = ti["hideable_share"].idxmax()
@@ -168,15 +173,63 @@ def cluster(ctx: ClusterContext) -> AnalyzerResult:
         res.findings.append(Finding(
             "parallel", "poor_parallelism", min(1.0, share),
             f"{100 * share:.1f}% of step time is {what} that could overlap computation "
-            f"(overlap ratio {float(ti['overlap_ratio'].mean()):.2f})",
+            f"(overlap ratio {float(ti['overlap_ratio'].mean()):.2f})"
+            + (f"; {slow_stage['text']}" if slow_stage else ""),
             evidence={"hideable_share_per_rank": {int(r): round(float(v), 4) for r, v in
                                                   ti["hideable_share"].items()},
                       "bubble_pct_mean": round(res.metrics["bubble_pct_mean"], 3),
                       "overlap_ratio_mean": round(float(ti["overlap_ratio"].mean()), 4)
                       if ti["overlap_ratio"].notna().any() else None,
-                      "worst_rank": int(worst), "top_ops": _comm_ops(ctx, int(worst))},
+                      "worst_rank": int(worst), "top_ops": _comm_ops(ctx, int(worst)),
+                      **({"stages": slow_stage["stages"]} if slow_stage else {})},
             ranks=tuple(int(r) for r in ti.index[ti["hideable_share"] >= MIN_SHARE])))
     return res
+
+
+def _unequal_stages(stages: pd.DataFrame, res: AnalyzerResult) -> dict[str, Any] | None:
+    """Pipelines whose stages do unequal work (imbalance of their work per step > 5 %):
+    ``metrics.pipelines`` for each pipeline, a ``parallel.poor_parallelism`` finding (reason
+    ``unequal_stages``) when balancing them saves >= ``MIN_SHARE`` of the step, and the slowest
+    stage's sentence and figures for the bubbles finding (None: no unequal pipeline)."""
+    out, worst = [], None
+    for p, t in stages.groupby("pipeline", sort=True):
+        w = t.set_index("rank")["work_ms"]
+        slow = slow_ranks(w)
+        g = balance_gain(t)
+        row = {"ranks": [int(r) for r in w.index], "slow_ranks": slow,
+               "work_ms": {int(r): round(float(v), 4) for r, v in w.items()},
+               "imbalance": round(imbalance(w), 4), "step_ms": round(g["step_ms"], 4),
+               "pipelined": round(g["pipelined"], 4), "gain_ms": round(g["gain_ms"], 4)}
+        out.append(row)
+        if slow and (worst is None or g["gain_ms"] / max(g["step_ms"], 1e-9) >
+                     worst["gain_ms"] / max(worst["step_ms"], 1e-9)):
+            worst = row
+    res.metrics["pipelines"] = out
+    if worst is None:
+        return None
+    w = worst["work_ms"]
+    fast = min(w, key=lambda r: w[r])
+    top = max(w, key=lambda r: w[r])
+    like = sum(1 for row in out if row["slow_ranks"]) - 1
+    text = (f"the slowest pipeline stage is rank {top} ({w[top]:.1f} ms of work per step "
+            f"between its transfers, {w[top] / w[fast]:.2g}x rank {fast}'s {w[fast]:.1f} ms)"
+            if w[fast] > 0 else f"the slowest pipeline stage is rank {top} ({w[top]:.1f} ms of "
+            "work per step between its transfers)") + \
+        (f" (and in {like} more pipeline(s) alike)" if like > 0 else "")
+    share = worst["gain_ms"] / worst["step_ms"] if worst["step_ms"] > 0 else 0.0
+    ranks = sorted({r for row in out for r in row["slow_ranks"]})
+    if share >= MIN_SHARE:
+        res.findings.append(Finding(
+            "parallel", "poor_parallelism", min(1.0, share),
+            f"pipeline stages do unequal work: {text}; the step overlaps the stages "
+            f"{100 * worst['pipelined']:.0f}% of the way, so balanced stages would save "
+            f"{worst['gain_ms']:.1f} ms of the {worst['step_ms']:.1f} ms step",
+            evidence={"reason": "unequal_stages", "pipelines": out,
+                      "slow_stage_ranks": ", ".join(map(str, ranks)),
+                      "stage_ratio": round(w[top] / w[fast], 4) if w[fast] > 0 else 0.0,
+                      "pipelined": worst["pipelined"], "gain_ms": worst["gain_ms"]},
+            ranks=tuple(ranks)))
+    return {"text": text, "stages": worst}
 
 
 def _comm_ops(ctx: ClusterContext, rank: int) -> list[dict[str, Any]]:

@@ -85,3 +85,20 @@ def test_the_path_across_ranks_passes_the_transfers(analysis) -> None:
     m = analysis.cluster["critical_path_cluster"].metrics
     assert m["collectives_on_path"] == 16 and m["ranks_on_path"] == [0, 1]
     assert m["rank_pct"][1] > m["rank_pct"][0] > 0
+
+
+def test_the_slower_pipeline_stage_is_named(analysis) -> None:
+    """capture.py: per step rank 0 computes and sleeps 10 ms, then sends to rank 1 and waits;
+    rank 1 receives, adds and sleeps 20 ms, then sends back. Rank 1's stage works ~10 ms more
+    per step than rank 0's (and its aten::add, 1.8 ms a step, against rank 0's aten::mul, 0.9
+    ms). The stages take turns, so balancing them alone would save nothing."""
+    from hermes.advisor import advise
+
+    (p,) = analysis.cluster["cluster"].metrics["pipelines"]
+    assert p["ranks"] == [0, 1] and p["slow_ranks"] == [1]
+    assert p["work_ms"][1] - p["work_ms"][0] == pytest.approx(10.9, rel=0.2)
+    assert p["pipelined"] == 0.0 and p["gain_ms"] == 0.0
+    adv = advise(analysis)
+    f = next(f for f in analysis.findings if f.id == "parallel.poor_parallelism")
+    assert "the slowest pipeline stage is rank 1" in f.summary
+    assert "parallel.balance_stages" not in [r.rule for r in adv.for_finding(f.id)]

@@ -87,12 +87,14 @@ NUMBERS = {"bubble_pct_mean": 30.0, "h2d_pageable": 4, "small_kernels_pct": 50.0
            "top_function": "f", "top_ms_per_step": 3.0, "slower_x_max": 2.0, "backend": "gloo",
            # a CPU-only run's operator evidence (cpu.cpu_* rules)
            "cpu_op_threads": 1, "cpu_conv_share": 0.5, "cpu_matmul_share": 0.4,
-           "cpu_eltwise_share": 0.3, "cpu_compiled": 0}
+           "cpu_eltwise_share": 0.3, "cpu_compiled": 0,
+           "slow_stage_ranks": "1", "stage_ratio": 1.8}
 #: the reasons rules of these causes tell apart
 REASONS = {"cpu.operator_dispatch": ("", "memory_allocation", "python", "cpu_operators"),
            "computation.underutilization": ("", "frequency_drop", "shape_affinity", "ai_cpu",
                                             "private_format", "dynamic_shape"),
            "computation.slow_node": ("", "step_spike"),
+           "parallel.poor_parallelism": ("", "unequal_stages"),
            "cpu.environment_configuration": ("",)}
 
 
@@ -121,7 +123,8 @@ NEEDS = {
     #: (an unknown device is told "bf16 (fp16 where the device has no bf16)": no need)
     "fp8": re.compile(r"fp8_autocast|float8|FP8 where|FP8 matrix"),
     "tf32": re.compile(r"allow_tf32"),
-    "pipeline": re.compile(r"micro-batches|1F1B|virtual[- ]pipeline|pipeline bubbles",
+    "pipeline": re.compile(r"micro-batches|1F1B|virtual[- ]pipeline|pipeline bubbles|"
+                           r"pipeline stage|split points",
                            re.IGNORECASE),
 }
 #: tool / API words -> the vendor whose stack they belong to
