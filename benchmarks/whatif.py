@@ -85,9 +85,19 @@ def real_traces(tmp: Path, smoke: bool = False) -> list[tuple[str, object]]:
             for f in pair:
                 shutil.copyfile(f, d / f.name)
             files.append(d)
+    # a 2-rank Gloo pipeline (send/recv ping-pong) captured for the tests: the ranks joined at
+    # their point-to-point transfers
+    p2p = ROOT / "tests" / "data" / "kineto" / "gloo_p2p"
+    if p2p.is_dir():
+        d = tmp / "gloo_p2p"
+        d.mkdir(parents=True, exist_ok=True)
+        for f in sorted(p2p.glob("rank*.pt.trace.json.gz")):
+            shutil.copyfile(f, d / f.name)
+        files.append(d)
     for f in files:
         try:
             name = (str(f.relative_to(SHARED)) if f.is_relative_to(SHARED)
+                    else "tests/data/kineto/gloo_p2p" if f.name == "gloo_p2p"
                     else f"kineto-h100-dist/{f.name}")
             out.append((name, load_any(f)))
         except Exception as exc:  # noqa: BLE001 -- a trace no importer reads is reported

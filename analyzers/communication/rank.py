@@ -62,6 +62,8 @@ QUEUED_TOL_NS = 10_000
 GPU_SMALL_PACKET_B = {"intra": 16 * 2 ** 20, "inter": 2 ** 20}
 INTER_LINKS = ("rdma", "roce", "ib", "infiniband", "net", "socket", "ethernet")
 P2P = re.compile(r"send|recv|p2p", re.I)
+#: the args that name a point-to-point transfer's peer rank
+PEER_KEYS = ("peer", "peer_rank", "Dst Rank", "dst_rank", "dst")
 COLUMNS = ["rank", "group", "seq", "op", "bytes", "arrive_ns", "end_ns", "dur_ns", "wait_ns",
            "transit_ns", "sync_ns", "idle_ns", "link", "peer", "bw_GBps", "busbw_GBps",
            "expected_GBps", "prev_end_ns",
@@ -192,8 +194,7 @@ def _table(ctx: RankContext, windows: pd.DataFrame, comp: iv.Union | None = None
         "seq": c["coll_seq"], "op": op, "bytes": nbytes, "arrive_ns": c["ts_ns"] + offset,
         "end_ns": c["end_ns"] + offset, "dur_ns": dur, "wait_ns": wait, "transit_ns": transit,
         "sync_ns": sync, "idle_ns": idle,
-        "link": link, "peer": arg_numbers(args, "peer", "peer_rank", "Dst Rank", "dst_rank", "dst",
-                                    index=ix),
+        "link": link, "peer": arg_numbers(args, *PEER_KEYS, index=ix),
         "bw_GBps": bw, "busbw_GBps": bw * bus, "expected_GBps": exp,
         "small": (nbytes > 0) & ((nbytes < small_b) | lat_bound),
         "misaligned": (nbytes > 0) & (nbytes.fillna(0) % max(align, 1) != 0) & (align > 0),
@@ -215,6 +216,26 @@ def _table(ctx: RankContext, windows: pd.DataFrame, comp: iv.Union | None = None
 
 #: the ProcessGroup ops a Gloo send/recv range runs inside; their third input is the peer
 P2P_PARENTS = ("c10d::send", "c10d::recv_")
+
+
+def peers(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The peer rank of the point-to-point collectives at positions ``rows`` of ``ev`` (NaN:
+    not a send/recv, or its peer unknown), as :func:`collective_table` reads it (the args'
+    peer, else the enclosing ProcessGroup op's): for the what-if replay's step graphs."""
+    rows = np.asarray(rows, np.int64)
+    out = np.full(rows.size, np.nan)
+    if rows.size == 0:
+        return out
+    mask = np.zeros(len(ev), bool)
+    mask[rows] = True
+    c = base_frame(ev, mask, text_args=True)
+    p2p = c["name"].astype(str).str.contains(P2P).to_numpy(bool)
+    if not p2p.any():
+        return out
+    peer = arg_numbers(c["args"].astype("string[pyarrow]"), *PEER_KEYS) \
+        if "args" in c.columns else pd.Series(np.nan, index=c.index)
+    got = _p2p_peers(ev, c, peer.where(p2p)).to_numpy(np.float64)
+    return got[np.searchsorted(np.flatnonzero(mask), rows)]
 
 
 def _p2p_peers(ev: pd.DataFrame, c: pd.DataFrame, peer: pd.Series) -> pd.Series:

@@ -12,8 +12,12 @@ arrives earlier in a replay makes every participant's collective end earlier.
 
 Matching: by ``(coll_group, coll_seq)`` where the trace records them (Kineto
 ``record_param_comms`` args, Hermes ``args``), else by the order of the collectives of the same
-name and group within the same step number. Point-to-point transfers are left alone (they pair
-two ranks, not a group). Times across ranks are compared on one clock (``meta.clock_offsets_ns``
+name and group within the same step number. A point-to-point transfer whose peer is known (the
+args', else the enclosing ``c10d::send`` / ``c10d::recv_`` op's) is a rendezvous of its two
+ranks, keyed by the pair and its order among the pair's messages (``p2p_keys``, as the
+communication cluster analysis matches them; a pair whose two ranks disagree on its count is
+left out); a side that ended before the other arrived (an eager send) is not released by it
+and keeps its measured time. Unknown peers are left alone. Times across ranks are compared on one clock (``meta.clock_offsets_ns``
 added). All ranks' graphs and the virtual nodes are one shortest-path problem, solved by the
 critical path's solver (``cpgraph.shortest``) as a single rank's replay is (``replay``).
 """
@@ -26,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers.common.p2p import is_p2p as is_p2p_group
+from hermes.analyzers.common.p2p import p2p_keys
 from hermes.analyzers.communication.rank import P2P
 from hermes.analyzers.critical_path import graph as cpgraph
 from hermes.whatif import chains
@@ -36,8 +42,7 @@ from hermes.whatif import replay as rp
 class Cluster:
     """Ranks' step graphs with their matched collectives: node ``i`` of rank ``r`` is node
     ``base[r] + i`` of the joint graph, virtual node ``k`` is node ``n + k`` (time ``xt[k]`` on
-    the common clock); ``in_u -> in_x`` and ``out_x -> out_v`` (weight ``out_w``) link them;
-    ``wait[r]``: per event of rank r, True for a matched collective."""
+    the common clock); ``in_u -> in_x`` and ``out_x -> out_v`` (weight ``out_w``) link them."""
 
     gs: Mapping[int, rp.StepGraph]
     base: dict[int, int]
@@ -49,10 +54,14 @@ class Cluster:
     out_x: np.ndarray
     out_v: np.ndarray
     out_w: np.ndarray
+    #: per node of rank r's graph: True inside a matched collective (its chain edge weighs 0)
     wait: dict[int, np.ndarray]
     #: per matched collective on each rank: rank, graph event id, step, time waited for the
     #: last arrival (ns)
     table: pd.DataFrame
+    #: per row of ``table`` (and of ``in_u``): released by its rendezvous (``out_*`` are those
+    #: rows'); False for a point-to-point side that ended before the other arrived
+    rel: np.ndarray
 
     @property
     def matched(self) -> int:
@@ -62,17 +71,52 @@ class Cluster:
 def _keys(sg: rp.StepGraph, rank: int) -> pd.DataFrame:
     c = sg.coll
     if c is None or len(c) == 0:
-        return pd.DataFrame(columns=["rank", "ev", "key", "start", "step"])
-    c = c[~c["name"].str.contains(P2P)].sort_values("start", kind="stable")
+        return pd.DataFrame(columns=["rank", "ev", "key", "start", "step", "p2p"])
+    c = c.sort_values("start", kind="stable")
+    is_p2p = c["name"].str.contains(P2P).to_numpy(bool)
+    p = c[is_p2p]
+    c = c[~is_p2p]
     by_seq = c["seq"].to_numpy(np.int64) >= 0
     key = ("s|" + c["group"] + "|" + c["seq"].astype(str)).to_numpy(object)
     if not by_seq.all():
         order = c.groupby(["step", "name", "group"], sort=False).cumcount()
         key = np.where(by_seq, key, "o|" + c["step"].astype(str) + "|" + c["name"] + "|"
                        + c["group"] + "|" + order.astype(str))
-    return pd.DataFrame({"rank": rank, "ev": c["ev"].to_numpy(np.int64), "key": key,
-                         "start": c["start"].to_numpy(np.int64),
-                         "step": c["step"].to_numpy(np.int64)})
+    out = pd.DataFrame({"rank": rank, "ev": c["ev"].to_numpy(np.int64), "key": key,
+                        "start": c["start"].to_numpy(np.int64),
+                        "step": c["step"].to_numpy(np.int64), "p2p": False})
+    if "peer" in p.columns and p["peer"].notna().any():
+        # point-to-point transfers with a known peer: keyed by their pair of ranks and their
+        # order among that pair's messages (as the communication cluster analysis matches them)
+        t = pd.DataFrame({"rank": rank, "peer": p["peer"].to_numpy(np.float64),
+                          "op": p["name"].to_numpy(object), "group": "", "seq": -1.0,
+                          "ev": p["ev"].to_numpy(np.int64), "start": p["start"].to_numpy(np.int64),
+                          "step": p["step"].to_numpy(np.int64)})
+        p2p_keys(t)
+        t = t[is_p2p_group(t)]
+        if len(t):
+            out = pd.concat([out, pd.DataFrame({
+                "rank": rank, "ev": t["ev"].to_numpy(np.int64),
+                "key": ("s|" + t["group"] + "|" + t["seq"].astype(int).astype(str)).to_numpy(object),
+                "start": t["start"].to_numpy(np.int64), "step": t["step"].to_numpy(np.int64),
+                "p2p": True})], ignore_index=True)
+    return out
+
+
+def _pairable(k: pd.DataFrame) -> pd.DataFrame:
+    """``k`` without the point-to-point transfers of a pair of ranks whose two ranks do not
+    both have that pair's messages in equal numbers (a peer numbered within a smaller process
+    group, a rank missing from the trace: by order they would pair the wrong messages)."""
+    p = k["p2p"].to_numpy(bool)
+    if not p.any():
+        return k
+    pair = k.loc[p, "key"].str.rsplit("|", n=1).str[0]
+    cnt = pd.crosstab(pair, k.loc[p, "rank"])
+    ok = cnt.index[((cnt > 0).sum(axis=1) == 2) &
+                   (cnt.where(cnt > 0).min(axis=1) == cnt.max(axis=1))]
+    keep = np.ones(len(k), bool)
+    keep[np.flatnonzero(p)] = pair.isin(ok).to_numpy(bool)
+    return k[keep]
 
 
 def match(gs: Mapping[int, rp.StepGraph], offsets: Mapping[int, int] | None = None
@@ -87,7 +131,7 @@ def match(gs: Mapping[int, rp.StepGraph], offsets: Mapping[int, int] | None = No
         len(x) for x in keys) else pd.DataFrame()
     if len(k) == 0:
         return None
-    k = k.drop_duplicates(["rank", "key"])  # (one arrival per rank)
+    k = _pairable(k.drop_duplicates(["rank", "key"]))  # (one arrival per rank)
     k = k[k.groupby("key")["rank"].transform("size") >= 2].reset_index(drop=True)
     if len(k) == 0:
         return None
@@ -109,16 +153,27 @@ def match(gs: Mapping[int, rp.StepGraph], offsets: Mapping[int, int] | None = No
         s_node, e_node = sg.g.event_start[ev[m]], sg.g.event_end[ev[m]]
         local_s[m], local_e[m] = sg.g.t[s_node], sg.g.t[e_node]
         node_s[m], node_e[m] = base[r] + s_node, base[r] + e_node
-        wait[r] = np.zeros(len(sg.info), bool)
-        wait[r][ev[m]] = True
     arrive = local_s + off
     xt = np.full(int(x.max()) + 1, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(xt, x, arrive)
-    out_w = np.maximum(local_e + off - xt[x], 0)
+    # a side of a point-to-point transfer that ended before the other arrived (a send that
+    # returned once its data was handed over) is not released by the rendezvous: its time is
+    # its own, as measured
+    rel = ~(k["p2p"].to_numpy(bool) & (local_e + off < xt[x]))
+    for r, sg in gs.items():
+        # the chain edges inside each released collective (its lane's nodes after its start
+        # up to its end; a child range that outlives its op, Gloo's recv inside c10d::recv_,
+        # is labelled with the op past the op's end) weigh 0
+        mine = (rank == r) & rel
+        mark = np.zeros(sg.g.n + 1, np.int64)
+        np.add.at(mark, node_s[mine] - base[r] + 1, 1)
+        np.add.at(mark, node_e[mine] - base[r] + 1, -1)
+        wait[r] = np.cumsum(mark)[:sg.g.n] > 0
+    out_w = np.maximum(local_e + off - xt[x], 0)[rel]
     table = pd.DataFrame({"rank": rank, "ev": ev, "step": k["step"].to_numpy(np.int64),
-                          "wait_ns": xt[x] - arrive})
-    return Cluster(gs, base, n, {r: offsets.get(r, 0) for r in gs}, xt, node_s, x, x,
-                   node_e, out_w, wait, table)
+                          "wait_ns": np.where(rel, xt[x] - arrive, 0)})
+    return Cluster(gs, base, n, {r: offsets.get(r, 0) for r in gs}, xt, node_s, x, x[rel],
+                   node_e[rel], out_w, wait, table, rel)
 
 
 def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
@@ -140,9 +195,9 @@ def replay_nodes(cl: Cluster, changes: Mapping[int, rp.Change] | None = None,
     out_w = _transmissions(cl, changes)
     m = 0 if solo else cl.xt.size
     if solo:  # arrival -> own end: the transmission (lost: the time waited)
-        us.append(cl.in_u)
+        us.append(cl.in_u[cl.rel])
         vs.append(cl.out_v)
-        losts.append(np.maximum(t[cl.out_v] - t[cl.in_u] - out_w, 0))
+        losts.append(np.maximum(t[cl.out_v] - t[cl.in_u[cl.rel]] - out_w, 0))
     else:
         xid = cl.n + np.arange(m)
         # arrival -> rendezvous: weight 0 (lost = the time to the last arrival, >= 0);
@@ -169,7 +224,8 @@ def _transmissions(cl: Cluster, changes: Mapping[int, rp.Change] | None) -> np.n
     """Each rendezvous -> end weight under ``changes``: the measured time after the last
     arrival times the change's transmission factor (``Change.tx``) of that rank's collective."""
     f = np.ones(cl.out_w.size)
-    rank, ev = cl.table["rank"].to_numpy(np.int64), cl.table["ev"].to_numpy(np.int64)
+    rank = cl.table["rank"].to_numpy(np.int64)[cl.rel]
+    ev = cl.table["ev"].to_numpy(np.int64)[cl.rel]
     for r, ch in (changes or {}).items():
         if ch is not None and ch.tx is not None:
             m = rank == r

@@ -9,18 +9,21 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from hermes.analyzers.communication.rank import peers
 from hermes.analyzers.critical_path import edges as cpedges
 from hermes.analyzers.critical_path import graph as cpgraph
 
 
 def collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """The step graph's collective events with what matches them across ranks (a collective
-    cut at a step border is left out: its copies are not one arrival)."""
+    cut at a step border is left out: its copies are not one arrival); ``peer``: a
+    point-to-point transfer's other rank (NaN: not one, or unknown)."""
     is_c = (info["kind"] == "collective").to_numpy(bool)
     if not is_c.any():
         z = np.empty(0, np.int64)
         return pd.DataFrame({"ev": z, "group": np.empty(0, object), "seq": z,
-                             "name": np.empty(0, object), "step": z, "start": z})
+                             "name": np.empty(0, object), "step": z, "start": z,
+                             "peer": np.empty(0, np.float64)})
     src = info["src"].to_numpy(np.int64)
     once = np.bincount(src, minlength=len(ev)) == 1 if src.size else np.zeros(0, bool)
     sel = np.flatnonzero(is_c & once[src]) if src.size else np.empty(0, np.int64)
@@ -33,7 +36,8 @@ def collectives(ev: pd.DataFrame, info: pd.DataFrame, windows: pd.DataFrame) -> 
         if "step" in windows.columns else info["win"].to_numpy(np.int64)[sel]
     return pd.DataFrame({"ev": sel, "group": group, "seq": seq,
                          "name": ev["name"].take(rows).astype(str).to_numpy(), "step": step,
-                         "start": info["start"].to_numpy(np.int64)[sel]})
+                         "start": info["start"].to_numpy(np.int64)[sel],
+                         "peer": peers(ev, rows)})
 
 
 def fed_tasks(g: cpgraph.Graph, info: pd.DataFrame, node_ev: np.ndarray, first: np.ndarray

@@ -222,8 +222,8 @@ def edges(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None =
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The replay's shortest-path problem under ``change``: edges (u, v, lost time; unique
     pairs, sorted) and each node's distance from the virtual source (``t - release``; inf:
-    none). ``wait``: per event, True where its own chain segments weigh 0 (a collective matched
-    across ranks: its end comes in through the cluster's edges).
+    none). ``wait``: per node, True where the chain edge into it weighs 0 (inside a collective
+    matched across ranks: its end comes in through the cluster's edges).
 
     Steps in sequence: node ``g.n + k`` is step k's start; the first one starts when
     measured, step k + 1 when step k ends (its main thread's end plus the unrecorded tail, or
@@ -405,7 +405,7 @@ def _kind_in(kind: pd.Series, values: tuple[str, ...]) -> np.ndarray:
 def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None = None
             ) -> np.ndarray:
     """Chain-edge weight into every node under ``change``: an event's own segments scaled
-    (``wait``: per event, True where its segments weigh 0)."""
+    (``wait``: per node, True where the chain edge into it weighs 0)."""
     if change is None and wait is None:  # (every factor 1: the measured weights)
         return _measured_weights(sg)
     change = change or Change.none(sg)
@@ -419,10 +419,10 @@ def weights(sg: StepGraph, change: Change | None = None, wait: np.ndarray | None
         return w
     ev = np.maximum(seg, 0)
     base = np.where((seg >= 0) & change.full[ev], sg.span, sg.w)
-    if wait is not None:
-        base = np.where((seg >= 0) & wait[ev], 0, base)
     w = np.where(seg >= 0, np.rint(base * change.scale[ev]), np.rint(sg.w * change.gap)
                  ).astype(np.int64)
+    if wait is not None:
+        w[wait] = 0
     return np.minimum(w, sg.span)  # transforms only shrink work (the potentials stay valid)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hermes.whatif import cluster, graphs, predict
@@ -125,3 +127,55 @@ def test_emulated_straggler_with_a_pin_memory_thread(tmp_path) -> None:
     assert (t.events["kind"] == "data_fetch").any()  # the pin thread is there
     got = predict(graphs(t.events), ["isolate_slow_node"], t.meta).speedup
     assert got == pytest.approx(before / after, rel=0.10)
+
+
+def _p2p(kind: str, peer: int, ts: int, dur: int, rank: int) -> dict:
+    return ev("collective", f"gloo:{kind}", ts, dur, rank=rank, lane="thread 1",
+              lane_kind="host", args=json.dumps({"peer": peer}))
+
+
+def test_point_to_point_transfers_join_the_ranks_of_a_pipeline():
+    # a ping-pong (us): rank 0 works 0-10 and sends to rank 1 (10-11); rank 1 waits in its
+    # receive (0-11), works 11-30 and sends back (30-31) while rank 0 waits (11-31)
+    us = 1000
+    rows = [ev("step", "ProfilerStep#1", 0, 31 * us, rank=0),
+            ev("host_op", "work", 0, 10 * us, rank=0, lane="thread 1"),
+            _p2p("send", 1, 10 * us, us, 0), _p2p("recv", 1, 11 * us, 20 * us, 0),
+            ev("step", "ProfilerStep#1", 0, 31 * us, rank=1),
+            _p2p("recv", 0, 0, 11 * us, 1),
+            ev("host_op", "work", 11 * us, 19 * us, rank=1, lane="thread 1"),
+            _p2p("send", 0, 30 * us, us, 1)]
+    gs = graphs(frame(*rows))
+    cl = cluster.match(gs)
+    assert cl is not None and cl.matched == 2
+    # rank 1 waited 10 us for rank 0's send, rank 0 19 us for rank 1's
+    assert sorted(cl.table["wait_ns"].tolist()) == [0, 0, 10 * us, 19 * us]
+    assert {r: v.tolist() for r, v in cluster.replay(cl).items()} == {0: [31 * us], 1: [31 * us]}
+    # rank 1's work halved (9.5 us): its send at 20.5, rank 0's receive ends 1 us later
+    ch = {1: rp.Change.none(gs[1])}
+    ch[1].scale[:] = 0.5
+    assert {r: v.tolist() for r, v in cluster.replay(cl, ch).items()} == \
+        {0: [21_500], 1: [21_500]}
+
+
+def test_an_eager_send_is_not_held_until_its_receiver_arrives():
+    # rank 0's send returns at 1.1 us, long before rank 1 posts its receive (5-5.3 us): rank 0
+    # goes on working (1.1-8 us) as measured; joined, rank 1 still cannot receive before 1 us
+    rows = [ev("step", "ProfilerStep#1", 0, 8000, rank=0), _p2p("send", 1, 1000, 100, 0),
+            ev("host_op", "work", 1100, 6900, rank=0, lane="thread 1"),
+            ev("step", "ProfilerStep#1", 0, 8000, rank=1),
+            ev("host_op", "work", 0, 5000, rank=1, lane="thread 1"),
+            _p2p("recv", 0, 5000, 300, 1),
+            ev("host_op", "work", 5300, 2700, rank=1, lane="thread 1")]
+    gs = graphs(frame(*rows))
+    cl = cluster.match(gs)
+    assert cl is not None and cl.matched == 1 and cl.rel.tolist().count(False) == 1
+    assert {r: v.tolist() for r, v in cluster.replay(cl).items()} == {0: [8000], 1: [8000]}
+
+
+def test_point_to_point_counts_that_disagree_are_not_joined():
+    # rank 0 sends to 1 twice, rank 1 receives from 0 once: which send it got is unknown
+    rows = [ev("step", "ProfilerStep#1", 0, 5000, rank=0), _p2p("send", 1, 0, 100, 0),
+            _p2p("send", 1, 200, 100, 0),
+            ev("step", "ProfilerStep#1", 0, 5000, rank=1), _p2p("recv", 0, 0, 400, 1)]
+    assert cluster.match(graphs(frame(*rows))) is None
