@@ -3,10 +3,13 @@
     python benchmarks/analysis_speed.py                     # items 1-3
     python benchmarks/analysis_speed.py --items 1 --repeat 1 --hta-repeat 1   # the ~1 GB trace
     python benchmarks/analysis_speed.py --items 2,3 --small-events 50000 --events 2000000
-    python benchmarks/analysis_speed.py --smoke     # items 1-3 tiny, one run each, no HTA
+    python benchmarks/analysis_speed.py --items 4,5 --repeat 5 --hta-repeat 3  # real traces
+    python benchmarks/analysis_speed.py --smoke     # items 1-5 tiny, one run each, no HTA
 
 Every figure is a child process measured from the parent: wall seconds around it (interpreter
-start-up and imports included) and its peak RSS (``ru_maxrss`` from ``wait4``), the same way
+start-up and imports included) and its own peak RSS (``ru_maxrss`` from ``wait4`` under a small
+launcher, ``childproc.py``: a child started straight from this process would count this
+process's memory too), the same way
 for Hermes and for HTA (in its own venv, ``benchmarks/hta_env.py``); medians over ``--repeat``
 (Hermes) and ``--hta-repeat`` (HTA) runs. HTA is timed on load + temporal breakdown + comm/comp
 overlap (its critical-path analysis does not finish on these sizes); Hermes on one
@@ -22,11 +25,17 @@ wheel is.
    kernels with correlation ids, a sync, a data wait, GC, queue counters; targets <= 30 s,
    <= 3 GB); ``--per-analyzer`` adds one in-process run timed analyzer by analyzer.
 
+4. every shared Kineto trace of >= 100k events (``real_speed.py``): ``hermes analyze FILE``
+   against HTA on each; targets >= 8x faster and <= 0.5 of HTA's peak RSS on every file;
+5. a ~``--big-mb`` MB trace of repeated real steps (``real_speed.repeat_steps``): targets
+   >= 15x faster, <= 0.2 of HTA's peak RSS, <= 12 s.
+
 ``--hta-sizes`` adds the older comparison at smaller sizes: ``hermes import`` + ``hermes.analyze``
 (two processes) against HTA on the same synthetic Kineto JSON.
 
-``--smoke`` (the test suite's check that the command runs): items 1-3 on tiny inputs (one step
-of the item-1 generator, ~2,000 events, 4 steps of 500 operators), one run each, HTA skipped
+``--smoke`` (the test suite's check that the command runs): items 1-5 on tiny inputs (one step
+of the item-1 generator, ~2,000 events, 4 steps of 500 operators, the smallest shared Kineto
+trace, 2 MB of repeated real steps), one run each, HTA skipped
 with a printed line; the same lines, no target judged.
 """
 
@@ -34,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -159,20 +167,16 @@ print(json.dumps({"s": time.perf_counter() - t, "idle_pct": float(o["idle_pct"])
 def run_measured(cmd: list[str], env: dict[str, str] | None = None
                  ) -> tuple[dict[str, float], float]:
     """Run a child (``env``: added to this environment); (its last stdout line as JSON -- or
-    ``{"s": wall seconds}`` when it prints none --, its peak RSS in GiB from ``wait4``)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err,
-                                env={**os.environ, **env} if env else None)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t
-        if os.waitstatus_to_exitcode(status) != 0:
-            err.seek(0)
-            raise RuntimeError(f"{' '.join(cmd[:3])} ... failed: {err.read().decode()[-2000:]}")
-        out.seek(0)
-        lines = out.read().decode().strip().splitlines()
-    rec = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"s": wall}
-    return rec, usage.ru_maxrss / 2**20
+    ``{"s": wall seconds}`` when it prints none --, its own peak RSS in GiB: see
+    ``childproc``, the parent's size is not counted)."""
+    from childproc import run_child
+
+    c = run_child(cmd, env)
+    if c.code != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... failed: {c.stderr[-2000:]}")
+    lines = c.stdout.strip().splitlines()
+    rec = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"s": c.wall_s}
+    return rec, c.rss_gib
 
 
 # -- Kineto JSON of the same synthetic trace ------------------------------------------------
@@ -428,9 +432,11 @@ def large(args: argparse.Namespace, tmp: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--items", default="1,2,3",
-                    help="which of the issue-15 items to run: 1 (~1 GB Kineto end to end vs "
-                         "HTA), 2 (small Kineto .json.gz end to end vs HTA), 3 (10M events)")
+    ap.add_argument("--items", default="1,2,3,4,5",
+                    help="which items to run: 1 (~1 GB synthetic Kineto end to end vs HTA), 2 "
+                         "(small synthetic Kineto .json.gz vs HTA), 3 (10M events), 4 (every "
+                         "shared real Kineto trace of >= 100k events vs HTA), 5 (~--big-mb MB "
+                         "of repeated real steps vs HTA)")
     ap.add_argument("--big-mb", type=int, default=1024, help="item 1: Kineto JSON size (MB)")
     ap.add_argument("--small-events", type=int, default=200_000,
                     help="item 2: events of the small trace")
@@ -452,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.ops = OPS_PER_STEP
     if args.smoke:
-        args.items, args.big_mb, args.small_events, args.repeat = "1,2,3", 1, 2_000, 1
+        args.items, args.big_mb, args.small_events, args.repeat = "1,2,3,4,5", 1, 2_000, 1
         args.events, args.ops, args.hta_sizes, args.per_analyzer = 4 * 1508, 500, "", False
         args.no_hta = True
         print("smoke run: HTA skipped (HTA 0.5 runs in its own venv, benchmarks/hta_env.py); "
@@ -474,6 +480,15 @@ def main(argv: list[str] | None = None) -> int:
                         Path(tmp))
         if "3" in items:
             large(args, Path(tmp))
+        if "4" in items or "5" in items:
+            import real_speed
+
+            h = 0 if args.no_hta else hta_repeat
+            if "4" in items:
+                real_speed.real_files(max(1, args.repeat), h, smoke=args.smoke)
+            if "5" in items:
+                real_speed.big_real(2 if args.smoke else args.big_mb, max(1, args.repeat), h,
+                                    smoke=args.smoke)
         if args.hta_sizes and not args.no_hta:
             sizes = [int(x) for x in args.hta_sizes.split(",") if x.strip()]
             compare_hta(sizes, hta_repeat, Path(tmp))

@@ -32,7 +32,12 @@ SHAPES: dict[str, list[str]] = {
     "analysis_speed.py": [r"^1\. ~1 MB Kineto trace, end to end: .* 10,004 events",
                           r"^2\. small Kineto trace, end to end: .* 2,000 events",
                           r"^  without the forked import", r"^3\. 6,032 events, one rank",
-                          r"^hermes analyze, 6,032 events: median"],
+                          r"^hermes analyze, 6,032 events: median",
+                          r"^4\. real traces of >= 100,000 events",
+                          r"^  kineto-h100-dist/ddp_gloo_balanced_rank0\.pt\.trace\.json\.gz"
+                          r" +5,279 \| ",
+                          r"^5\. ~2 MB of repeated real steps \(kineto-h100/gpt_balanced.*"
+                          r"49,\d{3} events\)", r"^  hermes analyze  1 run\(s\): median"],
     "bad_input_bounds.py": [r"^bomb +on disk +inflated +exit",
                             r"^whitespace +[\d.]+MB +0\.125GiB +2 ",
                             r"^huge-name +[\d.]+MB +0\.125GiB +2 ", r"more than 64 MiB"],
