@@ -1,39 +1,45 @@
 """A per-rank journal of the steps completed since the last checkpoint, so that a profiled
 job killed between two checkpoints (SIGKILL, ``os.abort()``, a segfault) keeps every step.
 
-A checkpoint publishes a rank's events as a Parquet segment (``hermes.trace.segments``), the
-first step at once and later ones every ``--flush-every`` seconds or more
-(``collectors/saves.py``). Between two, each completed step's new events (what the next
-checkpoint would write) are appended here with one plain ``pwritev``: written into the
-page cache, they outlive the process however it dies (not a
-power loss: nothing is fsynced). The first reader after the death (:func:`recover`, called by
-``hermes.trace.reader.trace_files``) turns the journal's complete entries into the segment
-the checkpoint would have written, under the same name.
+A checkpoint publishes a rank's events as a Parquet segment (``hermes.trace.segments``),
+every ``--flush-every`` seconds or more (``collectors/saves.py``). Between two, each completed
+step's new events (what the next checkpoint would write) are stored here, through a shared
+mapping of the file (``MAP_SHARED``): a store into it is in the page cache, as a ``write``
+would put it, and outlives the process however it dies (not a power loss: nothing is
+fsynced), with no system call per step. The file is grown in large chunks, its blocks
+reserved (``posix_fallocate``) before they are mapped: a full disk is an ``OSError`` at the
+growth, never a ``SIGBUS`` at a store. The first reader after the death (:func:`recover`,
+called by ``hermes.trace.reader.trace_files``) turns the journal's complete entries into the
+segment the checkpoint would have written, under the same name.
 
 ``.rank-00003.journal`` (``.seg.journal`` for a single-file trace), little-endian:
 
 * a header at offset 0, written when a segment starts (the first entry after a checkpoint):
   ``HRMSJNL1`` | pid u64 | segment number u64 | metadata length u64 | the segment's metadata
-  (JSON of ``TraceMeta.to_kv()``), zero-padded to 8 bytes;
+  (JSON of ``TraceMeta.to_kv()``), zero-padded to 8 bytes (its magic stored last, after
+  being zeroed first);
 * one entry per completed step: ``HJE1`` u32 0 | segment u64 | entry number u64 (1, 2, ...) |
   step i64 | rows length u64 | IPC length u64, then the rows (JSON column -> values: the
   session's own rows, not yet Arrow), the Arrow IPC stream of the producers' tables (all-null
-  columns left out) and a trailer ``HJC1`` u32 0 | segment u64 | entry number u64.
+  columns left out) and a trailer ``HJC1`` u32 0 | segment u64 | entry number u64, stored
+  last;
+* after the last entry: zeros, or what earlier segments' entries left there.
 
-A write a death cuts short leaves a prefix of what it wrote, so an entry whose trailer is in
-place is whole; the first entry that is not (torn, or a stale one of an earlier segment) ends
-the read. After a checkpoint the journal is overwritten from offset 0: its pages stay in the
-page cache, and writing over them costs a fraction of growing a file (measured in
-``benchmarks/collector_overhead.py``). A journal whose segment is published already (the
-process died between the checkpoint and the next entry) is redundant: its steps are read
-once, from the segment.
+The stores of an entry happen in order and a death stops them at one point, so an entry
+whose trailer (naming its segment and number) is in place is whole; the first entry that is
+not (torn, or a stale one of an earlier segment) ends the read. After a checkpoint the
+journal is written over from offset 0: its pages stay mapped and in the page cache. A journal
+whose segment is published already (the process died between the checkpoint and the next
+entry) is redundant: its steps are read once, from the segment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
+import mmap
 import os
 import struct
 from collections.abc import Callable, Sequence
@@ -54,6 +60,8 @@ _E, _T = b"HJE1", b"HJC1"
 _SLACK = 1 << 16  # IPC bytes beyond the tables' buffers (schema, dictionaries, padding)
 _SPARSE_ROWS = 4096  # from this many rows a step's all-null columns are left out (bytes)
 _IPC = pa.ipc.IpcWriteOptions()
+CHUNK = 1 << 20  # the journal's first size; it doubles when an entry does not fit
+_ZEROS = bytes(8)
 
 
 def held(path: Path) -> bool | None:
@@ -79,31 +87,67 @@ class JournalWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+        self._map: mmap.mmap | None = None
         self.segment: int | None = None
         self.entries = 0
-        self._offset = 0
+        #: where the next entry goes (the end of the last one)
+        self.offset = 0
         self._scratch = pa.allocate_buffer(_SLACK, resizable=True)  # reused: pages stay warm
+        try:
+            self._grow(CHUNK)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _grow(self, need: int) -> None:
+        """Map at least ``need`` bytes, doubling, the file's blocks reserved first (an
+        ``OSError`` when the disk is full)."""
+        size = len(self._map) if self._map is not None else CHUNK
+        while size < need:
+            size *= 2
+        _reserve(self._fd, size)
+        new = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        if self._map is not None:
+            self._map.close()
+        self._map = new
 
     def append(self, segment: int, meta_kv: Callable[[], dict[str, str]], step: int,
-               tables: Sequence[pa.Table], rows: dict[str, list[Any]] | None) -> None:
+               tables: Sequence[pa.Table], rows: dict[str, list[Any]] | None,
+               body: bytes | None = None) -> None:
         """One completed step's new events (for ``segment``: the segment the next checkpoint
-        publishes); an ``OSError`` when the write fails (the disk is full)."""
-        parts: list[Any] = []
+        publishes; ``body``: ``rows`` encoded already); an ``OSError`` when the journal
+        cannot grow (the disk is full)."""
+        pos = self.offset
+        head = b""
         if segment != self.segment:  # a new segment: the journal starts over at offset 0
             meta = json.dumps(meta_kv(), separators=(",", ":")).encode()
-            parts += [_HEAD.pack(MAGIC, os.getpid(), segment, len(meta)), meta,
-                      b"\0" * (-len(meta) % 8)]
-            self.segment, self.entries, self._offset = segment, 0, 0
-        self.entries += 1
-        body = json.dumps(rows, separators=(",", ":")).encode() if rows else b""
+            head = _HEAD.pack(MAGIC, os.getpid(), segment, len(meta)) + meta + \
+                b"\0" * (-len(meta) % 8)
+            pos = 0
+        if body is None:
+            body = json.dumps(rows, separators=(",", ":")).encode() if rows else b""
         ipc = self._ipc(tables) if tables else b""
-        parts += [_ENTRY.pack(_E, 0, segment, self.entries, step, len(body), len(ipc)), body,
-                  ipc, _TRAIL.pack(_T, 0, segment, self.entries)]
-        want = sum(len(p) for p in parts)
-        wrote = os.pwritev(self._fd, parts, self._offset)
-        self._offset += wrote
-        if wrote != want:  # a short write: the entry is torn, as after a death
-            raise OSError(f"short write to the journal ({wrote} of {want} bytes)")
+        entry = self.entries + 1 if head == b"" else 1
+        start = pos + len(head)
+        at = start + _ENTRY.size
+        end = at + len(body) + len(ipc)
+        m = self._map
+        if m is None or end + _TRAIL.size > len(m):
+            self._grow(end + _TRAIL.size)
+            m = self._map
+        if head:  # magic zeroed first, stored last: a header cut short is no header
+            m[0:8] = _ZEROS
+            m[8:start] = head[8:]
+            m[0:8] = MAGIC
+            self.segment, self.entries = segment, 0
+        m[start:at] = _ENTRY.pack(_E, 0, segment, entry, step, len(body), len(ipc))
+        if body:
+            m[at:at + len(body)] = body
+        if ipc:
+            m[end - len(ipc):end] = ipc
+        m[end:end + _TRAIL.size] = _TRAIL.pack(_T, 0, segment, entry)  # last: the entry is whole
+        self.entries = entry
+        self.offset = end + _TRAIL.size
 
     def _ipc(self, tables: Sequence[pa.Table]) -> pa.Buffer:
         """The tables as one Arrow IPC stream in the scratch buffer, their all-null columns
@@ -125,11 +169,31 @@ class JournalWriter:
         return self._scratch.slice(0, sink.tell())
 
     def close(self, remove: bool) -> None:
+        if self._map is not None:
+            with contextlib.suppress(OSError, BufferError):
+                self._map.close()
+            self._map = None
         with contextlib.suppress(OSError):
             os.close(self._fd)
         if remove:
             with contextlib.suppress(OSError):
                 self.path.unlink()
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Give the file ``size`` bytes whose blocks are allocated (a store into a hole of a full
+    disk would be a ``SIGBUS``); zeros written where the file system cannot reserve them."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+    have = os.fstat(fd).st_size
+    while have < size:
+        n = min(size - have, CHUNK)
+        os.pwrite(fd, bytes(n), have)
+        have += n
 
 
 @dataclass
@@ -150,9 +214,14 @@ def read(path: Path) -> Journal | None:
     (empty, or cut short while the header was written: nothing of that segment was journaled
     yet)."""
     try:
-        data = memoryview(path.read_bytes())
+        return parse(path.read_bytes())
     except OSError:
         return None
+
+
+def parse(raw: bytes) -> Journal | None:
+    """:func:`read` of a journal's bytes."""
+    data = memoryview(raw)
     if len(data) < _HEAD.size:
         return None
     magic, pid, segment, n = _HEAD.unpack_from(data, 0)
@@ -169,7 +238,10 @@ def read(path: Path) -> Journal | None:
     while pos + _ENTRY.size <= len(data):
         magic, _, seg, entry, step, nrows, nipc = _ENTRY.unpack_from(data, pos)
         if magic != _E or seg != segment or entry != len(out.steps) + 1:
-            break  # the end: a stale entry of an earlier segment, or zeros
+            # the end: zeros, a stale entry of an earlier segment, or the start of this
+            # segment's next one, cut short
+            out.torn = _begun(bytes(data[pos: pos + 4]), seg == segment)
+            break
         end = pos + _ENTRY.size + nrows + nipc
         if end + _TRAIL.size > len(data) or _TRAIL.unpack_from(data, end) != (
                 _T, 0, segment, entry):
@@ -190,9 +262,16 @@ def read(path: Path) -> Journal | None:
             out.tables.append(table)
         pos = end + _TRAIL.size
     else:  # what is left is shorter than an entry's header: the start of one, cut short?
-        rest = bytes(data[pos: pos + 4])
-        out.torn = bool(rest) and _E.startswith(rest)
+        out.torn = _begun(bytes(data[pos: pos + 4]), True)
     return out
+
+
+def _begun(magic: bytes, ours: bool) -> bool:
+    """Whether the 4 bytes where an entry would start hold the start of one: the entry
+    magic cut short (zeros after it), or whole and, ``ours``, of this segment."""
+    k = next((i for i, (a, b) in enumerate(zip(magic, _E, strict=False)) if a != b),
+             min(len(magic), 4))
+    return (k == 4 and ours) or (0 < k < 4 and not any(magic[k:]))
 
 
 def journals(directory: Path) -> list[Path]:

@@ -15,9 +15,10 @@ Where segments live, so that what a crash leaves is itself a valid trace:
   own (readers read it in place of the missing ``out``) until the clean close writes ``out``.
 
 Beside the segments, a progress file per rank (``.rank-00003.progress``, ``.seg.progress``)
-holds the number of the last step the rank completed, rewritten in place at every step (one
-``pwrite``), so a reader of what a killed run left can say how far it got
-(:func:`interrupted`). The writer holds an advisory lock (``flock``) on it while it runs: the
+holds the number of the last step the rank completed, rewritten in place at every step (a
+store into a shared mapping of the file: in the page cache, no system call; a line with the
+record's CRC-32 after it, so a record a death cut short is never read), so a reader of what
+a killed run left can say how far it got (:func:`interrupted`). The writer holds an advisory lock (``flock``) on it while it runs: the
 kernel drops it when the process dies, however it dies, so a reader tells a run still
 writing from one that was killed, and a second run aimed at the same rank of the same output
 is refused (:class:`hermes.errors.OutputError`) instead of mixing its steps with the first's.
@@ -33,8 +34,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import mmap
 import os
 import shutil
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,8 @@ class SegmentedTraceWriter:
         self._count = 0
         self._closed = False
         self._progress: dict[int | None, int] = {}  # key -> fd of its locked progress file
+        self._records: dict[int | None, mmap.mmap] = {}  # key -> its progress file, mapped
+        self._pid = os.getpid()
         self._steps: dict[int | None, int] = {}
         #: journal each completed step (:meth:`journal`); off after a failed write
         self.journaling = journal
@@ -113,6 +118,11 @@ class SegmentedTraceWriter:
                               path=self.seg_dir, hint="analyze them, move them away or "
                                                       "give this run another --out")
         self._progress[key] = fd
+        self._pid = os.getpid()
+        with contextlib.suppress(OSError, ValueError):  # a full disk must not stop the job
+            os.posix_fallocate(fd, 0, _RECORD_BYTES)  # (its block reserved: no SIGBUS)
+            os.ftruncate(fd, _RECORD_BYTES)
+            self._records[key] = mmap.mmap(fd, _RECORD_BYTES)
         self.progress(key, -1)
         return fd
 
@@ -120,17 +130,25 @@ class SegmentedTraceWriter:
         """Note that ``key`` (a rank; any for a single file) completed step ``step``; -1:
         only claim it (:meth:`claim`)."""
         key = None if self.single else key
-        fd = self._progress.get(key)
-        if fd is None:
-            fd = self.claim(key)
-        if step >= 0:
-            self._steps[key] = self._steps.get(key, 0) + 1
-        rec = (f'{{"rank": {"null" if key is None else key}, "pid": {os.getpid()}, '
-               f'"steps": {self._steps.get(key, 0)}, "last_step": {step}}}').encode()
-        with contextlib.suppress(OSError):  # a full disk must not stop the job
-            os.pwrite(fd, rec.ljust(_RECORD_BYTES), 0)
+        rec = self._records.get(key)
+        if rec is None and key not in self._progress:
+            self.claim(key)
+            rec = self._records.get(key)
+        steps = self._steps[key] = self._steps.get(key, 0) + (step >= 0)
+        text = (f'{{"rank": {"null" if key is None else key}, "pid": {self._pid}, '
+                f'"steps": {steps}, "last_step": {step}}}').encode()
+        line = b"%s\n%08x\n" % (text, zlib.crc32(text))
+        if rec is not None:
+            rec[0:_RECORD_BYTES] = line.ljust(_RECORD_BYTES)
+        else:  # (not mapped: the file system refused) one write
+            with contextlib.suppress(OSError):
+                os.pwrite(self._progress[key], line.ljust(_RECORD_BYTES), 0)
 
     def _release(self, remove: bool) -> None:
+        for rec in self._records.values():
+            with contextlib.suppress(OSError, BufferError):
+                rec.close()
+        self._records.clear()
         for key, fd in self._progress.items():
             if remove:
                 with contextlib.suppress(OSError):
@@ -327,9 +345,13 @@ def _extend(pend: Rows, part: Rows) -> None:
 
 
 def _record(path: Path) -> dict[str, Any]:
-    """A progress file's record ({} if unreadable: written by a run that died mid-write)."""
+    """A progress file's record ({} if unreadable: written by a run that died mid-write, its
+    CRC-32 not that of its text)."""
     try:
-        rec = json.loads(path.read_bytes().decode("utf-8", "replace").strip() or "{}")
+        text, _, crc = path.read_bytes().partition(b"\n")
+        if crc.strip() and crc.split(b"\n", 1)[0] != b"%08x" % zlib.crc32(text):
+            return {}
+        rec = json.loads(text.decode("utf-8", "replace").strip() or "{}")
     except (OSError, ValueError):
         return {}
     return rec if isinstance(rec, dict) else {}

@@ -3,7 +3,9 @@ last checkpoint loads, each step once; a torn last entry or stale entries of an 
 segment are left out; a journal whose writer is alive is left alone.
 
 The whole path with real deaths (SIGKILL, abort, segfault) is tests/collectors/
-test_crash_signals.py; here the journal is written directly, cut and read back.
+test_crash_signals.py; here the journal is written directly (through its shared mapping), cut
+at every byte of an entry over zeros or over an earlier segment's entries and read back, and
+written by processes SIGKILLed at random instants in the middle of their stores.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from hermes.trace import load
 from hermes.trace import writer as trace_writer
-from hermes.trace.journal import JournalWriter, read, recover
+from hermes.trace.journal import CHUNK, JournalWriter, parse, read, recover
 from hermes.trace.meta import TraceMeta
 from hermes.trace.reader import trace_files
 from hermes.trace.segments import ROWS_LIMIT, SegmentedTraceWriter, interrupted_note
@@ -49,13 +51,13 @@ def _rows(step: int, rank: int = 0) -> dict[str, list]:
 
 def _journal(d: Path, segment: int, steps: range, n: int) -> tuple[Path, list[int]]:
     """A journal of ``steps`` (each ``n`` events and the two monitor rows) for ``segment``
-    of rank 0, with its (unlocked) progress file; the file size after each entry."""
+    of rank 0, with its (unlocked) progress file; where each entry ends."""
     (d / ".rank-00000.progress").write_text("{}")
     j = JournalWriter(d / ".rank-00000.journal")
     sizes = []
     for s in steps:
         j.append(segment, META.to_kv, s, [_events(s, n)], _rows(s))
-        sizes.append(j.path.stat().st_size)
+        sizes.append(j.offset)
     j.close(remove=False)
     return j.path, sizes
 
@@ -76,16 +78,19 @@ def _expect(steps: range, n: int) -> Counter:
 def test_a_torn_last_entry_is_left_out_and_the_complete_ones_load(tmp_path: Path) -> None:
     path, sizes = _journal(tmp_path, 2, range(1, 4), 50)
     whole = path.read_bytes()
+    assert len(whole) == CHUNK and not any(whole[sizes[2]:])  # a mapped chunk, zeros after
     assert read(path).steps == [1, 2, 3] and not read(path).torn
-    # cut anywhere inside the last entry (header, rows, IPC stream, trailer) or at its start
+    # cut anywhere inside the last entry (header, rows, IPC stream, trailer) or at its start:
+    # the rest of the file zeros (a death between two stores), or the file cut there
     cuts = [sizes[1], sizes[1] + 1, sizes[1] + 40, (sizes[1] + sizes[2]) // 2, sizes[2] - 25,
-            sizes[2] - 1]
+            sizes[2] - 8]
     for cut in cuts:
-        path.write_bytes(whole[:cut])
-        got = read(path)
-        assert got.steps == [1, 2], cut
-        assert got.torn == (cut != sizes[1]), cut
-        assert [t.num_rows for t in got.tables] == [50, 50]
+        for data in (whole[:cut] + bytes(len(whole) - cut), whole[:cut]):
+            got = parse(data)
+            assert got.steps == [1, 2], cut
+            assert got.torn == (cut != sizes[1]), cut
+            assert [t.num_rows for t in got.tables] == [50, 50]
+    path.write_bytes(whole[:cuts[3]] + bytes(len(whole) - cuts[3]))
     assert recover(tmp_path) == []
     assert not path.exists()
     assert [f.name for f in trace_files(tmp_path)] == [f"rank-00000.seg-{PID}-00002.parquet"]
@@ -93,6 +98,63 @@ def test_a_torn_last_entry_is_left_out_and_the_complete_ones_load(tmp_path: Path
     ev = load(tmp_path, columns=["kind", "args"]).events
     args = ev.loc[ev["kind"] == "host_op", "args"]
     assert args.notna().sum() == 50 and args.dropna().iloc[0] == '{"k": 1}'  # nulls kept
+
+
+class _Stores:
+    """A journal's mapping that records each store (offset, bytes) as it passes it on."""
+
+    def __init__(self, real: object) -> None:
+        self.real, self.stores = real, []
+
+    def __len__(self) -> int:
+        return len(self.real)
+
+    def __setitem__(self, at: slice, value: bytes) -> None:
+        self.stores.append((at.start, bytes(value)))
+        self.real[at] = value
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def test_a_death_inside_any_store_never_yields_a_half_written_entry(tmp_path: Path) -> None:
+    """After a checkpoint the next segment's entries are stored over the earlier one's (whose
+    entry numbers and lengths line up with theirs). A death inside any store of the next
+    segment's header and entries, with any part of that store's bytes in place (its first
+    bytes, its last ones: a copy need not go in order), leaves the entries whose trailer is
+    stored, each read whole, or (inside the header) the earlier segment whole or nothing."""
+    (tmp_path / ".rank-00000.progress").write_text("{}")
+    j = JournalWriter(tmp_path / ".rank-00000.journal")
+    for s in (1, 2, 3):  # segment 2: the same entries as segment 3's below
+        j.append(2, META.to_kv, s, [_events(s, 3)], _rows(s))
+    before = bytearray(j.path.read_bytes())
+    j._map = rec = _Stores(j._map)
+    trailers = []  # the store that completes each entry of segment 3
+    for s in (1, 2, 3):
+        j.append(3, META.to_kv, s, [_events(s, 3)], _rows(s))
+        trailers.append(len(rec.stores) - 1)
+    j.close(remove=False)
+    assert len(rec.stores) == 3 + 4 * 3  # header (magic zeroed, the rest, magic), 4 an entry
+    state, tried = before, 0
+    for k, (at, data) in enumerate(rec.stores):
+        done = sum(t < k for t in trailers)
+        for part in {*range(0, len(data), max(1, len(data) // 64)), len(data) - 1}:
+            for torn in (state[:at] + data[:part] + state[at + part:],  # its first bytes
+                         state[:at + part] + data[part:] + state[at + len(data):]):  # last
+                got = parse(bytes(torn))
+                tried += 1
+                if k < 3:  # inside the header: nothing, the earlier segment or the new one, whole
+                    assert got is None or (got.segment, got.steps) in ((2, [1, 2, 3]), (3, [])), \
+                        (k, part)
+                    continue
+                assert got.segment == 3, (k, part)
+                whole = done + (k == trailers[done] and torn[at:at + len(data)] == data)
+                assert got.steps == list(range(1, whole + 1)), (k, part)
+                assert [r["step"] for r in got.rows] == [[s, s] for s in got.steps]
+                assert [t.column("step").to_pylist() for t in got.tables] == [
+                    [s] * 3 for s in got.steps]
+        state[at:at + len(data)] = data
+    assert parse(bytes(state)).steps == [1, 2, 3] and tried > 200
 
 
 def test_stale_entries_of_an_earlier_segment_are_not_read(tmp_path: Path) -> None:
@@ -105,7 +167,7 @@ def test_stale_entries_of_an_earlier_segment_are_not_read(tmp_path: Path) -> Non
     big = j.path.stat().st_size
     j.append(3, META.to_kv, 4, [_events(4, 10)], _rows(4))  # segment 2 was checkpointed
     j.close(remove=False)
-    assert j.path.stat().st_size == big  # overwritten in place, not grown
+    assert j.path.stat().st_size == big == CHUNK  # overwritten in place, not grown
     got = read(j.path)
     assert (got.segment, got.steps, got.torn) == (3, [4], False)
     recover(tmp_path)
@@ -212,3 +274,88 @@ def test_rows_past_the_limit_become_a_table_journaled_once(tmp_path: Path) -> No
     assert _loaded(tmp_path / "tr") == Counter({("step", 0): 1, ("counter", 0): 1,
                                                 ("step", 1): half, ("counter", 1): half,
                                                 ("step", 2): half, ("counter", 2): half})
+
+
+WRITER = """
+import os, sys
+from hermes.trace.meta import TraceMeta
+from hermes.trace.segments import SegmentedTraceWriter
+from hermes.trace.writer import to_table
+w = SegmentedTraceWriter(sys.argv[1], TraceMeta(source="profile", ranks=(0,)))
+n = int(sys.argv[2])
+for s in range(10**6):  # rows and events as a session records them, a save every 25 steps
+    w.write_rows({"rank": [0] * n, "lane": ["steps"] * n, "lane_kind": ["host"] * n,
+                  "kind": ["step"] + ["marker"] * (n - 1), "name": ["step"] * n,
+                  "ts_ns": list(range(s * n, s * n + n)), "dur_ns": [7] * n, "step": [s] * n,
+                  "args": [f'{{"s": {s}, "k": {k}}}' for k in range(n)]})
+    w.write(to_table({"rank": [0] * n, "lane": ["thread 1"] * n, "lane_kind": ["host"] * n,
+                      "kind": ["host_op"] * n, "name": ["op"] * n, "ts_ns": [s] * n,
+                      "dur_ns": [1] * n, "step": [s] * n}))
+    w.journal(s)
+    w.progress(0, s)
+    if s % 25 == 24:
+        w.checkpoint()
+    os.write(1, b"%d\\n" % s)  # completed (journaled or saved)
+"""
+
+
+def test_a_writer_sigkilled_at_random_instants_keeps_every_completed_step(tmp_path: Path
+                                                                         ) -> None:
+    """Writers of big steps (most of their time in the journal's stores) SIGKILLed at random
+    instants: every step they reported complete loads, whole and once, none half-written."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hermes.trace.segments import interrupted
+
+    n, rng = 400, random.Random(36)
+    procs = []
+    for i in range(4):
+        out = tmp_path / f"w{i}"
+        procs.append((out, subprocess.Popen([sys.executable, "-c", WRITER, str(out), str(n)],
+                                            stdout=subprocess.PIPE)))
+    for out, proc in procs:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # running (imports done)
+        assert first == b"0\n", proc.communicate()
+        time.sleep(rng.uniform(0.1, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        said = [int(x) for x in proc.communicate()[0].split()]
+        assert proc.returncode == -signal.SIGKILL
+        last = said[-1] if said else 0
+        ev = load(out, columns=["kind", "step", "args"]).events
+        per = Counter(zip(ev["kind"].astype(str), ev["step"].astype(int), strict=True))
+        got = max(s for _, s in per)
+        assert got >= last > 0, (got, last)  # (the step after the last said may be whole)
+        for s in range(got + 1):
+            assert (per[("step", s)], per[("marker", s)], per[("host_op", s)]) == (1, n - 1, n)
+        assert len(ev) == (got + 1) * 2 * n
+        marks = ev[ev["kind"] == "marker"]
+        assert (marks["args"].str.extract(r'"s": (\d+)')[0].astype(int) == marks["step"]).all()
+        rec = interrupted(out)
+        assert rec[0]["steps"] in (got + 1, got + 2) and not rec[0]["running"], rec
+
+
+def test_the_progress_record_is_stored_in_place_and_a_torn_one_is_not_read(
+        tmp_path: Path) -> None:
+    """The progress file (a shared mapping, no write per step) holds the last record whole;
+    a record a death cut short (its CRC-32 not its text's) reads as unknown, never as another
+    count; a record without a CRC (older runs) reads as it is."""
+    from hermes.trace.segments import interrupted
+
+    w = SegmentedTraceWriter(tmp_path / "tr", META)
+    for s in range(7):
+        w.progress(0, s)
+    path = tmp_path / "tr" / ".rank-00000.progress"
+    raw = path.read_bytes()
+    assert len(raw) == 128 and raw.startswith(b'{"rank": 0, ') and b'"steps": 7' in raw
+    assert interrupted(tmp_path / "tr") == [{"rank": 0, "pid": PID, "steps": 7,
+                                              "running": True}]
+    w.abort()  # (the lock goes, the file stays, as after a death)
+    path.write_bytes(raw.replace(b'"steps": 7', b'"steps": 6'))  # old text, new count
+    assert interrupted(tmp_path / "tr")[0]["steps"] is None
+    path.write_bytes(b'{"rank": 0, "pid": 5, "steps": 3, "last_step": 2}'.ljust(128))
+    assert interrupted(tmp_path / "tr")[0]["steps"] == 3
