@@ -21,10 +21,12 @@ on a finished trace when ranks were separate processes).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,31 +68,51 @@ class SlowStep:
 
 
 class _HostSampler:
-    """Host CPU % (this process, 100 = one core) and RSS via psutil; None where unavailable.
+    """Host CPU % (this process, 100 = one core: its CPU time over the wall time since the
+    last sample) and RSS (``/proc/self/statm``, kept open: one ``pread``; psutil where there
+    is no /proc); None where unavailable.
 
-    Read at most every ``interval_s`` (two /proc reads per sample; a step can be shorter):
-    between reads :meth:`sample` returns (None, None) and no counter row is written.
+    Read at most every ``interval_s`` (a step can be shorter): between reads :meth:`sample`
+    returns (None, None) and no counter row is written.
     """
 
     def __init__(self, interval_s: float = 0.2) -> None:
         self.interval_ns = int(interval_s * 1e9)
         self._next = 0
+        self._cpu, self._wall = time.process_time_ns(), time.perf_counter_ns()
+        self._statm: int | None = None
+        self._proc: Any = None
         try:
-            import psutil
+            self._statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+            self._page = os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, AttributeError):
+            try:
+                import psutil
 
-            self._proc: Any = psutil.Process()
-            self._proc.cpu_percent(None)  # the first call only starts the interval
-        except Exception:  # noqa: BLE001 - psutil missing or no /proc: the monitor goes on
-            self._proc = None
+                self._proc = psutil.Process()
+            except Exception:  # noqa: BLE001 - psutil missing: RSS is not sampled
+                self._proc = None
 
     def sample(self, now_ns: int) -> tuple[float | None, float | None]:
-        if self._proc is None or now_ns < self._next:
+        if now_ns < self._next:
             return None, None
         self._next = now_ns + self.interval_ns
+        cpu, wall = time.process_time_ns(), time.perf_counter_ns()
+        pct = 100.0 * (cpu - self._cpu) / (wall - self._wall) if wall > self._wall else None
+        self._cpu, self._wall = cpu, wall
         try:
-            return float(self._proc.cpu_percent(None)), float(self._proc.memory_info().rss)
+            if self._statm is not None:
+                return pct, float(int(os.pread(self._statm, 64, 0).split()[1]) * self._page)
+            return pct, float(self._proc.memory_info().rss) if self._proc is not None else None
         except Exception:  # noqa: BLE001 - the process table can vanish at shutdown
-            return None, None
+            return pct, None
+
+    def close(self) -> None:
+        if self._statm is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._statm)
+            self._statm = None
+            self._proc = None
 
 
 class Monitor:
@@ -166,6 +188,8 @@ class Monitor:
         if not self._closed:
             self.flush()
             self._closed = True
+            if self._host is not None:
+                self._host.close()
 
     # -- helpers ------------------------------------------------------------------------
     def flush(self) -> None:
@@ -236,7 +260,7 @@ class Monitor:
         if len(hist) >= self.min_history:
             med, scale, age = self._stats.get(rank, (0.0, 0.0, self.refresh))
             if age >= self.refresh:
-                med, scale = _median_scale(np.fromiter(hist, dtype=np.float64, count=len(hist)))
+                med, scale = _median_scale_of(hist)
                 age = 0
             self._stats[rank] = (med, scale, age + 1)
             z = 0.6745 * (dur - med) / scale
@@ -286,6 +310,20 @@ def _median_scale(history: np.ndarray) -> tuple[float, float]:
     med = float(np.median(history))
     mad = float(np.median(np.abs(history - med)))
     return med, max(mad, 0.01 * abs(med), 1.0)
+
+
+def _median_scale_of(history: Iterable[int]) -> tuple[float, float]:
+    """:func:`_median_scale` of a short history of ints, in Python: (sorting 100 ints costs
+    less than numpy's median does to start)."""
+    xs = sorted(history)
+    med = _mid(xs)
+    mad = _mid(sorted([abs(x - med) for x in xs]))
+    return med, max(mad, 0.01 * abs(med), 1.0)
+
+
+def _mid(xs: list[Any]) -> float:
+    n = len(xs)
+    return float(xs[n // 2]) if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def slowest_ranks(steps: pd.DataFrame, domains: Mapping[int, str] | None = None,

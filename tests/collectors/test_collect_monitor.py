@@ -208,3 +208,39 @@ def test_stage_two_in_one_process_names_the_slow_rank() -> None:
             m.on_step(StepInfo(rank, step, 0, d * MS))
     assert m.summary()["slow_ranks"] == [{"domain": "dp1", "step": 1, "rank": 3,
                                           "ratio": round(130 / 115, 3)}]
+
+
+def test_host_counters_are_this_process_cpu_and_rss() -> None:
+    """host_cpu_pct: the process's CPU time over the wall time since the last sample (a busy
+    loop reads ~100, a sleep ~0); host_rss_bytes: its resident set, as psutil reads it."""
+    import time
+
+    import psutil
+
+    from hermes.collectors.monitor import _HostSampler
+
+    h = _HostSampler(interval_s=0.0)
+    t = time.perf_counter_ns() + 100 * MS
+    while time.perf_counter_ns() < t:
+        pass
+    busy, rss = h.sample(time.perf_counter_ns())
+    time.sleep(0.1)
+    idle, _ = h.sample(time.perf_counter_ns())
+    assert busy > 80 and idle < 20, (busy, idle)
+    assert rss == pytest.approx(psutil.Process().memory_info().rss, rel=0.1)
+    h.close()
+    h = _HostSampler(interval_s=1000.0)
+    assert h.sample(time.perf_counter_ns())[1] == pytest.approx(rss, rel=0.1)
+    assert h.sample(time.perf_counter_ns()) == (None, None)  # until the next interval
+    h.close()
+
+
+def test_the_detector_median_and_scale_are_numpys() -> None:
+    from hermes.collectors.monitor import _median_scale, _median_scale_of
+
+    rng = np.random.default_rng(36)
+    for n in (1, 2, 7, 8, 100):
+        for _ in range(50):
+            hist = rng.integers(1, 10**9, n).tolist()
+            assert _median_scale_of(hist) == _median_scale(np.array(hist, dtype=np.float64))
+    assert _median_scale_of([5, 5, 5, 5]) == (5.0, 1.0)  # MAD 0: floored at 1
