@@ -67,7 +67,7 @@ class SlowStep:
     reason: str = "history"
 
 
-class _HostSampler:
+class HostSampler:
     """Host CPU % (this process, 100 = one core: its CPU time over the wall time since the
     last sample) and RSS (``/proc/self/statm``, kept open: one ``pread``; psutil where there
     is no /proc); None where unavailable.
@@ -143,7 +143,7 @@ class Monitor:
         self.on_slow: list[Callable[[SlowStep], None]] = []
         self.slow_steps: list[SlowStep] = []
         self.steps_seen = 0
-        self._host = _HostSampler() if host_stats else None
+        self._host = HostSampler() if host_stats else None
         self._history: dict[int, deque[int]] = {}
         # (median, scale) per rank, refreshed every ``refresh`` steps: the history moves
         # slowly, and two medians per step would cost more than the rest of the monitor.
@@ -260,7 +260,7 @@ class Monitor:
         if len(hist) >= self.min_history:
             med, scale, age = self._stats.get(rank, (0.0, 0.0, self.refresh))
             if age >= self.refresh:
-                med, scale = _median_scale_of(hist)
+                med, scale = median_scale_of(hist)
                 age = 0
             self._stats[rank] = (med, scale, age + 1)
             z = 0.6745 * (dur - med) / scale
@@ -301,19 +301,19 @@ def robust_z(history: np.ndarray, value: float) -> tuple[float, float]:
     A zero MAD (identical history) is replaced by 1 % of the median, so a constant history
     flags any step more than ~5 % slower instead of dividing by zero.
     """
-    med, scale = _median_scale(history)
+    med, scale = median_scale(history)
     return 0.6745 * (value - med) / scale, (value / med if med > 0 else float("inf"))
 
 
-def _median_scale(history: np.ndarray) -> tuple[float, float]:
+def median_scale(history: np.ndarray) -> tuple[float, float]:
     """Median and MAD (floored at 1 % of the median and at 1) of a history."""
     med = float(np.median(history))
     mad = float(np.median(np.abs(history - med)))
     return med, max(mad, 0.01 * abs(med), 1.0)
 
 
-def _median_scale_of(history: Iterable[int]) -> tuple[float, float]:
-    """:func:`_median_scale` of a short history of ints, in Python: (sorting 100 ints costs
+def median_scale_of(history: Iterable[int]) -> tuple[float, float]:
+    """:func:`median_scale` of a short history of ints, in Python: (sorting 100 ints costs
     less than numpy's median does to start)."""
     xs = sorted(history)
     med = _mid(xs)

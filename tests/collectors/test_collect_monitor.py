@@ -217,9 +217,9 @@ def test_host_counters_are_this_process_cpu_and_rss() -> None:
 
     import psutil
 
-    from hermes.collectors.monitor import _HostSampler
+    from hermes.collectors.monitor import HostSampler
 
-    h = _HostSampler(interval_s=0.0)
+    h = HostSampler(interval_s=0.0)
     t = time.perf_counter_ns() + 100 * MS
     while time.perf_counter_ns() < t:
         pass
@@ -229,18 +229,18 @@ def test_host_counters_are_this_process_cpu_and_rss() -> None:
     assert busy > 80 and idle < 20, (busy, idle)
     assert rss == pytest.approx(psutil.Process().memory_info().rss, rel=0.1)
     h.close()
-    h = _HostSampler(interval_s=1000.0)
+    h = HostSampler(interval_s=1000.0)
     assert h.sample(time.perf_counter_ns())[1] == pytest.approx(rss, rel=0.1)
     assert h.sample(time.perf_counter_ns()) == (None, None)  # until the next interval
     h.close()
 
 
 def test_the_detector_median_and_scale_are_numpys() -> None:
-    from hermes.collectors.monitor import _median_scale, _median_scale_of
+    from hermes.collectors.monitor import median_scale, median_scale_of
 
     rng = np.random.default_rng(36)
     for n in (1, 2, 7, 8, 100):
         for _ in range(50):
             hist = rng.integers(1, 10**9, n).tolist()
-            assert _median_scale_of(hist) == _median_scale(np.array(hist, dtype=np.float64))
-    assert _median_scale_of([5, 5, 5, 5]) == (5.0, 1.0)  # MAD 0: floored at 1
+            assert median_scale_of(hist) == median_scale(np.array(hist, dtype=np.float64))
+    assert median_scale_of([5, 5, 5, 5]) == (5.0, 1.0)  # MAD 0: floored at 1
