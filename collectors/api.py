@@ -18,11 +18,11 @@ Step boundaries come from one source per session, the first that reports: ``herm
 Output: ``out`` ending in ``.parquet`` -> one file; any other path -> a directory with one
 ``rank-NNNNN.parquet`` per rank (torchrun-style ``RANK``/``WORLD_SIZE`` are read from the
 environment). The file is published (temp then rename) on exit, on an exception, on SIGINT,
-SIGTERM and SIGABRT, with every step completed so far; the first completed step is saved at
-once and later ones every ``flush_seconds`` or further apart (``collectors/saves.py``: saves
-are kept under 0.2 % of the job's time), each step in between goes to a journal
-(``hermes.trace.journal``): a SIGKILL or a segfault loses no completed step. Each step's
-number is kept in a progress file that tells readers how far it got.
+SIGTERM and SIGABRT, with every step completed so far; completed steps are saved every
+``flush_seconds`` or further apart (``collectors/saves.py``: saves are kept under 0.2 % of the
+job's time), each step in between goes to a journal (``hermes.trace.journal``): a SIGKILL or
+a segfault loses no completed step. Each step's number is kept in a progress file that tells
+readers how far it got.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ class Recording:
                 self.fine.progress(info.rank, info.step)
             if source == "runtime" and info.rank == self.rank:  # (before a checkpoint writes
                 self._learn_shift(info, t0)  # host rows: they go out on the runtime's clock)
-            # the first completed step is saved at once, later ones every flush_seconds or more
+            # saved every flush_seconds or more, journaled in between
             if self.saves.due(t0):
                 self._checkpoint(t0)
             elif self._journaling:

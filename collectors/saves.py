@@ -1,13 +1,13 @@
 """When a profiling session saves its completed steps as a segment (``hermes.trace.segments``).
 
-The first completed step is saved at once; later ones every ``flush_seconds`` (``hermes
-profile --flush-every``), or further apart where saving would cost more than
-:data:`SAVE_BUDGET` of the job's time: a segment is a complete Parquet file, ~5 ms even for a
-few rows, so one a second alone is 0.5 % of a monitored job's time. The wait after a save that
-took ``c`` is ``max(flush_seconds, c / SAVE_BUDGET)``, at most :data:`SAVE_STRETCH` times
-``flush_seconds``. Nothing is lost by the wait: each step in between goes to the journal
-(``hermes.trace.journal``), which a reader of a killed run replays. ``flush_seconds`` 0 (a
-segment per step) is kept as asked.
+A save comes every ``flush_seconds`` (``hermes profile --flush-every``), the first one
+``flush_seconds`` after the session starts, or further apart where saving would cost more
+than :data:`SAVE_BUDGET` of the job's time: a segment is a complete Parquet file, ~3-6 ms even
+for a few rows, so one a second alone is 0.5 % of a monitored job's time. The wait after a
+save that took ``c`` is ``max(flush_seconds, c / SAVE_BUDGET)``, at most :data:`SAVE_STRETCH`
+times ``flush_seconds``. Nothing is lost by the wait: each step in between, the first ones
+included, goes to the journal (``hermes.trace.journal``), which a reader of a killed run
+replays. ``flush_seconds`` 0 (a segment per step) is kept as asked.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class SaveSchedule:
         self.gap_ns: float = self.flush_ns
 
     def due(self, now: int) -> bool:
-        return not self.saves or now - self.last_ns >= self.gap_ns
+        return now - self.last_ns >= self.gap_ns
 
     def started(self, now: int) -> None:
         self.saves += 1

@@ -9,9 +9,9 @@ from hermes.collectors.saves import SAVE_BUDGET, SAVE_STRETCH, SaveSchedule
 S = 1_000_000_000  # 1 s in ns
 
 
-def test_the_first_step_is_saved_at_once_and_a_cheap_save_keeps_flush_seconds() -> None:
-    s = SaveSchedule(1.0)
-    assert s.due(s.last_ns)  # nothing saved yet
+def test_the_first_save_waits_flush_seconds_and_a_cheap_save_keeps_them() -> None:
+    s = SaveSchedule(1.0)  # (the steps before the first save are journaled)
+    assert not s.due(s.last_ns) and not s.due(s.last_ns + S - 1) and s.due(s.last_ns + S)
     s.started(10 * S)
     s.saved(10 * S, 10 * S + 1_000_000)  # 1 ms: 1 ms / 0.002 = 0.5 s < 1 s
     assert not s.due(10 * S + S - 1)
@@ -36,6 +36,7 @@ def test_the_stretch_is_bounded() -> None:
 
 def test_a_save_per_step_stays_so_and_a_stopped_schedule_never_saves_again() -> None:
     s = SaveSchedule(0)
+    assert s.due(s.last_ns)  # the first step too
     s.started(0)
     s.saved(0, 50_000_000)
     assert s.due(1)
