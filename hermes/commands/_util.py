@@ -235,31 +235,6 @@ def keep_freed_memory(limit: int = IN_MEMORY_MAX_BYTES) -> None:
         pass
 
 
-#: bytes of heap an in-memory analysis faults in per byte of JSON it imports (a 28.7 MB Kineto
-#: file: ~32k page faults, 128 MiB, during its analysis and advice): what :func:`warm_heap`
-#: faults in while a forked import runs
-HEAP_PER_BYTE = 4
-
-
-def warm_heap(nbytes: int, until: Any, chunk: int = 8 * 2**20) -> int:
-    """Fault in up to ``nbytes`` (at most :data:`IN_MEMORY_MAX_BYTES`) of heap, ``chunk`` by
-    ``chunk``, until ``until()`` is true, then free it: the analysis that follows finds those
-    pages mapped instead of faulting each in as it first allocates (``keep_freed_memory``
-    keeps freed heap, and blocks under its 32 MiB threshold come from the heap). Spends time
-    the process would otherwise wait (for a forked import); returns the bytes faulted in."""
-    import numpy as np
-
-    nbytes = min(int(nbytes), IN_MEMORY_MAX_BYTES - chunk)
-    held = []
-    while len(held) * chunk < nbytes and not until():
-        block = np.empty(chunk, np.uint8)
-        block[::4096] = 0  # one write a page: the page is faulted in
-        held.append(block)
-    done = len(held) * chunk
-    del held  # back to the heap, which keeps it (keep_freed_memory)
-    return done
-
-
 def start_source(src: Path, save: Path | None = None, early: bool = False) -> Any:
     """Start importing ``src`` in a forked process now, when :func:`hermes_source` would import
     it into memory, for :func:`hermes_source` to take (``started``) once the caller has loaded
@@ -289,8 +264,6 @@ def hermes_source(src: Path, save: Path | None = None, started: Any = None) -> I
     it failed, the file is imported here (which reports what is wrong with it)."""
     release_gc()  # what analyzes the trace is loaded: the console run's start-up is over
     if in_memory_source(src, save):
-        if started is not None:
-            warm_heap(HEAP_PER_BYTE * json_bytes(src), until=started.done)
         trace = started.result() if started is not None else None
         if trace is None:
             from hermes.diff.runs import import_in_memory

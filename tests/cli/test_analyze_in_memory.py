@@ -132,17 +132,3 @@ def test_a_big_profiler_file_goes_through_a_temporary_parquet(
     code, got, err = run_cli("analyze", str(src), "--format", "json")
     assert code == 0, err
     assert len(written) == 1 and got == want  # above it: one Parquet written, same document
-
-
-def test_warm_heap_faults_in_until_told_to_stop() -> None:
-    """The heap warmed while a forked import runs: whole chunks up to the size asked (capped
-    below the heap kept by ``keep_freed_memory``), none once the import has ended."""
-    from hermes.commands._util import IN_MEMORY_MAX_BYTES, warm_heap
-
-    mib = 2**20
-    assert warm_heap(10 * mib, until=lambda: False, chunk=mib) == 10 * mib
-    assert warm_heap(10 * mib, until=lambda: True, chunk=mib) == 0
-    calls = iter([False, False, True])
-    assert warm_heap(10 * mib, until=lambda: next(calls), chunk=mib) == 2 * mib
-    big = warm_heap(10 * IN_MEMORY_MAX_BYTES, until=lambda: False, chunk=64 * mib)
-    assert big == IN_MEMORY_MAX_BYTES - 64 * mib
