@@ -125,6 +125,10 @@ def _quiet_stdout() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns (and exits with) the exit code."""
     args = sys.argv[1:] if argv is None else argv
+    if args and not args[0].startswith("-"):  # a command (not --help / --version)
+        from hermes.commands._util import use_system_allocator
+
+        use_system_allocator()
     try:
         command = typer.main.get_command(app)
         light_params(command)  # no pydantic for plain values (typer >= 0.26 coerces with it)

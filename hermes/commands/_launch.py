@@ -108,6 +108,8 @@ def main() -> int:
     if blas:
         os.environ[_BLAS_THREADS] = "1"
     try:
+        if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):  # a command, not --help
+            _util.use_system_allocator()  # (before the import starts: its child inherits it)
         started = start_early(sys.argv[1:])
     finally:
         if blas:
