@@ -91,6 +91,11 @@ def after(mod, name, label):
 def before(mod, name, label):
     _probe(mod, name, label, True)
 import hermes.cli
+try:  # the allocator the console command picks (hermes.cli.main), where this version has it
+    from hermes.commands._util import use_system_allocator
+    use_system_allocator()
+except ImportError:
+    pass
 mark("start (imports)")
 K = "hermes.collectors.importers.kineto.importer"
 after(K, "_phase1", "import: pass 1 (parse)")
