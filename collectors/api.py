@@ -44,7 +44,7 @@ from hermes.collectors import pyhooks, pysample
 from hermes.collectors.auto import DEFAULT_WINDOW, AutoTrigger
 from hermes.collectors.envvars import env_int
 from hermes.collectors.fine import FineCollector
-from hermes.collectors.monitor import Monitor
+from hermes.collectors.monitor import COLUMNS, Monitor
 from hermes.collectors.saves import SaveSchedule
 from hermes.errors import HermesError, OutputError, UsageError
 from hermes.hooks import Collector, EventBatch, NullCollector, StepInfo
@@ -56,7 +56,6 @@ MODES = {
     "auto": "monitor always; fine-grained capture for K steps after a slow step or on demand",
 }
 region = pyhooks.region
-_HOST_COLS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "args")
 _MAX_BUFFER = 16384  # host events held before an early flush (bounded memory)
 
 
@@ -112,7 +111,7 @@ class Recording:
         # so a job killed by SIGKILL or abort() keeps its trace; the job's other ranks write
         # their own files into the same directory
         self.fine = FineCollector(self.out, meta, drop_kinds=("step",), replace=False,
-                                  segmented=True)
+                                  segmented=True, journal=flush_seconds > 0)  # (0: saves only)
         self.fine.progress(self.rank, -1)  # claims the rank: a second run here is refused
         self.saves = SaveSchedule(flush_seconds)
         self._journaling = True  # each step between two checkpoints (off once a write fails)
@@ -135,7 +134,7 @@ class Recording:
         self.step_source: str | None = None
         self.closed = False
         self.path: Path | None = None
-        self._host: dict[str, list[Any]] = {c: [] for c in _HOST_COLS}
+        self._host: list[tuple[Any, ...]] = []  # host rows (COLUMNS) not in the trace yet
         self._host_steps = 0
         self._shift_ns: int | None = None  # perf_counter_ns - runtime clock, once known
         self._events_entry: int | None = None  # first on_events since the last step
@@ -205,35 +204,39 @@ class Recording:
         t0 = perf_counter_ns()
         self._in_hook = True
         try:
-            extra = dict(info.extra)
-            if self.trigger is not None and self.trigger.wants_detail(info.rank, info.step):
-                extra["detailed"] = True  # capture slowed it: keep it out of the detector
-            if info.rank == self.rank:
-                extra.setdefault("gc_ns", self.gc_ns)
-                extra.setdefault("gc_count", self.gc_count)
-                extra.setdefault("data_wait_ns", self.data_wait_ns)
+            rank, x = info.rank, info.extra
+            trigger = self.trigger
+            # a step captured in detail: kept out of the detector (capture slowed it)
+            detailed = (trigger is not None and trigger.wants_detail(rank, info.step)) or \
+                bool(x and x.get("detailed"))
+            if rank == self.rank:  # the Python hooks' totals of the step, unless given
+                gc = (x.get("gc_ns", self.gc_ns), x.get("gc_count", self.gc_count),
+                      x.get("data_wait_ns", self.data_wait_ns)) if x else \
+                    (self.gc_ns, self.gc_count, self.data_wait_ns)
                 self.gc_ns = self.data_wait_ns = self.gc_count = 0
-            self.monitor.on_step(StepInfo(**{**info.__dict__, "extra": extra}))
+                self.monitor.step(info, detailed, gc[0], gc[1], gc[2])
+                self.fine.progress(rank, info.step)  # how far the run got, even if it dies
+            else:
+                self.monitor.step(info, detailed, x.get("gc_ns"), x.get("gc_count"),
+                                  x.get("data_wait_ns"))
             self._host_steps += 1
             if self._host_steps >= self.flush_steps:  # batched: one table per many steps
                 self._flush_host()
-            if info.rank == self.rank:  # how far the run got, even if it dies unsaved
-                self.fine.progress(info.rank, info.step)
-            if source == "runtime" and info.rank == self.rank:  # (before a checkpoint writes
+            if source == "runtime" and rank == self.rank:  # (before a checkpoint writes
                 self._learn_shift(info, t0)  # host rows: they go out on the runtime's clock)
-            # saved every flush_seconds or more, journaled in between
-            if self.saves.due(t0):
+            if self.saves.due(t0):  # saved every flush_seconds or more, journaled in between
                 self._checkpoint(t0)
             elif self._journaling:
                 self._journal(info.step)
-            if self.trigger is not None:
-                self.trigger.step_ended(info.step)
+            if trigger is not None:
+                trigger.step_ended(info.step)
             self._events_entry = None
-            if info.rank == self.rank:
+            if rank == self.rank:
                 self.step_no = info.step + 1
                 self._step_start = info.end_ns
-                self.detail = self.wants_detail(self.rank, self.step_no)
-                self._drain_samples()
+                self.detail = self.wants_detail(rank, self.step_no)
+                if self.sampler is not None:
+                    self._drain_samples()
                 for listener in self.step_listeners:
                     listener()
         finally:
@@ -271,8 +274,8 @@ class Recording:
         self._restore_signals()
         if self.trigger is not None:
             self.trigger.close()
-        self.monitor.close()
         self._flush_host()
+        self.monitor.close()
         # overhead_pct: time inside the hooks while the job ran, over the job's wall time (the
         # per-step cost); the one-off final flush and publish are reported apart.
         wall = max(1, t0 - self._t_start)
@@ -316,18 +319,11 @@ class Recording:
 
     def record(self, kind: str, name: str, ts_ns: int, dur_ns: int,
                args: str | None = None) -> None:
-        h = self._host
-        h["rank"].append(self.rank)
-        h["lane"].append(self.lane if threading.current_thread() is threading.main_thread()
-                         else f"thread {threading.get_native_id()}")
-        h["lane_kind"].append("host")
-        h["kind"].append(kind)
-        h["name"].append(name)
-        h["ts_ns"].append(ts_ns)
-        h["dur_ns"].append(dur_ns)
-        h["step"].append(self.step_no)
-        h["args"].append(args)
-        if len(h["rank"]) >= _MAX_BUFFER:
+        lane = self.lane if threading.current_thread() is threading.main_thread() \
+            else f"thread {threading.get_native_id()}"
+        self._host.append((self.rank, lane, "host", kind, name, ts_ns, dur_ns, self.step_no,
+                           None, None, None, args))
+        if len(self._host) >= _MAX_BUFFER:
             self._flush_host()
 
     def _drain_samples(self) -> None:
@@ -337,29 +333,24 @@ class Recording:
             return
         if self.detail:
             self.sampler.poke()
-        h = self._host
-        for name, ts, dur, step, args in self.sampler.drain():
-            for col, value in zip(_HOST_COLS, (self.rank, self.lane, "host", "python", name,
-                                               ts, dur, step, args), strict=True):
-                h[col].append(value)
+        self._host += [(self.rank, self.lane, "host", "python", name, ts, dur, step, None,
+                        None, None, args) for name, ts, dur, step, args in self.sampler.drain()]
 
     def _flush_host(self) -> None:
-        h = self._host
+        """The host rows and the monitor's, as tuples, into the trace (journaled from there)."""
         self._host_steps = 0
-        if not h["rank"]:
-            return
-        self._host = {c: [] for c in _HOST_COLS}
-        n = min(len(v) for v in h.values())
-        cols = {k: v[:n] for k, v in h.items()}
-        if self._shift_ns:
-            cols["ts_ns"] = [t - self._shift_ns for t in cols["ts_ns"]]
-        self.fine.record_rows(cols)
+        rows = self.monitor.take()
+        if self._host:
+            host, self._host = self._host, []
+            if self._shift_ns:  # (on the runtime's clock)
+                host = [(*r[:5], r[5] - self._shift_ns, *r[6:]) for r in host]
+            rows += host
+        self.fine.record_records(COLUMNS, rows)
 
     def _journal(self, step: int) -> None:
         """This step's rows (the monitor's, the host's) and events into the journal: a death
         before the next checkpoint keeps them (one warning and no more journal if it fails)."""
         try:
-            self.monitor.flush()
             self._flush_host()
             self.fine.journal(step)
         except (HermesError, OSError) as exc:
@@ -373,7 +364,6 @@ class Recording:
         warning: the user's job goes on, unrecorded."""
         self.saves.started(now)
         try:
-            self.monitor.flush()
             self._flush_host()
             self.fine.checkpoint()
             self.saves.saved(now, perf_counter_ns())

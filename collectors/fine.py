@@ -53,7 +53,7 @@ class FineCollector:
                  ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
                  measure_overhead: bool = False, drop_kinds: Iterable[str] = (),
-                 replace: bool = True, segmented: bool = False) -> None:
+                 replace: bool = True, segmented: bool = False, journal: bool = True) -> None:
         self.path = Path(path)
         self.measure_overhead = measure_overhead
         self.drop_kinds = tuple(drop_kinds)
@@ -62,8 +62,9 @@ class FineCollector:
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
         # segmented: published piecewise at checkpoints, so a killed process keeps its trace
         self._writer: TraceWriter | RankedTraceWriter | SegmentedTraceWriter = (
-            SegmentedTraceWriter(self.path, self.meta, row_group_rows) if segmented
+            SegmentedTraceWriter(self.path, self.meta, row_group_rows, journal) if segmented
             else open_writer(self.path, self.meta, row_group_rows, replace=replace))
+        self._segmented = isinstance(self._writer, SegmentedTraceWriter)
         self._detailed: set[tuple[int, int]] = set()
         self.steps_seen = 0
         self.events_written = 0
@@ -107,6 +108,19 @@ class FineCollector:
         self.events_written += min((len(v) for v in rows.values()), default=0)
         self.busy_ns += time.perf_counter_ns() - t0
 
+    def record_records(self, columns: tuple[str, ...], records: list[tuple[Any, ...]]) -> None:
+        """The caller's own rows as tuples (``columns``; the list is handed over): journaled
+        as they are by a segmented writer, one Arrow table per checkpoint."""
+        if not records:
+            return
+        if not self._segmented:
+            self.record(dict(zip(columns, map(list, zip(*records, strict=True)), strict=True)))
+            return
+        t0 = time.perf_counter_ns()
+        self._writer.write_records(columns, records)  # type: ignore[union-attr]
+        self.events_written += len(records)
+        self.busy_ns += time.perf_counter_ns() - t0
+
     def _drop(self, table: pa.Table) -> pa.Table:
         """Rows whose kind is in ``drop_kinds`` removed (compared on dictionary indices)."""
         kind = table.column("kind").combine_chunks()
@@ -121,14 +135,14 @@ class FineCollector:
     def progress(self, rank: int, step: int) -> None:
         """Note that ``rank`` completed step ``step`` (segmented writers: a progress file a
         reader of a killed run's segments finds; see ``hermes.trace.segments``)."""
-        if isinstance(self._writer, SegmentedTraceWriter) and not self.closed:
-            self._writer.progress(rank, step)
+        if self._segmented and not self.closed:
+            self._writer.progress(rank, step)  # type: ignore[union-attr]
 
     def journal(self, step: int) -> None:
         """Journal what was recorded since the last step (segmented writers: see
         ``hermes.trace.journal``), so a death before the next checkpoint keeps it."""
-        if isinstance(self._writer, SegmentedTraceWriter) and not self.closed:
-            self._writer.journal(step)
+        if self._segmented and not self.closed:
+            self._writer.journal(step)  # type: ignore[union-attr]
 
     def checkpoint(self) -> None:
         """Publish what was recorded so far (segmented writers only; others write on close)."""

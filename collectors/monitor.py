@@ -52,6 +52,9 @@ COUNTERS: dict[str, str] = {
 _ARGS = {name: json.dumps({"unit": unit, "source": "monitor"}) for name, unit in COUNTERS.items()}
 _QUEUE_ARGS = json.dumps({"unit": "items", "source": "monitor"})
 _STEP_LANE = "steps"
+#: the columns of the monitor's rows (and of a session's own: ``collectors/api.py``)
+COLUMNS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "flops",
+           "bytes", "value", "args")
 _COUNTER_LANE = "monitor"
 
 
@@ -149,7 +152,7 @@ class Monitor:
         # slowly, and two medians per step would cost more than the rest of the monitor.
         self._stats: dict[int, tuple[float, float, int]] = {}
         self.refresh = 8
-        self._rows: dict[str, list[Any]] = _empty()
+        self._rows: list[tuple[Any, ...]] = []  # one tuple a row (COLUMNS), since the last take
         self._pending_steps = 0
         self._closed = False
         self._durs: list[tuple[int, int, int]] = []  # (rank, step, dur) for stage 2
@@ -163,22 +166,53 @@ class Monitor:
         """The monitor records no fine-grained events."""
 
     def on_step(self, info: StepInfo) -> None:
-        dur = max(0, int(info.end_ns) - int(info.start_ns))
-        self._add(info.rank, _STEP_LANE, "host", "step", "step", info.start_ns, dur, info.step,
-                  flops=info.flops, nbytes=info.comm_bytes, value=None, args=None)
-        self._counters(info, dur)
+        x = info.extra
+        self.step(info, bool(x.get("detailed")), x.get("gc_ns"), x.get("gc_count"),
+                  x.get("data_wait_ns"))
+
+    def step(self, info: StepInfo, detailed: bool = False, gc_ns: int | None = None,
+             gc_count: int | None = None, data_wait_ns: int | None = None) -> None:
+        """:meth:`on_step` with the figures of ``info.extra`` given apart (a session's own
+        step: no dictionary built for them)."""
+        rank, step, start = info.rank, info.step, int(info.start_ns)
+        end = int(info.end_ns)
+        dur = end - start if end > start else 0
+        rows = self._rows
+        rows.append((rank, _STEP_LANE, "host", "step", "step", start, dur, step, info.flops,
+                     info.comm_bytes, None, None))
+        self._counters(info, dur, end, rows)
+        if self._host is not None:
+            cpu, rss = self._host.sample(time.perf_counter_ns())
+            if cpu is not None:
+                rows.append((rank, _COUNTER_LANE, "counter", "counter", "host_cpu_pct", end, 0,
+                             step, None, None, cpu, _ARGS["host_cpu_pct"]))
+            if rss is not None:
+                rows.append((rank, _COUNTER_LANE, "counter", "counter", "host_rss_bytes", end,
+                             0, step, None, None, rss, _ARGS["host_rss_bytes"]))
+        if gc_ns:
+            rows.append((rank, _COUNTER_LANE, "counter", "counter", "gc_ms", end, 0, step, None,
+                         None, gc_ns / 1e6, _ARGS["gc_ms"]))
+        if data_wait_ns:
+            rows.append((rank, _COUNTER_LANE, "counter", "counter", "data_wait_ms", end, 0,
+                         step, None, None, data_wait_ns / 1e6, _ARGS["data_wait_ms"]))
+        if gc_count:
+            rows.append((rank, _COUNTER_LANE, "counter", "counter", "gc_collections", end, 0,
+                         step, None, None, float(gc_count), _ARGS["gc_collections"]))
+        for qname, depth in info.queue_depths.items():
+            rows.append((rank, _COUNTER_LANE, "counter", "counter", f"queue.{qname}", end, 0,
+                         step, None, None, float(depth), _QUEUE_ARGS))
         # A step captured in detail runs slower because of the capture: judging it (or
         # keeping it as history) would let capture trigger more capture.
-        slow = None if info.extra.get("detailed") else self._detect(info.rank, info.step, dur)
+        slow = None if detailed else self._detect(rank, step, dur)
         self.steps_seen += 1
-        self._durs.append((info.rank, info.step, dur))
+        self._durs.append((rank, step, dur))
         self._pending_steps += 1
         if slow is not None:
             self.slow_steps.append(slow)
-            self._add(info.rank, _STEP_LANE, "host", "marker", "hermes.slow_step", info.start_ns,
-                      dur, info.step, value=slow.z,
-                      args=json.dumps({"z": round(slow.z, 3), "ratio": round(slow.ratio, 3),
-                                       "reason": slow.reason}))
+            rows.append((rank, _STEP_LANE, "host", "marker", "hermes.slow_step", start, dur,
+                         step, None, None, slow.z,
+                         json.dumps({"z": round(slow.z, 3), "ratio": round(slow.ratio, 3),
+                                     "reason": slow.reason})))
             for cb in self.on_slow:
                 cb(slow)
         if self._pending_steps >= self.flush_steps:
@@ -193,16 +227,18 @@ class Monitor:
 
     # -- helpers ------------------------------------------------------------------------
     def flush(self) -> None:
-        """Hand the buffered rows to the sink (bounded memory; called every ``flush_steps``)."""
-        if not self._rows["rank"]:
-            return
-        rows, self._rows = self._rows, _empty()
-        # A signal can land between two appends of one row: cut to the shortest column.
-        n = min(len(v) for v in rows.values())
-        if any(len(v) != n for v in rows.values()):
-            rows = {k: v[:n] for k, v in rows.items()}
+        """Hand the buffered rows to the sink, as columns (bounded memory; called every
+        ``flush_steps``)."""
+        rows = self.take()
+        if rows:
+            self.sink(dict(zip(COLUMNS, map(list, zip(*rows, strict=True)), strict=True)))
+
+    def take(self) -> list[tuple[Any, ...]]:
+        """The rows buffered since the last :meth:`take` or :meth:`flush`, one tuple each
+        (:data:`COLUMNS`), handed over instead of to the sink."""
+        rows, self._rows = self._rows, []
         self._pending_steps = 0
-        self.sink(rows)
+        return rows
 
     def summary(self, top: int = 20) -> dict[str, Any]:
         """What goes into ``TraceMeta.collector``: stage 1's flagged steps and, when this
@@ -221,36 +257,26 @@ class Monitor:
                                  .itertuples(index=False)]
         return out
 
-    def _counters(self, info: StepInfo, dur: int) -> None:
-        secs = dur / 1e9 if dur > 0 else None
-        figures: dict[str, float | None] = {}
-        if info.device_busy_ns is not None and secs:
-            figures["device_busy_pct"] = 100.0 * info.device_busy_ns / dur
-        if info.samples is not None and secs:
-            figures["samples_per_s"] = info.samples / secs
-        if info.tokens is not None and secs:
-            figures["tokens_per_s"] = info.tokens / secs
-        if info.flops is not None and secs:
-            figures["tflops"] = info.flops / secs / 1e12
+    def _counters(self, info: StepInfo, dur: int, end: int, rows: list[Any]) -> None:
+        """The step's rates the producer gave the figures of (the time ones if ``dur`` > 0)."""
+        rank, step = info.rank, info.step
+        figures: list[tuple[str, float]] = []
+        secs = dur / 1e9
+        if info.device_busy_ns is not None and dur:
+            figures.append(("device_busy_pct", 100.0 * info.device_busy_ns / dur))
+        if info.samples is not None and dur:
+            figures.append(("samples_per_s", info.samples / secs))
+        if info.tokens is not None and dur:
+            figures.append(("tokens_per_s", info.tokens / secs))
+        if info.flops is not None and dur:
+            figures.append(("tflops", info.flops / secs / 1e12))
             if self.peak_flops:
-                figures["mfu_pct"] = 100.0 * info.flops / secs / self.peak_flops
+                figures.append(("mfu_pct", 100.0 * info.flops / secs / self.peak_flops))
         if info.comm_bytes is not None and info.comm_ns:
-            figures["comm_bw_GBps"] = info.comm_bytes / info.comm_ns  # B/ns == GB/s
-        if self._host is not None:
-            figures["host_cpu_pct"], figures["host_rss_bytes"] = self._host.sample(
-                time.perf_counter_ns())
-        for key, name in (("gc_ns", "gc_ms"), ("data_wait_ns", "data_wait_ms"),
-                          ("gc_count", "gc_collections")):
-            if info.extra.get(key):
-                figures[name] = info.extra[key] / (1.0 if name == "gc_collections" else 1e6)
-        end = int(info.end_ns)
-        for name, value in figures.items():
-            if value is not None:
-                self._add(info.rank, _COUNTER_LANE, "counter", "counter", name, end, 0, info.step,
-                          value=float(value), args=_ARGS[name])
-        for qname, depth in info.queue_depths.items():
-            self._add(info.rank, _COUNTER_LANE, "counter", "counter", f"queue.{qname}", end, 0,
-                      info.step, value=float(depth), args=_QUEUE_ARGS)
+            figures.append(("comm_bw_GBps", info.comm_bytes / info.comm_ns))  # B/ns == GB/s
+        for name, value in figures:
+            rows.append((rank, _COUNTER_LANE, "counter", "counter", name, end, 0, step, None,
+                         None, float(value), _ARGS[name]))
 
     def _detect(self, rank: int, step: int, dur: int) -> SlowStep | None:
         hist = self._history.get(rank)
@@ -272,27 +298,6 @@ class Monitor:
             hist.append(dur)
         return slow
 
-    def _add(self, rank: int, lane: str, lane_kind: str, kind: str, name: str, ts: int,
-             dur: int, step: int, *, flops: float | None = None, nbytes: int | None = None,
-             value: float | None = None, args: str | None = None) -> None:
-        r = self._rows
-        r["rank"].append(rank)
-        r["lane"].append(lane)
-        r["lane_kind"].append(lane_kind)
-        r["kind"].append(kind)
-        r["name"].append(name)
-        r["ts_ns"].append(int(ts))
-        r["dur_ns"].append(int(dur))
-        r["step"].append(step)
-        r["flops"].append(flops)
-        r["bytes"].append(nbytes)
-        r["value"].append(value)
-        r["args"].append(args)
-
-
-def _empty() -> dict[str, list[Any]]:
-    return {k: [] for k in ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns",
-                            "step", "flops", "bytes", "value", "args")}
 
 
 def robust_z(history: np.ndarray, value: float) -> tuple[float, float]:

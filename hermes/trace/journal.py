@@ -19,8 +19,9 @@ segment the checkpoint would have written, under the same name.
   (JSON of ``TraceMeta.to_kv()``), zero-padded to 8 bytes (its magic stored last, after
   being zeroed first);
 * one entry per completed step: ``HJE1`` u32 0 | segment u64 | entry number u64 (1, 2, ...) |
-  step i64 | rows length u64 | IPC length u64, then the rows (JSON column -> values: the
-  session's own rows, not yet Arrow), the Arrow IPC stream of the producers' tables (all-null
+  step i64 | rows length u64 | IPC length u64, then the rows (the session's own rows, not yet
+  Arrow, as JSON: an object column -> values, or a list of such objects and of row-major
+  parts ``[[column, ...], [value, ...], ...]``), the Arrow IPC stream of the producers' tables (all-null
   columns left out) and a trailer ``HJC1`` u32 0 | segment u64 | entry number u64, stored
   last;
 * after the last entry: zeros, or what earlier segments' entries left there.
@@ -61,7 +62,14 @@ _SLACK = 1 << 16  # IPC bytes beyond the tables' buffers (schema, dictionaries, 
 _SPARSE_ROWS = 4096  # from this many rows a step's all-null columns are left out (bytes)
 _IPC = pa.ipc.IpcWriteOptions()
 CHUNK = 1 << 20  # the journal's first size; it doubles when an entry does not fit
+#: the columns of rows journaled in the binary row format (a session's own rows)
+ROW_COLUMNS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "flops",
+               "bytes", "value", "args")
+_ROW = struct.Struct("<qIIIIqqqdqdIB")  # ROW_COLUMNS, strings by number, then null bits
+_RECS = struct.Struct("<4sIII")  # magic, new strings, rows, JSON length
+_R, _NONE, _LEN = b"HJR1", 0xFFFFFFFF, struct.Struct("<I")
 _ZEROS = bytes(8)
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # pages mapped at once, not faulted in one by one
 
 
 def held(path: Path) -> bool | None:
@@ -93,6 +101,7 @@ class JournalWriter:
         #: where the next entry goes (the end of the last one)
         self.offset = 0
         self._scratch = pa.allocate_buffer(_SLACK, resizable=True)  # reused: pages stay warm
+        self._strings: dict[str, int] = {}  # the segment's strings (binary rows) -> number
         try:
             self._grow(CHUNK)
         except BaseException:
@@ -106,26 +115,28 @@ class JournalWriter:
         while size < need:
             size *= 2
         _reserve(self._fd, size)
-        new = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        new = mmap.mmap(self._fd, size, mmap.MAP_SHARED | _POPULATE,
+                        mmap.PROT_READ | mmap.PROT_WRITE)
         if self._map is not None:
             self._map.close()
         self._map = new
 
     def append(self, segment: int, meta_kv: Callable[[], dict[str, str]], step: int,
                tables: Sequence[pa.Table], rows: dict[str, list[Any]] | None,
-               body: bytes | None = None) -> None:
+               records: tuple[Sequence[str], list[tuple[Any, ...]]] | None = None) -> None:
         """One completed step's new events (for ``segment``: the segment the next checkpoint
-        publishes; ``body``: ``rows`` encoded already); an ``OSError`` when the journal
-        cannot grow (the disk is full)."""
+        publishes): producers' ``tables``, the session's ``rows`` (column -> values) and
+        ``records`` (columns, a tuple a row); an ``OSError`` when the journal cannot grow
+        (the disk is full)."""
         pos = self.offset
         head = b""
+        strings = self._strings
         if segment != self.segment:  # a new segment: the journal starts over at offset 0
             meta = json.dumps(meta_kv(), separators=(",", ":")).encode()
             head = _HEAD.pack(MAGIC, os.getpid(), segment, len(meta)) + meta + \
                 b"\0" * (-len(meta) % 8)
-            pos = 0
-        if body is None:
-            body = json.dumps(rows, separators=(",", ":")).encode() if rows else b""
+            pos, strings = 0, {}
+        body, fresh = _body(rows, records, strings)
         ipc = self._ipc(tables) if tables else b""
         entry = self.entries + 1 if head == b"" else 1
         start = pos + len(head)
@@ -148,6 +159,9 @@ class JournalWriter:
         m[end:end + _TRAIL.size] = _TRAIL.pack(_T, 0, segment, entry)  # last: the entry is whole
         self.entries = entry
         self.offset = end + _TRAIL.size
+        if fresh:  # (numbered once stored: an entry not written defines none)
+            strings.update(fresh)
+        self._strings = strings
 
     def _ipc(self, tables: Sequence[pa.Table]) -> pa.Buffer:
         """The tables as one Arrow IPC stream in the scratch buffer, their all-null columns
@@ -178,6 +192,48 @@ class JournalWriter:
         if remove:
             with contextlib.suppress(OSError):
                 self.path.unlink()
+
+
+def _body(rows: dict[str, list[Any]] | None,
+          records: tuple[Sequence[str], list[tuple[Any, ...]]] | None,
+          strings: dict[str, int]) -> tuple[bytes, dict[str, int] | None]:
+    """An entry's rows: ``records`` of :data:`ROW_COLUMNS` in the binary row format (JSON
+    would cost a step ~25 us more), ``rows`` and other records as JSON; and the strings the
+    entry numbers (their numbers follow ``strings``')."""
+    text = json.dumps(rows, separators=(",", ":")).encode() if rows else b""
+    if not records or not records[1]:
+        return (b"[%s]" % text if text else b""), None
+    columns, recs = records
+    if tuple(columns) == ROW_COLUMNS:
+        fresh: dict[str, int] = {}
+        base = len(strings)
+
+        def sid(s: Any) -> int:
+            i = strings.get(s)
+            if i is None:
+                i = fresh.get(s)
+                if i is None:
+                    if s is None:
+                        return _NONE
+                    if type(s) is not str:
+                        raise TypeError("not a string")
+                    i = fresh[s] = base + len(fresh)
+            return i
+        try:
+            pack = _ROW.pack
+            out = [pack(rank, sid(lane), sid(lk), sid(kind), sid(name), ts, dur, st,
+                        0.0 if fl is None else fl, 0 if nb is None else nb,
+                        0.0 if v is None else v, sid(args),
+                        (fl is None) | (nb is None) << 1 | (v is None) << 2)
+                   for rank, lane, lk, kind, name, ts, dur, st, fl, nb, v, args in recs]
+        except (TypeError, ValueError, OverflowError, struct.error):
+            pass  # a value the format does not hold: JSON
+        else:
+            new = [s.encode() for s in fresh]
+            return b"".join([_RECS.pack(_R, len(new), len(out), len(text)),
+                             *(_LEN.pack(len(b)) + b for b in new), *out, text]), fresh
+    part = json.dumps([list(columns), *recs]).encode()
+    return (b"[%s,%s]" % (text, part) if text else b"[%s]" % part), None
 
 
 def _reserve(fd: int, size: int) -> None:
@@ -235,6 +291,7 @@ def parse(raw: bytes) -> Journal | None:
     if not isinstance(meta, dict):
         return None
     out = Journal(pid, segment, {str(k): str(v) for k, v in meta.items()})
+    strings: list[str] = []  # the segment's, numbered by its entries in turn
     while pos + _ENTRY.size <= len(data):
         magic, _, seg, entry, step, nrows, nipc = _ENTRY.unpack_from(data, pos)
         if magic != _E or seg != segment or entry != len(out.steps) + 1:
@@ -247,22 +304,74 @@ def parse(raw: bytes) -> Journal | None:
                 _T, 0, segment, entry):
             out.torn = True
             break
-        body = data[pos + _ENTRY.size: pos + _ENTRY.size + nrows]
+        body = bytes(data[pos + _ENTRY.size: pos + _ENTRY.size + nrows])
         try:
-            rows = json.loads(bytes(body)) if nrows else None
+            parts, new = _entry_rows(body, strings)
             table = pa.ipc.open_stream(pa.py_buffer(data[end - nipc: end])).read_all() \
                 if nipc else None
-        except (ValueError, OSError, pa.ArrowException):
+        except (ValueError, TypeError, IndexError, struct.error, OSError, pa.ArrowException):
             out.torn = True
             break
+        strings += new
         out.steps.append(step)
-        if isinstance(rows, dict):
-            out.rows.append(rows)
+        out.rows += parts
         if table is not None:
             out.tables.append(table)
         pos = end + _TRAIL.size
     else:  # what is left is shorter than an entry's header: the start of one, cut short?
         out.torn = _begun(bytes(data[pos: pos + 4]), True)
+    return out
+
+
+def _entry_rows(body: bytes, strings: list[str]) -> tuple[list[dict[str, list[Any]]],
+                                                          list[str]]:
+    """An entry's rows as parts column -> values, and the strings it numbers after
+    ``strings``: binary rows (:func:`_body`) then JSON, or JSON alone."""
+    if not body.startswith(_R):
+        return _row_parts(json.loads(body) if body else None), []
+    _, ns, nr, nj = _RECS.unpack_from(body, 0)
+    at, new = _RECS.size, []
+    for _ in range(ns):
+        (n,) = _LEN.unpack_from(body, at)
+        new.append(body[at + _LEN.size: at + _LEN.size + n].decode())
+        at += _LEN.size + n
+    stop = at + nr * _ROW.size
+    if stop + nj != len(body):
+        raise ValueError("an entry's rows of another length than it says")
+    table = [*strings, *new]
+    cols: list[list[Any]] = [[] for _ in ROW_COLUMNS]
+    (rank, lane, lk, kind, name, ts, dur, step, flops, nbytes, value, args) = cols
+    for r in _ROW.iter_unpack(body[at:stop]):
+        rank.append(r[0])
+        lane.append(table[r[1]])
+        lk.append(table[r[2]])
+        kind.append(table[r[3]])
+        name.append(table[r[4]])
+        ts.append(r[5])
+        dur.append(r[6])
+        step.append(r[7])
+        flops.append(None if r[12] & 1 else r[8])
+        nbytes.append(None if r[12] & 2 else r[9])
+        value.append(None if r[12] & 4 else r[10])
+        args.append(None if r[11] == _NONE else table[r[11]])
+    parts = [dict(zip(ROW_COLUMNS, cols, strict=True))] if nr else []
+    return parts + (_row_parts(json.loads(body[stop:])) if nj else []), new
+
+
+def _row_parts(body: Any) -> list[dict[str, list[Any]]]:
+    """Rows as column -> values: one such object, or a list of them and of row-major parts
+    ``[columns, row, row, ...]``."""
+    if body is None:
+        return []
+    out = []
+    for part in [body] if isinstance(body, dict) else body:
+        if isinstance(part, dict):
+            out.append(part)
+            continue
+        columns, rows = part[0], part[1:]
+        if not all(isinstance(r, list) and len(r) == len(columns) for r in rows):
+            raise ValueError("a row of another length than its columns")
+        out.append({str(c): [r[i] for r in rows] for i, c in enumerate(columns)})
     return out
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import mmap
 import os
 import shutil
@@ -46,9 +45,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hermes.errors import OutputError
-from hermes.trace.journal import JournalWriter, journals, recover
+from hermes.trace.journal import JournalWriter, read
 from hermes.trace.journal import held as _holder
 from hermes.trace.meta import TraceMeta
+from hermes.trace.progress import (  # noqa: F401 - (readers import them from here)
+    busy,
+    interrupted,
+    interrupted_note,
+    progress_dir,
+    record_of,
+)
 from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, TraceWriter, by_rank, to_table
 
 #: rows a rank keeps as Python lists (:meth:`SegmentedTraceWriter.write_rows`) before they
@@ -88,6 +94,12 @@ class SegmentedTraceWriter:
         self._new: dict[int | None, list[pa.Table]] = {}  # tables not journaled yet
         self._rows: dict[int | None, Rows] = {}  # rows not in the open segment yet
         self._rows_journaled: dict[int | None, int] = {}
+        # rows as tuples (write_records): key -> (columns, rows), and those not journaled
+        self._recs: dict[int | None, tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {}
+        self._recs_new: dict[int | None, list[tuple[Any, ...]]] = {}
+
+    def _journal_path(self, key: int | None) -> Path:
+        return self.seg_dir / f".{self._stem(key)}.journal"
 
     def _progress_path(self, key: int | None) -> Path:
         return self.seg_dir / f".{self._stem(key)}.progress"
@@ -101,24 +113,26 @@ class SegmentedTraceWriter:
             return fd
         path = self._progress_path(key)
         left = path.exists() and _holder(path) is None and (
-            _segments_of(self.seg_dir, key) or (self.seg_dir / f".{self._stem(key)}.journal")
-            .exists())
+            _segments_of(self.seg_dir, key) or _journaled(self._journal_path(key)))
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             raise OutputError(f"another run is writing {self._stem(key)} here (pid "
-                              f"{_record(path).get('pid', '?')})", path=self.seg_dir,
+                              f"{record_of(path).get('pid', '?')})", path=self.seg_dir,
                               hint="give each run its own --out") from None
         if left:
             os.close(fd)
             raise OutputError(f"holds the saved steps of an interrupted run "
-                              f"({self._stem(key)}, pid {_record(path).get('pid', '?')})",
+                              f"({self._stem(key)}, pid {record_of(path).get('pid', '?')})",
                               path=self.seg_dir, hint="analyze them, move them away or "
                                                       "give this run another --out")
         self._progress[key] = fd
         self._pid = os.getpid()
+        if self.journaling and key not in self._journals:  # (mapped now, not in a step)
+            with contextlib.suppress(OSError):  # (tried again at the first entry)
+                self._journals[key] = JournalWriter(self._journal_path(key))
         with contextlib.suppress(OSError, ValueError):  # a full disk must not stop the job
             os.posix_fallocate(fd, 0, _RECORD_BYTES)  # (its block reserved: no SIGBUS)
             os.ftruncate(fd, _RECORD_BYTES)
@@ -222,6 +236,56 @@ class SegmentedTraceWriter:
             if len(self._rows[key]["rank"]) >= ROWS_LIMIT:
                 self._spill(key)
 
+    def write_records(self, columns: tuple[str, ...], records: list[tuple[Any, ...]]) -> None:
+        """Rows as tuples (``columns``, the first ``rank``): :meth:`write_rows` without a
+        list per column, each step's few rows (a session's own) a tuple each. The list is
+        kept (the caller hands it over)."""
+        if not records:
+            return
+        key = None if self.single else records[0][0]
+        if not self.single and any(r[0] != key for r in records):  # several ranks
+            by: dict[int, list[tuple[Any, ...]]] = {}
+            for r in records:
+                by.setdefault(r[0], []).append(r)
+            for rows in by.values():
+                self.write_records(columns, rows)
+            return
+        if key not in self._progress:
+            self.claim(key)
+        pend = self._recs.get(key)
+        if pend is not None and pend[0] != columns:  # (the pending ones to the segment first)
+            self._spill_records(key)
+            pend = None
+        if pend is None:
+            self._recs[key] = (columns, list(records))
+        else:
+            pend[1].extend(records)
+        if self.journaling:
+            new = self._recs_new.get(key)
+            if new is None:
+                self._recs_new[key] = records
+            else:
+                new.extend(records)
+        if len(self._recs[key][1]) >= ROWS_LIMIT:
+            self._spill_records(key)
+
+    def _spill_records(self, key: int | None) -> None:
+        """:meth:`_spill` of ``key``'s pending tuples."""
+        got = self._recs.pop(key, None)
+        fresh = self._recs_new.pop(key, ())
+        if not got:
+            return
+        columns, recs = got
+        done = len(recs) - len(fresh)
+        w = self._writer(key)
+        if done:
+            w.write(to_table(_columns(columns, recs[:done])))
+        if len(recs) > done:
+            table = to_table(_columns(columns, recs[done:]))
+            w.write(table)
+            if self.journaling:
+                self._new.setdefault(key, []).append(table)
+
     def _spill(self, key: int | None) -> None:
         """``key``'s pending rows into its open segment; those not journaled yet also go to
         its next journal entry (as a table)."""
@@ -245,9 +309,12 @@ class SegmentedTraceWriter:
         :class:`OutputError` when the journal cannot be written (journaling stops)."""
         if not self.journaling:
             return
-        keys = [k for k in dict.fromkeys([*self._new, *self._rows])
-                if self._new.get(k) or len(self._rows.get(k, {}).get("rank", ())) >
-                self._rows_journaled.get(k, 0)]
+        if not self._new and not self._rows:  # (a session's step: its own rows only)
+            keys = list(self._recs_new)
+        else:
+            keys = [k for k in dict.fromkeys([*self._new, *self._rows, *self._recs_new])
+                    if self._new.get(k) or k in self._recs_new or
+                    len(self._rows.get(k, {}).get("rank", ())) > self._rows_journaled.get(k, 0)]
         try:
             for key in keys:
                 self._journal_key(key, step)
@@ -260,13 +327,15 @@ class SegmentedTraceWriter:
     def _journal_key(self, key: int | None, step: int) -> None:
         j = self._journals.get(key)
         if j is None:
-            j = self._journals[key] = JournalWriter(self.seg_dir / f".{self._stem(key)}.journal")
+            j = self._journals[key] = JournalWriter(self._journal_path(key))
         rows = self._rows.get(key)
         done = self._rows_journaled.get(key, 0)
         if rows and done:
             rows = {c: v[done:] for c, v in rows.items()}
+        recs = self._recs_new.pop(key, None)
         j.append(self._segment_no(key), lambda: self._meta(key).to_kv(), step,
-                 self._new.pop(key, ()), rows or None)
+                 self._new.pop(key, ()), rows if rows and rows["rank"] else None,
+                 (self._recs[key][0], recs) if recs else None)
         self._rows_journaled[key] = len(self._rows.get(key, {}).get("rank", ()))
 
     def _drop_journals(self, remove: bool) -> None:
@@ -281,6 +350,8 @@ class SegmentedTraceWriter:
             self.meta = meta
         for key in list(self._rows):
             self._spill(key)
+        for key in list(self._recs):
+            self._spill_records(key)
         self._new.clear()
         for key, w in list(self._open.items()):
             w.close(self._meta(key))
@@ -321,6 +392,8 @@ class SegmentedTraceWriter:
             w.abort()
         self._open.clear()
         self._rows.clear()
+        self._recs.clear()
+        self._recs_new.clear()
         self._new.clear()
         self._drop_journals(remove=True)  # what it journaled was dropped with them
         self._release(remove=False)
@@ -328,6 +401,10 @@ class SegmentedTraceWriter:
 
 
 _RECORD_BYTES = 128
+
+
+def _columns(columns: tuple[str, ...], recs: list[tuple[Any, ...]]) -> Rows:
+    return dict(zip(columns, map(list, zip(*recs, strict=True)), strict=True))
 
 
 def _extend(pend: Rows, part: Rows) -> None:
@@ -344,73 +421,12 @@ def _extend(pend: Rows, part: Rows) -> None:
             col.extend([None] * (had + n - len(col)))
 
 
-def _record(path: Path) -> dict[str, Any]:
-    """A progress file's record ({} if unreadable: written by a run that died mid-write, its
-    CRC-32 not that of its text)."""
-    try:
-        text, _, crc = path.read_bytes().partition(b"\n")
-        if crc.strip() and crc.split(b"\n", 1)[0] != b"%08x" % zlib.crc32(text):
-            return {}
-        rec = json.loads(text.decode("utf-8", "replace").strip() or "{}")
-    except (OSError, ValueError):
-        return {}
-    return rec if isinstance(rec, dict) else {}
+def _journaled(journal: Path) -> bool:
+    """Whether a journal holds a step (one is mapped from the start: empty until then)."""
+    got = read(journal) if journal.exists() else None
+    return got is not None and bool(got.steps)
 
 
 def _segments_of(d: Path, key: int | None) -> list[Path]:
     stem = "seg" if key is None else f"rank-{key:05d}"
     return sorted(d.glob(f"{stem}.seg-*.parquet"))
-
-
-def progress_dir(path: str | os.PathLike[str]) -> Path | None:
-    """Where the progress files of a trace at ``path`` are (the directory, or the
-    ``.partial`` directory of a ``.parquet`` path), None when there is none."""
-    p = Path(path)
-    if p.suffix == ".parquet" or p.is_file():
-        part = p.with_name(p.name + ".partial")
-        return part if part.is_dir() else None
-    return p if p.is_dir() else None
-
-
-def interrupted(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The ranks of a profiled run at ``path`` that did not close: per rank its ``rank``,
-    ``pid``, ``steps`` (completed steps the monitor saw: every one is saved, in segments and
-    the journal, unless a write failed) and ``running`` (the writer is alive)."""
-    d = progress_dir(path)
-    if d is None:
-        return []
-    out = []
-    for f in sorted(d.glob(".*.progress")):
-        rec = _record(f)
-        out.append({"rank": rec.get("rank"), "pid": rec.get("pid"),
-                    "steps": rec.get("steps"), "running": bool(_holder(f))})
-    return out
-
-
-def busy(path: str | os.PathLike[str]) -> str | None:
-    """Why a new profiled run must not write to ``path`` (another run is writing there, or
-    an interrupted one left its steps), or None."""
-    for rec in interrupted(path):
-        what = "is being written by a running" if rec["running"] else \
-            "holds the saved steps of an interrupted"
-        return f"{what} hermes profile run (pid {rec['pid']}, rank {rec['rank']})"
-    return None
-
-
-def interrupted_note(path: str | os.PathLike[str]) -> str | None:
-    """One line saying how far an interrupted (or still running) profiled run got, or None
-    (a killed run's journals are recovered first: :func:`hermes.trace.journal.recover`)."""
-    recs = interrupted(path)
-    if not recs:
-        return None
-    d = progress_dir(path)
-    lost = recover(d) if d is not None and journals(d) else []
-    running = [r for r in recs if r["running"]]
-    reached = ", ".join(f"rank {r['rank'] if r['rank'] is not None else 0} "
-                        f"{r['steps']} step(s)" for r in recs[:8])
-    more = f" and {len(recs) - 8} more rank(s)" if len(recs) > 8 else ""
-    state = "is still running" if running else "was interrupted (killed before it closed)"
-    saved = "the trace holds every step saved by then (each one as it completed)" if not lost \
-        else (f"the steps journaled since the last save of {len(lost)} rank(s) cannot be read "
-              f"here ({lost[0].parent} is not writable: copy it and read the copy)")
-    return f"the profiled run {state}; the monitor saw {reached}{more} completed: {saved}"
