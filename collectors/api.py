@@ -215,7 +215,8 @@ class Recording:
                     (self.gc_ns, self.gc_count, self.data_wait_ns)
                 self.gc_ns = self.data_wait_ns = self.gc_count = 0
                 self.monitor.step(info, detailed, gc[0], gc[1], gc[2])
-                self.fine.progress(rank, info.step)  # how far the run got, even if it dies
+                # how far the run got, even if it dies (counted by the journal entry next)
+                self.fine.progress(rank, info.step, not self._journaling)
             else:
                 self.monitor.step(info, detailed, x.get("gc_ns"), x.get("gc_count"),
                                   x.get("data_wait_ns"))

@@ -132,11 +132,12 @@ class FineCollector:
     def on_step(self, info: StepInfo) -> None:
         self.steps_seen += 1
 
-    def progress(self, rank: int, step: int) -> None:
+    def progress(self, rank: int, step: int, store: bool = True) -> None:
         """Note that ``rank`` completed step ``step`` (segmented writers: a progress file a
-        reader of a killed run's segments finds; see ``hermes.trace.segments``)."""
+        reader of a killed run's segments finds; see ``hermes.trace.segments``; ``store``
+        False: counted by the step's journal entry, :meth:`journal` next)."""
         if self._segmented and not self.closed:
-            self._writer.progress(rank, step)  # type: ignore[union-attr]
+            self._writer.progress(rank, step, store)  # type: ignore[union-attr]
 
     def journal(self, step: int) -> None:
         """Journal what was recorded since the last step (segmented writers: see

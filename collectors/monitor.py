@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hermes.hooks import EventBatch, StepInfo
+from hermes.trace.journal_rows import ROW_COLUMNS
 
 #: Counter name -> unit (stored in ``args.unit``).
 COUNTERS: dict[str, str] = {
@@ -52,9 +53,9 @@ COUNTERS: dict[str, str] = {
 _ARGS = {name: json.dumps({"unit": unit, "source": "monitor"}) for name, unit in COUNTERS.items()}
 _QUEUE_ARGS = json.dumps({"unit": "items", "source": "monitor"})
 _STEP_LANE = "steps"
-#: the columns of the monitor's rows (and of a session's own: ``collectors/api.py``)
-COLUMNS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "flops",
-           "bytes", "value", "args")
+#: the columns of the monitor's rows (and of a session's own: ``collectors/api.py``), those
+#: the journal stores in its binary row format
+COLUMNS = ROW_COLUMNS
 _COUNTER_LANE = "monitor"
 
 

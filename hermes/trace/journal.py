@@ -18,10 +18,10 @@ segment the checkpoint would have written, under the same name.
   ``HRMSJNL1`` | pid u64 | segment number u64 | metadata length u64 | the segment's metadata
   (JSON of ``TraceMeta.to_kv()``), zero-padded to 8 bytes (its magic stored last, after
   being zeroed first);
-* one entry per completed step: ``HJE1`` u32 0 | segment u64 | entry number u64 (1, 2, ...) |
+* one entry per completed step: ``HJE1`` | steps u32 (how many the rank completed so far) |
+  segment u64 | entry number u64 (1, 2, ...) |
   step i64 | rows length u64 | IPC length u64, then the rows (the session's own rows, not yet
-  Arrow, as JSON: an object column -> values, or a list of such objects and of row-major
-  parts ``[[column, ...], [value, ...], ...]``), the Arrow IPC stream of the producers' tables (all-null
+  Arrow: binary rows and JSON, ``hermes.trace.journal_rows``), the Arrow IPC stream of the producers' tables (all-null
   columns left out) and a trailer ``HJC1`` u32 0 | segment u64 | entry number u64, stored
   last;
 * after the last entry: zeros, or what earlier segments' entries left there.
@@ -43,6 +43,7 @@ import json
 import mmap
 import os
 import struct
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,23 +52,18 @@ from typing import Any
 import pyarrow as pa
 
 from hermes.errors import HermesError
+from hermes.trace.journal_rows import ROW_COLUMNS, body_of, rows_of  # noqa: F401
 from hermes.trace.meta import TraceMeta
 
 MAGIC = b"HRMSJNL1"
 _HEAD = struct.Struct("<8sQQQ")  # magic, pid, segment, metadata length
-_ENTRY = struct.Struct("<4sIQQqQQ")  # magic, 0, segment, entry, step, rows length, IPC length
+_ENTRY = struct.Struct("<4sIQQqQQ")  # magic, steps, segment, entry, step, rows len, IPC len
 _TRAIL = struct.Struct("<4sIQQ")  # magic, 0, segment, entry
 _E, _T = b"HJE1", b"HJC1"
 _SLACK = 1 << 16  # IPC bytes beyond the tables' buffers (schema, dictionaries, padding)
 _SPARSE_ROWS = 4096  # from this many rows a step's all-null columns are left out (bytes)
 _IPC = pa.ipc.IpcWriteOptions()
 CHUNK = 1 << 20  # the journal's first size; it doubles when an entry does not fit
-#: the columns of rows journaled in the binary row format (a session's own rows)
-ROW_COLUMNS = ("rank", "lane", "lane_kind", "kind", "name", "ts_ns", "dur_ns", "step", "flops",
-               "bytes", "value", "args")
-_ROW = struct.Struct("<qIIIIqqqdqdIB")  # ROW_COLUMNS, strings by number, then null bits
-_RECS = struct.Struct("<4sIII")  # magic, new strings, rows, JSON length
-_R, _NONE, _LEN = b"HJR1", 0xFFFFFFFF, struct.Struct("<I")
 _ZEROS = bytes(8)
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # pages mapped at once, not faulted in one by one
 
@@ -123,11 +119,13 @@ class JournalWriter:
 
     def append(self, segment: int, meta_kv: Callable[[], dict[str, str]], step: int,
                tables: Sequence[pa.Table], rows: dict[str, list[Any]] | None,
-               records: tuple[Sequence[str], list[tuple[Any, ...]]] | None = None) -> None:
+               records: tuple[Sequence[str], list[tuple[Any, ...]]] | None = None,
+               steps: int = 0) -> None:
         """One completed step's new events (for ``segment``: the segment the next checkpoint
         publishes): producers' ``tables``, the session's ``rows`` (column -> values) and
-        ``records`` (columns, a tuple a row); an ``OSError`` when the journal cannot grow
-        (the disk is full)."""
+        ``records`` (columns, a tuple a row); ``steps``: how many the rank completed so far
+        (:func:`steps_of`); an ``OSError`` when the journal cannot grow (the disk is
+        full)."""
         pos = self.offset
         head = b""
         strings = self._strings
@@ -136,7 +134,7 @@ class JournalWriter:
             head = _HEAD.pack(MAGIC, os.getpid(), segment, len(meta)) + meta + \
                 b"\0" * (-len(meta) % 8)
             pos, strings = 0, {}
-        body, fresh = _body(rows, records, strings)
+        body, fresh = body_of(rows, records, strings)
         ipc = self._ipc(tables) if tables else b""
         entry = self.entries + 1 if head == b"" else 1
         start = pos + len(head)
@@ -151,7 +149,8 @@ class JournalWriter:
             m[8:start] = head[8:]
             m[0:8] = MAGIC
             self.segment, self.entries = segment, 0
-        m[start:at] = _ENTRY.pack(_E, 0, segment, entry, step, len(body), len(ipc))
+        m[start:at] = _ENTRY.pack(_E, steps & 0xFFFFFFFF, segment, entry, step, len(body),
+                                  len(ipc))
         if body:
             m[at:at + len(body)] = body
         if ipc:
@@ -192,48 +191,6 @@ class JournalWriter:
         if remove:
             with contextlib.suppress(OSError):
                 self.path.unlink()
-
-
-def _body(rows: dict[str, list[Any]] | None,
-          records: tuple[Sequence[str], list[tuple[Any, ...]]] | None,
-          strings: dict[str, int]) -> tuple[bytes, dict[str, int] | None]:
-    """An entry's rows: ``records`` of :data:`ROW_COLUMNS` in the binary row format (JSON
-    would cost a step ~25 us more), ``rows`` and other records as JSON; and the strings the
-    entry numbers (their numbers follow ``strings``')."""
-    text = json.dumps(rows, separators=(",", ":")).encode() if rows else b""
-    if not records or not records[1]:
-        return (b"[%s]" % text if text else b""), None
-    columns, recs = records
-    if tuple(columns) == ROW_COLUMNS:
-        fresh: dict[str, int] = {}
-        base = len(strings)
-
-        def sid(s: Any) -> int:
-            i = strings.get(s)
-            if i is None:
-                i = fresh.get(s)
-                if i is None:
-                    if s is None:
-                        return _NONE
-                    if type(s) is not str:
-                        raise TypeError("not a string")
-                    i = fresh[s] = base + len(fresh)
-            return i
-        try:
-            pack = _ROW.pack
-            out = [pack(rank, sid(lane), sid(lk), sid(kind), sid(name), ts, dur, st,
-                        0.0 if fl is None else fl, 0 if nb is None else nb,
-                        0.0 if v is None else v, sid(args),
-                        (fl is None) | (nb is None) << 1 | (v is None) << 2)
-                   for rank, lane, lk, kind, name, ts, dur, st, fl, nb, v, args in recs]
-        except (TypeError, ValueError, OverflowError, struct.error):
-            pass  # a value the format does not hold: JSON
-        else:
-            new = [s.encode() for s in fresh]
-            return b"".join([_RECS.pack(_R, len(new), len(out), len(text)),
-                             *(_LEN.pack(len(b)) + b for b in new), *out, text]), fresh
-    part = json.dumps([list(columns), *recs]).encode()
-    return (b"[%s,%s]" % (text, part) if text else b"[%s]" % part), None
 
 
 def _reserve(fd: int, size: int) -> None:
@@ -306,7 +263,7 @@ def parse(raw: bytes) -> Journal | None:
             break
         body = bytes(data[pos + _ENTRY.size: pos + _ENTRY.size + nrows])
         try:
-            parts, new = _entry_rows(body, strings)
+            parts, new = rows_of(body, strings)
             table = pa.ipc.open_stream(pa.py_buffer(data[end - nipc: end])).read_all() \
                 if nipc else None
         except (ValueError, TypeError, IndexError, struct.error, OSError, pa.ArrowException):
@@ -323,64 +280,81 @@ def parse(raw: bytes) -> Journal | None:
     return out
 
 
-def _entry_rows(body: bytes, strings: list[str]) -> tuple[list[dict[str, list[Any]]],
-                                                          list[str]]:
-    """An entry's rows as parts column -> values, and the strings it numbers after
-    ``strings``: binary rows (:func:`_body`) then JSON, or JSON alone."""
-    if not body.startswith(_R):
-        return _row_parts(json.loads(body) if body else None), []
-    _, ns, nr, nj = _RECS.unpack_from(body, 0)
-    at, new = _RECS.size, []
-    for _ in range(ns):
-        (n,) = _LEN.unpack_from(body, at)
-        new.append(body[at + _LEN.size: at + _LEN.size + n].decode())
-        at += _LEN.size + n
-    stop = at + nr * _ROW.size
-    if stop + nj != len(body):
-        raise ValueError("an entry's rows of another length than it says")
-    table = [*strings, *new]
-    cols: list[list[Any]] = [[] for _ in ROW_COLUMNS]
-    (rank, lane, lk, kind, name, ts, dur, step, flops, nbytes, value, args) = cols
-    for r in _ROW.iter_unpack(body[at:stop]):
-        rank.append(r[0])
-        lane.append(table[r[1]])
-        lk.append(table[r[2]])
-        kind.append(table[r[3]])
-        name.append(table[r[4]])
-        ts.append(r[5])
-        dur.append(r[6])
-        step.append(r[7])
-        flops.append(None if r[12] & 1 else r[8])
-        nbytes.append(None if r[12] & 2 else r[9])
-        value.append(None if r[12] & 4 else r[10])
-        args.append(None if r[11] == _NONE else table[r[11]])
-    parts = [dict(zip(ROW_COLUMNS, cols, strict=True))] if nr else []
-    return parts + (_row_parts(json.loads(body[stop:])) if nj else []), new
-
-
-def _row_parts(body: Any) -> list[dict[str, list[Any]]]:
-    """Rows as column -> values: one such object, or a list of them and of row-major parts
-    ``[columns, row, row, ...]``."""
-    if body is None:
-        return []
-    out = []
-    for part in [body] if isinstance(body, dict) else body:
-        if isinstance(part, dict):
-            out.append(part)
-            continue
-        columns, rows = part[0], part[1:]
-        if not all(isinstance(r, list) and len(r) == len(columns) for r in rows):
-            raise ValueError("a row of another length than its columns")
-        out.append({str(c): [r[i] for r in rows] for i, c in enumerate(columns)})
-    return out
-
-
 def _begun(magic: bytes, ours: bool) -> bool:
     """Whether the 4 bytes where an entry would start hold the start of one: the entry
     magic cut short (zeros after it), or whole and, ``ours``, of this segment."""
     k = next((i for i, (a, b) in enumerate(zip(magic, _E, strict=False)) if a != b),
              min(len(magic), 4))
     return (k == 4 and ours) or (0 < k < 4 and not any(magic[k:]))
+
+
+def steps_of(path: Path) -> tuple[int, int] | None:
+    """(pid, steps) of the journal's last complete entry: how many steps its writer had
+    completed (the progress file is not stored while entries are); None without one. Reads
+    the entries' headers and trailers only."""
+    try:
+        data = memoryview(path.read_bytes())
+    except OSError:
+        return None
+    if len(data) < _HEAD.size:
+        return None
+    magic, pid, segment, n = _HEAD.unpack_from(data, 0)
+    pos, got, entries = _HEAD.size + n + (-n % 8), None, 0
+    while magic == MAGIC and pos + _ENTRY.size <= len(data):
+        e, steps, seg, entry, _, nrows, nipc = _ENTRY.unpack_from(data, pos)
+        end = pos + _ENTRY.size + nrows + nipc
+        if e != _E or seg != segment or entry != entries + 1 or end + _TRAIL.size > len(
+                data) or _TRAIL.unpack_from(data, end) != (_T, 0, segment, entry):
+            break
+        got, entries, pos = (pid, steps), entry, end + _TRAIL.size
+    return got
+
+
+RECORD_BYTES = 128
+
+
+def record_line(rank: int | None, pid: int, steps: int, last_step: int) -> bytes:
+    """A progress file's record as stored (``hermes.trace.progress``): its JSON, its CRC-32, padded to :data:`RECORD_BYTES`."""
+    text = (f'{{"rank": {"null" if rank is None else rank}, "pid": {pid}, '
+            f'"steps": {steps}, "last_step": {last_step}}}').encode()
+    return (b"%s\n%08x\n" % (text, zlib.crc32(text))).ljust(RECORD_BYTES)
+
+
+def keep_count(progress: Path, journal: Path) -> None:
+    """Before a dead writer's journal is removed, the count its last entry carries into its
+    progress file (where that holds less)."""
+    got = steps_of(journal)
+    if got is None:
+        return
+    rec = record_of(progress)
+    steps = rec.get("steps")
+    if rec.get("pid") not in (None, got[0]) or (isinstance(steps, int) and steps >= got[1]):
+        return
+    rank = rec.get("rank")
+    try:
+        fd = os.open(progress, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.pwrite(fd, record_line(rank if isinstance(rank, int) else None, got[0], got[1],
+                                  rec.get("last_step", -1)), 0)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def record_of(path: Path) -> dict[str, Any]:
+    """A progress file's record ({} if unreadable: written by a run that died mid-write, its
+    CRC-32 not that of its text)."""
+    try:
+        text, _, crc = path.read_bytes().partition(b"\n")
+        if crc.strip() and crc.split(b"\n", 1)[0] != b"%08x" % zlib.crc32(text):
+            return {}
+        rec = json.loads(text.decode("utf-8", "replace").strip() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
 
 
 def journals(directory: Path) -> list[Path]:
@@ -425,6 +399,7 @@ def recover(directory: Path) -> list[Path]:
                 except (HermesError, OSError, ValueError, TypeError):
                     left.append(j)
                     continue
+        keep_count(directory / f".{stem}.progress", j)  # (how far it got: the journal's)
         with contextlib.suppress(OSError):
             j.unlink()
     return left

@@ -3,34 +3,28 @@ each rank of a run that did not close got, and whether its writer is still alive
 
 A progress file (``.rank-00003.progress``) holds one record, ``{"rank": 3, "pid": ...,
 "steps": N, "last_step": S}`` and, on the next line, the CRC-32 of that text (8 hex digits):
-the writer stores it in place at every step through a shared mapping, so a record a death
-cut short is told by its CRC (and read as unknown). The writer holds the file's ``flock``
-while it runs.
+the writer stores it in place through a shared mapping, so a record a death cut short is
+told by its CRC (and read as unknown); while it journals each step, the journal's last
+complete entry carries the count instead (``hermes.trace.journal.steps_of``). The writer
+holds the file's ``flock`` while it runs.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import zlib
 from pathlib import Path
 from typing import Any
 
 from hermes.trace.journal import held as _holder
-from hermes.trace.journal import journals, recover
-
-
-def record_of(path: Path) -> dict[str, Any]:
-    """A progress file's record ({} if unreadable: written by a run that died mid-write, its
-    CRC-32 not that of its text)."""
-    try:
-        text, _, crc = path.read_bytes().partition(b"\n")
-        if crc.strip() and crc.split(b"\n", 1)[0] != b"%08x" % zlib.crc32(text):
-            return {}
-        rec = json.loads(text.decode("utf-8", "replace").strip() or "{}")
-    except (OSError, ValueError):
-        return {}
-    return rec if isinstance(rec, dict) else {}
+from hermes.trace.journal import (  # noqa: F401 - (the record's helpers live there)
+    RECORD_BYTES,
+    journals,
+    keep_count,
+    record_line,
+    record_of,
+    recover,
+    steps_of,
+)
 
 
 def progress_dir(path: str | os.PathLike[str]) -> Path | None:
@@ -53,8 +47,13 @@ def interrupted(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     out = []
     for f in sorted(d.glob(".*.progress")):
         rec = record_of(f)
+        steps = rec.get("steps")
+        got = steps_of(f.with_name(f.name[: -len(".progress")] + ".journal"))
+        if got is not None and rec.get("pid") in (None, got[0]) and (
+                not isinstance(steps, int) or got[1] > steps):  # counted by its last entry
+            steps = got[1]
         out.append({"rank": rec.get("rank"), "pid": rec.get("pid"),
-                    "steps": rec.get("steps"), "running": bool(_holder(f))})
+                    "steps": steps, "running": bool(_holder(f))})
     return out
 
 

@@ -15,10 +15,12 @@ Where segments live, so that what a crash leaves is itself a valid trace:
   own (readers read it in place of the missing ``out``) until the clean close writes ``out``.
 
 Beside the segments, a progress file per rank (``.rank-00003.progress``, ``.seg.progress``)
-holds the number of the last step the rank completed, rewritten in place at every step (a
-store into a shared mapping of the file: in the page cache, no system call; a line with the
-record's CRC-32 after it, so a record a death cut short is never read), so a reader of what
-a killed run left can say how far it got (:func:`interrupted`). The writer holds an advisory lock (``flock``) on it while it runs: the
+holds the number of the last step the rank completed, rewritten in place (a store into a
+shared mapping of the file: in the page cache, no system call; a line with the record's
+CRC-32 after it, so a record a death cut short is never read) at every step that its journal
+entry does not count already (each entry carries the count: the record is stored at a
+checkpoint, and at every step while nothing is journaled), so a reader of what a killed run
+left can say how far it got (:func:`interrupted`, ``hermes/trace/progress.py``). The writer holds an advisory lock (``flock``) on it while it runs: the
 kernel drops it when the process dies, however it dies, so a reader tells a run still
 writing from one that was killed, and a second run aimed at the same rank of the same output
 is refused (:class:`hermes.errors.OutputError`) instead of mixing its steps with the first's.
@@ -36,7 +38,6 @@ import fcntl
 import mmap
 import os
 import shutil
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,10 +50,12 @@ from hermes.trace.journal import JournalWriter, read
 from hermes.trace.journal import held as _holder
 from hermes.trace.meta import TraceMeta
 from hermes.trace.progress import (  # noqa: F401 - (readers import them from here)
+    RECORD_BYTES,
     busy,
     interrupted,
     interrupted_note,
     progress_dir,
+    record_line,
     record_of,
 )
 from hermes.trace.writer import DEFAULT_ROW_GROUP_ROWS, TraceWriter, by_rank, to_table
@@ -87,6 +90,7 @@ class SegmentedTraceWriter:
         self._records: dict[int | None, mmap.mmap] = {}  # key -> its progress file, mapped
         self._pid = os.getpid()
         self._steps: dict[int | None, int] = {}
+        self._last: dict[int | None, int] = {}  # key -> the last step it completed
         #: journal each completed step (:meth:`journal`); off after a failed write
         self.journaling = journal
         self._journals: dict[int | None, JournalWriter] = {}
@@ -140,23 +144,34 @@ class SegmentedTraceWriter:
         self.progress(key, -1)
         return fd
 
-    def progress(self, key: int | None, step: int) -> None:
+    def progress(self, key: int | None, step: int, store: bool = True) -> None:
         """Note that ``key`` (a rank; any for a single file) completed step ``step``; -1:
-        only claim it (:meth:`claim`)."""
+        only claim it (:meth:`claim`). ``store=False``: only counted, when the caller
+        journals the step next (:meth:`journal`: its entry carries the count; a checkpoint
+        or a failed journal stores the record)."""
         key = None if self.single else key
         rec = self._records.get(key)
         if rec is None and key not in self._progress:
             self.claim(key)
             rec = self._records.get(key)
-        steps = self._steps[key] = self._steps.get(key, 0) + (step >= 0)
-        text = (f'{{"rank": {"null" if key is None else key}, "pid": {self._pid}, '
-                f'"steps": {steps}, "last_step": {step}}}').encode()
-        line = b"%s\n%08x\n" % (text, zlib.crc32(text))
+        self._steps[key] = self._steps.get(key, 0) + (step >= 0)
+        self._last[key] = step
+        if store:
+            self._store(key, rec)
+
+    def _store(self, key: int | None, rec: mmap.mmap | None) -> None:
+        """``key``'s progress record, as counted, into its file."""
+        line = record_line(key, self._pid, self._steps.get(key, 0), self._last.get(key, -1))
         if rec is not None:
-            rec[0:_RECORD_BYTES] = line.ljust(_RECORD_BYTES)
+            rec[0:_RECORD_BYTES] = line
         else:  # (not mapped: the file system refused) one write
             with contextlib.suppress(OSError):
-                os.pwrite(self._progress[key], line.ljust(_RECORD_BYTES), 0)
+                os.pwrite(self._progress[key], line, 0)
+
+    def _store_progress(self) -> None:
+        """Every claimed key's progress record, as counted (see :meth:`progress`)."""
+        for key in self._progress:
+            self._store(key, self._records.get(key))
 
     def _release(self, remove: bool) -> None:
         for rec in self._records.values():
@@ -308,6 +323,7 @@ class SegmentedTraceWriter:
         completed), so that a death before the next checkpoint keeps it. An
         :class:`OutputError` when the journal cannot be written (journaling stops)."""
         if not self.journaling:
+            self._store_progress()
             return
         if not self._new and not self._rows:  # (a session's step: its own rows only)
             keys = list(self._recs_new)
@@ -315,12 +331,16 @@ class SegmentedTraceWriter:
             keys = [k for k in dict.fromkeys([*self._new, *self._rows, *self._recs_new])
                     if self._new.get(k) or k in self._recs_new or
                     len(self._rows.get(k, {}).get("rank", ())) > self._rows_journaled.get(k, 0)]
+        for key in self._progress:  # (a rank with no entry this step: its record)
+            if key not in keys:
+                self._store(key, self._records.get(key))
         try:
             for key in keys:
                 self._journal_key(key, step)
         except OSError as exc:
             self.journaling = False
             self._drop_journals(remove=True)
+            self._store_progress()  # (the counts the journal would have carried)
             raise OutputError(f"cannot write the step journal: {exc.strerror or exc}",
                               path=self.seg_dir) from None
 
@@ -335,7 +355,7 @@ class SegmentedTraceWriter:
         recs = self._recs_new.pop(key, None)
         j.append(self._segment_no(key), lambda: self._meta(key).to_kv(), step,
                  self._new.pop(key, ()), rows if rows and rows["rank"] else None,
-                 (self._recs[key][0], recs) if recs else None)
+                 (self._recs[key][0], recs) if recs else None, self._steps.get(key, 0))
         self._rows_journaled[key] = len(self._rows.get(key, {}).get("rank", ()))
 
     def _drop_journals(self, remove: bool) -> None:
@@ -348,6 +368,7 @@ class SegmentedTraceWriter:
         (the journal's entries are redundant then: the next one starts it over)."""
         if meta is not None:
             self.meta = meta
+        self._store_progress()
         for key in list(self._rows):
             self._spill(key)
         for key in list(self._recs):
@@ -400,7 +421,7 @@ class SegmentedTraceWriter:
         self._closed = True
 
 
-_RECORD_BYTES = 128
+_RECORD_BYTES = RECORD_BYTES
 
 
 def _columns(columns: tuple[str, ...], recs: list[tuple[Any, ...]]) -> Rows:

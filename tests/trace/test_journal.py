@@ -435,3 +435,31 @@ def test_a_sessions_rows_as_tuples_go_in_the_binary_row_format_and_come_back(
     again = read(j.path)
     assert again.segment == 3 and again.rows == [
         dict(zip(ROW_COLUMNS, map(list, zip(*_records(7)))))]
+
+
+def test_while_steps_are_journaled_their_entries_carry_the_count(tmp_path: Path) -> None:
+    """progress(store=False) then journal(): no progress record is stored a step (the
+    entry carries the count); readers count from the last complete entry, recovery writes
+    it into the progress file before removing the journal, and a checkpoint stores it."""
+    from hermes.trace.segments import interrupted
+
+    w = SegmentedTraceWriter(tmp_path / "tr", META)
+    for s in range(5):
+        w.progress(0, s, store=False)
+        w.write_rows(_rows(s))
+        w.journal(s)
+    path = tmp_path / "tr" / ".rank-00000.progress"
+    assert b'"steps": 0,' in path.read_bytes()  # (as claimed)
+    assert interrupted(tmp_path / "tr")[0]["steps"] == 5
+    w.checkpoint()
+    assert b'"steps": 5,' in path.read_bytes()
+    w.progress(0, 5, store=False)
+    w.write_rows(_rows(5))
+    w.journal(5)
+    w._release(remove=False)  # dies: the lock goes
+    assert interrupted(tmp_path / "tr")[0]["steps"] == 6
+    assert _loaded(tmp_path / "tr")[("step", 5)] == 1  # (recovered: the journal removed)
+    assert not (tmp_path / "tr" / ".rank-00000.journal").exists()
+    assert b'"steps": 6,' in path.read_bytes()
+    assert interrupted(tmp_path / "tr") == [{"rank": 0, "pid": PID, "steps": 6,
+                                              "running": False}]
