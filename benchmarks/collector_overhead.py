@@ -156,19 +156,22 @@ def _step_events(n: int, step: int) -> Any:
         "args": [f'{{"shape": [[{k % 64}, 1024], [1024, 4096]]}}' for k in range(n)]})
 
 
-def _monitor_rows(step: int) -> dict[str, list[Any]]:
-    """The monitor's rows of one step (the step, two host counters)."""
+def _monitor_rows(step: int) -> list[tuple[Any, ...]]:
+    """The monitor's rows of one step (the step, two host counters), as a session hands them
+    over (tuples of ``hermes.trace.journal_rows.ROW_COLUMNS``)."""
     t = step * 50_000_000
-    return {"rank": [0] * 3, "lane": ["hermes.steps", "hermes.counters", "hermes.counters"],
-            "lane_kind": ["host", "counter", "counter"], "kind": ["step", "counter", "counter"],
-            "name": ["step", "host_cpu_pct", "host_rss_bytes"], "ts_ns": [t, t + 1, t + 1],
-            "dur_ns": [49_000_000, 0, 0], "step": [step] * 3, "value": [None, 98.0, 2.0e9],
-            "args": [None, '{"unit": "%"}', '{"unit": "B"}']}
+    return [(0, "steps", "host", "step", "step", t, 49_000_000, step, None, None, None, None),
+            (0, "monitor", "counter", "counter", "host_cpu_pct", t + 1, 0, step, None, None,
+             98.0, '{"unit": "%"}'),
+            (0, "monitor", "counter", "counter", "host_rss_bytes", t + 1, 0, step, None, None,
+             2.0e9, '{"unit": "B"}')]
 
 
 def journal_cost(steps: int, sizes: tuple[int, ...] = (0, 1000, 20000), every: int = 20
                  ) -> None:
     """Print the step journal's cost per step (see the module doc)."""
+    from hermes.trace.journal import read
+    from hermes.trace.journal_rows import ROW_COLUMNS
     from hermes.trace.meta import TraceMeta
     from hermes.trace.segments import SegmentedTraceWriter
 
@@ -188,14 +191,15 @@ def journal_cost(steps: int, sizes: tuple[int, ...] = (0, 1000, 20000), every: i
                 if tables:
                     w.write(tables[s % len(tables)])
                 writes.append(time.perf_counter_ns() - t0)
-                w.write_rows(_monitor_rows(s))
+                w.write_records(ROW_COLUMNS, _monitor_rows(s))
                 if s % every == 0:
-                    w.checkpoint()  # the first step at once, then every ``every``
+                    w.checkpoint()  # the first step, then every ``every``
                     continue
                 t0 = time.perf_counter_ns()
                 w.journal(s)
                 (first if s < every else later).append(time.perf_counter_ns() - t0)
-            size = (Path(tmp) / "tr" / ".rank-00000.journal").stat().st_size / (every - 1)
+            got = read(Path(tmp) / "tr" / ".rank-00000.journal")  # (its entries, not its map)
+            size = (got.size if got else 0) / (every - 1)
             w.close()
         pool = later or first
         med = statistics.median(pool) / 1e3

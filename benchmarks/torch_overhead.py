@@ -12,9 +12,10 @@ any collector costs. ``auto`` leaves out the steps its trigger captured in detai
 
 ``hooks/step`` and ``hooks %``: the session's own time inside its step and event hooks per
 step (``collector.collector_ns / steps`` in each run's trace: what the collector itself
-measures, median over runs; every step of the run, so the first step's save -- a few ms,
-made at once -- is spread over them: use ``--steps`` of 100 or more) and that as a share of
-``none``'s CPU per step. A machine's
+measures, median over runs; every step of the run, so a save -- a few ms, the first one
+second after the start -- is spread over them: use ``--steps`` of 100 or more; auto's on
+its steps outside detail windows, ``collector.plain_ns / plain_steps``, the target being its
+cost there) and that as a share of ``none``'s CPU per step. A machine's
 noise moves the paired ratios by several percent between runs; this figure does not carry it,
 and it bounds the collector's cost from below (the garbage-collection callbacks, the
 DataLoader patch, the PyTorch profiler and the stack sampler's thread are outside it).
@@ -42,11 +43,14 @@ def _detailed(trace: Path) -> set[int]:
             for s in range(int(r["from_step"]), int(r["to_step"]) + 1)}
 
 
-def _hook_ns(trace: Path) -> float | None:
-    """The session's own time in its hooks per step, from the trace's metadata."""
+def _hook_ns(trace: Path, plain: bool = False) -> float | None:
+    """The session's own time in its hooks per step, from the trace's metadata (``plain``:
+    on the steps outside detail windows, ``collector.plain_ns / plain_steps``)."""
     import hermes
 
     c = hermes.load(trace, columns=["rank"]).meta.collector
+    if plain and c.get("plain_steps"):
+        return float(c["plain_ns"]) / int(c["plain_steps"])
     steps = int(c.get("steps") or 0)
     return float(c["collector_ns"]) / steps if steps and "collector_ns" in c else None
 
@@ -102,7 +106,7 @@ def _hooks() -> dict[str, list[float]]:
 
 def _note_hooks(hooks: dict[str, list[float]], variant: str, trace: Path) -> None:
     if variant != "none":
-        h = _hook_ns(trace)
+        h = _hook_ns(trace, plain=variant == "auto")
         if h is not None:
             hooks[variant].append(h)
 

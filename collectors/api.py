@@ -143,6 +143,7 @@ class Recording:
         self._shift_hi: int | None = None
         self.flush_steps = max(1, flush_steps)
         self._busy_ns = 0
+        self._plain = [0, 0]  # hook ns and steps of this rank's steps not captured in detail
         self._in_hook = False
         self._pending_signal: int | None = None
         self._old_handlers: dict[int, Any] = {}
@@ -240,6 +241,10 @@ class Recording:
                     self._drain_samples()
                 for listener in self.step_listeners:
                     listener()
+                if not (detailed or self.detail):  # (the monitor's cost: auto's outside
+                    # its detail windows, the boundaries that start one included in those)
+                    self._plain[0] += perf_counter_ns() - t0
+                    self._plain[1] += 1
         finally:
             self._leave_hook(t0)
 
@@ -282,6 +287,7 @@ class Recording:
         wall = max(1, t0 - self._t_start)
         collector = {"mode": self.mode, "overhead_pct": round(100.0 * self._busy_ns / wall, 4),
                      "collector_ns": self._busy_ns, "wall_ns": wall,
+                     "plain_ns": self._plain[0], "plain_steps": self._plain[1],
                      "flush_ns": perf_counter_ns() - t0, "steps": self.monitor.steps_seen,
                      "window": self.trigger.window if self.trigger else None,
                      "requests": self.trigger.requests if self.trigger else [],

@@ -82,7 +82,7 @@ class HostSampler:
 
     def __init__(self, interval_s: float = 0.2) -> None:
         self.interval_ns = int(interval_s * 1e9)
-        self._next = 0
+        self.next_ns = 0  #: when the next sample is due (before: :meth:`sample` reads none)
         self._cpu, self._wall = time.process_time_ns(), time.perf_counter_ns()
         self._statm: int | None = None
         self._proc: Any = None
@@ -98,9 +98,9 @@ class HostSampler:
                 self._proc = None
 
     def sample(self, now_ns: int) -> tuple[float | None, float | None]:
-        if now_ns < self._next:
+        if now_ns < self.next_ns:
             return None, None
-        self._next = now_ns + self.interval_ns
+        self.next_ns = now_ns + self.interval_ns
         cpu, wall = time.process_time_ns(), time.perf_counter_ns()
         pct = 100.0 * (cpu - self._cpu) / (wall - self._wall) if wall > self._wall else None
         self._cpu, self._wall = cpu, wall
@@ -182,8 +182,9 @@ class Monitor:
         rows.append((rank, _STEP_LANE, "host", "step", "step", start, dur, step, info.flops,
                      info.comm_bytes, None, None))
         self._counters(info, dur, end, rows)
-        if self._host is not None:
-            cpu, rss = self._host.sample(time.perf_counter_ns())
+        host = self._host
+        if host is not None and (now := time.perf_counter_ns()) >= host.next_ns:
+            cpu, rss = host.sample(now)
             if cpu is not None:
                 rows.append((rank, _COUNTER_LANE, "counter", "counter", "host_cpu_pct", end, 0,
                              step, None, None, cpu, _ARGS["host_cpu_pct"]))

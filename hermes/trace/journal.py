@@ -149,10 +149,8 @@ class JournalWriter:
             m[8:start] = head[8:]
             m[0:8] = MAGIC
             self.segment, self.entries = segment, 0
-        m[start:at] = _ENTRY.pack(_E, steps & 0xFFFFFFFF, segment, entry, step, len(body),
-                                  len(ipc))
-        if body:
-            m[at:at + len(body)] = body
+        m[start:at + len(body)] = _ENTRY.pack(_E, steps & 0xFFFFFFFF, segment, entry, step,
+                                              len(body), len(ipc)) + body  # (one store)
         if ipc:
             m[end - len(ipc):end] = ipc
         m[end:end + _TRAIL.size] = _TRAIL.pack(_T, 0, segment, entry)  # last: the entry is whole
@@ -220,6 +218,7 @@ class Journal:
     tables: list[pa.Table] = field(default_factory=list)
     rows: list[dict[str, list[Any]]] = field(default_factory=list)
     torn: bool = False  # an entry of this segment was cut short (the last one, by a death)
+    size: int = 0  # bytes the header and the complete entries take
 
 
 def read(path: Path) -> Journal | None:
@@ -277,6 +276,7 @@ def parse(raw: bytes) -> Journal | None:
         pos = end + _TRAIL.size
     else:  # what is left is shorter than an entry's header: the start of one, cut short?
         out.torn = _begun(bytes(data[pos: pos + 4]), True)
+    out.size = pos
     return out
 
 

@@ -37,6 +37,16 @@ def body_of(rows: dict[str, list[Any]] | None,
         return (b"[%s]" % text if text else b""), None
     columns, recs = records
     if tuple(columns) == ROW_COLUMNS:
+        g, pack = strings.get, _ROW.pack
+        try:  # every string numbered already (a None number: struct.error)
+            out = [pack(rank, g(lane), g(lk), g(kind), g(name), ts, dur, st,
+                        0.0 if fl is None else fl, 0 if nb is None else nb,
+                        0.0 if v is None else v, _NONE if args is None else g(args),
+                        (fl is None) | (nb is None) << 1 | (v is None) << 2)
+                   for rank, lane, lk, kind, name, ts, dur, st, fl, nb, v, args in recs]
+            return b"".join([_RECS.pack(_R, 0, len(out), len(text)), *out, text]), None
+        except (TypeError, ValueError, OverflowError, struct.error):
+            pass  # a string to number first, or a value the format does not hold
         fresh: dict[str, int] = {}
         base = len(strings)
 

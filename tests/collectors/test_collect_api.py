@@ -50,3 +50,20 @@ def test_one_session_at_a_time_and_metadata(tmp_path) -> None:
     peak = max(devices.get("h100").peak_flops.values())
     assert mfu.value.to_numpy() == pytest.approx(100 * tflops * 1e12 / peak)
     assert api.current() is None  # closed: hooks record nothing now
+
+
+def test_the_hook_time_outside_detail_windows_is_counted_apart(tmp_path) -> None:
+    """collector.plain_ns / plain_steps: the session's hook time on the steps not captured
+    in detail (auto's cost outside its windows); the boundary that starts a window and the
+    window's steps are left out, every step of a monitor session is in."""
+    for mode in ("monitor", "auto"):
+        with hermes.profile(out=tmp_path / f"{mode}.parquet", mode=mode, handle_signals=False,
+                            trigger_signal=None, sample_interval=None) as rec:
+            for i in range(10):
+                if i == 3 and rec.trigger is not None:
+                    rec.trigger.request(3)  # steps 4, 5 and 6 in detail
+                hermes.step()
+        c = hermes.load(tmp_path / f"{mode}.parquet", columns=["rank"]).meta.collector
+        assert c["steps"] == 10
+        assert c["plain_steps"] == (10 if mode == "monitor" else 10 - 3 - 1), mode
+        assert 0 < c["plain_ns"] <= c["collector_ns"]
