@@ -82,12 +82,39 @@ def search_each(texts: list[str], pattern: str) -> np.ndarray:
     reaches non-ASCII letters: such texts stay with Python), the rest through Python's ``re``;
     a pattern RE2 rejects (backreferences, ...) goes through Python whole."""
     rx = re.compile(pattern)
-    if len(texts) >= RE2_MIN_TEXTS and _re2_reads_alike(pattern):
-        import pyarrow as pa
+    if len(texts) >= RE2_MIN_TEXTS:
+        if _re2_reads_alike(pattern):
+            import pyarrow as pa
 
-        return _search_arrow(pa.array(texts, pa.string()), pattern, pattern,
-                             lambda rows: [texts[i] for i in rows.tolist()])
+            return _search_arrow(pa.array(texts, pa.string()), pattern, pattern,
+                                 lambda rows: [texts[i] for i in rows.tolist()])
+        wide = _without_lookarounds(pattern)
+        if wide is not None and _re2_reads_alike(wide):
+            # RE2 can take the pattern less its lookarounds, which match a superset (an
+            # assertion only narrows): Python's ``re`` decides on those texts alone
+            maybe = np.flatnonzero(search_each(texts, wide))
+            out = np.zeros(len(texts), bool)
+            out[maybe] = [rx.search(texts[i]) is not None for i in maybe.tolist()]
+            return out
     return np.fromiter((rx.search(t) is not None for t in texts), bool, len(texts))
+
+
+#: a lookahead / lookbehind with no group, escape or quantifier of its own
+_LOOKAROUND = re.compile(r"\(\?<?[=!][^()\\]*\)(?![*+?{])")
+
+
+@functools.lru_cache(maxsize=256)
+def _without_lookarounds(pattern: str) -> str | None:
+    """``pattern`` less its simple lookarounds (:data:`_LOOKAROUND`): a pattern matching every
+    text ``pattern`` matches; None when it has none, or others are left (nested, quantified)."""
+    wide, n = _LOOKAROUND.subn("", pattern)
+    if n == 0 or re.search(r"\(\?<?[=!]", wide):
+        return None
+    try:
+        re.compile(wide)
+    except re.error:
+        return None
+    return wide
 
 
 @functools.lru_cache(maxsize=256)

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from functools import cache, lru_cache
 from importlib import resources
 
 import numpy as np
 import pandas as pd
+
+from hermes.analyzers.common.names import RE2_MIN_TEXTS, search_each
 
 FAMILIES_FILE = "families.toml"
 OTHER = "other"
@@ -45,6 +48,38 @@ def family_of(name: str) -> str:
     return OTHER
 
 
+#: families found by :func:`families_of`, by name (an analysis asks again for the same
+#: names: the fusion replay for each of its transforms); cleared when it grows past this
+_KNOWN_MAX = 65536
+_known: dict[str, str] = {}
+
+
+def families_of(names: Sequence[str]) -> list[str]:
+    """:func:`family_of` of each name: names not seen before go pattern by pattern through
+    ``names.search_each`` together (one RE2 call a pattern for ASCII names, Python's ``re``
+    for the rest: the same answers as ``re.search``) instead of every pattern per name in
+    Python; real traces carry thousands of distinct names (TraceLens xdit_sd_3.5: ~44k regex
+    searches, 0.14 s, in one analysis)."""
+    texts = [str(n) for n in names]
+    new = list(dict.fromkeys(t for t in texts if t not in _known))
+    if len(new) < RE2_MIN_TEXTS:
+        found = [family_of(t) for t in new]
+    else:
+        out = np.full(len(new), OTHER, dtype=object)
+        left = np.arange(len(new))
+        for fam, rx in table()[0]:
+            if not left.size:
+                break
+            hit = search_each([new[i] for i in left.tolist()], "(?i)" + rx.pattern)
+            out[left[hit]] = fam
+            left = left[~hit]
+        found = out.tolist()
+    if len(_known) + len(new) > _KNOWN_MAX:
+        _known.clear()
+    _known.update(zip(new, found, strict=True))
+    return [_known[t] if t in _known else family_of(t) for t in texts]
+
+
 def bound_of(family: str) -> str:
     return table()[1].get(family, table()[1][OTHER])
 
@@ -55,7 +90,7 @@ def classify(names: pd.Series) -> pd.Series:
         codes, uniq = names.array.codes, names.dtype.categories
     else:
         codes, uniq = pd.factorize(names.astype(object), use_na_sentinel=True)
-    fams = [family_of(str(u)) for u in uniq] + [OTHER]
+    fams = [*families_of([str(u) for u in uniq]), OTHER]
     per = np.asarray(codes, np.int64)
     per = np.where(per >= 0, per, len(uniq))
     used = np.bincount(per, minlength=len(fams)) > 0   # the families of the names present

@@ -95,9 +95,9 @@ _GRAD = re.compile(r"[._\-]?(grad|backward|bwd)$", re.IGNORECASE)
 
 def _memory_family(names: list[str]) -> np.ndarray:
     """:func:`_fam_codes` of ``families.classify(names)``, name by name (``classify`` is
-    ``family_of`` of each distinct name)."""
+    ``families_of`` the distinct names)."""
     code = {f: i for i, f in enumerate(MEMORY_FAMILIES)}
-    return np.array([code.get(families.family_of(n), -1) for n in names], np.int8)
+    return np.array([code.get(f, -1) for f in families.families_of(names)], np.int8)
 
 
 def _fam_codes(fam: pd.Series | np.ndarray) -> np.ndarray:

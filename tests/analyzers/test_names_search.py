@@ -22,7 +22,7 @@ PROJECT = [cpu.BLOCKING_NAME, cpu.OTHER_CPU_NAME, hostcalls.GC_NAME, hostcalls.C
 # spellings whose meaning differs between the two engines, or that RE2 rejects
 HOSTILE = [r"a\sb", r"\S+x", r"(?i)log$", r"(a)\1", r"x{,2}y", r"[[:alpha:]]+", r"end\Z",
            r"(?<=a)b", r"(?i)k", r"(?i)s", r"[\b]", r"a{1, 2}", r"(?P<n>ab)(?P=n)", r"^$",
-           r"(?i)I"]
+           r"(?i)I", r"(?i)ab(?!x)|k", r"(?<!a)b|y(?=z)", r"ab(?=c){2}", r"a(?!(b))", r"x(?!\))"]
 WORDS = ["aten::item", "cudaStreamSynchronize", "gc", "log", "Kernel", "DataLoader.__next__",
          "aten::mm", "read", "ab", "x", "y", "end", "Default/", "[hermes] f", "cpu other"]
 CHARS = "abkKsSiIxyz:_./#[] ()\n\v\x1c\t" + "\u017f\u212a\u0131\u00e9\u0130"
@@ -75,3 +75,25 @@ def test_plain_ascii_texts_take_the_re2_path(monkeypatch) -> None:
     got = names.search_each(texts, hostcalls.SYNC_NAME)
     assert got.tolist() == [True] * 100 + [True, True]
     assert seen == ["aten::item\n", "\u017fynchronize"]
+
+
+def test_a_lookaround_pattern_is_decided_by_python_only_where_its_superset_matches(
+        monkeypatch) -> None:
+    # RE2 has no lookarounds: it searches the pattern less them (a superset) and Python's re
+    # decides on those hits alone
+    texts = ["kernel"] * 100 + ["convert_x", "conv2d", "gemm"]
+    seen = []
+    real = re.compile
+
+    class Spy:
+        def __init__(self, rx: re.Pattern) -> None:
+            self.rx = rx
+
+        def search(self, t: str) -> re.Match | None:
+            seen.append(t)
+            return self.rx.search(t)
+
+    monkeypatch.setattr(names.re, "compile", lambda p, *a: Spy(real(p, *a)))
+    got = names.search_each(texts, r"conv(?!ert)")
+    assert got.tolist() == [False] * 100 + [False, True, False]
+    assert seen == ["convert_x", "conv2d"]
