@@ -56,11 +56,9 @@ def test_search_each_answers_as_python_re(pattern: str) -> None:
     assert (names.name_matches(col, pattern) == np.append(want, False)).all()
 
 
-def test_plain_ascii_texts_take_the_re2_path(monkeypatch) -> None:
-    # the answer for plain ASCII texts comes from pyarrow (a pattern Python's re never sees
-    # for them): only the non-plain texts are searched one by one
-    texts = ["cudaStreamSynchronize"] * 100 + ["aten::item\n", "\u017fynchronize"]
-    seen = []
+def _spy_searches(monkeypatch) -> list[str]:
+    """The texts Python's ``re`` is asked to search from now on (names' compiled patterns)."""
+    seen: list[str] = []
     real = re.compile
 
     class Spy:
@@ -72,6 +70,14 @@ def test_plain_ascii_texts_take_the_re2_path(monkeypatch) -> None:
             return self.rx.search(t)
 
     monkeypatch.setattr(names.re, "compile", lambda p, *a: Spy(real(p, *a)))
+    return seen
+
+
+def test_plain_ascii_texts_take_the_re2_path(monkeypatch) -> None:
+    # the answer for plain ASCII texts comes from pyarrow (a pattern Python's re never sees
+    # for them): only the non-plain texts are searched one by one
+    texts = ["cudaStreamSynchronize"] * 100 + ["aten::item\n", "\u017fynchronize"]
+    seen = _spy_searches(monkeypatch)
     got = names.search_each(texts, hostcalls.SYNC_NAME)
     assert got.tolist() == [True] * 100 + [True, True]
     assert seen == ["aten::item\n", "\u017fynchronize"]
@@ -82,18 +88,7 @@ def test_a_lookaround_pattern_is_decided_by_python_only_where_its_superset_match
     # RE2 has no lookarounds: it searches the pattern less them (a superset) and Python's re
     # decides on those hits alone
     texts = ["kernel"] * 100 + ["convert_x", "conv2d", "gemm"]
-    seen = []
-    real = re.compile
-
-    class Spy:
-        def __init__(self, rx: re.Pattern) -> None:
-            self.rx = rx
-
-        def search(self, t: str) -> re.Match | None:
-            seen.append(t)
-            return self.rx.search(t)
-
-    monkeypatch.setattr(names.re, "compile", lambda p, *a: Spy(real(p, *a)))
+    seen = _spy_searches(monkeypatch)
     got = names.search_each(texts, r"conv(?!ert)")
     assert got.tolist() == [False] * 100 + [False, True, False]
     assert seen == ["convert_x", "conv2d"]
