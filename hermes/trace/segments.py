@@ -349,14 +349,18 @@ class SegmentedTraceWriter:
         if j is None:
             j = self._journals[key] = JournalWriter(self._journal_path(key))
         rows = self._rows.get(key)
-        done = self._rows_journaled.get(key, 0)
-        if rows and done:
-            rows = {c: v[done:] for c, v in rows.items()}
+        if rows is not None:
+            done = self._rows_journaled.get(key, 0)
+            self._rows_journaled[key] = len(rows["rank"])
+            if done:
+                rows = {c: v[done:] for c, v in rows.items()}
+            if not rows["rank"]:
+                rows = None
         recs = self._recs_new.pop(key, None)
-        j.append(self._segment_no(key), lambda: self._meta(key).to_kv(), step,
-                 self._new.pop(key, ()), rows if rows and rows["rank"] else None,
+        no = self._seg_no.get(key)
+        j.append(self._segment_no(key) if no is None else no, lambda: self._meta(key).to_kv(),
+                 step, self._new.pop(key, ()), rows,
                  (self._recs[key][0], recs) if recs else None, self._steps.get(key, 0))
-        self._rows_journaled[key] = len(self._rows.get(key, {}).get("rank", ()))
 
     def _drop_journals(self, remove: bool) -> None:
         for j in self._journals.values():
