@@ -95,6 +95,8 @@ def _report(loop: str, per_run: list[tuple[str, list[int], list[int]]], smoke: b
         hook = ("", "") if h is None else (f"{h / 1e3:.0f}", f"{100 * h / cpu['none']:.2f}")
         print(f"{v:<9} {wall[v] / 1e6:>13.3f} {wpair[v]:>12.4f} {cpu[v] / 1e6:>12.3f} "
               f"{cpair[v]:>11.4f} {hook[0]:>14} {hook[1]:>8} {target or '':>7} {flag:>6}")
+    print("hooks/step by run (us): " + "; ".join(
+        f"{v} " + " ".join(f"{h / 1e3:.0f}" for h in hooks[v]) for v in VARIANTS if hooks.get(v)))
     print("wall run medians (ms): " + "; ".join(
         f"{v} " + " ".join(f"{m / 1e6:.2f}" for m in wruns[v]) for v in VARIANTS))
     return ok
