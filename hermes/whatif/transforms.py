@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hermes.whatif import commsize
+from hermes.whatif import commsize, hostpace
 from hermes.whatif.comm import reschedule_comm, shrink_waits
 from hermes.whatif.facts import args_at, duration, kinds, number
 from hermes.whatif.fusion import DISPATCH_KINDS, fuse_elementwise
@@ -41,6 +41,9 @@ class Transform:
     #: ``missing(sg, params)``: why the trace cannot say what this transform does (None: it
     #: can); a transform that cannot is not applied and the rule's formula stands
     missing: Callable[[StepGraph, Mapping[str, Any]], str | None] | None = None
+    #: finding causes (``Finding.cause``) whose time it removes, beyond the recommendation's
+    #: own finding: the advisor bounds its gain by their shares together (docs/rules.md)
+    removes: tuple[str, ...] = ()
 
 
 def remove_gc(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
@@ -197,6 +200,14 @@ def no_decode(sg: StepGraph, ch: Change, params: Mapping[str, Any]) -> None:
     ch.scale[dec] = 0.0
 
 
+#: what a faster loader removes: every loader event and data wait, whichever of these the
+#: analysis classified them as (more workers also read faster, faster reads also process sooner)
+LOADER_CAUSES = ("slow_data_reading", "slow_data_processing", "slow_data_fetching")
+
+#: what a host that gets ahead of the device removes (syncs gone, host calls back at their pace):
+#: the device-idle time the analysis gives host dispatch is then hidden behind queued kernels
+HOST_AHEAD = ("operator_dispatch",)
+
 #: a host-to-device copy from pageable memory (its name or args say so; Kineto, Hermes)
 PAGEABLE = r"pageable|\"pinned\"\s*:\s*false"
 
@@ -267,16 +278,18 @@ def _registry() -> dict[str, Transform]:
         "gc_freeze", "gc_threshold", "cpu.gc_freeze", "cpu.gc_threshold")
     add(Transform("compile", "remove run-time compilation", remove_compile, "host"),
         "static_shapes", "cpu.compile_static_shapes")
-    add(Transform("remove_syncs", "remove host-device syncs", remove_syncs, "sync"),
+    add(Transform("remove_syncs", "remove host-device syncs", remove_syncs, "sync",
+                  removes=HOST_AHEAD),
         "cpu.sync_remove")
-    add(Transform("data", "hide data waits behind compute", hide_data_waits, "io"),
+    add(Transform("data", "hide data waits behind compute", hide_data_waits, "io",
+                  removes=LOADER_CAUSES),
         "num_workers", "prefetch", "io.processing_more_workers", "io.fetch_prefetch")
     add(Transform("pin_memory", "host-to-device copies from page-locked memory", pin_memory,
                   "io", pinned_missing), "io.fetch_pin_memory")
     add(Transform("uncompressed", "read uncompressed samples", no_decode, "io",
-                  decode_missing), "io.read_uncompressed")
+                  decode_missing, LOADER_CAUSES), "io.read_uncompressed")
     add(Transform("local_storage", "read from local storage", local_reads, "io",
-                  local_reads_missing), "io.read_local_storage")
+                  local_reads_missing, LOADER_CAUSES), "io.read_local_storage")
     for opt, f in DISPATCH_FACTOR.items():
         # (the option "fusion" also answers memory-bound kernels, a device-side change with
         # no transform yet: only the dispatch rule's id names this one)
@@ -291,6 +304,12 @@ def _registry() -> dict[str, Transform]:
         "parallel.overlap_grad_comm", "communication.reschedule")
     add(Transform(STRAGGLER, "scale the slowest rank to the next slowest", _noop, "rank"),
         "computation.isolate_slow_node", "communication.fix_straggler")
+    add(Transform("uncontended", "host CPU work at the device profile's launch pace",
+                  hostpace.uncontended, "host", hostpace.missing,
+                  ("garbage_collection", "operator_compilation", *HOST_AHEAD)),
+        "stop_competing", "cpu.contention_stop")
+    add(Transform("quiet_logging", "no log line per host call", hostpace.quiet_logging,
+                  "host", hostpace.missing, HOST_AHEAD), "log_level", "cpu.env_log_level")
     add(Transform("grad_bucket_mb", "gradient collectives merged into bigger buckets",
                   commsize.bigger_buckets, "communication", commsize.missing),
         "communication.bigger_buckets")
