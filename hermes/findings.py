@@ -60,6 +60,11 @@ class Recommendation:
     #: time gives (``1 / (1 - time_share)``, the figure ``estimated_speedup`` is capped at): the
     #: transform also removes time the analysis gives other causes (docs/rules.md); else None
     replayed_speedup: float | None = None
+    #: where ``estimated_speedup`` is above ``1 / (1 - time_share)`` of its finding: the
+    #: findings whose time the replayed change removes (id -> time_share, its own included) and
+    #: ``saved_share``, the share of the run's step time (all steps) it removes, at most their
+    #: sum; the median step gains more than the average one (docs/rules.md); else None
+    claims: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -68,6 +73,10 @@ class Recommendation:
             "emulator_opt": self.emulator_opt, "estimate": self.estimate}
         if self.replayed_speedup is not None:
             d["replayed_speedup"] = round(float(self.replayed_speedup), 4)
+        if self.claims is not None:
+            d["claims"] = {"findings": {k: round(float(v), 6)
+                                        for k, v in self.claims["findings"].items()},
+                           "saved_share": round(float(self.claims["saved_share"]), 6)}
         return d
 
 

@@ -72,6 +72,29 @@ def share_bound(share: float) -> float:
     return math.floor(100.0 / (1.0 - min(max(share, 0.0), 0.999)) + 1e-9) / 100.0
 
 
+def replay_bound(speedup: float, saved: float, share: float) -> float:
+    """A replayed ``speedup`` (median step before / after) whose change removes ``saved`` of the
+    run's step time (all steps) where the findings it acts on cost ``share`` of it, bounded:
+    as replayed when ``saved <= share``; else the larger of :func:`share_bound` (the median
+    step saves at most ``share`` of itself) and the replay with every step's saving scaled by
+    ``share / saved`` (the run saves at most ``share`` of its time; where the cause costs the
+    median step more than the average one, its median step gains more than ``1 / (1 -
+    share)``), rounded down to 2 decimals. Never above ``speedup``."""
+    if saved <= share + 1e-9:
+        return speedup
+    m = (1.0 - 1.0 / max(speedup, 1.0)) * max(share, 0.0) / saved
+    scaled = math.floor(100.0 / (1.0 - min(m, 0.999)) + 1e-9) / 100.0
+    return min(speedup, max(1.0, scaled, share_bound(share)))
+
+
+def _claimed(fid: str, key: str, findings: list[Any]) -> dict[str, float]:
+    """The findings whose time ``key``'s transform removes: ``fid`` and those of the causes it
+    names (``Transform.removes``), id -> time_share."""
+    got = lookup(key)
+    also = set(got[0].removes) if got is not None else set()
+    return {f.id: float(f.time_share) for f in findings if f.id == fid or f.cause in also}
+
+
 def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any, cap: float
                 ) -> dict[str, list[Recommendation]]:
     """``recs`` with replayed speedups where a transform exists, re-sorted per finding."""
@@ -81,37 +104,49 @@ def with_replay(recs: dict[str, list[Recommendation]], trace: Any, analysis: Any
     events, trace_meta = _events(trace, slowest_ranks(analysis),
                                  getattr(analysis, "unread_files", None))
     gs = graphs(events, max_ranks=MAX_RANKS, keep=getattr(analysis, "keep", None))
-    cache: dict[str, float | None] = {}
+    cache: dict[str, tuple[float, float] | None] = {}
     why: dict[str, str] = {}
     out = {}
-    share = {f.id: float(f.time_share) for f in getattr(analysis, "findings", [])}
+    findings = list(getattr(analysis, "findings", []))
+    share = {f.id: float(f.time_share) for f in findings}
     for fid, rs in recs.items():
         # a finding's time_share is the step time its cause costs: a recommendation that removes
-        # that cause gains at most 1 / (1 - share). A transform acts on every event of its kind,
-        # not only on the finding's (fusion also drops launches, more workers also read faster):
-        # where the replay gains more, the rest is time the analysis gives other causes, so the
-        # estimate is capped and the replayed figure kept beside it (docs/rules.md)
-        s = share.get(fid)
-        bound = share_bound(s) if s is not None else cap
+        # that cause saves at most that time. A transform acts on every event of its kind, not
+        # only on the finding's (fusion also drops launches, more workers also read faster):
+        # the time it saves over the run's steps is bounded by the shares of the findings whose
+        # time it removes (its own, and those its transform names), the rest is time the
+        # analysis gives other causes; the estimate is scaled down to that and the replayed
+        # figure kept beside it (docs/rules.md)
         new = []
         for r in rs:
             key = _key(r)
             if key is not None and key not in cache:
                 p = predict(gs, [key], trace_meta or meta)
-                cache[key] = p.speedup if key in p.applied else None
+                cache[key] = (p.speedup, p.saved_share) if key in p.applied else None
                 if key in p.reasons:
                     why[key] = p.reasons[key]
             got = cache.get(key) if key is not None else None
             if got is not None:
-                sp = round(min(max(got, 1.0), cap), 2)
-                if sp > bound:
+                sp = round(min(max(got[0], 1.0), cap), 2)
+                claims = _claimed(fid, key, findings) if fid in share else {}
+                s = min(sum(claims.values()), 0.999)
+                bound = min(replay_bound(sp, got[1], s), sp) if claims else min(sp, cap)
+                own = share_bound(share[fid]) if fid in share else cap
+                extra: dict[str, Any] = {}
+                if bound > own:  # above the finding's own 1 / (1 - share): say why
+                    extra["claims"] = {"findings": claims,
+                                       "saved_share": min(got[1], s)}
+                if bound < sp:
+                    names = f"this finding's {100 * s:.1f} %" if list(claims) == [fid] else \
+                        f"these findings' {100 * s:.1f} % (" + ", ".join(
+                            f"{k} {100 * v:.1f} %" for k, v in claims.items()) + ")"
                     r = replace(r, estimated_speedup=bound, estimate="replay",
-                                replayed_speedup=sp,
+                                replayed_speedup=sp, **extra,
                                 how=f"{r.how} (Replayed: {sp:.2f}x; capped at {bound:.2f}x, "
-                                    f"all of this finding's {100 * (s or 0.0):.1f} % of the "
-                                    "step: the rest is time other causes cost.)")
+                                    f"all of {names} of the step: the rest is time other "
+                                    "causes cost.)")
                 else:
-                    r = replace(r, estimated_speedup=sp, estimate="replay")
+                    r = replace(r, estimated_speedup=sp, estimate="replay", **extra)
             elif key in why:  # a transform exists but the trace lacks what it needs: say so
                 r = replace(r, how=f"{r.how} (Estimate from the rule's formula: {why[key]}.)")
             new.append(r)

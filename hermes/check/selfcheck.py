@@ -15,7 +15,10 @@ result lists every broken check, empty when the analysis is consistent. Like pyi
   occupies in the breakdown (``category_share``), per rank where the evidence has
   ``per_rank_share``, and against the largest rank's share otherwise;
 * ``speedup_within_share``: no recommendation's ``estimated_speedup`` above ``1 / (1 - time_share)``
-  of its finding (removing all of a cost of share s shortens the step by at most s);
+  of its finding (removing all of a cost of share s shortens the step by at most s), unless it
+  says what it claims (``claims``): findings of the document with those shares, its own among
+  them, and a ``saved_share`` of the run's step time within their sum (a replayed change that
+  removes several findings' time, or whose median step saves more than the average one);
 * ``names_events``: every finding names the events it rests on (a non-empty value of one of
   ``EVENT_KEYS`` in its evidence) or says why it cannot (``evidence.no_events_reason``);
 * ``explained``: ``verdict.explained`` is reported and adds up (``check_explained``), with the
@@ -242,9 +245,28 @@ def speedup_bound(share: float) -> float:
     return math.inf if share >= 1.0 else 1.0 / (1.0 - share)
 
 
+def _claims_hold(claims: Any, fid: Any, shares: Mapping[Any, float]) -> str | None:
+    """Why a recommendation's ``claims`` do not bound it (None: they do)."""
+    if not isinstance(claims, Mapping) or not isinstance(claims.get("findings"), Mapping):
+        return "no claims"
+    named = claims["findings"]
+    if fid not in named:
+        return f"claims {sorted(named)} leave out its own finding {fid}"
+    for k, v in named.items():
+        got, want = _num(v), shares.get(k)
+        if got is None or want is None or abs(got - want) > 1e-4:
+            return f"claims {k} at {v}, the document's share is {want}"
+    saved, total = _num(claims.get("saved_share")), sum(float(v) for v in named.values())
+    if saved is None or saved > total + 1e-4:
+        return f"claims saved_share {claims.get('saved_share')} above its findings' {total:.4f}"
+    return None
+
+
 def check_speedup_within_share(doc: Mapping[str, Any]) -> list[Violation]:
     out = []
-    for i, f in enumerate(_findings(doc)):
+    fs = _findings(doc)
+    shares = {f.get("id"): v for f in fs if (v := _num(f.get("time_share"))) is not None}
+    for i, f in enumerate(fs):
         share = _num(f.get("time_share"))
         if share is None:
             continue  # reported by share_within_category
@@ -254,10 +276,14 @@ def check_speedup_within_share(doc: Mapping[str, Any]) -> list[Violation]:
                 continue
             sp = _num(rec.get("estimated_speedup"))
             if sp is not None and sp > cap + SPEEDUP_TOL:
+                why = _claims_hold(rec.get("claims"), f.get("id"), shares) \
+                    if rec.get("claims") is not None else ""
+                if why is None:
+                    continue
                 out.append(Violation(
                     "speedup_within_share", f"{_finding_where(i, f)} rule {rec.get('rule')}",
                     f"estimated_speedup {sp:.4f}x ({rec.get('estimate', 'formula')}) above "
-                    f"1 / (1 - {share:.4f}) = {cap:.4f}x"))
+                    f"1 / (1 - {share:.4f}) = {cap:.4f}x" + (f" ({why})" if why else "")))
     return out
 
 

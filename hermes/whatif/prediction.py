@@ -34,6 +34,10 @@ class Prediction:
     breakdown: dict[str, dict[str, float]] = field(default_factory=dict)
     #: spec -> why its transform was not applied (the trace lacks what it needs)
     reasons: dict[str, str] = field(default_factory=dict)
+    #: share of the replayed time over all steps that the change removes, on the rank that
+    #: sets ``predicted_ms`` (1 - sum after / sum before; the median step may save more or
+    #: less than that where steps differ)
+    saved_share: float = 0.0
 
     @property
     def speedup(self) -> float:
@@ -234,11 +238,13 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
     new_all = {r: _loader_bound(gs[r], changes[r], base_all[r], new_all[r], workers)
                for r in gs}
     per_rank: dict[int, dict[str, float]] = {}
+    saved: dict[int, float] = {}
     for r in gs:
         base, new = base_all[r], new_all[r]
         per_rank[r] = {"measured_ms": measured[r] / 1e6,
                        "replay_ms": float(np.median(base)) / 1e6 if base.size else 0.0,
                        "predicted_ms": float(np.median(new)) / 1e6 if new.size else 0.0}
+        saved[r] = 1.0 - float(new.sum()) / float(base.sum()) if base.sum() > 0 else 0.0
 
     def pick(key: str) -> float:
         return max((v[key] for v in per_rank.values()), default=0.0)
@@ -258,8 +264,10 @@ def predict(gs: Mapping[int, rp.StepGraph], specs: Sequence[str] = (), meta: Any
             before = _breakdown(sg, None)
             sg.memo["breakdown"] = ((sg.g, sg.w, sg.span), before)
         bd = {"before": dict(before), "after": _breakdown(sg, changes[slow], ws.get(slow))}
+    pace = max(per_rank, key=lambda r: per_rank[r]["predicted_ms"]) if per_rank else None
     return Prediction(pick("measured_ms"), pick("predicted_ms"), pick("replay_ms"), per_rank,
-                      [s for s, _, _ in chosen], unknown, overlaps, bd, reasons)
+                      [s for s, _, _ in chosen], unknown, overlaps, bd, reasons,
+                      saved[pace] if pace is not None else 0.0)
 
 
 def _loader_bound(sg: rp.StepGraph, ch: rp.Change, base: np.ndarray, new: np.ndarray,

@@ -105,3 +105,40 @@ def test_recommendations_capped_alike_are_ranked_by_their_replay():
     got = [(r.emulator_opt, r.estimated_speedup, r.replayed_speedup)
            for r in out["io.slow_data_processing"]]
     assert got == [("num_workers=4", 1.42, 2.5), ("num_workers=2", 1.42, 2.0)]
+
+
+def test_replay_bound_limits_the_run_s_saving_to_the_claimed_share():
+    from hermes.advisor.replayed import replay_bound
+
+    # saving within the share: as replayed
+    assert replay_bound(4.0, 0.5, 0.5) == 4.0
+    # every step saves alike (median 1 - 1/4 = 0.75 = the run's 0.75): scaled to 0.5 of the
+    # step, 1 / (1 - 0.5) = 2.0, the finding's own bound
+    assert replay_bound(4.0, 0.75, 0.5) == 2.0
+    # the median step saves 0.75, the run 0.6: x 0.5 / 0.6 -> 0.625, 1 / 0.375 = 2.666 -> 2.66
+    assert replay_bound(4.0, 0.6, 0.5) == 2.66
+    # the median step saves less than the run (0.5 vs 0.75): scaled 1 / (1 - 0.5 x 0.5 / 0.75)
+    # = 1.5 is below what removing all of the share from it gives, 2.0: that stands
+    assert replay_bound(2.0, 0.75, 0.5) == 2.0
+
+
+def test_a_loader_change_claims_every_loader_finding():
+    # 4 workers replay 2.5x (above); the step's 60 % wait the analysis split into reading 0.2
+    # and processing 0.3 (0.5 together): more workers remove both; the run (one step) saves
+    # 0.6 > 0.5: scaled to 0.5, 1 / 0.5 = 2.0x -- not the processing finding's own 1 / 0.7
+    findings = [Finding("io", "slow_data_processing", 0.3, "s"),
+                Finding("io", "slow_data_reading", 0.2, "s"),
+                Finding("computation", "memory_bound", 0.4, "s")]
+    out = with_replay({"io.slow_data_processing": [
+        rec("io.processing_more_workers", 1.1, "num_workers=4")]}, DATA,
+        SimpleNamespace(meta=META, findings=findings), 10.0)
+    r, = out["io.slow_data_processing"]
+    assert (r.estimated_speedup, r.replayed_speedup) == (2.0, 2.5)
+    assert r.claims == {"findings": {"io.slow_data_processing": 0.3, "io.slow_data_reading": 0.2},
+                        "saved_share": 0.5}
+    assert r.how.endswith("(Replayed: 2.50x; capped at 2.00x, all of these findings' 50.0 % "
+                          "(io.slow_data_processing 30.0 %, io.slow_data_reading 20.0 %) of the "
+                          "step: the rest is time other causes cost.)")
+    assert r.to_dict()["claims"] == {"findings": {"io.slow_data_processing": 0.3,
+                                                  "io.slow_data_reading": 0.2},
+                                     "saved_share": 0.5}

@@ -137,6 +137,27 @@ def test_speedup_above_what_the_share_allows() -> None:
     assert v.what == "estimated_speedup 2.0000x (replay) above 1 / (1 - 0.3500) = 1.5385x"
 
 
+def test_a_speedup_above_its_share_holds_with_the_findings_it_claims() -> None:
+    # dispatch 0.35 and sync wait 0.25: a change removing both saves at most 0.60 of the run's
+    # step time; 2.0x (1.5385x alone) stands when it says so and the shares match the document
+    doc = _doc()
+    r = doc["findings"][0]["recommendations"][1]
+    r.update(estimated_speedup=2.0, estimate="replay", claims={"findings": {
+        "cpu.operator_dispatch": 0.35, "communication.synchronization_wait": 0.25},
+        "saved_share": 0.55})
+    assert self_check(doc) == []
+    r["claims"]["saved_share"] = 0.61  # more than the findings it names cost
+    (v,) = self_check(doc)
+    assert v.what.endswith("(claims saved_share 0.61 above its findings' 0.6000)")
+    r["claims"] = {"findings": {"communication.synchronization_wait": 0.25}, "saved_share": 0.2}
+    (v,) = self_check(doc)
+    assert v.what.endswith("(claims ['communication.synchronization_wait'] leave out its own "
+                           "finding cpu.operator_dispatch)")
+    r["claims"] = {"findings": {"cpu.operator_dispatch": 0.5}, "saved_share": 0.4}
+    (v,) = self_check(doc)
+    assert v.what.endswith("(claims cpu.operator_dispatch at 0.5, the document's share is 0.35)")
+
+
 def test_every_finding_names_events_or_says_why() -> None:
     doc = _doc()
     doc["findings"][1]["evidence"]["top_ops"] = []
