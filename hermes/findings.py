@@ -56,9 +56,9 @@ class Recommendation:
     #: "replay": ``estimated_speedup`` came from replaying the step graph (hermes.whatif);
     #: "formula": from the rule's recover fraction (no transform for it, or no trace)
     estimate: str = "formula"
-    #: the replayed step before / after where it exceeds what removing all of the finding's
-    #: time gives (``1 / (1 - time_share)``, the figure ``estimated_speedup`` is capped at): the
-    #: transform also removes time the analysis gives other causes (docs/rules.md); else None
+    #: the replayed step before / after where it exceeds the bound ``estimated_speedup`` is
+    #: capped at (the shares of the findings the change removes, docs/rules.md): the transform
+    #: also removes time the analysis gives other causes; else None
     replayed_speedup: float | None = None
     #: where ``estimated_speedup`` is above ``1 / (1 - time_share)`` of its finding: the
     #: findings whose time the replayed change removes (id -> time_share, its own included) and

@@ -2,8 +2,9 @@
 
 A recommendation whose rule id or emulator option has a what-if transform
 (:mod:`hermes.whatif.transforms`) gets ``estimated_speedup`` = replayed step before / after
-(``estimate = "replay"``), at most ``1 / (1 - time_share)`` of its finding (the replayed
-figure, where it is more, in ``replayed_speedup``); the others keep the formula. Only the 8
+(``estimate = "replay"``), bounded by the shares of the findings its transform removes
+(:func:`replay_bound`; the replayed figure, where it is more, in ``replayed_speedup``); the
+others keep the formula. Only the 8
 slowest ranks are replayed (the run goes at their pace), a rank of over a million events on its
 median step alone (``hermes.whatif.graphs``), so this stays cheap on big traces. Replaying every step, not only
 the median one, matters where steps differ (a prefetch queue that drains over the first
